@@ -1,0 +1,52 @@
+// The kernel dispatch table: one per process, filled once from CPU features.
+//
+// Matrix-vector products follow the ggml scheme: the activation row is first
+// converted into the "activation format" that the weight type's dot kernel wants
+// (int8 blocks for W4A8/W8A8 paths, plain f32 for float weights), then every weight
+// row is dotted against it. Rows can be split across threads freely.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "quant/types.h"
+
+namespace pllm {
+
+enum class Isa : int { scalar = 0, avx2 = 1, avx512 = 2, neon = 3, neon_dotprod = 4 };
+const char* isa_name(Isa isa);
+
+struct TypeKernels {
+  bool available = false;
+  TensorType act_type = TensorType::F32;  // format quantize_act writes
+  // Bytes needed by quantize_act for n elements (n a multiple of the weight block size).
+  size_t (*act_bytes)(int64_t n) = nullptr;
+  // Convert an f32 activation row of n elements into the activation format.
+  void (*quantize_act)(const float* x, void* xq, int64_t n) = nullptr;
+  // Dot product of one weight row (n elements, this type) with a converted activation row.
+  float (*vec_dot)(int64_t n, const void* w_row, const void* xq) = nullptr;
+  // Dequantize one weight row (n elements) to f32.
+  void (*dequantize_row)(const void* w_row, float* y, int64_t n) = nullptr;
+};
+
+struct KernelTable {
+  Isa isa = Isa::scalar;
+  // Indexed by the ggml type id (TensorType value); entries for unsupported types are unavailable.
+  TypeKernels types[32];
+  // f32 helpers used by norms and attention.
+  float (*dot_f32)(const float* a, const float* b, int64_t n) = nullptr;
+  // y += a * x
+  void (*axpy_f32)(float a, const float* x, float* y, int64_t n) = nullptr;
+
+  const TypeKernels& for_type(TensorType t) const { return types[static_cast<uint32_t>(t) & 31]; }
+};
+
+// The table for the best ISA this CPU supports, capped by the environment
+// variable PLLM_ISA (scalar|avx2|avx512|neon|dotprod) if set. Filled on first call
+// (thread-safe); immutable afterwards.
+const KernelTable& kernels();
+
+// A table for a specific ISA (for tests comparing each ISA with its scalar twin).
+// Returns nullptr when this CPU or build cannot run that ISA.
+const KernelTable* kernels_for(Isa isa);
+
+}  // namespace pllm

@@ -1,0 +1,31 @@
+// Chat templates: recognise the family from tokenizer.chat_template and render turns.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+
+namespace pllm {
+
+struct ChatMessage {
+  std::string role;  // "system" | "user" | "assistant"
+  std::string content;
+};
+
+enum class ChatFamily { chatml, llama3, llama2, deepseek_r1, gemma, zephyr, unknown };
+
+// Detect the family from the Jinja source stored in the GGUF (empty -> chatml).
+ChatFamily detect_chat_family(const std::string& jinja_template);
+const char* chat_family_name(ChatFamily f);
+
+// Render messages; add_generation_prompt appends the assistant header.
+// The default system prompt of a template (e.g. SmolLM2's) is applied when the
+// template declares one and no system message is given.
+Result<std::string> render_chat(ChatFamily family, const std::string& jinja_template,
+                                const std::vector<ChatMessage>& messages,
+                                bool add_generation_prompt);
+
+// Text markers after which generation stops for this family (e.g. "<|im_end|>").
+std::vector<std::string> chat_stop_strings(ChatFamily family);
+
+}  // namespace pllm
