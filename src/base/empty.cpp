@@ -1,0 +1,1 @@
+// Placeholder translation unit for layers that have no sources yet.
