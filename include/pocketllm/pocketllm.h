@@ -1,0 +1,161 @@
+/* PocketLLM public C API.
+ *
+ * Handles are opaque. Every function that can fail returns a pllm_status; the
+ * message for the most recent failure on the calling thread is available from
+ * pllm_last_error(). No C++ exception ever crosses this boundary.
+ *
+ * Threading: a pllm_model is immutable after loading and may be shared by many
+ * sessions on many threads. A pllm_session must be used by one thread at a time,
+ * except pllm_session_cancel(), which may be called from any thread. */
+#ifndef POCKETLLM_H
+#define POCKETLLM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum pllm_status {
+  PLLM_OK = 0,
+  PLLM_ERR_INVALID_ARGUMENT = 1,
+  PLLM_ERR_IO = 2,
+  PLLM_ERR_BAD_FORMAT = 3,
+  PLLM_ERR_UNSUPPORTED = 4,
+  PLLM_ERR_OUT_OF_RANGE = 5,
+  PLLM_ERR_OUT_OF_MEMORY = 6,
+  PLLM_ERR_CANCELLED = 7,
+  PLLM_ERR_INTERNAL = 8
+} pllm_status;
+
+typedef int32_t pllm_token;
+typedef struct pllm_model pllm_model;
+typedef struct pllm_session pllm_session;
+
+/* Message for the last failed call on this thread ("" if none). Valid until the next call. */
+const char* pllm_last_error(void);
+const char* pllm_status_string(pllm_status status);
+const char* pllm_version(void);
+/* Name of the kernel instruction set chosen at start-up (e.g. "avx512"). */
+const char* pllm_isa(void);
+
+/* ---- Models -------------------------------------------------------------- */
+
+/* progress in [0, 1]; return non-zero to abort the load (the load then fails with PLLM_ERR_CANCELLED). */
+typedef int (*pllm_progress_fn)(float progress, void* user_data);
+
+typedef struct pllm_model_params {
+  int vocab_only;              /* load only the tokenizer (works on files without tensors) */
+  pllm_progress_fn progress;   /* may be NULL */
+  void* progress_user_data;
+} pllm_model_params;
+
+pllm_model_params pllm_model_default_params(void);
+pllm_status pllm_model_load(const char* path, const pllm_model_params* params, pllm_model** out);
+void pllm_model_free(pllm_model* model);
+
+int32_t pllm_model_n_vocab(const pllm_model* model);
+int32_t pllm_model_n_ctx_train(const pllm_model* model);
+pllm_token pllm_model_bos(const pllm_model* model); /* -1 if none */
+pllm_token pllm_model_eos(const pllm_model* model); /* -1 if none */
+int pllm_model_is_eog(const pllm_model* model, pllm_token token);
+
+/* Describe a GGUF file as JSON (architecture, hyper-parameters, tokenizer, tensors with
+ * types and bytes) without loading weights. Free *json_out with pllm_string_free. */
+pllm_status pllm_inspect_file(const char* path, char** json_out);
+void pllm_string_free(char* s);
+
+/* ---- Tokenizer ------------------------------------------------------------- */
+
+/* Writes up to capacity ids; *n_out receives the full count. If capacity is too small the
+ * call fails with PLLM_ERR_OUT_OF_RANGE and *n_out tells the size needed. */
+pllm_status pllm_tokenize(const pllm_model* model, const char* text, size_t text_len, int add_special,
+                          int parse_special, pllm_token* out, size_t capacity, size_t* n_out);
+/* Text of the tokens (special tokens rendered when render_special). Same capacity rules. */
+pllm_status pllm_detokenize(const pllm_model* model, const pllm_token* tokens, size_t n_tokens,
+                            int render_special, char* out, size_t capacity, size_t* n_out);
+
+typedef struct pllm_chat_message {
+  const char* role; /* "system", "user" or "assistant" */
+  const char* content;
+} pllm_chat_message;
+
+/* Render messages with the model's chat template. Free *text_out with pllm_string_free. */
+pllm_status pllm_chat_apply_template(const pllm_model* model, const pllm_chat_message* messages,
+                                     size_t n_messages, int add_generation_prompt, char** text_out);
+
+/* ---- Sessions ------------------------------------------------------------ */
+
+typedef struct pllm_session_params {
+  int32_t n_ctx;     /* context length in tokens; 0 = min(model's training context, 4096) */
+  int32_t n_threads; /* 0 = number of performance cores */
+} pllm_session_params;
+
+pllm_session_params pllm_session_default_params(void);
+pllm_status pllm_session_create(pllm_model* model, const pllm_session_params* params, pllm_session** out);
+void pllm_session_free(pllm_session* session);
+int32_t pllm_session_n_ctx(const pllm_session* session);
+/* Forget the conversation (the KV cache). */
+void pllm_session_reset(pllm_session* session);
+
+/* Append tokens to the session's context and run the model over them. If logits_out is not
+ * NULL it receives n_tokens * n_vocab floats: the logits after every appended token. */
+pllm_status pllm_session_eval(pllm_session* session, const pllm_token* tokens, size_t n_tokens,
+                              float* logits_out);
+
+/* ---- Generation ------------------------------------------------------------ */
+
+typedef struct pllm_sampling_params {
+  float temperature;    /* 0 = greedy */
+  int32_t top_k;        /* 0 = off */
+  float top_p;          /* 1 = off */
+  float min_p;          /* 0 = off */
+  float repeat_penalty; /* 1 = off */
+  int32_t repeat_last_n;
+  uint64_t seed;
+  int32_t max_tokens;               /* tokens to generate at most */
+  const char* const* stop_strings;  /* generation stops when the text ends with one (not emitted) */
+  size_t n_stop_strings;
+} pllm_sampling_params;
+
+pllm_sampling_params pllm_sampling_default_params(void);
+
+/* Called for each generated token. text holds the newly completed UTF-8 text (never a
+ * partial character; may be empty). Return non-zero to stop generation. */
+typedef int (*pllm_token_fn)(pllm_token token, const char* text, size_t text_len, void* user_data);
+
+typedef enum pllm_stop_reason {
+  PLLM_STOP_EOG = 0,        /* the model ended its turn */
+  PLLM_STOP_MAX_TOKENS = 1,
+  PLLM_STOP_STRING = 2,
+  PLLM_STOP_CALLBACK = 3,
+  PLLM_STOP_CANCELLED = 4,
+  PLLM_STOP_CONTEXT_FULL = 5
+} pllm_stop_reason;
+
+typedef struct pllm_generation_stats {
+  int32_t n_prompt_tokens;
+  int32_t n_reused_tokens; /* prompt tokens already in the session's KV cache */
+  int32_t n_generated;
+  double ttft_ms;          /* from call to first generated token */
+  double prefill_tps;
+  double decode_tps;
+  pllm_stop_reason stop_reason;
+} pllm_generation_stats;
+
+/* Generate a reply to `prompt`, the whole context as tokens. The session reuses the longest
+ * prefix of prompt already in its KV cache, so a chat can pass the full conversation each
+ * turn. Fails with PLLM_ERR_OUT_OF_RANGE if the prompt does not fit the context. */
+pllm_status pllm_generate(pllm_session* session, const pllm_token* prompt, size_t n_prompt,
+                          const pllm_sampling_params* sampling, pllm_token_fn on_token, void* user_data,
+                          pllm_generation_stats* stats);
+
+/* Ask a running pllm_generate/pllm_session_eval on this session to stop (any thread). */
+void pllm_session_cancel(pllm_session* session);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* POCKETLLM_H */

@@ -1,0 +1,92 @@
+#include "api/inspect.h"
+
+#include <nlohmann/json.hpp>
+
+#include "gguf/gguf.h"
+#include "model/arch.h"
+#include "quant/types.h"
+
+namespace pllm {
+namespace {
+
+nlohmann::json scalar_json(const GgufValue& v) {
+  if (auto* u = std::get_if<uint64_t>(&v.scalar)) return *u;
+  if (auto* i = std::get_if<int64_t>(&v.scalar)) return *i;
+  if (auto* d = std::get_if<double>(&v.scalar)) return *d;
+  if (auto* b = std::get_if<bool>(&v.scalar)) return *b;
+  const auto s = std::get<std::string_view>(v.scalar);
+  // Long strings (chat templates) are shortened; invalid UTF-8 is replaced on dump.
+  return std::string(s.substr(0, 512)) + (s.size() > 512 ? "…" : "");
+}
+
+}  // namespace
+
+Result<std::string> inspect_file_json(const std::string& path) {
+  PLLM_ASSIGN(auto f, GgufFile::open(path));
+  nlohmann::json j;
+  j["file"] = path;
+  j["gguf_version"] = f->version();
+  j["alignment"] = f->alignment();
+  j["architecture"] = f->get_string_or("general.architecture", "").ok()
+                          ? f->get_string_or("general.architecture", "").value()
+                          : "";
+  nlohmann::json meta = nlohmann::json::object();
+  for (const auto& [k, v] : f->metadata()) {
+    if (v.type == GgufType::array)
+      meta[k] = {{"array", gguf_type_name(v.elem_type)}, {"length", v.array_len()}};
+    else
+      meta[k] = scalar_json(v);
+  }
+  j["metadata"] = meta;
+
+  const std::string arch = j["architecture"];
+  if (const ArchDescriptor* a = find_arch(arch)) {
+    auto c = a->read_config(*f);
+    if (c.ok()) {
+      j["hparams"] = {{"n_layer", c->n_layer},       {"n_embd", c->n_embd},
+                      {"n_ff", c->n_ff},             {"n_head", c->n_head},
+                      {"n_head_kv", c->n_head_kv},   {"head_dim", c->head_dim},
+                      {"n_rot", c->n_rot},           {"n_ctx_train", c->n_ctx_train},
+                      {"rope_freq_base", c->rope_base}, {"rms_eps", c->rms_eps},
+                      {"rope_order", c->rope_order == RopeOrder::neox ? "neox" : "normal"}};
+    } else {
+      j["hparams_error"] = c.error().message;
+    }
+    j["supported_architecture"] = true;
+  } else {
+    j["supported_architecture"] = false;
+  }
+
+  nlohmann::json tok = nlohmann::json::object();
+  tok["model"] = f->get_string_or("tokenizer.ggml.model", "").ok() ? f->get_string_or("tokenizer.ggml.model", "").value() : "";
+  tok["pre"] = f->get_string_or("tokenizer.ggml.pre", "").ok() ? f->get_string_or("tokenizer.ggml.pre", "").value() : "";
+  if (const GgufValue* t = f->find("tokenizer.ggml.tokens")) tok["n_tokens"] = t->array_len();
+  if (const GgufValue* t = f->find("tokenizer.ggml.merges")) tok["n_merges"] = t->array_len();
+  for (const char* key : {"bos_token_id", "eos_token_id", "eot_token_id", "unknown_token_id", "padding_token_id"}) {
+    auto v = f->get_u64_or(std::string("tokenizer.ggml.") + key, UINT64_MAX);
+    if (v.ok() && v.value() != UINT64_MAX) tok[key] = v.value();
+  }
+  tok["has_chat_template"] = f->find("tokenizer.chat_template") != nullptr;
+  j["tokenizer"] = tok;
+
+  nlohmann::json tensors = nlohmann::json::array();
+  uint64_t total_bytes = 0, total_params = 0;
+  for (const TensorInfo& t : f->tensors()) {
+    auto tr = type_traits(t.type);
+    tensors.push_back({{"name", t.name},
+                       {"type", tr ? tr->name : "?"},
+                       {"supported", tr && tr->supported},
+                       {"dims", t.dims},
+                       {"bytes", t.n_bytes},
+                       {"offset", t.offset}});
+    total_bytes += t.n_bytes;
+    total_params += t.n_elements;
+  }
+  j["tensors"] = tensors;
+  j["n_tensors"] = f->tensors().size();
+  j["tensor_bytes"] = total_bytes;
+  j["n_params"] = total_params;
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace pllm

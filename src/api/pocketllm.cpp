@@ -1,0 +1,252 @@
+// The C API: thin wrappers that translate Result<> into status codes plus a thread-local
+// message, and catch everything so no exception crosses into C.
+#include "pocketllm/pocketllm.h"
+
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "api/inspect.h"
+#include "kernels/kernels.h"
+#include "runtime/generator.h"
+#include "runtime/session.h"
+
+struct pllm_model {
+  std::shared_ptr<const pllm::Model> model;
+};
+
+struct pllm_session {
+  std::unique_ptr<pllm::Session> session;
+};
+
+namespace {
+
+thread_local std::string g_last_error;
+
+pllm_status to_status(pllm::Status s) { return static_cast<pllm_status>(static_cast<int>(s)); }
+
+pllm_status fail(pllm_status s, std::string msg) {
+  g_last_error = std::move(msg);
+  return s;
+}
+pllm_status fail(const pllm::Error& e) { return fail(to_status(e.code), e.message); }
+
+template <class F>
+pllm_status guarded(F&& f) {
+  try {
+    g_last_error.clear();
+    return f();
+  } catch (const std::bad_alloc&) {
+    return fail(PLLM_ERR_OUT_OF_MEMORY, "out of memory");
+  } catch (const std::exception& e) {
+    return fail(PLLM_ERR_INTERNAL, std::string("internal error: ") + e.what());
+  } catch (...) {
+    return fail(PLLM_ERR_INTERNAL, "internal error");
+  }
+}
+
+char* dup_string(const std::string& s) {
+  char* p = static_cast<char*>(std::malloc(s.size() + 1));
+  if (!p) throw std::bad_alloc();
+  std::memcpy(p, s.c_str(), s.size() + 1);
+  return p;
+}
+
+pllm_status copy_out(const void* src, size_t n, size_t elem, void* out, size_t capacity, size_t* n_out) {
+  if (n_out) *n_out = n;
+  if (n > capacity)
+    return fail(PLLM_ERR_OUT_OF_RANGE, "output buffer too small: " + std::to_string(n) + " needed, " +
+                                           std::to_string(capacity) + " given");
+  if (n) std::memcpy(out, src, n * elem);
+  return PLLM_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* pllm_last_error(void) { return g_last_error.c_str(); }
+
+const char* pllm_status_string(pllm_status s) { return pllm::status_name(static_cast<pllm::Status>(s)); }
+
+const char* pllm_version(void) { return "0.1.0"; }
+
+const char* pllm_isa(void) { return pllm::isa_name(pllm::kernels().isa); }
+
+pllm_model_params pllm_model_default_params(void) {
+  pllm_model_params p{};
+  return p;
+}
+
+pllm_status pllm_model_load(const char* path, const pllm_model_params* params, pllm_model** out) {
+  return guarded([&] {
+    if (!path || !out) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_model_load: null argument");
+    *out = nullptr;
+    const pllm_model_params p = params ? *params : pllm_model_default_params();
+    pllm::Model::Progress progress;
+    if (p.progress) progress = [&](float f) { return p.progress(f, p.progress_user_data) == 0; };
+    auto m = pllm::Model::load(path, p.vocab_only != 0, progress);
+    if (!m.ok()) return fail(m.error());
+    *out = new pllm_model{std::move(m).value()};
+    return PLLM_OK;
+  });
+}
+
+void pllm_model_free(pllm_model* model) { delete model; }
+
+int32_t pllm_model_n_vocab(const pllm_model* m) { return m ? m->model->config().n_vocab : 0; }
+int32_t pllm_model_n_ctx_train(const pllm_model* m) { return m ? m->model->config().n_ctx_train : 0; }
+pllm_token pllm_model_bos(const pllm_model* m) { return m ? m->model->tokenizer().bos() : -1; }
+pllm_token pllm_model_eos(const pllm_model* m) { return m ? m->model->tokenizer().eos() : -1; }
+int pllm_model_is_eog(const pllm_model* m, pllm_token t) {
+  return m && m->model->tokenizer().is_end_of_generation(t) ? 1 : 0;
+}
+
+pllm_status pllm_inspect_file(const char* path, char** json_out) {
+  return guarded([&] {
+    if (!path || !json_out) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_inspect_file: null argument");
+    *json_out = nullptr;
+    auto r = pllm::inspect_file_json(path);
+    if (!r.ok()) return fail(r.error());
+    *json_out = dup_string(r.value());
+    return PLLM_OK;
+  });
+}
+
+void pllm_string_free(char* s) { std::free(s); }
+
+pllm_status pllm_tokenize(const pllm_model* m, const char* text, size_t text_len, int add_special,
+                          int parse_special, pllm_token* out, size_t capacity, size_t* n_out) {
+  return guarded([&] {
+    if (!m || (!text && text_len) || (!out && capacity))
+      return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_tokenize: null argument");
+    auto r = m->model->tokenizer().encode(std::string_view(text ? text : "", text_len), add_special != 0,
+                                          parse_special != 0);
+    if (!r.ok()) return fail(r.error());
+    return copy_out(r->data(), r->size(), sizeof(pllm_token), out, capacity, n_out);
+  });
+}
+
+pllm_status pllm_detokenize(const pllm_model* m, const pllm_token* tokens, size_t n_tokens, int render_special,
+                            char* out, size_t capacity, size_t* n_out) {
+  return guarded([&] {
+    if (!m || (!tokens && n_tokens) || (!out && capacity))
+      return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_detokenize: null argument");
+    const auto& tok = m->model->tokenizer();
+    for (size_t i = 0; i < n_tokens; ++i)
+      if (tokens[i] < 0 || tokens[i] >= tok.n_vocab())
+        return fail(PLLM_ERR_INVALID_ARGUMENT, "token id " + std::to_string(tokens[i]) + " is out of range");
+    const std::string s = tok.decode(std::span<const pllm::TokenId>(tokens, n_tokens), render_special != 0);
+    return copy_out(s.data(), s.size(), 1, out, capacity, n_out);
+  });
+}
+
+pllm_status pllm_chat_apply_template(const pllm_model* m, const pllm_chat_message* messages, size_t n_messages,
+                                     int add_generation_prompt, char** text_out) {
+  return guarded([&] {
+    if (!m || !text_out || (!messages && n_messages))
+      return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_chat_apply_template: null argument");
+    *text_out = nullptr;
+    std::vector<pllm::ChatMessage> msgs;
+    for (size_t i = 0; i < n_messages; ++i) {
+      if (!messages[i].role || !messages[i].content)
+        return fail(PLLM_ERR_INVALID_ARGUMENT, "chat message with null role or content");
+      msgs.push_back({messages[i].role, messages[i].content});
+    }
+    auto r = pllm::render_chat(m->model->chat_family(), m->model->chat_template(), msgs, add_generation_prompt != 0);
+    if (!r.ok()) return fail(r.error());
+    *text_out = dup_string(r.value());
+    return PLLM_OK;
+  });
+}
+
+pllm_session_params pllm_session_default_params(void) {
+  pllm_session_params p{};
+  return p;
+}
+
+pllm_status pllm_session_create(pllm_model* m, const pllm_session_params* params, pllm_session** out) {
+  return guarded([&] {
+    if (!m || !out) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_session_create: null argument");
+    *out = nullptr;
+    const pllm_session_params p = params ? *params : pllm_session_default_params();
+    pllm::SessionConfig cfg;
+    cfg.n_ctx = p.n_ctx;
+    cfg.n_threads = p.n_threads;
+    auto s = pllm::Session::create(m->model, cfg);
+    if (!s.ok()) return fail(s.error());
+    *out = new pllm_session{std::move(s).value()};
+    return PLLM_OK;
+  });
+}
+
+void pllm_session_free(pllm_session* s) { delete s; }
+int32_t pllm_session_n_ctx(const pllm_session* s) { return s ? s->session->n_ctx() : 0; }
+void pllm_session_reset(pllm_session* s) {
+  if (s) s->session->reset();
+}
+void pllm_session_cancel(pllm_session* s) {
+  if (s) s->session->request_cancel();
+}
+
+pllm_status pllm_session_eval(pllm_session* s, const pllm_token* tokens, size_t n_tokens, float* logits_out) {
+  return guarded([&] {
+    if (!s || (!tokens && n_tokens)) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_session_eval: null argument");
+    s->session->clear_cancel();
+    auto r = s->session->eval(std::span<const pllm::TokenId>(tokens, n_tokens), logits_out);
+    if (!r.ok()) return fail(r.error());
+    return PLLM_OK;
+  });
+}
+
+pllm_sampling_params pllm_sampling_default_params(void) {
+  const pllm::SamplingConfig d;
+  pllm_sampling_params p{};
+  p.temperature = d.temperature;
+  p.top_k = d.top_k;
+  p.top_p = d.top_p;
+  p.min_p = d.min_p;
+  p.repeat_penalty = d.repeat_penalty;
+  p.repeat_last_n = d.repeat_last_n;
+  p.seed = d.seed;
+  p.max_tokens = 256;
+  return p;
+}
+
+pllm_status pllm_generate(pllm_session* s, const pllm_token* prompt, size_t n_prompt,
+                          const pllm_sampling_params* sampling, pllm_token_fn on_token, void* user_data,
+                          pllm_generation_stats* stats) {
+  return guarded([&] {
+    if (!s || (!prompt && n_prompt)) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_generate: null argument");
+    const pllm_sampling_params sp = sampling ? *sampling : pllm_sampling_default_params();
+    if (!(sp.temperature >= 0.0f) || sp.top_k < 0 || !(sp.top_p > 0.0f && sp.top_p <= 1.0f) ||
+        !(sp.min_p >= 0.0f && sp.min_p <= 1.0f) || !(sp.repeat_penalty > 0.0f) || sp.max_tokens < 0 ||
+        (sp.n_stop_strings && !sp.stop_strings))
+      return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_generate: sampling parameter out of range");
+    pllm::GenerateParams gp;
+    gp.sampling = {sp.temperature, sp.top_k, sp.top_p, sp.min_p, sp.repeat_penalty, sp.repeat_last_n, sp.seed};
+    gp.max_tokens = sp.max_tokens;
+    for (size_t i = 0; i < sp.n_stop_strings; ++i) {
+      if (!sp.stop_strings[i]) return fail(PLLM_ERR_INVALID_ARGUMENT, "null stop string");
+      gp.stop_strings.emplace_back(sp.stop_strings[i]);
+    }
+    pllm::TokenCallback cb;
+    if (on_token)
+      cb = [&](int32_t id, std::string_view text) { return on_token(id, text.data(), text.size(), user_data) == 0; };
+    auto r = pllm::generate(*s->session, std::span<const pllm::TokenId>(prompt, n_prompt), gp, cb);
+    if (!r.ok()) return fail(r.error());
+    if (stats) {
+      stats->n_prompt_tokens = r->n_prompt;
+      stats->n_reused_tokens = r->n_reused;
+      stats->n_generated = r->n_generated;
+      stats->ttft_ms = r->ttft_ms;
+      stats->prefill_tps = r->prefill_tps;
+      stats->decode_tps = r->decode_tps;
+      stats->stop_reason = static_cast<pllm_stop_reason>(static_cast<int>(r->stop));
+    }
+    return PLLM_OK;
+  });
+}
+
+}  // extern "C"

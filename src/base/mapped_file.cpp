@@ -1,0 +1,46 @@
+#include "base/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace pllm {
+
+Result<std::shared_ptr<MappedFile>> MappedFile::open(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return make_error(Status::io_error, path + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    return make_error(Status::io_error, path + ": cannot stat: " + std::strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return make_error(Status::io_error, path + ": not a regular file");
+  }
+  std::shared_ptr<MappedFile> f(new MappedFile());
+  f->path_ = path;
+  f->size_ = static_cast<uint64_t>(st.st_size);
+  if (f->size_ > 0) {
+    void* p = ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      const int e = errno;
+      ::close(fd);
+      return make_error(Status::io_error, path + ": mmap failed: " + std::strerror(e));
+    }
+    f->data_ = static_cast<const uint8_t*>(p);
+  }
+  ::close(fd);  // the mapping stays valid after close
+  return f;
+}
+
+MappedFile::~MappedFile() {
+  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+}  // namespace pllm

@@ -1,0 +1,58 @@
+// A persistent pool of worker threads. run(n, fn) calls fn(i) for i in [0, n) spread
+// over the workers and the calling thread, and returns when all calls are done.
+// No allocation per run: the callable is passed by reference through a trampoline.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace pllm {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int n_threads);  // total threads including the caller; >= 1
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+
+  template <class F>
+  void run(int64_t n_tasks, F&& fn) {
+    if (n_tasks <= 0) return;
+    if (n_threads_ == 1 || n_tasks == 1) {
+      for (int64_t i = 0; i < n_tasks; ++i) fn(i);
+      return;
+    }
+    using Fn = std::remove_reference_t<F>;
+    dispatch(n_tasks, [](void* ctx, int64_t i) { (*static_cast<Fn*>(ctx))(i); },
+             const_cast<void*>(static_cast<const void*>(&fn)));
+  }
+
+ private:
+  using Trampoline = void (*)(void*, int64_t);
+  void dispatch(int64_t n_tasks, Trampoline tramp, void* ctx);
+  void worker_loop();
+  void work();
+
+  int n_threads_;
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable cv_start_, cv_done_;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+  int active_ = 0;
+  // The current job.
+  Trampoline tramp_ = nullptr;
+  void* ctx_ = nullptr;
+  int64_t n_tasks_ = 0;
+  std::atomic<int64_t> next_{0};
+};
+
+// Number of threads to use by default: the physical performance cores, at least 1.
+int default_thread_count();
+
+}  // namespace pllm

@@ -1,0 +1,51 @@
+#include "kernels/ops_f32.h"
+
+#include <cmath>
+
+namespace pllm {
+
+void rmsnorm_f32(const float* x, const float* w, float* y, int64_t n, float eps) {
+  double ss = 0.0;  // double: the sum of squares of a few thousand values stays exact enough
+  for (int64_t i = 0; i < n; ++i) ss += double(x[i]) * x[i];
+  const float scale = 1.0f / std::sqrt(float(ss / double(n)) + eps);
+  if (w) {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
+  }
+}
+
+void rope_f32(float* x, int64_t n_rot, const float* inv_freq, float pos, bool neox) {
+  const int64_t half = n_rot / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const float theta = pos * inv_freq[i];
+    const float c = std::cos(theta), s = std::sin(theta);
+    const int64_t a = neox ? i : 2 * i;
+    const int64_t b = neox ? i + half : 2 * i + 1;
+    const float x0 = x[a], x1 = x[b];
+    x[a] = x0 * c - x1 * s;
+    x[b] = x0 * s + x1 * c;
+  }
+}
+
+void softmax_f32(float* x, int64_t n) {
+  float mx = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void swiglu_f32(const float* g, const float* u, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+void add_f32(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+}  // namespace pllm

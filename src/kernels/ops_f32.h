@@ -1,0 +1,26 @@
+// Small f32 ops used by the forward pass (norms, RoPE, softmax, activations).
+// Plain loops the compiler vectorises; the bandwidth-heavy work is in the matvec kernels.
+#pragma once
+#include <cstdint>
+
+namespace pllm {
+
+// y = x / rms(x) * w   (w may be nullptr for no weight)
+void rmsnorm_f32(const float* x, const float* w, float* y, int64_t n, float eps);
+
+// Rotary embedding in place on one head of size head_dim, at position `pos`.
+// neox=false: rotate adjacent pairs (2i, 2i+1) (GGML "normal", llama);
+// neox=true: rotate pairs (i, i + n_rot/2) (qwen2, gemma).
+// inv_freq[i] = base^(-2i/n_rot) / freq_factor_i, for i < n_rot/2 (precomputed by the model).
+void rope_f32(float* x, int64_t n_rot, const float* inv_freq, float pos, bool neox);
+
+// In-place softmax over n values; returns nothing. Stable (subtracts the max).
+void softmax_f32(float* x, int64_t n);
+
+// out = silu(g) * u
+void swiglu_f32(const float* g, const float* u, float* out, int64_t n);
+
+// y += x
+void add_f32(float* y, const float* x, int64_t n);
+
+}  // namespace pllm

@@ -1,0 +1,36 @@
+// Architecture registry: each arch_*.cpp describes how to read its config and weights
+// and which forward pass runs it.
+#pragma once
+#include <string_view>
+
+#include "base/result.h"
+#include "gguf/gguf.h"
+#include "model/config.h"
+
+namespace pllm {
+
+class Model;
+struct ModelWeights;
+struct ForwardState;
+
+struct ArchDescriptor {
+  const char* name;  // general.architecture
+  Result<ModelConfig> (*read_config)(const GgufFile& f);
+  Result<void> (*load_weights)(const GgufFile& f, const ModelConfig& c, ModelWeights& w);
+  Result<void> (*forward)(const Model& m, ForwardState& st, const int32_t* tokens, int n, int pos0,
+                          float* logits, bool all_logits);
+};
+
+// nullptr when the architecture is not supported.
+const ArchDescriptor* find_arch(std::string_view name);
+// Comma-separated list of supported names, for error messages.
+const char* supported_arch_names();
+
+// Llama-family pieces shared by llama and qwen2 (arch_llama.cpp).
+Result<void> llama_family_load_weights(const GgufFile& f, const ModelConfig& c, ModelWeights& w);
+Result<void> llama_family_forward(const Model& m, ForwardState& st, const int32_t* tokens, int n, int pos0,
+                                  float* logits, bool all_logits);
+extern const ArchDescriptor kArchLlama;
+extern const ArchDescriptor kArchQwen2;
+
+}  // namespace pllm

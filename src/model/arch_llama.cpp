@@ -1,0 +1,169 @@
+// The llama-family transformer (llama, SmolLM2, TinyLlama, Llama 3.x; qwen2 reuses it):
+//   x = embed(token)
+//   per layer:  x += Wo · attention(rope(Wq·rmsnorm(x)), rope(Wk·…), Wv·…)
+//               x += Wdown · (silu(Wgate·rmsnorm(x)) * (Wup·rmsnorm(x)))
+//   logits = Wout · rmsnorm(x)
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/kernels.h"
+#include "kernels/ops_f32.h"
+#include "model/arch.h"
+#include "model/forward_state.h"
+#include "model/matmul.h"
+#include "model/model.h"
+
+namespace pllm {
+namespace {
+
+Result<ModelConfig> read_llama_config(const GgufFile& f) { return read_llama_family_config(f, "llama"); }
+
+// One head's causal attention for a query at absolute position `pos`, in a single pass
+// over the cache with an online softmax (no score buffer).
+void attend_head(const float* q, ForwardState& st, int layer, int kv_head, int head_dim, int pos,
+                 float scale, float* out) {
+  const KernelTable& kt = kernels();
+  float acc[1024];
+  std::fill(acc, acc + head_dim, 0.0f);
+  float m = -INFINITY, l = 0.0f;
+  for (int t = 0; t <= pos; ++t) {
+    const float* k = st.k_at(layer, t) + size_t(kv_head) * head_dim;
+    const float s = kt.dot_f32(q, k, head_dim) * scale;
+    if (s > m) {
+      const float r = std::exp(m - s);  // exp(-inf) = 0 on the first step
+      for (int d = 0; d < head_dim; ++d) acc[d] *= r;
+      l *= r;
+      m = s;
+    }
+    const float w = std::exp(s - m);
+    l += w;
+    kt.axpy_f32(w, st.v_at(layer, t) + size_t(kv_head) * head_dim, acc, head_dim);
+  }
+  const float inv = 1.0f / l;
+  for (int d = 0; d < head_dim; ++d) out[d] = acc[d] * inv;
+}
+
+}  // namespace
+
+Result<void> llama_family_load_weights(const GgufFile& f, const ModelConfig& c, ModelWeights& w) {
+  const TensorInfo* emb = f.tensor("token_embd.weight");
+  if (!emb) return make_error(Status::bad_format, f.path() + ": missing tensor 'token_embd.weight'");
+  if (emb->dims.size() != 2 || emb->dims[1] == 0 || emb->dims[1] > (1u << 24))
+    return make_error(Status::bad_format, f.path() + ": tensor 'token_embd.weight' has a bad shape");
+  const int64_t n_vocab = int64_t(emb->dims[1]);
+  PLLM_ASSIGN(w.token_embd, get_matrix(f, "token_embd.weight", n_vocab, c.n_embd));
+  PLLM_ASSIGN(w.output_norm, get_vector(f, "output_norm.weight", c.n_embd));
+  if (f.tensor("output.weight")) {
+    PLLM_ASSIGN(w.output, get_matrix(f, "output.weight", n_vocab, c.n_embd));
+  } else {
+    w.output = w.token_embd;  // tied embeddings
+  }
+  w.layers.resize(size_t(c.n_layer));
+  for (int i = 0; i < c.n_layer; ++i) {
+    LayerWeights& L = w.layers[size_t(i)];
+    const std::string p = "blk." + std::to_string(i) + ".";
+    PLLM_ASSIGN(L.attn_norm, get_vector(f, p + "attn_norm.weight", c.n_embd));
+    PLLM_ASSIGN(L.wq, get_matrix(f, p + "attn_q.weight", c.q_dim(), c.n_embd));
+    PLLM_ASSIGN(L.wk, get_matrix(f, p + "attn_k.weight", c.kv_dim(), c.n_embd));
+    PLLM_ASSIGN(L.wv, get_matrix(f, p + "attn_v.weight", c.kv_dim(), c.n_embd));
+    if (c.qkv_bias) {
+      PLLM_ASSIGN(L.bq, get_vector(f, p + "attn_q.bias", c.q_dim()));
+      PLLM_ASSIGN(L.bk, get_vector(f, p + "attn_k.bias", c.kv_dim()));
+      PLLM_ASSIGN(L.bv, get_vector(f, p + "attn_v.bias", c.kv_dim()));
+    }
+    PLLM_ASSIGN(L.wo, get_matrix(f, p + "attn_output.weight", c.n_embd, c.q_dim()));
+    PLLM_ASSIGN(L.ffn_norm, get_vector(f, p + "ffn_norm.weight", c.n_embd));
+    PLLM_ASSIGN(L.w_gate, get_matrix(f, p + "ffn_gate.weight", c.n_ff, c.n_embd));
+    PLLM_ASSIGN(L.w_up, get_matrix(f, p + "ffn_up.weight", c.n_ff, c.n_embd));
+    PLLM_ASSIGN(L.w_down, get_matrix(f, p + "ffn_down.weight", c.n_embd, c.n_ff));
+  }
+  // RoPE frequencies; Llama 3.x stores per-frequency divisors in rope_freqs.weight.
+  const int half = c.n_rot / 2;
+  const float* factors = nullptr;
+  if (f.tensor("rope_freqs.weight")) {
+    PLLM_ASSIGN(factors, get_vector(f, "rope_freqs.weight", half));
+  }
+  w.rope_inv_freq.resize(size_t(half));
+  for (int i = 0; i < half; ++i) {
+    double inv = std::pow(double(c.rope_base), -2.0 * i / double(c.n_rot));
+    if (factors) inv /= double(factors[i]);
+    w.rope_inv_freq[size_t(i)] = float(inv / double(c.rope_linear_scale));
+  }
+  return {};
+}
+
+Result<void> llama_family_forward(const Model& m, ForwardState& st, const int32_t* tokens, int n, int pos0,
+                                  float* logits, bool all_logits) {
+  const ModelConfig& c = m.config();
+  const ModelWeights& w = m.weights();
+  const KernelTable& kt = kernels();
+  ThreadPool& pool = st.pool;
+  const int E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim(), HD = c.head_dim, F = c.n_ff;
+  const int group = c.n_head / c.n_head_kv;
+  const bool neox = c.rope_order == RopeOrder::neox;
+  const float scale = 1.0f / std::sqrt(float(HD));
+  uint8_t* aq = st.act_q.data();
+  const size_t as = st.act_row_stride;
+
+  for (int i = 0; i < n; ++i) {
+    const int32_t id = tokens[i];
+    if (id < 0 || id >= w.token_embd.rows)
+      return make_error(Status::invalid_argument, "token id " + std::to_string(id) + " is out of range");
+    kt.for_type(w.token_embd.type).dequantize_row(w.token_embd.row(id), st.x.data() + size_t(i) * E, E);
+  }
+
+  for (int l = 0; l < c.n_layer; ++l) {
+    if (st.cancel && st.cancel->load(std::memory_order_relaxed))
+      return make_error(Status::cancelled, "cancelled");
+    const LayerWeights& L = w.layers[size_t(l)];
+
+    // --- attention block ---
+    for (int i = 0; i < n; ++i) rmsnorm_f32(&st.x[size_t(i) * E], L.attn_norm, &st.h[size_t(i) * E], E, c.rms_eps);
+    matmul(L.wq, st.h.data(), n, st.q.data(), aq, as, pool);
+    matmul(L.wk, st.h.data(), n, st.k.data(), aq, as, pool);
+    matmul(L.wv, st.h.data(), n, st.v.data(), aq, as, pool);
+    for (int i = 0; i < n; ++i) {
+      float* q = &st.q[size_t(i) * QD];
+      float* k = &st.k[size_t(i) * KD];
+      float* v = &st.v[size_t(i) * KD];
+      if (L.bq) {
+        add_f32(q, L.bq, QD);
+        add_f32(k, L.bk, KD);
+        add_f32(v, L.bv, KD);
+      }
+      const float pos = float(pos0 + i);
+      for (int h = 0; h < c.n_head; ++h) rope_f32(q + h * HD, c.n_rot, w.rope_inv_freq.data(), pos, neox);
+      for (int h = 0; h < c.n_head_kv; ++h) rope_f32(k + h * HD, c.n_rot, w.rope_inv_freq.data(), pos, neox);
+      std::copy(k, k + KD, st.k_at(l, pos0 + i));
+      std::copy(v, v + KD, st.v_at(l, pos0 + i));
+    }
+    pool.run(int64_t(n) * c.n_head, [&](int64_t task) {
+      const int i = int(task / c.n_head), h = int(task % c.n_head);
+      attend_head(&st.q[size_t(i) * QD + size_t(h) * HD], st, l, h / group, HD, pos0 + i, scale,
+                  &st.att[size_t(i) * QD + size_t(h) * HD]);
+    });
+    matmul(L.wo, st.att.data(), n, st.proj.data(), aq, as, pool);
+    add_f32(st.x.data(), st.proj.data(), int64_t(n) * E);
+
+    // --- feed-forward block ---
+    for (int i = 0; i < n; ++i) rmsnorm_f32(&st.x[size_t(i) * E], L.ffn_norm, &st.h[size_t(i) * E], E, c.rms_eps);
+    matmul(L.w_gate, st.h.data(), n, st.gate.data(), aq, as, pool);
+    matmul(L.w_up, st.h.data(), n, st.up.data(), aq, as, pool);
+    swiglu_f32(st.gate.data(), st.up.data(), st.gate.data(), int64_t(n) * F);
+    matmul(L.w_down, st.gate.data(), n, st.proj.data(), aq, as, pool);
+    add_f32(st.x.data(), st.proj.data(), int64_t(n) * E);
+  }
+
+  if (!logits) return {};
+  const int first = all_logits ? 0 : n - 1;
+  const int n_out = n - first;
+  for (int i = first; i < n; ++i)
+    rmsnorm_f32(&st.x[size_t(i) * E], w.output_norm, &st.h[size_t(i - first) * E], E, c.rms_eps);
+  matmul(w.output, st.h.data(), n_out, logits, aq, as, pool);
+  return {};
+}
+
+const ArchDescriptor kArchLlama = {"llama", read_llama_config, llama_family_load_weights,
+                                   llama_family_forward};
+
+}  // namespace pllm

@@ -1,0 +1,73 @@
+#include "model/config.h"
+
+namespace pllm {
+namespace {
+
+Result<int> get_dim(const GgufFile& f, const std::string& key, uint64_t max) {
+  PLLM_ASSIGN(uint64_t v, f.get_u64(key));
+  if (v == 0 || v > max)
+    return make_error(Status::bad_format,
+                      f.path() + ": metadata '" + key + "' = " + std::to_string(v) + " is out of range");
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+Result<ModelConfig> read_llama_family_config(const GgufFile& f, const std::string& arch) {
+  ModelConfig c;
+  c.arch = arch;
+  const std::string p = arch + ".";
+  PLLM_ASSIGN(c.n_layer, get_dim(f, p + "block_count", 1024));
+  PLLM_ASSIGN(c.n_embd, get_dim(f, p + "embedding_length", 1 << 16));
+  PLLM_ASSIGN(c.n_ff, get_dim(f, p + "feed_forward_length", 1 << 18));
+  PLLM_ASSIGN(c.n_head, get_dim(f, p + "attention.head_count", 1024));
+  c.n_head_kv = c.n_head;
+  if (f.find(p + "attention.head_count_kv")) {
+    PLLM_ASSIGN(c.n_head_kv, get_dim(f, p + "attention.head_count_kv", 1024));
+  }
+  if (c.n_head % c.n_head_kv != 0)
+    return make_error(Status::bad_format, f.path() + ": head_count " + std::to_string(c.n_head) +
+                                              " is not a multiple of head_count_kv " +
+                                              std::to_string(c.n_head_kv));
+  c.head_dim = c.n_embd / c.n_head;
+  if (c.head_dim == 0 || c.head_dim > 1024)
+    return make_error(Status::unsupported, f.path() + ": head size " + std::to_string(c.head_dim) +
+                                               " is not supported (1..1024)");
+  if (f.find(p + "attention.key_length")) {
+    PLLM_ASSIGN(c.head_dim, get_dim(f, p + "attention.key_length", 1024));
+  }
+  if (f.find(p + "attention.value_length")) {
+    PLLM_ASSIGN(int vl, get_dim(f, p + "attention.value_length", 1024));
+    if (vl != c.head_dim)
+      return make_error(Status::unsupported, f.path() + ": value_length != key_length is not supported");
+  }
+  c.n_rot = c.head_dim;
+  if (f.find(p + "rope.dimension_count")) {
+    PLLM_ASSIGN(c.n_rot, get_dim(f, p + "rope.dimension_count", 4096));
+  }
+  if (c.n_rot > c.head_dim || c.n_rot % 2 != 0)
+    return make_error(Status::bad_format, f.path() + ": rope.dimension_count " + std::to_string(c.n_rot) +
+                                              " must be even and at most the head size");
+  PLLM_ASSIGN(uint64_t ctx, f.get_u64_or(p + "context_length", 2048));
+  c.n_ctx_train = static_cast<int>(ctx > (1u << 24) ? (1u << 24) : (ctx == 0 ? 2048 : ctx));
+  PLLM_ASSIGN(double base, f.get_f64_or(p + "rope.freq_base", 10000.0));
+  PLLM_ASSIGN(double eps, f.get_f64_or(p + "attention.layer_norm_rms_epsilon", 1e-5));
+  if (!(base > 0.0) || !(eps > 0.0 && eps < 1.0))
+    return make_error(Status::bad_format, f.path() + ": rope.freq_base or layer_norm_rms_epsilon out of range");
+  c.rope_base = static_cast<float>(base);
+  c.rms_eps = static_cast<float>(eps);
+
+  PLLM_ASSIGN(std::string scaling, f.get_string_or(p + "rope.scaling.type", "none"));
+  if (scaling == "linear") {
+    PLLM_ASSIGN(double factor, f.get_f64(p + "rope.scaling.factor"));
+    if (!(factor >= 1.0))
+      return make_error(Status::bad_format, f.path() + ": rope.scaling.factor must be >= 1");
+    c.rope_linear_scale = static_cast<float>(factor);
+  } else if (scaling != "none" && !scaling.empty()) {
+    return make_error(Status::unsupported,
+                      f.path() + ": rope scaling type '" + scaling + "' is not supported");
+  }
+  return c;
+}
+
+}  // namespace pllm

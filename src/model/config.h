@@ -1,0 +1,36 @@
+// Hyper-parameters of a transformer, read from GGUF metadata.
+#pragma once
+#include <string>
+
+#include "base/result.h"
+#include "gguf/gguf.h"
+
+namespace pllm {
+
+enum class RopeOrder { normal, neox };  // normal: adjacent pairs (llama); neox: halves (qwen2)
+
+struct ModelConfig {
+  std::string arch;     // general.architecture
+  int n_layer = 0;      // {arch}.block_count
+  int n_embd = 0;       // {arch}.embedding_length
+  int n_ff = 0;         // {arch}.feed_forward_length
+  int n_head = 0;       // {arch}.attention.head_count
+  int n_head_kv = 0;    // {arch}.attention.head_count_kv (GQA), defaults to n_head
+  int head_dim = 0;     // {arch}.attention.key_length, defaults to n_embd / n_head
+  int n_rot = 0;        // {arch}.rope.dimension_count, defaults to head_dim
+  int n_vocab = 0;      // rows of token_embd
+  int n_ctx_train = 0;  // {arch}.context_length
+  float rope_base = 10000.0f;  // {arch}.rope.freq_base
+  float rope_linear_scale = 1.0f;  // positions are divided by {arch}.rope.scaling.factor (linear)
+  float rms_eps = 1e-5f;           // {arch}.attention.layer_norm_rms_epsilon
+  RopeOrder rope_order = RopeOrder::normal;
+  bool qkv_bias = false;           // qwen2 adds biases to Q, K and V
+
+  int q_dim() const { return n_head * head_dim; }
+  int kv_dim() const { return n_head_kv * head_dim; }
+};
+
+// Reads and validates the llama-family keys under the "{arch}." prefix.
+Result<ModelConfig> read_llama_family_config(const GgufFile& f, const std::string& arch);
+
+}  // namespace pllm

@@ -1,0 +1,27 @@
+#include "model/forward_state.h"
+
+#include <algorithm>
+
+#include "model/matmul.h"
+
+namespace pllm {
+
+ForwardState::ForwardState(const ModelConfig& c, int n_ctx_, int n_batch_, ThreadPool& pool_)
+    : n_ctx(n_ctx_), n_batch(n_batch_), kv_dim(c.kv_dim()), pool(pool_) {
+  const size_t B = size_t(n_batch);
+  k_cache.resize(size_t(c.n_layer) * size_t(n_ctx) * size_t(kv_dim));
+  v_cache.resize(size_t(c.n_layer) * size_t(n_ctx) * size_t(kv_dim));
+  x.resize(B * c.n_embd);
+  h.resize(B * std::max(c.n_embd, 1));
+  q.resize(B * c.q_dim());
+  k.resize(B * kv_dim);
+  v.resize(B * kv_dim);
+  att.resize(B * c.q_dim());
+  gate.resize(B * c.n_ff);
+  up.resize(B * c.n_ff);
+  proj.resize(B * c.n_embd);
+  act_row_stride = max_act_row_bytes(std::max({c.n_embd, c.n_ff, c.q_dim()}));
+  act_q.resize(B * act_row_stride);
+}
+
+}  // namespace pllm

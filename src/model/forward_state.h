@@ -1,0 +1,41 @@
+// Everything a forward pass mutates: the KV cache and scratch for one batch of tokens.
+// Owned by a session; sized once at creation so steady-state decoding allocates nothing.
+#pragma once
+#include <atomic>
+#include <cstdint>
+
+#include "base/aligned_buffer.h"
+#include "base/thread_pool.h"
+#include "model/config.h"
+
+namespace pllm {
+
+struct ForwardState {
+  // n_ctx: KV capacity in tokens; n_batch: the most tokens one forward() call may take.
+  ForwardState(const ModelConfig& cfg, int n_ctx, int n_batch, ThreadPool& pool);
+
+  int n_ctx;
+  int n_batch;
+  int kv_dim;
+  ThreadPool& pool;
+  const std::atomic<bool>* cancel = nullptr;  // checked between layers
+
+  AlignedBuffer<float> k_cache;  // [n_layer][n_ctx][kv_dim]
+  AlignedBuffer<float> v_cache;  // [n_layer][n_ctx][kv_dim]
+  float* k_at(int layer, int pos) { return k_cache.data() + (size_t(layer) * n_ctx + pos) * kv_dim; }
+  float* v_at(int layer, int pos) { return v_cache.data() + (size_t(layer) * n_ctx + pos) * kv_dim; }
+
+  AlignedBuffer<float> x;       // [n_batch][n_embd] residual stream
+  AlignedBuffer<float> h;       // [n_batch][n_embd] normed input of a block
+  AlignedBuffer<float> q;       // [n_batch][q_dim]
+  AlignedBuffer<float> k;       // [n_batch][kv_dim]
+  AlignedBuffer<float> v;       // [n_batch][kv_dim]
+  AlignedBuffer<float> att;     // [n_batch][q_dim] attention output
+  AlignedBuffer<float> gate;    // [n_batch][n_ff]
+  AlignedBuffer<float> up;      // [n_batch][n_ff]
+  AlignedBuffer<float> proj;    // [n_batch][n_embd] output of wo / w_down
+  AlignedBuffer<uint8_t> act_q; // [n_batch][act row bytes] quantised activations
+  size_t act_row_stride = 0;
+};
+
+}  // namespace pllm

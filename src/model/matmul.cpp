@@ -1,0 +1,40 @@
+#include "model/matmul.h"
+
+#include <algorithm>
+
+#include "kernels/kernels.h"
+
+namespace pllm {
+
+size_t max_act_row_bytes(int64_t n) {
+  const KernelTable& kt = kernels();
+  size_t best = size_t(n) * sizeof(float);
+  for (const TypeKernels& tk : kt.types) {
+    if (!tk.available) continue;
+    // act_bytes needs n to be a multiple of the block size; round n up to 256.
+    const int64_t nr = (n + 255) / 256 * 256;
+    best = std::max(best, tk.act_bytes(nr));
+  }
+  return (best + 63) / 64 * 64;
+}
+
+void matmul(const Matrix& W, const float* X, int n_tok, float* Y, uint8_t* act_q, size_t act_row_stride,
+            ThreadPool& pool) {
+  const TypeKernels& tk = kernels().for_type(W.type);
+  const int64_t cols = W.cols, rows = W.rows;
+  pool.run(n_tok, [&](int64_t t) { tk.quantize_act(X + t * cols, act_q + t * act_row_stride, cols); });
+
+  // Chunks of rows: enough chunks to balance threads, each long enough to stream.
+  const int64_t n_chunks_target = int64_t(pool.size()) * 4;
+  int64_t chunk = std::max<int64_t>(16, (rows + n_chunks_target - 1) / n_chunks_target);
+  const int64_t n_chunks = (rows + chunk - 1) / chunk;
+  pool.run(n_chunks, [&](int64_t c) {
+    const int64_t r0 = c * chunk, r1 = std::min(rows, r0 + chunk);
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* w = W.row(r);
+      for (int t = 0; t < n_tok; ++t) Y[t * rows + r] = tk.vec_dot(cols, w, act_q + t * act_row_stride);
+    }
+  });
+}
+
+}  // namespace pllm

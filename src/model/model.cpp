@@ -1,0 +1,57 @@
+#include "model/model.h"
+
+#include "model/arch.h"
+#include "model/forward_state.h"
+
+namespace pllm {
+
+Result<std::shared_ptr<const Model>> Model::load(const std::string& path, bool vocab_only,
+                                                 const Progress& progress) {
+  auto report = [&](float p) { return !progress || progress(p); };
+  if (!report(0.0f)) return make_error(Status::cancelled, path + ": load cancelled");
+  PLLM_ASSIGN(auto file, GgufFile::open(path));
+  auto m = std::shared_ptr<Model>(new Model());
+  m->file_ = file;
+  m->vocab_only_ = vocab_only;
+  if (!report(0.3f)) return make_error(Status::cancelled, path + ": load cancelled");
+
+  PLLM_ASSIGN(m->tokenizer_, Tokenizer::from_gguf(*file));
+  PLLM_ASSIGN(m->chat_template_, file->get_string_or("tokenizer.chat_template", ""));
+  m->chat_family_ = detect_chat_family(m->chat_template_);
+  if (m->chat_family_ == ChatFamily::unknown) m->chat_family_ = ChatFamily::chatml;
+  if (!report(0.5f)) return make_error(Status::cancelled, path + ": load cancelled");
+
+  if (!vocab_only) {
+    PLLM_ASSIGN(std::string arch, file->get_string("general.architecture"));
+    m->arch_ = find_arch(arch);
+    if (!m->arch_)
+      return make_error(Status::unsupported, path + ": architecture '" + arch +
+                                                 "' is not supported (supported: " + supported_arch_names() + ")");
+    PLLM_ASSIGN(m->config_, m->arch_->read_config(*file));
+    PLLM_TRY(m->arch_->load_weights(*file, m->config_, m->weights_));
+    m->config_.n_vocab = static_cast<int>(m->weights_.token_embd.rows);
+    if (m->config_.n_vocab != m->tokenizer_->n_vocab())
+      return make_error(Status::bad_format, path + ": tokenizer has " + std::to_string(m->tokenizer_->n_vocab()) +
+                                                " tokens but token_embd has " +
+                                                std::to_string(m->config_.n_vocab) + " rows");
+  } else {
+    m->config_.arch = file->get_string_or("general.architecture", "").ok()
+                          ? file->get_string_or("general.architecture", "").value()
+                          : "";
+    m->config_.n_vocab = m->tokenizer_->n_vocab();
+  }
+  if (!report(1.0f)) return make_error(Status::cancelled, path + ": load cancelled");
+  return std::shared_ptr<const Model>(std::move(m));
+}
+
+Result<void> Model::forward(ForwardState& st, const int32_t* tokens, int n, int pos0, float* logits,
+                            bool all_logits) const {
+  if (!arch_) return make_error(Status::invalid_argument, "model was loaded vocab-only");
+  if (n <= 0 || n > st.n_batch) return make_error(Status::invalid_argument, "bad batch size");
+  if (pos0 < 0 || pos0 + n > st.n_ctx)
+    return make_error(Status::out_of_range, "context full: " + std::to_string(pos0 + n) + " tokens > n_ctx " +
+                                                std::to_string(st.n_ctx));
+  return arch_->forward(*this, st, tokens, n, pos0, logits, all_logits);
+}
+
+}  // namespace pllm

@@ -1,0 +1,78 @@
+// A loaded model: config, weight views into the mapping, tokenizer, and the forward pass
+// of its architecture. Immutable after load; shared by every session.
+#pragma once
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "base/thread_pool.h"
+#include "gguf/gguf.h"
+#include "model/config.h"
+#include "model/weights.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pllm {
+
+struct LayerWeights {
+  const float* attn_norm = nullptr;  // [n_embd]
+  Matrix wq;                         // [q_dim rows x n_embd]
+  Matrix wk;                         // [kv_dim x n_embd]
+  Matrix wv;                         // [kv_dim x n_embd]
+  const float* bq = nullptr;         // [q_dim]   (qwen2)
+  const float* bk = nullptr;         // [kv_dim]  (qwen2)
+  const float* bv = nullptr;         // [kv_dim]  (qwen2)
+  Matrix wo;                         // [n_embd x q_dim]
+  const float* ffn_norm = nullptr;   // [n_embd]
+  Matrix w_gate;                     // [n_ff x n_embd]
+  Matrix w_up;                       // [n_ff x n_embd]
+  Matrix w_down;                     // [n_embd x n_ff]
+};
+
+struct ModelWeights {
+  Matrix token_embd;                   // [n_vocab x n_embd]
+  const float* output_norm = nullptr;  // [n_embd]
+  Matrix output;                       // [n_vocab x n_embd]; the embedding when tied
+  std::vector<LayerWeights> layers;    // [n_layer]
+  std::vector<float> rope_inv_freq;    // [n_rot/2]: base^(-2i/n_rot) / rope_freqs[i]
+};
+
+// Mutable per-session state the forward pass works in (defined in model/forward_state.h).
+struct ForwardState;
+struct ArchDescriptor;
+
+class Model {
+ public:
+  using Progress = std::function<bool(float)>;  // return false to abort
+  static Result<std::shared_ptr<const Model>> load(const std::string& path, bool vocab_only,
+                                                   const Progress& progress = {});
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const GgufFile& file() const { return *file_; }
+  bool vocab_only() const { return vocab_only_; }
+  ChatFamily chat_family() const { return chat_family_; }
+  const std::string& chat_template() const { return chat_template_; }
+
+  // Runs n tokens at positions [pos0, pos0 + n) through the model, writing their K/V into
+  // the state's cache. logits: nullptr, or n_vocab floats for the last token (all_logits
+  // false), or n * n_vocab floats (all_logits true).
+  Result<void> forward(ForwardState& st, const int32_t* tokens, int n, int pos0, float* logits,
+                       bool all_logits) const;
+
+ private:
+  std::shared_ptr<GgufFile> file_;
+  const ArchDescriptor* arch_ = nullptr;  // null for vocab-only models
+  ModelConfig config_;
+  ModelWeights weights_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  ChatFamily chat_family_ = ChatFamily::chatml;
+  std::string chat_template_;
+  bool vocab_only_ = false;
+};
+
+}  // namespace pllm

@@ -1,0 +1,40 @@
+// The generation loop: reuse the cached prefix, prefill the rest, then sample, stream
+// and stop (end of turn, max tokens, stop string, callback, cancellation, full context).
+#pragma once
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "runtime/sampler.h"
+#include "runtime/session.h"
+
+namespace pllm {
+
+enum class StopReason { eog, max_tokens, stop_string, callback, cancelled, context_full };
+
+struct GenerateParams {
+  SamplingConfig sampling;
+  int max_tokens = 256;
+  std::vector<std::string> stop_strings;
+};
+
+struct GenerateStats {
+  int n_prompt = 0;
+  int n_reused = 0;
+  int n_generated = 0;
+  double ttft_ms = 0;
+  double prefill_tps = 0;
+  double decode_tps = 0;
+  StopReason stop = StopReason::eog;
+};
+
+// Called per generated token with the newly completed text; return false to stop.
+using TokenCallback = std::function<bool(int32_t token, std::string_view text)>;
+
+Result<GenerateStats> generate(Session& s, std::span<const int32_t> prompt, const GenerateParams& params,
+                               const TokenCallback& on_token);
+
+}  // namespace pllm

@@ -1,0 +1,90 @@
+#include "runtime/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace pllm {
+
+Sampler::Sampler(const SamplingConfig& cfg, int n_vocab) : cfg_(cfg), rng_state_(cfg.seed) {
+  cands_.reserve(size_t(n_vocab));
+}
+
+// splitmix64: tiny, well-distributed, identical on every platform.
+double Sampler::next_uniform() {
+  uint64_t z = (rng_state_ += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return double(z >> 11) * (1.0 / 9007199254740992.0);
+}
+
+int32_t Sampler::sample(float* logits, std::span<const int32_t> recent) {
+  const int n_vocab = int(cands_.capacity());
+  if (cfg_.repeat_penalty != 1.0f && cfg_.repeat_last_n != 0) {
+    const size_t n = cfg_.repeat_last_n < 0 ? recent.size() : std::min(recent.size(), size_t(cfg_.repeat_last_n));
+    // Penalise each distinct recent token once (as llama.cpp does).
+    for (size_t i = recent.size() - n; i < recent.size(); ++i) {
+      const int32_t id = recent[i];
+      if (id < 0 || id >= n_vocab) continue;
+      bool seen = false;
+      for (size_t j = recent.size() - n; j < i && !seen; ++j) seen = recent[j] == id;
+      if (seen) continue;
+      float& l = logits[id];
+      l = l > 0 ? l / cfg_.repeat_penalty : l * cfg_.repeat_penalty;
+    }
+  }
+
+  if (cfg_.temperature <= 0.0f) {
+    return int32_t(std::max_element(logits, logits + n_vocab) - logits);
+  }
+
+  cands_.clear();
+  for (int i = 0; i < n_vocab; ++i) cands_.push_back({i, logits[i], 0.0f});
+  auto by_logit = [](const Cand& a, const Cand& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); };
+  size_t n = cands_.size();
+  if (cfg_.top_k > 0 && size_t(cfg_.top_k) < n) {
+    std::partial_sort(cands_.begin(), cands_.begin() + cfg_.top_k, cands_.end(), by_logit);
+    n = size_t(cfg_.top_k);
+  } else {
+    std::sort(cands_.begin(), cands_.end(), by_logit);
+  }
+  // Probabilities at temperature 1 for the nucleus / min-p cuts.
+  auto normalise = [&](size_t count, float temp) {
+    const float mx = cands_[0].logit;
+    double sum = 0.0;
+    for (size_t i = 0; i < count; ++i) {
+      cands_[i].p = std::exp((cands_[i].logit - mx) / temp);
+      sum += cands_[i].p;
+    }
+    for (size_t i = 0; i < count; ++i) cands_[i].p = float(cands_[i].p / sum);
+  };
+  normalise(n, 1.0f);
+  if (cfg_.top_p < 1.0f) {
+    double cum = 0.0;
+    size_t keep = n;
+    for (size_t i = 0; i < n; ++i) {
+      cum += cands_[i].p;
+      if (cum >= cfg_.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+    n = std::max<size_t>(1, keep);
+  }
+  if (cfg_.min_p > 0.0f) {
+    const float cut = cfg_.min_p * cands_[0].p;
+    size_t keep = 1;
+    while (keep < n && cands_[keep].p >= cut) ++keep;
+    n = keep;
+  }
+  normalise(n, cfg_.temperature);
+  const double r = next_uniform();
+  double cum = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    cum += cands_[i].p;
+    if (r < cum) return cands_[i].id;
+  }
+  return cands_[n - 1].id;
+}
+
+}  // namespace pllm

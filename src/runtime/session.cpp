@@ -1,0 +1,58 @@
+#include "runtime/session.h"
+
+#include <algorithm>
+
+namespace pllm {
+
+Session::Session(std::shared_ptr<const Model> model, int n_ctx, int n_threads, int n_batch)
+    : model_(std::move(model)), pool_(n_threads) {
+  state_ = std::make_unique<ForwardState>(model_->config(), n_ctx, n_batch, pool_);
+  state_->cancel = &cancel_;
+  history_.reserve(size_t(n_ctx));
+  logits_.resize(size_t(model_->config().n_vocab));
+}
+
+Result<std::unique_ptr<Session>> Session::create(std::shared_ptr<const Model> model, const SessionConfig& cfg) {
+  if (!model) return make_error(Status::invalid_argument, "no model");
+  if (model->vocab_only()) return make_error(Status::invalid_argument, "model was loaded vocab-only");
+  if (cfg.n_ctx < 0 || cfg.n_ctx > (1 << 20))
+    return make_error(Status::invalid_argument, "context size " + std::to_string(cfg.n_ctx) + " is out of range");
+  if (cfg.n_threads < 0 || cfg.n_threads > 256)
+    return make_error(Status::invalid_argument, "thread count " + std::to_string(cfg.n_threads) + " is out of range");
+  if (cfg.n_batch < 1 || cfg.n_batch > 4096) return make_error(Status::invalid_argument, "bad batch size");
+  const int n_ctx = cfg.n_ctx > 0 ? cfg.n_ctx : std::min(model->config().n_ctx_train, 4096);
+  const int n_threads = cfg.n_threads > 0 ? cfg.n_threads : default_thread_count();
+  try {
+    return std::unique_ptr<Session>(new Session(std::move(model), n_ctx, n_threads, std::min(cfg.n_batch, n_ctx)));
+  } catch (const std::bad_alloc&) {
+    return make_error(Status::out_of_memory, "not enough memory for a context of " + std::to_string(n_ctx));
+  }
+}
+
+Result<void> Session::run(std::span<const int32_t> tokens, float* logits, bool all_logits) {
+  if (tokens.empty()) return make_error(Status::invalid_argument, "no tokens to evaluate");
+  if (history_.size() + tokens.size() > size_t(n_ctx()))
+    return make_error(Status::out_of_range, std::to_string(history_.size() + tokens.size()) +
+                                                " tokens do not fit the context of " + std::to_string(n_ctx()));
+  const int n_vocab = model_->config().n_vocab;
+  size_t done = 0;
+  while (done < tokens.size()) {
+    const int n = int(std::min(tokens.size() - done, size_t(state_->n_batch)));
+    const bool last_chunk = done + size_t(n) == tokens.size();
+    float* out = nullptr;
+    if (all_logits) out = logits + done * size_t(n_vocab);
+    else if (last_chunk) out = logits;
+    PLLM_TRY(model_->forward(*state_, tokens.data() + done, n, int(history_.size()), out, all_logits));
+    history_.insert(history_.end(), tokens.begin() + done, tokens.begin() + done + n);
+    done += size_t(n);
+  }
+  return {};
+}
+
+Result<void> Session::eval(std::span<const int32_t> tokens, float* logits_all) {
+  return run(tokens, logits_all, logits_all != nullptr);
+}
+
+Result<void> Session::eval_last(std::span<const int32_t> tokens) { return run(tokens, logits_.data(), false); }
+
+}  // namespace pllm

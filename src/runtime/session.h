@@ -1,0 +1,56 @@
+// A session: one conversation over a shared model. Owns the KV cache, scratch, thread
+// pool and the token history that says what the KV cache holds.
+#pragma once
+#include <atomic>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "base/result.h"
+#include "base/thread_pool.h"
+#include "model/forward_state.h"
+#include "model/model.h"
+
+namespace pllm {
+
+struct SessionConfig {
+  int n_ctx = 0;      // 0: min(training context, 4096)
+  int n_threads = 0;  // 0: default_thread_count()
+  int n_batch = 64;   // tokens per forward() during prefill
+};
+
+class Session {
+ public:
+  static Result<std::unique_ptr<Session>> create(std::shared_ptr<const Model> model, const SessionConfig& cfg);
+
+  const Model& model() const { return *model_; }
+  int n_ctx() const { return state_->n_ctx; }
+  const std::vector<int32_t>& history() const { return history_; }
+
+  // Append tokens and run them. logits_all: nullptr or n * n_vocab floats (every position).
+  Result<void> eval(std::span<const int32_t> tokens, float* logits_all);
+  // Append tokens and leave the last token's logits in last_logits().
+  Result<void> eval_last(std::span<const int32_t> tokens);
+  float* last_logits() { return logits_.data(); }
+
+  // Keep the first n tokens of the history (the KV cache beyond them is dropped).
+  void truncate(size_t n) { if (n < history_.size()) history_.resize(n); }
+  void reset() { history_.clear(); }
+
+  void request_cancel() { cancel_.store(true); }
+  void clear_cancel() { cancel_.store(false); }
+  bool cancel_requested() const { return cancel_.load(); }
+
+ private:
+  Session(std::shared_ptr<const Model> model, int n_ctx, int n_threads, int n_batch);
+  Result<void> run(std::span<const int32_t> tokens, float* logits, bool all_logits);
+
+  std::shared_ptr<const Model> model_;
+  ThreadPool pool_;
+  std::unique_ptr<ForwardState> state_;
+  std::vector<int32_t> history_;
+  std::vector<float> logits_;  // [n_vocab]
+  std::atomic<bool> cancel_{false};
+};
+
+}  // namespace pllm

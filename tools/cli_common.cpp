@@ -1,0 +1,97 @@
+#include "cli_common.h"
+
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace cli {
+
+void fail(const std::string& message, int exit_code) { throw Failure{message, exit_code}; }
+
+void check(pllm_status s, const char* what) {
+  if (s != PLLM_OK) {
+    std::string msg = pllm_last_error();
+    fail(msg.empty() ? std::string(what) + ": " + pllm_status_string(s) : msg);
+  }
+}
+
+namespace {
+bool exists(const std::string& p) { return access(p.c_str(), R_OK) == 0; }
+}  // namespace
+
+std::string default_model_path() {
+  if (const char* env = std::getenv("POCKETLLM_MODELS"); env && *env)
+    return std::string(env) + "/" + kDefaultModelFile;
+  const std::string local = std::string("models/") + kDefaultModelFile;
+  if (exists(local)) return local;
+  char exe[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n > 0) {
+    std::string dir(exe, size_t(n));
+    dir = dir.substr(0, dir.find_last_of('/'));
+    const std::string beside = dir + "/../models/" + kDefaultModelFile;
+    if (exists(beside)) return beside;
+  }
+  return local;
+}
+
+std::string resolve_model_path(const std::string& given) {
+  const std::string path = given.empty() ? default_model_path() : given;
+  if (!exists(path)) {
+    std::string msg = "model file not found: " + path;
+    if (given.empty()) msg += " (fetch the default model with scripts/fetch_model.sh, or pass -m)";
+    fail(msg);
+  }
+  return path;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot read file: " + path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) fail("cannot read file: " + path);
+  return ss.str();
+}
+
+Model::Model(const std::string& path, bool vocab_only) {
+  pllm_model_params mp = pllm_model_default_params();
+  mp.vocab_only = vocab_only ? 1 : 0;
+  check(pllm_model_load(path.c_str(), &mp, &p), "loading the model");
+}
+
+Session::Session(Model& m, int n_ctx, int n_threads) {
+  pllm_session_params sp = pllm_session_default_params();
+  sp.n_ctx = n_ctx;
+  sp.n_threads = n_threads;
+  check(pllm_session_create(m.p, &sp, &p), "creating the session");
+}
+
+std::vector<pllm_token> tokenize(const Model& m, const std::string& text, bool add_special, bool parse_special) {
+  size_t n = 0;
+  std::vector<pllm_token> ids(text.size() + 8);
+  pllm_status s = pllm_tokenize(m.p, text.data(), text.size(), add_special, parse_special, ids.data(), ids.size(), &n);
+  if (s == PLLM_ERR_OUT_OF_RANGE) {
+    ids.resize(n);
+    s = pllm_tokenize(m.p, text.data(), text.size(), add_special, parse_special, ids.data(), ids.size(), &n);
+  }
+  check(s, "tokenizing");
+  ids.resize(n);
+  return ids;
+}
+
+std::string apply_template(const Model& m, const std::vector<std::pair<std::string, std::string>>& messages) {
+  std::vector<pllm_chat_message> msgs;
+  for (const auto& [role, content] : messages) msgs.push_back({role.c_str(), content.c_str()});
+  char* out = nullptr;
+  check(pllm_chat_apply_template(m.p, msgs.data(), msgs.size(), 1, &out), "applying the chat template");
+  std::string s(out);
+  pllm_string_free(out);
+  return s;
+}
+
+}  // namespace cli

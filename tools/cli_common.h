@@ -1,0 +1,48 @@
+// Shared helpers of the pocketllm CLI. The CLI uses only the public C API.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "pocketllm/pocketllm.h"
+
+namespace cli {
+
+inline constexpr const char* kDefaultModelFile = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+// Thrown inside a subcommand; main() prints "error: <message>" once and exits non-zero.
+struct Failure {
+  std::string message;
+  int exit_code = 1;
+};
+
+[[noreturn]] void fail(const std::string& message, int exit_code = 1);
+// Turns a failed API status into a Failure carrying pllm_last_error().
+void check(pllm_status s, const char* what);
+
+// -m default: $POCKETLLM_MODELS/<default>, else ./models/<default>, else <exe>/../models/<default>.
+std::string default_model_path();
+std::string resolve_model_path(const std::string& given);
+
+// Reads a whole file byte for byte (no trimming).
+std::string read_file(const std::string& path);
+
+// RAII owners for the C handles.
+struct Model {
+  pllm_model* p = nullptr;
+  Model(const std::string& path, bool vocab_only);
+  ~Model() { pllm_model_free(p); }
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+};
+struct Session {
+  pllm_session* p = nullptr;
+  Session(Model& m, int n_ctx, int n_threads);
+  ~Session() { pllm_session_free(p); }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+};
+
+std::vector<pllm_token> tokenize(const Model& m, const std::string& text, bool add_special, bool parse_special);
+std::string apply_template(const Model& m, const std::vector<std::pair<std::string, std::string>>& messages);
+
+}  // namespace cli

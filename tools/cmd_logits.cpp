@@ -1,0 +1,56 @@
+// `pocketllm logits`: run token ids from position 0 and write every position's logits as
+// little-endian float32 [n_ids][n_vocab] (used by the reference tests).
+#include <cstdio>
+#include <sstream>
+#include <vector>
+
+#include "cli_common.h"
+#include "commands.h"
+
+namespace cli {
+
+std::function<int()> add_logits(CLI::App& app) {
+  auto* cmd = app.add_subcommand("logits", "write the logits of every position of a token sequence");
+  struct Opts {
+    std::string model, ids, out;
+    int threads = 0, ctx = 0;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("-m,--model", o->model, "GGUF model");
+  cmd->add_option("--ids", o->ids, "token ids separated by spaces or commas")->required();
+  cmd->add_option("--out", o->out, "output file")->required();
+  cmd->add_option("-t,--threads", o->threads, "threads")->check(CLI::Range(0, 256));
+  cmd->add_option("-c,--ctx-size", o->ctx, "context size")->check(CLI::Range(0, 1 << 20));
+  return [o]() {
+    std::vector<pllm_token> ids;
+    std::string s = o->ids;
+    for (char& c : s)
+      if (c == ',') c = ' ';
+    std::istringstream in(s);
+    std::string tok;
+    while (in >> tok) {
+      size_t used = 0;
+      long v = 0;
+      try {
+        v = std::stol(tok, &used);
+      } catch (...) {
+        used = 0;
+      }
+      if (used != tok.size() || v < 0 || v > INT32_MAX) fail("bad token id '" + tok + "'");
+      ids.push_back(pllm_token(v));
+    }
+    if (ids.empty()) fail("no token ids given");
+    Model model(resolve_model_path(o->model), false);
+    const int n_ctx = o->ctx > 0 ? o->ctx : int(ids.size());
+    Session session(model, n_ctx, o->threads);
+    std::vector<float> logits(ids.size() * size_t(pllm_model_n_vocab(model.p)));
+    check(pllm_session_eval(session.p, ids.data(), ids.size(), logits.data()), "evaluating");
+    FILE* f = std::fopen(o->out.c_str(), "wb");
+    if (!f) fail("cannot write " + o->out);
+    const size_t w = std::fwrite(logits.data(), sizeof(float), logits.size(), f);
+    if (std::fclose(f) != 0 || w != logits.size()) fail("cannot write " + o->out);
+    return 0;
+  };
+}
+
+}  // namespace cli

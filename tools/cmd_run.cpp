@@ -1,0 +1,58 @@
+// `pocketllm run`: answer one prompt, streaming the reply.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "generation_options.h"
+
+namespace cli {
+
+std::function<int()> add_run(CLI::App& app) {
+  auto* cmd = app.add_subcommand("run", "answer one prompt");
+  struct Opts {
+    GenerationOptions gen;
+    std::string prompt, file;
+    bool raw = false, json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  o->gen.add_to(cmd);
+  auto* p = cmd->add_option("-p,--prompt", o->prompt, "prompt text");
+  auto* f = cmd->add_option("-f,--file", o->file, "read the prompt from a file");
+  p->excludes(f);
+  cmd->add_flag("--raw", o->raw, "do not apply the chat template");
+  cmd->add_flag("--json", o->json, "print one JSON object instead of streaming");
+  return [o, p, f]() {
+    if (!*p && !*f) fail("no prompt: pass -p TEXT or -f FILE");
+    const std::string text = *f ? read_file(o->file) : o->prompt;
+    Model model(resolve_model_path(o->gen.model), false);
+    std::string rendered = text;
+    if (!o->raw) {
+      std::vector<std::pair<std::string, std::string>> msgs;
+      if (!o->gen.system.empty()) msgs.emplace_back("system", o->gen.system);
+      msgs.emplace_back("user", text);
+      rendered = apply_template(model, msgs);
+    } else if (!o->gen.system.empty()) {
+      fail("--system needs the chat template (drop --raw)");
+    }
+    const std::vector<pllm_token> ids = tokenize_prompt(model, rendered);
+    Session session(model, o->gen.ctx, o->gen.threads);
+    const GenerationResult r = generate(session, ids, o->gen.sampling(), !o->json);
+    if (o->json) {
+      nlohmann::json j = {{"text", r.text},
+                          {"tokens", r.tokens},
+                          {"prompt_tokens", r.stats.n_prompt_tokens},
+                          {"ttft_ms", r.stats.ttft_ms},
+                          {"prefill_tps", r.stats.prefill_tps},
+                          {"decode_tps", r.stats.decode_tps}};
+      std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    } else {
+      std::printf("\n");
+    }
+    std::fprintf(stderr, "[prompt %d tokens, prefill %.1f tok/s, TTFT %.1f ms, %d tokens at %.1f tok/s, %s]\n",
+                 r.stats.n_prompt_tokens, r.stats.prefill_tps, r.stats.ttft_ms, r.stats.n_generated,
+                 r.stats.decode_tps, pllm_isa());
+    return 0;
+  };
+}
+
+}  // namespace cli

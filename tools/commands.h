@@ -1,0 +1,15 @@
+// Subcommands of the pocketllm CLI; each registers its options on the CLI11 app.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace cli {
+
+// Each returns the function to run when its subcommand is chosen.
+std::function<int()> add_run(CLI::App& app);
+std::function<int()> add_chat(CLI::App& app);
+std::function<int()> add_tokenize(CLI::App& app);
+std::function<int()> add_info(CLI::App& app);
+std::function<int()> add_logits(CLI::App& app);
+
+}  // namespace cli

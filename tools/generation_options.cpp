@@ -1,0 +1,67 @@
+#include "generation_options.h"
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+namespace cli {
+
+void GenerationOptions::add_to(CLI::App* cmd) {
+  cmd->add_option("-m,--model", model, "GGUF model file (default: the SmolLM2-135M-Instruct Q4_1 download)");
+  cmd->add_option("--system", system, "system prompt");
+  cmd->add_option("-n,--n-predict", n_predict, "maximum tokens to generate")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--temp", temp, "temperature; 0 = greedy")->check(CLI::Range(0.0f, 100.0f));
+  cmd->add_option("--top-k", top_k, "top-k cut; 0 = off")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-p", top_p, "nucleus cut; 1 = off")->check(CLI::Range(1e-6f, 1.0f));
+  cmd->add_option("--min-p", min_p, "min-p cut; 0 = off")->check(CLI::Range(0.0f, 1.0f));
+  cmd->add_option("--repeat-penalty", repeat_penalty, "repetition penalty; 1 = off")->check(CLI::Range(1e-3f, 100.0f));
+  cmd->add_option("--seed", seed, "random seed (default: random)")->each([this](const std::string&) { seed_given = true; });
+  cmd->add_option("-t,--threads", threads, "threads (default: physical cores)")->check(CLI::Range(0, 256));
+  cmd->add_option("-c,--ctx-size", ctx, "context size in tokens (default: min(model's, 4096))")->check(CLI::Range(0, 1 << 20));
+}
+
+pllm_sampling_params GenerationOptions::sampling() const {
+  pllm_sampling_params sp = pllm_sampling_default_params();
+  sp.temperature = temp;
+  sp.top_k = top_k;
+  sp.top_p = top_p;
+  sp.min_p = min_p;
+  sp.repeat_penalty = repeat_penalty;
+  sp.max_tokens = n_predict;
+  sp.seed = seed_given ? seed : std::random_device{}();
+  return sp;
+}
+
+namespace {
+struct StreamCtx {
+  GenerationResult* out;
+  bool stream;
+};
+int on_token(pllm_token token, const char* text, size_t len, void* ud) {
+  auto* c = static_cast<StreamCtx*>(ud);
+  if (token >= 0) c->out->tokens.push_back(token);
+  c->out->text.append(text, len);
+  if (c->stream && len) {
+    std::fwrite(text, 1, len, stdout);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+}  // namespace
+
+GenerationResult generate(Session& s, const std::vector<pllm_token>& prompt, const pllm_sampling_params& sp,
+                          bool stream) {
+  GenerationResult r;
+  StreamCtx ctx{&r, stream};
+  check(pllm_generate(s.p, prompt.data(), prompt.size(), &sp, on_token, &ctx, &r.stats), "generating");
+  return r;
+}
+
+std::vector<pllm_token> tokenize_prompt(const Model& m, const std::string& text) {
+  std::vector<pllm_token> ids = tokenize(m, text, /*add_special=*/true, /*parse_special=*/true);
+  const pllm_token bos = pllm_model_bos(m.p);
+  if (ids.size() >= 2 && bos >= 0 && ids[0] == bos && ids[1] == bos) ids.erase(ids.begin());
+  return ids;
+}
+
+}  // namespace cli
