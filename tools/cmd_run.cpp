@@ -48,6 +48,7 @@ std::function<int()> add_run(CLI::App& app) {
     } else {
       std::printf("\n");
     }
+    std::fflush(stdout);
     std::fprintf(stderr, "[prompt %d tokens, prefill %.1f tok/s, TTFT %.1f ms, %d tokens at %.1f tok/s, %s]\n",
                  r.stats.n_prompt_tokens, r.stats.prefill_tps, r.stats.ttft_ms, r.stats.n_generated,
                  r.stats.decode_tps, pllm_isa());

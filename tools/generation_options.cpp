@@ -9,9 +9,9 @@ namespace cli {
 void GenerationOptions::add_to(CLI::App* cmd) {
   cmd->add_option("-m,--model", model, "GGUF model file (default: the SmolLM2-135M-Instruct Q4_1 download)");
   cmd->add_option("--system", system, "system prompt");
-  cmd->add_option("-n,--n-predict", n_predict, "maximum tokens to generate")->check(CLI::NonNegativeNumber);
+  cmd->add_option("-n,--n-predict", n_predict, "maximum tokens to generate")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--temp", temp, "temperature; 0 = greedy")->check(CLI::Range(0.0f, 100.0f));
-  cmd->add_option("--top-k", top_k, "top-k cut; 0 = off")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-k", top_k, "top-k cut; 0 = off")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--top-p", top_p, "nucleus cut; 1 = off")->check(CLI::Range(1e-6f, 1.0f));
   cmd->add_option("--min-p", min_p, "min-p cut; 0 = off")->check(CLI::Range(0.0f, 1.0f));
   cmd->add_option("--repeat-penalty", repeat_penalty, "repetition penalty; 1 = off")->check(CLI::Range(1e-3f, 100.0f));

