@@ -64,10 +64,11 @@ Model::Model(const std::string& path, bool vocab_only) {
   check(pllm_model_load(path.c_str(), &mp, &p), "loading the model");
 }
 
-Session::Session(Model& m, int n_ctx, int n_threads) {
+Session::Session(Model& m, int n_ctx, int n_threads, bool int8_activations) {
   pllm_session_params sp = pllm_session_default_params();
   sp.n_ctx = n_ctx;
   sp.n_threads = n_threads;
+  sp.int8_activations = int8_activations ? 1 : 0;
   check(pllm_session_create(m.p, &sp, &p), "creating the session");
 }
 

@@ -36,7 +36,7 @@ struct Model {
 };
 struct Session {
   pllm_session* p = nullptr;
-  Session(Model& m, int n_ctx, int n_threads);
+  Session(Model& m, int n_ctx, int n_threads, bool int8_activations = false);
   ~Session() { pllm_session_free(p); }
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;

@@ -14,12 +14,14 @@ std::function<int()> add_logits(CLI::App& app) {
   struct Opts {
     std::string model, ids, out;
     int threads = 0, ctx = 0;
+    bool int8_act = false;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("-m,--model", o->model, "GGUF model");
   cmd->add_option("--ids", o->ids, "token ids separated by spaces or commas")->required();
   cmd->add_option("--out", o->out, "output file")->required();
   cmd->add_option("-t,--threads", o->threads, "threads")->check(CLI::Range(0, 256));
+  cmd->add_flag("--int8-act", o->int8_act, "quantise activations to int8");
   cmd->add_option("-c,--ctx-size", o->ctx, "context size")->check(CLI::Range(0, 1 << 20));
   return [o]() {
     std::vector<pllm_token> ids;
@@ -42,7 +44,7 @@ std::function<int()> add_logits(CLI::App& app) {
     if (ids.empty()) fail("no token ids given");
     Model model(resolve_model_path(o->model), false);
     const int n_ctx = o->ctx > 0 ? o->ctx : int(ids.size());
-    Session session(model, n_ctx, o->threads);
+    Session session(model, n_ctx, o->threads, o->int8_act);
     std::vector<float> logits(ids.size() * size_t(pllm_model_n_vocab(model.p)));
     check(pllm_session_eval(session.p, ids.data(), ids.size(), logits.data()), "evaluating");
     FILE* f = std::fopen(o->out.c_str(), "wb");

@@ -35,7 +35,7 @@ std::function<int()> add_run(CLI::App& app) {
       fail("--system needs the chat template (drop --raw)");
     }
     const std::vector<pllm_token> ids = tokenize_prompt(model, rendered);
-    Session session(model, o->gen.ctx, o->gen.threads);
+    Session session(model, o->gen.ctx, o->gen.threads, o->gen.int8_act);
     const GenerationResult r = generate(session, ids, o->gen.sampling(), !o->json);
     if (o->json) {
       nlohmann::json j = {{"text", r.text},

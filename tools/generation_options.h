@@ -21,6 +21,7 @@ struct GenerationOptions {
   bool seed_given = false;
   int threads = 0;
   int ctx = 0;
+  bool int8_act = false;
 
   void add_to(CLI::App* cmd);
   pllm_sampling_params sampling() const;

@@ -90,6 +90,8 @@ pllm_status pllm_chat_apply_template(const pllm_model* model, const pllm_chat_me
 typedef struct pllm_session_params {
   int32_t n_ctx;     /* context length in tokens; 0 = min(model's training context, 4096) */
   int32_t n_threads; /* 0 = number of performance cores */
+  int32_t int8_activations; /* 1: quantise activations to int8 for quantised weights (W4A8, faster,
+                               small rounding differences); 0: exact f32 activations */
 } pllm_session_params;
 
 pllm_session_params pllm_session_default_params(void);

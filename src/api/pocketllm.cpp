@@ -174,6 +174,7 @@ pllm_status pllm_session_create(pllm_model* m, const pllm_session_params* params
     pllm::SessionConfig cfg;
     cfg.n_ctx = p.n_ctx;
     cfg.n_threads = p.n_threads;
+    cfg.int8_activations = p.int8_activations != 0;
     auto s = pllm::Session::create(m->model, cfg);
     if (!s.ok()) return fail(s.error());
     *out = new pllm_session{std::move(s).value()};

@@ -49,4 +49,10 @@ const KernelTable& kernels();
 // Returns nullptr when this CPU or build cannot run that ISA.
 const KernelTable* kernels_for(Isa isa);
 
+// The ISA kernels() selects for a PLLM_ISA value (nullptr or "" = unset): the best
+// runnable level whose rank (scalar 0; avx2, neon 1; avx512, dotprod 2) does not
+// exceed the requested one. An unrecognised value sets *unknown (if non-null) and
+// yields the best runnable level. Pure: does not print and does not read the env.
+Isa select_isa(const char* request, bool* unknown);
+
 }  // namespace pllm

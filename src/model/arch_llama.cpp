@@ -102,8 +102,6 @@ Result<void> llama_family_forward(const Model& m, ForwardState& st, const int32_
   const int group = c.n_head / c.n_head_kv;
   const bool neox = c.rope_order == RopeOrder::neox;
   const float scale = 1.0f / std::sqrt(float(HD));
-  uint8_t* aq = st.act_q.data();
-  const size_t as = st.act_row_stride;
 
   for (int i = 0; i < n; ++i) {
     const int32_t id = tokens[i];
@@ -119,9 +117,9 @@ Result<void> llama_family_forward(const Model& m, ForwardState& st, const int32_
 
     // --- attention block ---
     for (int i = 0; i < n; ++i) rmsnorm_f32(&st.x[size_t(i) * E], L.attn_norm, &st.h[size_t(i) * E], E, c.rms_eps);
-    matmul(L.wq, st.h.data(), n, st.q.data(), aq, as, pool);
-    matmul(L.wk, st.h.data(), n, st.k.data(), aq, as, pool);
-    matmul(L.wv, st.h.data(), n, st.v.data(), aq, as, pool);
+    matmul(L.wq, st.h.data(), n, st.q.data(), st.act_mode, st.mm, pool);
+    matmul(L.wk, st.h.data(), n, st.k.data(), st.act_mode, st.mm, pool);
+    matmul(L.wv, st.h.data(), n, st.v.data(), st.act_mode, st.mm, pool);
     for (int i = 0; i < n; ++i) {
       float* q = &st.q[size_t(i) * QD];
       float* k = &st.k[size_t(i) * KD];
@@ -142,15 +140,15 @@ Result<void> llama_family_forward(const Model& m, ForwardState& st, const int32_
       attend_head(&st.q[size_t(i) * QD + size_t(h) * HD], st, l, h / group, HD, pos0 + i, scale,
                   &st.att[size_t(i) * QD + size_t(h) * HD]);
     });
-    matmul(L.wo, st.att.data(), n, st.proj.data(), aq, as, pool);
+    matmul(L.wo, st.att.data(), n, st.proj.data(), st.act_mode, st.mm, pool);
     add_f32(st.x.data(), st.proj.data(), int64_t(n) * E);
 
     // --- feed-forward block ---
     for (int i = 0; i < n; ++i) rmsnorm_f32(&st.x[size_t(i) * E], L.ffn_norm, &st.h[size_t(i) * E], E, c.rms_eps);
-    matmul(L.w_gate, st.h.data(), n, st.gate.data(), aq, as, pool);
-    matmul(L.w_up, st.h.data(), n, st.up.data(), aq, as, pool);
+    matmul(L.w_gate, st.h.data(), n, st.gate.data(), st.act_mode, st.mm, pool);
+    matmul(L.w_up, st.h.data(), n, st.up.data(), st.act_mode, st.mm, pool);
     swiglu_f32(st.gate.data(), st.up.data(), st.gate.data(), int64_t(n) * F);
-    matmul(L.w_down, st.gate.data(), n, st.proj.data(), aq, as, pool);
+    matmul(L.w_down, st.gate.data(), n, st.proj.data(), st.act_mode, st.mm, pool);
     add_f32(st.x.data(), st.proj.data(), int64_t(n) * E);
   }
 
@@ -159,7 +157,7 @@ Result<void> llama_family_forward(const Model& m, ForwardState& st, const int32_
   const int n_out = n - first;
   for (int i = first; i < n; ++i)
     rmsnorm_f32(&st.x[size_t(i) * E], w.output_norm, &st.h[size_t(i - first) * E], E, c.rms_eps);
-  matmul(w.output, st.h.data(), n_out, logits, aq, as, pool);
+  matmul(w.output, st.h.data(), n_out, logits, st.act_mode, st.mm, pool);
   return {};
 }
 

@@ -6,8 +6,8 @@
 
 namespace pllm {
 
-ForwardState::ForwardState(const ModelConfig& c, int n_ctx_, int n_batch_, ThreadPool& pool_)
-    : n_ctx(n_ctx_), n_batch(n_batch_), kv_dim(c.kv_dim()), pool(pool_) {
+ForwardState::ForwardState(const ModelConfig& c, int n_ctx_, int n_batch_, ThreadPool& pool_, ActMode act_mode_)
+    : n_ctx(n_ctx_), n_batch(n_batch_), kv_dim(c.kv_dim()), pool(pool_), act_mode(act_mode_) {
   const size_t B = size_t(n_batch);
   k_cache.resize(size_t(c.n_layer) * size_t(n_ctx) * size_t(kv_dim));
   v_cache.resize(size_t(c.n_layer) * size_t(n_ctx) * size_t(kv_dim));
@@ -20,8 +20,13 @@ ForwardState::ForwardState(const ModelConfig& c, int n_ctx_, int n_batch_, Threa
   gate.resize(B * c.n_ff);
   up.resize(B * c.n_ff);
   proj.resize(B * c.n_embd);
-  act_row_stride = max_act_row_bytes(std::max({c.n_embd, c.n_ff, c.q_dim()}));
-  act_q.resize(B * act_row_stride);
+  const int widest = std::max({c.n_embd, c.n_ff, c.q_dim()});
+  mm.act_row_stride = max_act_row_bytes(widest);
+  act_q.resize(B * mm.act_row_stride);
+  mm.act_q = act_q.data();
+  mm.deq_stride = (size_t(widest) + 15) / 16 * 16;
+  deq.resize(size_t(pool.size()) * mm.deq_stride);
+  mm.deq = deq.data();
 }
 
 }  // namespace pllm

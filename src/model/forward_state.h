@@ -7,17 +7,19 @@
 #include "base/aligned_buffer.h"
 #include "base/thread_pool.h"
 #include "model/config.h"
+#include "model/matmul.h"
 
 namespace pllm {
 
 struct ForwardState {
   // n_ctx: KV capacity in tokens; n_batch: the most tokens one forward() call may take.
-  ForwardState(const ModelConfig& cfg, int n_ctx, int n_batch, ThreadPool& pool);
+  ForwardState(const ModelConfig& cfg, int n_ctx, int n_batch, ThreadPool& pool, ActMode act_mode);
 
   int n_ctx;
   int n_batch;
   int kv_dim;
   ThreadPool& pool;
+  ActMode act_mode;
   const std::atomic<bool>* cancel = nullptr;  // checked between layers
 
   AlignedBuffer<float> k_cache;  // [n_layer][n_ctx][kv_dim]
@@ -34,8 +36,9 @@ struct ForwardState {
   AlignedBuffer<float> gate;    // [n_batch][n_ff]
   AlignedBuffer<float> up;      // [n_batch][n_ff]
   AlignedBuffer<float> proj;    // [n_batch][n_embd] output of wo / w_down
-  AlignedBuffer<uint8_t> act_q; // [n_batch][act row bytes] quantised activations
-  size_t act_row_stride = 0;
+  AlignedBuffer<uint8_t> act_q;  // [n_batch][act_row_stride] quantised activations
+  AlignedBuffer<float> deq;      // [pool threads][widest row] dequantised weight rows
+  MatmulScratch mm{};            // views of act_q and deq for matmul()
 };
 
 }  // namespace pllm

@@ -18,21 +18,38 @@ size_t max_act_row_bytes(int64_t n) {
   return (best + 63) / 64 * 64;
 }
 
-void matmul(const Matrix& W, const float* X, int n_tok, float* Y, uint8_t* act_q, size_t act_row_stride,
+void matmul(const Matrix& W, const float* X, int n_tok, float* Y, ActMode mode, const MatmulScratch& s,
             ThreadPool& pool) {
-  const TypeKernels& tk = kernels().for_type(W.type);
+  const KernelTable& kt = kernels();
+  const TypeKernels& tk = kt.for_type(W.type);
   const int64_t cols = W.cols, rows = W.rows;
-  pool.run(n_tok, [&](int64_t t) { tk.quantize_act(X + t * cols, act_q + t * act_row_stride, cols); });
+  const bool float_weights = tk.act_type == TensorType::F32;
 
-  // Chunks of rows: enough chunks to balance threads, each long enough to stream.
-  const int64_t n_chunks_target = int64_t(pool.size()) * 4;
-  int64_t chunk = std::max<int64_t>(16, (rows + n_chunks_target - 1) / n_chunks_target);
-  const int64_t n_chunks = (rows + chunk - 1) / chunk;
-  pool.run(n_chunks, [&](int64_t c) {
-    const int64_t r0 = c * chunk, r1 = std::min(rows, r0 + chunk);
+  if (mode == ActMode::int8 || float_weights) {
+    // Float weights dot f32 activations directly; quantised ones meet int8 activation blocks.
+    pool.run(n_tok, [&](int64_t t) { tk.quantize_act(X + t * cols, s.act_q + t * s.act_row_stride, cols); });
+    const int64_t n_chunks_target = int64_t(pool.size()) * 4;
+    const int64_t chunk = std::max<int64_t>(16, (rows + n_chunks_target - 1) / n_chunks_target);
+    const int64_t n_chunks = (rows + chunk - 1) / chunk;
+    pool.run(n_chunks, [&](int64_t c) {
+      const int64_t r0 = c * chunk, r1 = std::min(rows, r0 + chunk);
+      for (int64_t r = r0; r < r1; ++r) {
+        const uint8_t* w = W.row(r);
+        for (int t = 0; t < n_tok; ++t) Y[t * rows + r] = tk.vec_dot(cols, w, s.act_q + t * s.act_row_stride);
+      }
+    });
+    return;
+  }
+
+  // Exact: one contiguous row range per thread, each with its own dequantisation buffer.
+  const int64_t n_parts = pool.size();
+  const int64_t part = (rows + n_parts - 1) / n_parts;
+  pool.run(n_parts, [&](int64_t p) {
+    float* deq = s.deq + size_t(p) * s.deq_stride;
+    const int64_t r0 = p * part, r1 = std::min(rows, r0 + part);
     for (int64_t r = r0; r < r1; ++r) {
-      const uint8_t* w = W.row(r);
-      for (int t = 0; t < n_tok; ++t) Y[t * rows + r] = tk.vec_dot(cols, w, act_q + t * act_row_stride);
+      tk.dequantize_row(W.row(r), deq, cols);
+      for (int t = 0; t < n_tok; ++t) Y[t * rows + r] = kt.dot_f32(deq, X + t * cols, cols);
     }
   });
 }

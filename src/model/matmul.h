@@ -7,9 +7,23 @@
 
 namespace pllm {
 
-// X: [n_tok][W.cols] f32; Y: [n_tok][W.rows]. act_q: scratch of at least
-// n_tok * act_row_stride bytes for the activations in the weight type's format.
-void matmul(const Matrix& W, const float* X, int n_tok, float* Y, uint8_t* act_q, size_t act_row_stride,
+// How activations meet quantised weights.
+//   exact: each weight row is dequantised to f32 and dotted with the f32 activations, so
+//          results match a float reference up to rounding (the default).
+//   int8:  activations are quantised per block to int8 and dotted with integer kernels
+//          (W4A8/W8A8 as llama.cpp does): faster, but on small models the rounding can flip
+//          near-tied greedy choices.
+enum class ActMode { exact, int8 };
+
+struct MatmulScratch {
+  uint8_t* act_q;         // [n_tok][act_row_stride] quantised activations (int8 mode)
+  size_t act_row_stride;
+  float* deq;             // [pool.size()][deq_stride] dequantised weight rows (exact mode)
+  size_t deq_stride;
+};
+
+// X: [n_tok][W.cols] f32; Y: [n_tok][W.rows].
+void matmul(const Matrix& W, const float* X, int n_tok, float* Y, ActMode mode, const MatmulScratch& scratch,
             ThreadPool& pool);
 
 // Bytes one activation row of n elements needs, for the widest activation format.

@@ -17,6 +17,7 @@ struct SessionConfig {
   int n_ctx = 0;      // 0: min(training context, 4096)
   int n_threads = 0;  // 0: default_thread_count()
   int n_batch = 64;   // tokens per forward() during prefill
+  bool int8_activations = false;  // W4A8/W8A8 integer kernels instead of exact f32 activations
 };
 
 class Session {
@@ -42,7 +43,7 @@ class Session {
   bool cancel_requested() const { return cancel_.load(); }
 
  private:
-  Session(std::shared_ptr<const Model> model, int n_ctx, int n_threads, int n_batch);
+  Session(std::shared_ptr<const Model> model, int n_ctx, int n_threads, int n_batch, ActMode act);
   Result<void> run(std::span<const int32_t> tokens, float* logits, bool all_logits);
 
   std::shared_ptr<const Model> model_;

@@ -1,0 +1,155 @@
+// AArch64 dot-product extension (ARMv8.2 DotProd, SDOT/vdotq_s32) kernels.
+// Compiled with -march=armv8.2-a+dotprod; selected only when getauxval(AT_HWCAP)
+// reports HWCAP_ASIMDDP. The table already holds the baseline NEON kernels; only the
+// int8 dot products are replaced here. Anonymous namespace only (see avx2.cpp).
+#include <arm_neon.h>
+
+#include <cstdint>
+
+#include "kernels/internal.h"
+#include "quant/blocks.h"
+
+namespace pllm::kern {
+
+namespace {
+
+inline float h2f(uint16_t h) {
+  __fp16 v;
+  __builtin_memcpy(&v, &h, 2);
+  return static_cast<float>(v);
+}
+
+inline int32x4_t dot32(int32x4_t acc, int8x16_t x0, int8x16_t x1, const int8_t* y) {
+  return vdotq_s32(vdotq_s32(acc, x0, vld1q_s8(y)), x1, vld1q_s8(y + 16));
+}
+
+float vec_dot_q4_0(int64_t n, const void* w_row, const void* xq) {
+  const block_q4_0* w = static_cast<const block_q4_0*>(w_row);
+  const block_q8_0* a = static_cast<const block_q8_0*>(xq);
+  const uint8x16_t m4 = vdupq_n_u8(0x0F);
+  const int8x16_t eight = vdupq_n_s8(8);
+  float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = vdupq_n_f32(0.0f);
+  const int64_t nb = n / QK4_0;
+  int64_t b = 0;
+  for (; b < nb; ++b) {
+    const uint8x16_t v = vld1q_u8(w[b].qs);
+    const int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(v, m4)), eight);
+    const int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), eight);
+    const int32x4_t s = dot32(vdupq_n_s32(0), lo, hi, a[b].qs);
+    if (b & 1) {
+      acc1 = vfmaq_n_f32(acc1, vcvtq_f32_s32(s), h2f(w[b].d) * h2f(a[b].d));
+    } else {
+      acc0 = vfmaq_n_f32(acc0, vcvtq_f32_s32(s), h2f(w[b].d) * h2f(a[b].d));
+    }
+  }
+  return vaddvq_f32(vaddq_f32(acc0, acc1));
+}
+
+float vec_dot_q4_1(int64_t n, const void* w_row, const void* xq) {
+  const block_q4_1* w = static_cast<const block_q4_1*>(w_row);
+  const block_q8_1* a = static_cast<const block_q8_1*>(xq);
+  const uint8x16_t m4 = vdupq_n_u8(0x0F);
+  float32x4_t acc = vdupq_n_f32(0.0f);
+  float summ = 0.0f;
+  for (int64_t b = 0; b < n / QK4_1; ++b) {
+    const uint8x16_t v = vld1q_u8(w[b].qs);
+    const int32x4_t s = dot32(vdupq_n_s32(0), vreinterpretq_s8_u8(vandq_u8(v, m4)),
+                              vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), a[b].qs);
+    acc = vfmaq_n_f32(acc, vcvtq_f32_s32(s), h2f(w[b].d) * a[b].d);
+    summ += h2f(w[b].m) * a[b].s;
+  }
+  return vaddvq_f32(acc) + summ;
+}
+
+float vec_dot_q8_0(int64_t n, const void* w_row, const void* xq) {
+  const block_q8_0* w = static_cast<const block_q8_0*>(w_row);
+  const block_q8_0* a = static_cast<const block_q8_0*>(xq);
+  float32x4_t acc = vdupq_n_f32(0.0f);
+  for (int64_t b = 0; b < n / QK8_0; ++b) {
+    const int32x4_t s = dot32(vdupq_n_s32(0), vld1q_s8(w[b].qs), vld1q_s8(w[b].qs + 16), a[b].qs);
+    acc = vfmaq_n_f32(acc, vcvtq_f32_s32(s), h2f(w[b].d) * h2f(a[b].d));
+  }
+  return vaddvq_f32(acc);
+}
+
+float vec_dot_q4_K(int64_t n, const void* w_row, const void* xq) {
+  const block_q4_K* w = static_cast<const block_q4_K*>(w_row);
+  const block_q8_K* a = static_cast<const block_q8_K*>(xq);
+  const uint8x16_t m4 = vdupq_n_u8(0x0F);
+  float acc = 0.0f;
+  for (int64_t b = 0; b < n / QK_K; ++b) {
+    uint32_t w0, w1, w2;
+    __builtin_memcpy(&w0, w[b].scales, 4);
+    __builtin_memcpy(&w1, w[b].scales + 4, 4);
+    __builtin_memcpy(&w2, w[b].scales + 8, 4);
+    const uint32_t v[4] = {w0 & 0x3f3f3f3fu, (w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u), w1 & 0x3f3f3f3fu,
+                           ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u)};
+    uint8_t sm[16];
+    __builtin_memcpy(sm, v, 16);
+    const int16x8_t bs = vpaddq_s16(vld1q_s16(a[b].bsums), vld1q_s16(a[b].bsums + 8));
+    const int16x8_t mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(sm + 8)));
+    const int32x4_t pm = vmlal_s16(vmull_s16(vget_low_s16(bs), vget_low_s16(mins)), vget_high_s16(bs), vget_high_s16(mins));
+    int32x4_t sumi = vdupq_n_s32(0);
+    const uint8_t* q = w[b].qs;
+    const int8_t* y = a[b].qs;
+    for (int p = 0; p < 4; ++p, q += 32, y += 64) {
+      const uint8x16_t v0 = vld1q_u8(q), v1 = vld1q_u8(q + 16);
+      const int32x4_t lo = dot32(vdupq_n_s32(0), vreinterpretq_s8_u8(vandq_u8(v0, m4)),
+                                 vreinterpretq_s8_u8(vandq_u8(v1, m4)), y);
+      const int32x4_t hi = dot32(vdupq_n_s32(0), vreinterpretq_s8_u8(vshrq_n_u8(v0, 4)),
+                                 vreinterpretq_s8_u8(vshrq_n_u8(v1, 4)), y + 32);
+      sumi = vmlaq_n_s32(sumi, lo, sm[2 * p]);
+      sumi = vmlaq_n_s32(sumi, hi, sm[2 * p + 1]);
+    }
+    const float da = a[b].d;
+    acc += h2f(w[b].d) * da * static_cast<float>(vaddvq_s32(sumi));
+    acc -= h2f(w[b].dmin) * da * static_cast<float>(vaddvq_s32(pm));
+  }
+  return acc;
+}
+
+float vec_dot_q6_K(int64_t n, const void* w_row, const void* xq) {
+  const block_q6_K* w = static_cast<const block_q6_K*>(w_row);
+  const block_q8_K* a = static_cast<const block_q8_K*>(xq);
+  const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(0x03);
+  const int8x16_t off = vdupq_n_s8(32);
+  float32x4_t acc = vdupq_n_f32(0.0f);
+  for (int64_t b = 0; b < n / QK_K; ++b) {
+    int32x4_t sumi = vdupq_n_s32(0);
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* ql = w[b].ql + 64 * h;
+      const uint8_t* qh = w[b].qh + 32 * h;
+      const int8_t* y = a[b].qs + 128 * h;
+      const int8_t* sc = w[b].scales + 8 * h;
+      for (int i = 0; i < 2; ++i) {  // 16-byte halves of the 32 columns l
+        const uint8x16_t la = vld1q_u8(ql + 16 * i), lb = vld1q_u8(ql + 32 + 16 * i);
+        const uint8x16_t hb = vld1q_u8(qh + 16 * i);
+        int8x16_t q[4];
+        q[0] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(la, m4), vshlq_n_u8(vandq_u8(hb, m3), 4)));
+        q[1] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(lb, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 2), m3), 4)));
+        q[2] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(la, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 4), m3), 4)));
+        q[3] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(lb, 4), vshlq_n_u8(vshrq_n_u8(hb, 6), 4)));
+        for (int k = 0; k < 4; ++k) {
+          // group k, columns 16i..16i+15: elements 32k + 16i.., scale index 2k + i
+          const int32x4_t d = vdotq_s32(vdupq_n_s32(0), vsubq_s8(q[k], off), vld1q_s8(y + 32 * k + 16 * i));
+          sumi = vmlaq_n_s32(sumi, d, sc[2 * k + i]);
+        }
+      }
+    }
+    acc = vfmaq_n_f32(acc, vcvtq_f32_s32(sumi), h2f(w[b].d) * a[b].d);
+  }
+  return vaddvq_f32(acc);
+}
+
+}  // namespace
+
+void fill_neon_dotprod(KernelTable& t) {
+  auto at = [&t](TensorType type) -> TypeKernels& { return t.types[static_cast<uint32_t>(type) & 31]; };
+  at(TensorType::Q4_0).vec_dot = vec_dot_q4_0;
+  at(TensorType::Q4_1).vec_dot = vec_dot_q4_1;
+  at(TensorType::Q8_0).vec_dot = vec_dot_q8_0;
+  at(TensorType::Q4_K).vec_dot = vec_dot_q4_K;
+  at(TensorType::Q6_K).vec_dot = vec_dot_q6_K;
+}
+
+}  // namespace pllm::kern

@@ -1,0 +1,157 @@
+// Run-time ISA selection: builds one table per runnable ISA, once.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/internal.h"
+
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)
+#endif
+#endif
+
+namespace pllm {
+
+namespace {
+
+constexpr int kNumIsa = 5;
+
+bool cpu_supports(Isa isa) {
+  switch (isa) {
+    case Isa::scalar:
+      return true;
+#if defined(PLLM_HAVE_X86_KERNELS) && (defined(__x86_64__) || defined(__i386__))
+    case Isa::avx2:
+      __builtin_cpu_init();
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("f16c");
+    case Isa::avx512:
+      __builtin_cpu_init();
+      return cpu_supports(Isa::avx2) && __builtin_cpu_supports("avx512f") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("avx512vnni");
+#endif
+#if defined(PLLM_HAVE_ARM_KERNELS) && defined(__aarch64__)
+    case Isa::neon:
+      return true;  // Advanced SIMD is mandatory on AArch64
+    case Isa::neon_dotprod:
+#if defined(__linux__)
+      return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+#else
+      return false;
+#endif
+#endif
+    default:
+      return false;
+  }
+}
+
+struct Tables {
+  KernelTable table[kNumIsa];
+  bool ok[kNumIsa] = {};
+};
+
+Tables build_tables() {
+  Tables t;
+  kern::fill_scalar(t.table[0]);
+  t.ok[0] = true;
+  for (int i = 1; i < kNumIsa; ++i) {
+    const Isa isa = static_cast<Isa>(i);
+    if (!cpu_supports(isa)) continue;
+    KernelTable k = t.table[0];  // start from the scalar twins; lower levels layer first
+    switch (isa) {
+#if defined(PLLM_HAVE_X86_KERNELS)
+      case Isa::avx2: kern::fill_avx2(k); break;
+      case Isa::avx512: kern::fill_avx2(k); kern::fill_avx512(k); break;
+#endif
+#if defined(PLLM_HAVE_ARM_KERNELS)
+      case Isa::neon: kern::fill_neon(k); break;
+      case Isa::neon_dotprod: kern::fill_neon(k); kern::fill_neon_dotprod(k); break;
+#endif
+      default: continue;
+    }
+    k.isa = isa;
+    t.table[i] = k;
+    t.ok[i] = true;
+  }
+  return t;
+}
+
+const Tables& tables() {
+  static const Tables t = build_tables();
+  return t;
+}
+
+int rank(Isa isa) {
+  switch (isa) {
+    case Isa::scalar: return 0;
+    case Isa::avx2:
+    case Isa::neon: return 1;
+    case Isa::avx512:
+    case Isa::neon_dotprod: return 2;
+  }
+  return 0;
+}
+
+const KernelTable& select_table() {
+  const char* env = std::getenv("PLLM_ISA");
+  bool unknown = false;
+  const Isa isa = select_isa(env, &unknown);
+  if (unknown) {
+    std::fprintf(stderr, "pocketllm: warning: unknown PLLM_ISA=\"%s\", using %s\n", env, isa_name(isa));
+  }
+  return tables().table[static_cast<int>(isa)];
+}
+
+}  // namespace
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::scalar: return "scalar";
+    case Isa::avx2: return "avx2";
+    case Isa::avx512: return "avx512";
+    case Isa::neon: return "neon";
+    case Isa::neon_dotprod: return "dotprod";
+  }
+  return "unknown";
+}
+
+Isa select_isa(const char* request, bool* unknown) {
+  if (unknown) *unknown = false;
+  int cap = 2;
+  if (request && *request) {
+    static const struct { const char* name; Isa isa; } kNames[] = {
+        {"scalar", Isa::scalar}, {"avx2", Isa::avx2},          {"avx512", Isa::avx512},
+        {"neon", Isa::neon},     {"dotprod", Isa::neon_dotprod}, {"neon_dotprod", Isa::neon_dotprod},
+    };
+    bool found = false;
+    for (const auto& e : kNames) {
+      if (std::strcmp(request, e.name) == 0) {
+        cap = rank(e.isa);
+        found = true;
+      }
+    }
+    if (!found && unknown) *unknown = true;
+  }
+  Isa best = Isa::scalar;
+  for (int i = 1; i < kNumIsa; ++i) {
+    const Isa isa = static_cast<Isa>(i);
+    if (tables().ok[i] && rank(isa) <= cap && rank(isa) > rank(best)) best = isa;
+  }
+  return best;
+}
+
+const KernelTable& kernels() {
+  static const KernelTable& t = select_table();
+  return t;
+}
+
+const KernelTable* kernels_for(Isa isa) {
+  const int i = static_cast<int>(isa);
+  if (i < 0 || i >= kNumIsa || !tables().ok[i]) return nullptr;
+  return &tables().table[i];
+}
+
+}  // namespace pllm

@@ -1,0 +1,220 @@
+// The scalar twins: plain loops that define what every SIMD kernel must compute.
+//
+// Integer parts are computed exactly in int; the per-block float terms are
+// accumulated in double, so these results are (almost) the exact dot product of the
+// dequantised weight and the dequantised activation. SIMD versions accumulate in
+// f32 and are compared against these with a tolerance (tests/cpp/test_kernels.cpp).
+#include <cstring>
+
+#include "base/fp16.h"
+#include "kernels/internal.h"
+#include "quant/blocks.h"
+#include "quant/reference.h"
+
+namespace pllm::kern {
+
+namespace {
+
+// ------------------------------------------------------------ activation formats
+size_t act_bytes_f32(int64_t n) { return static_cast<size_t>(n) * sizeof(float); }
+size_t act_bytes_q8_0(int64_t n) { return static_cast<size_t>(n / QK8_0) * sizeof(block_q8_0); }
+size_t act_bytes_q8_1(int64_t n) { return static_cast<size_t>(n / QK8_1) * sizeof(block_q8_1); }
+size_t act_bytes_q8_K(int64_t n) { return static_cast<size_t>(n / QK_K) * sizeof(block_q8_K); }
+
+void quantize_act_f32(const float* x, void* xq, int64_t n) {
+  std::memcpy(xq, x, static_cast<size_t>(n) * sizeof(float));
+}
+void quantize_act_q8_0(const float* x, void* xq, int64_t n) {
+  ref::quantize_row_q8_0(x, static_cast<block_q8_0*>(xq), n);
+}
+void quantize_act_q8_1(const float* x, void* xq, int64_t n) {
+  ref::quantize_row_q8_1(x, static_cast<block_q8_1*>(xq), n);
+}
+void quantize_act_q8_K(const float* x, void* xq, int64_t n) {
+  ref::quantize_row_q8_K(x, static_cast<block_q8_K*>(xq), n);
+}
+
+// ------------------------------------------------------------ dequantize
+void dequant_f32(const void* w, float* y, int64_t n) {
+  std::memcpy(y, w, static_cast<size_t>(n) * sizeof(float));
+}
+void dequant_f16(const void* w, float* y, int64_t n) {
+  ref::dequantize_row_f16(static_cast<const uint16_t*>(w), y, n);
+}
+void dequant_bf16(const void* w, float* y, int64_t n) {
+  ref::dequantize_row_bf16(static_cast<const uint16_t*>(w), y, n);
+}
+void dequant_q4_0(const void* w, float* y, int64_t n) {
+  ref::dequantize_row_q4_0(static_cast<const block_q4_0*>(w), y, n);
+}
+void dequant_q4_1(const void* w, float* y, int64_t n) {
+  ref::dequantize_row_q4_1(static_cast<const block_q4_1*>(w), y, n);
+}
+void dequant_q8_0(const void* w, float* y, int64_t n) {
+  ref::dequantize_row_q8_0(static_cast<const block_q8_0*>(w), y, n);
+}
+void dequant_q4_K(const void* w, float* y, int64_t n) {
+  ref::dequantize_row_q4_K(static_cast<const block_q4_K*>(w), y, n);
+}
+void dequant_q6_K(const void* w, float* y, int64_t n) {
+  ref::dequantize_row_q6_K(static_cast<const block_q6_K*>(w), y, n);
+}
+
+// ------------------------------------------------------------ float weights
+float vec_dot_f32(int64_t n, const void* w, const void* xq) {
+  const float* a = static_cast<const float*>(w);
+  const float* x = static_cast<const float*>(xq);
+  double acc = 0.0;
+  for (int64_t i = 0; i < n; ++i) acc += static_cast<double>(a[i]) * x[i];
+  return static_cast<float>(acc);
+}
+float vec_dot_f16(int64_t n, const void* w, const void* xq) {
+  const uint16_t* a = static_cast<const uint16_t*>(w);
+  const float* x = static_cast<const float*>(xq);
+  double acc = 0.0;
+  for (int64_t i = 0; i < n; ++i) acc += static_cast<double>(fp16_to_fp32(a[i])) * x[i];
+  return static_cast<float>(acc);
+}
+float vec_dot_bf16(int64_t n, const void* w, const void* xq) {
+  const uint16_t* a = static_cast<const uint16_t*>(w);
+  const float* x = static_cast<const float*>(xq);
+  double acc = 0.0;
+  for (int64_t i = 0; i < n; ++i) acc += static_cast<double>(bf16_to_fp32(a[i])) * x[i];
+  return static_cast<float>(acc);
+}
+
+// ------------------------------------------------------------ W4A8 / W8A8
+float vec_dot_q4_0(int64_t n, const void* w_row, const void* xq) {
+  const block_q4_0* w = static_cast<const block_q4_0*>(w_row);
+  const block_q8_0* a = static_cast<const block_q8_0*>(xq);
+  double acc = 0.0;
+  for (int64_t b = 0; b < n / QK4_0; ++b) {
+    int sumi = 0;
+    for (int j = 0; j < 16; ++j) {
+      sumi += ((w[b].qs[j] & 0xF) - 8) * a[b].qs[j];
+      sumi += ((w[b].qs[j] >> 4) - 8) * a[b].qs[j + 16];
+    }
+    acc += static_cast<double>(fp16_to_fp32(w[b].d)) * fp16_to_fp32(a[b].d) * sumi;
+  }
+  return static_cast<float>(acc);
+}
+
+float vec_dot_q4_1(int64_t n, const void* w_row, const void* xq) {
+  const block_q4_1* w = static_cast<const block_q4_1*>(w_row);
+  const block_q8_1* a = static_cast<const block_q8_1*>(xq);
+  double acc = 0.0;
+  for (int64_t b = 0; b < n / QK4_1; ++b) {
+    int sumi = 0;
+    for (int j = 0; j < 16; ++j) {
+      sumi += (w[b].qs[j] & 0xF) * a[b].qs[j];
+      sumi += (w[b].qs[j] >> 4) * a[b].qs[j + 16];
+    }
+    // sum_j (d q_j + m) a_d a_j = d a_d sumi + m * (a_d * sum a_j) = ... + m * s
+    acc += static_cast<double>(fp16_to_fp32(w[b].d)) * a[b].d * sumi;
+    acc += static_cast<double>(fp16_to_fp32(w[b].m)) * a[b].s;
+  }
+  return static_cast<float>(acc);
+}
+
+float vec_dot_q8_0(int64_t n, const void* w_row, const void* xq) {
+  const block_q8_0* w = static_cast<const block_q8_0*>(w_row);
+  const block_q8_0* a = static_cast<const block_q8_0*>(xq);
+  double acc = 0.0;
+  for (int64_t b = 0; b < n / QK8_0; ++b) {
+    int sumi = 0;
+    for (int j = 0; j < QK8_0; ++j) sumi += w[b].qs[j] * a[b].qs[j];
+    acc += static_cast<double>(fp16_to_fp32(w[b].d)) * fp16_to_fp32(a[b].d) * sumi;
+  }
+  return static_cast<float>(acc);
+}
+
+float vec_dot_q4_K(int64_t n, const void* w_row, const void* xq) {
+  const block_q4_K* w = static_cast<const block_q4_K*>(w_row);
+  const block_q8_K* a = static_cast<const block_q8_K*>(xq);
+  double acc = 0.0;
+  for (int64_t b = 0; b < n / QK_K; ++b) {
+    int sumi = 0;  // sum_j sc_j * dot(q, a) over sub-block j
+    int summ = 0;  // sum_j m_j * sum(a) over sub-block j
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, m;
+      ref::get_scale_min_k4(j, w[b].scales, &sc, &m);
+      const uint8_t* q = w[b].qs + 32 * (j / 2);
+      const int shift = (j % 2) * 4;
+      int dot = 0;
+      for (int l = 0; l < 32; ++l) dot += ((q[l] >> shift) & 0xF) * a[b].qs[32 * j + l];
+      sumi += sc * dot;
+      summ += m * (a[b].bsums[2 * j] + a[b].bsums[2 * j + 1]);
+    }
+    const double da = a[b].d;
+    acc += static_cast<double>(fp16_to_fp32(w[b].d)) * da * sumi;
+    acc -= static_cast<double>(fp16_to_fp32(w[b].dmin)) * da * summ;
+  }
+  return static_cast<float>(acc);
+}
+
+float vec_dot_q6_K(int64_t n, const void* w_row, const void* xq) {
+  const block_q6_K* w = static_cast<const block_q6_K*>(w_row);
+  const block_q8_K* a = static_cast<const block_q8_K*>(xq);
+  double acc = 0.0;
+  for (int64_t b = 0; b < n / QK_K; ++b) {
+    int q[QK_K];  // signed 6-bit values in natural element order
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* ql = w[b].ql + 64 * h;
+      const uint8_t* qh = w[b].qh + 32 * h;
+      int* y = q + 128 * h;
+      for (int l = 0; l < 32; ++l) {
+        y[l] = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+        y[l + 32] = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+        y[l + 64] = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+        y[l + 96] = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+      }
+    }
+    int sumi = 0;
+    for (int e = 0; e < QK_K; ++e) sumi += w[b].scales[e / 16] * q[e] * a[b].qs[e];
+    acc += static_cast<double>(fp16_to_fp32(w[b].d)) * a[b].d * sumi;
+  }
+  return static_cast<float>(acc);
+}
+
+// ------------------------------------------------------------ f32 helpers
+float dot_f32(const float* a, const float* b, int64_t n) {
+  double acc = 0.0;
+  for (int64_t i = 0; i < n; ++i) acc += static_cast<double>(a[i]) * b[i];
+  return static_cast<float>(acc);
+}
+
+void axpy_f32(float a, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+void set(KernelTable& t, TensorType type, TensorType act, size_t (*bytes)(int64_t),
+         void (*quant)(const float*, void*, int64_t), float (*dot)(int64_t, const void*, const void*),
+         void (*deq)(const void*, float*, int64_t)) {
+  TypeKernels& k = t.types[static_cast<uint32_t>(type) & 31];
+  k.available = true;
+  k.act_type = act;
+  k.act_bytes = bytes;
+  k.quantize_act = quant;
+  k.vec_dot = dot;
+  k.dequantize_row = deq;
+}
+
+}  // namespace
+
+void fill_scalar(KernelTable& t) {
+  t = KernelTable{};
+  t.isa = Isa::scalar;
+  using T = TensorType;
+  set(t, T::F32, T::F32, act_bytes_f32, quantize_act_f32, vec_dot_f32, dequant_f32);
+  set(t, T::F16, T::F32, act_bytes_f32, quantize_act_f32, vec_dot_f16, dequant_f16);
+  set(t, T::BF16, T::F32, act_bytes_f32, quantize_act_f32, vec_dot_bf16, dequant_bf16);
+  set(t, T::Q4_0, T::Q8_0, act_bytes_q8_0, quantize_act_q8_0, vec_dot_q4_0, dequant_q4_0);
+  set(t, T::Q4_1, T::Q8_1, act_bytes_q8_1, quantize_act_q8_1, vec_dot_q4_1, dequant_q4_1);
+  set(t, T::Q8_0, T::Q8_0, act_bytes_q8_0, quantize_act_q8_0, vec_dot_q8_0, dequant_q8_0);
+  set(t, T::Q4_K, T::Q8_K, act_bytes_q8_K, quantize_act_q8_K, vec_dot_q4_K, dequant_q4_K);
+  set(t, T::Q6_K, T::Q8_K, act_bytes_q8_K, quantize_act_q8_K, vec_dot_q6_K, dequant_q6_K);
+  t.dot_f32 = dot_f32;
+  t.axpy_f32 = axpy_f32;
+}
+
+}  // namespace pllm::kern

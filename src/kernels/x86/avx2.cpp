@@ -1,0 +1,443 @@
+// AVX2 + FMA + F16C kernels. Compiled with -mavx2 -mfma -mf16c (see CMakeLists.txt)
+// and only ever called after dispatch.cpp has checked the CPU supports them.
+//
+// Everything here is in an anonymous namespace and no inline functions from shared
+// headers are used, so no AVX-compiled copy of a shared inline function can be
+// picked by the linker for generic code.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/internal.h"
+#include "quant/blocks.h"
+
+namespace pllm::kern {
+
+namespace {
+
+inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline int hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+// 16 packed bytes -> 32 bytes: low nibbles first (elements 0..15), then high nibbles.
+inline __m256i nibbles32(const uint8_t* p) {
+  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m256i b = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
+  return _mm256_and_si256(b, _mm256_set1_epi8(0x0F));
+}
+
+// sum of u8 * s8 products, 4 adjacent bytes per i32 lane (pairs can't saturate here:
+// callers keep |u8| * |s8| * 2 <= 32767).
+inline __m256i dot_u8s8(__m256i u, __m256i s) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+// s8 * s8 via |x| and sign transfer; needs y != -128 (activations are within +-127).
+inline __m256i dot_s8s8(__m256i x, __m256i y) {
+  return dot_u8s8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+}
+
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// ------------------------------------------------------------ activation quantisers
+inline __m256 abs_ps(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+
+inline float hmax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+// Quantise 32 floats with multiplier id (round half to even) into 32 int8; returns
+// the four i32 vectors' sum in *sum when non-null.
+inline void quant32(const float* x, __m256 id, int8_t* q, int* sum) {
+  __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x), id));
+  __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8), id));
+  __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16), id));
+  __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 24), id));
+  if (sum) *sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3)));
+  const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+  const __m256i r = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), r);
+}
+
+inline float amax32(const float* x) {
+  __m256 m = _mm256_max_ps(abs_ps(_mm256_loadu_ps(x)), abs_ps(_mm256_loadu_ps(x + 8)));
+  m = _mm256_max_ps(m, _mm256_max_ps(abs_ps(_mm256_loadu_ps(x + 16)), abs_ps(_mm256_loadu_ps(x + 24))));
+  return hmax(m);
+}
+
+void quantize_act_q8_0(const float* x, void* xq, int64_t n) {
+  block_q8_0* y = static_cast<block_q8_0*>(xq);
+  for (int64_t b = 0; b < n / QK8_0; ++b, x += QK8_0) {
+    const float d = amax32(x) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+    quant32(x, _mm256_set1_ps(id), y[b].qs, nullptr);
+  }
+}
+
+void quantize_act_q8_1(const float* x, void* xq, int64_t n) {
+  block_q8_1* y = static_cast<block_q8_1*>(xq);
+  for (int64_t b = 0; b < n / QK8_1; ++b, x += QK8_1) {
+    const float d = amax32(x) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    int sum;
+    quant32(x, _mm256_set1_ps(id), y[b].qs, &sum);
+    y[b].d = d;
+    y[b].s = d * static_cast<float>(sum);
+  }
+}
+
+void quantize_act_q8_K(const float* x, void* xq, int64_t n) {
+  block_q8_K* y = static_cast<block_q8_K*>(xq);
+  for (int64_t b = 0; b < n / QK_K; ++b, x += QK_K) {
+    __m256 m = _mm256_setzero_ps();
+    for (int j = 0; j < QK_K; j += 8) m = _mm256_max_ps(m, abs_ps(_mm256_loadu_ps(x + j)));
+    const float d = hmax(m) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const __m256 vid = _mm256_set1_ps(id);
+    for (int j = 0; j < QK_K / 32; ++j) quant32(x + 32 * j, vid, y[b].qs + 32 * j, nullptr);
+    // bsums: widen each 16-byte group to i16 and add horizontally.
+    for (int g = 0; g < QK_K / 16; g += 2) {
+      const __m256i q = load256(y[b].qs + 16 * g);
+      const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
+      // s: 8 i32, lanes 0..3 = group g, lanes 4..7 = group g+1
+      __m128i lo = _mm256_castsi256_si128(s), hi = _mm256_extracti128_si256(s, 1);
+      __m128i h = _mm_hadd_epi32(lo, hi);  // g: h0,h1   g+1: h2,h3
+      h = _mm_hadd_epi32(h, h);
+      y[b].bsums[g] = static_cast<int16_t>(_mm_extract_epi32(h, 0));
+      y[b].bsums[g + 1] = static_cast<int16_t>(_mm_extract_epi32(h, 1));
+    }
+    y[b].d = d;
+  }
+}
+
+// ------------------------------------------------------------ quantised dots
+float vec_dot_q4_0(int64_t n, const void* w_row, const void* xq) {
+  const block_q4_0* w = static_cast<const block_q4_0*>(w_row);
+  const block_q8_0* a = static_cast<const block_q8_0*>(xq);
+  const int64_t nb = n / QK4_0;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  const __m256i eight = _mm256_set1_epi8(8);
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    const __m256i q0 = _mm256_sub_epi8(nibbles32(w[b].qs), eight);
+    const __m256i q1 = _mm256_sub_epi8(nibbles32(w[b + 1].qs), eight);
+    const __m256i p0 = dot_s8s8(q0, load256(a[b].qs));
+    const __m256i p1 = dot_s8s8(q1, load256(a[b + 1].qs));
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d) * h2f(a[b].d)), _mm256_cvtepi32_ps(p0), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b + 1].d) * h2f(a[b + 1].d)), _mm256_cvtepi32_ps(p1), acc1);
+  }
+  for (; b < nb; ++b) {
+    const __m256i p = dot_s8s8(_mm256_sub_epi8(nibbles32(w[b].qs), eight), load256(a[b].qs));
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d) * h2f(a[b].d)), _mm256_cvtepi32_ps(p), acc0);
+  }
+  return hsum(_mm256_add_ps(acc0, acc1));
+}
+
+float vec_dot_q4_1(int64_t n, const void* w_row, const void* xq) {
+  const block_q4_1* w = static_cast<const block_q4_1*>(w_row);
+  const block_q8_1* a = static_cast<const block_q8_1*>(xq);
+  const int64_t nb = n / QK4_1;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  float summ = 0.0f;
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    const __m256i p0 = dot_u8s8(nibbles32(w[b].qs), load256(a[b].qs));
+    const __m256i p1 = dot_u8s8(nibbles32(w[b + 1].qs), load256(a[b + 1].qs));
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d) * a[b].d), _mm256_cvtepi32_ps(p0), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b + 1].d) * a[b + 1].d), _mm256_cvtepi32_ps(p1), acc1);
+    summ += h2f(w[b].m) * a[b].s + h2f(w[b + 1].m) * a[b + 1].s;
+  }
+  for (; b < nb; ++b) {
+    const __m256i p = dot_u8s8(nibbles32(w[b].qs), load256(a[b].qs));
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d) * a[b].d), _mm256_cvtepi32_ps(p), acc0);
+    summ += h2f(w[b].m) * a[b].s;
+  }
+  return hsum(_mm256_add_ps(acc0, acc1)) + summ;
+}
+
+float vec_dot_q8_0(int64_t n, const void* w_row, const void* xq) {
+  const block_q8_0* w = static_cast<const block_q8_0*>(w_row);
+  const block_q8_0* a = static_cast<const block_q8_0*>(xq);
+  const int64_t nb = n / QK8_0;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    const __m256i p0 = dot_s8s8(load256(w[b].qs), load256(a[b].qs));
+    const __m256i p1 = dot_s8s8(load256(w[b + 1].qs), load256(a[b + 1].qs));
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d) * h2f(a[b].d)), _mm256_cvtepi32_ps(p0), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b + 1].d) * h2f(a[b + 1].d)), _mm256_cvtepi32_ps(p1), acc1);
+  }
+  for (; b < nb; ++b) {
+    const __m256i p = dot_s8s8(load256(w[b].qs), load256(a[b].qs));
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d) * h2f(a[b].d)), _mm256_cvtepi32_ps(p), acc0);
+  }
+  return hsum(_mm256_add_ps(acc0, acc1));
+}
+
+// The eight 6-bit scales (sc[0..7]) and mins (sc[8..15]) of a Q4_K block.
+inline void unpack_k4_scales(const uint8_t* s, uint8_t out[16]) {
+  uint32_t w0, w1, w2;
+  __builtin_memcpy(&w0, s, 4);
+  __builtin_memcpy(&w1, s + 4, 4);
+  __builtin_memcpy(&w2, s + 8, 4);
+  const uint32_t sc_lo = w0 & 0x3f3f3f3fu;
+  const uint32_t sc_hi = (w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u);
+  const uint32_t m_lo = w1 & 0x3f3f3f3fu;
+  const uint32_t m_hi = ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u);
+  __builtin_memcpy(out, &sc_lo, 4);
+  __builtin_memcpy(out + 4, &sc_hi, 4);
+  __builtin_memcpy(out + 8, &m_lo, 4);
+  __builtin_memcpy(out + 12, &m_hi, 4);
+}
+
+float vec_dot_q4_K(int64_t n, const void* w_row, const void* xq) {
+  const block_q4_K* w = static_cast<const block_q4_K*>(w_row);
+  const block_q8_K* a = static_cast<const block_q8_K*>(xq);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / QK_K; ++b) {
+    alignas(16) uint8_t sm[16];
+    unpack_k4_scales(w[b].scales, sm);
+    const float d = h2f(w[b].d) * a[b].d;
+    const float dmin = h2f(w[b].dmin) * a[b].d;
+    // mins: m_j * (bsums[2j] + bsums[2j+1]) in i32 lane j
+    const __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm + 8)));
+    const __m256i mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+    const __m256i pm = _mm256_madd_epi16(load256(a[b].bsums), mins);
+    accm = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(pm), accm);
+    __m256i sumi = _mm256_setzero_si256();
+    const uint8_t* q = w[b].qs;
+    const int8_t* y = a[b].qs;
+    for (int p = 0; p < 4; ++p, q += 32, y += 64) {
+      const __m256i q4 = load256(q);
+      const __m256i lo = _mm256_and_si256(q4, m4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
+      const __m256i plo = _mm256_maddubs_epi16(lo, load256(y));
+      const __m256i phi = _mm256_maddubs_epi16(hi, load256(y + 32));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(plo, _mm256_set1_epi16(sm[2 * p])));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(phi, _mm256_set1_epi16(sm[2 * p + 1])));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return hsum(_mm256_sub_ps(acc, accm));
+}
+
+float vec_dot_q6_K(int64_t n, const void* w_row, const void* xq) {
+  const block_q6_K* w = static_cast<const block_q6_K*>(w_row);
+  const block_q8_K* a = static_cast<const block_q8_K*>(xq);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i m03 = _mm256_set1_epi8(0x03), m0c = _mm256_set1_epi8(0x0C), m30 = _mm256_set1_epi8(0x30);
+  // shuffle pattern: bytes [g x8, g+1 x8]
+  const __m128i pat = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / QK_K; ++b) {
+    const float d = h2f(w[b].d) * a[b].d;
+    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].scales));
+    // the quants are stored +32: subtract 32 * sum_g sc_g * bsums_g at the end
+    const __m256i corr = _mm256_madd_epi16(load256(a[b].bsums), _mm256_cvtepi8_epi16(sc8));
+    __m256i sumi = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const __m256i qla = load256(w[b].ql + 64 * h);
+      const __m256i qlb = load256(w[b].ql + 64 * h + 32);
+      const __m256i qh = load256(w[b].qh + 32 * h);
+      __m256i q[4];
+      q[0] = _mm256_or_si256(_mm256_and_si256(qla, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m03), 4));
+      q[1] = _mm256_or_si256(_mm256_and_si256(qlb, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m0c), 2));
+      q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qla, 4), m4), _mm256_and_si256(qh, m30));
+      q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qlb, 4), m4),
+                             _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+      for (int k = 0; k < 4; ++k) {
+        const int g = 8 * h + 2 * k;
+        const __m256i s = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, _mm_add_epi8(pat, _mm_set1_epi8(static_cast<char>(g)))));
+        const __m256i p = _mm256_maddubs_epi16(q[k], load256(a[b].qs + 128 * h + 32 * k));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, s));
+      }
+    }
+    sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(corr, 5));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return hsum(acc);
+}
+
+// ------------------------------------------------------------ float dots
+// Four independent 8-lane accumulators (tests assume >= 8 lanes); n % 8 == 0 here,
+// callers add the scalar tail.
+template <class Load>
+inline float dot_f32_generic(const float* x, int64_t n, Load load) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    a0 = _mm256_fmadd_ps(load(i), _mm256_loadu_ps(x + i), a0);
+    a1 = _mm256_fmadd_ps(load(i + 8), _mm256_loadu_ps(x + i + 8), a1);
+    a2 = _mm256_fmadd_ps(load(i + 16), _mm256_loadu_ps(x + i + 16), a2);
+    a3 = _mm256_fmadd_ps(load(i + 24), _mm256_loadu_ps(x + i + 24), a3);
+  }
+  for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load(i), _mm256_loadu_ps(x + i), a0);
+  return hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+}
+
+float dot_f32(const float* a, const float* b, int64_t n) {
+  const int64_t full = n & ~int64_t{7};
+  float s = dot_f32_generic(b, full, [a](int64_t i) { return _mm256_loadu_ps(a + i); });
+  for (int64_t j = full; j < n; ++j) s += a[j] * b[j];
+  return s;
+}
+
+float vec_dot_f32(int64_t n, const void* w, const void* xq) {
+  return dot_f32(static_cast<const float*>(w), static_cast<const float*>(xq), n);
+}
+
+float vec_dot_f16(int64_t n, const void* w_row, const void* xq) {
+  const uint16_t* w = static_cast<const uint16_t*>(w_row);
+  const float* x = static_cast<const float*>(xq);
+  const int64_t full = n & ~int64_t{7};
+  float s = dot_f32_generic(x, full, [w](int64_t i) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i)));
+  });
+  for (int64_t j = full; j < n; ++j) s += h2f(w[j]) * x[j];
+  return s;
+}
+
+inline __m256 load_bf16(const uint16_t* p) {
+  const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+float vec_dot_bf16(int64_t n, const void* w_row, const void* xq) {
+  const uint16_t* w = static_cast<const uint16_t*>(w_row);
+  const float* x = static_cast<const float*>(xq);
+  const int64_t full = n & ~int64_t{7};
+  float s = dot_f32_generic(x, full, [w](int64_t i) { return load_bf16(w + i); });
+  for (int64_t j = full; j < n; ++j) {
+    const uint32_t bits = uint32_t(w[j]) << 16;
+    float f;
+    __builtin_memcpy(&f, &bits, 4);
+    s += f * x[j];
+  }
+  return s;
+}
+
+void axpy_f32(float a, const float* x, float* y, int64_t n) {
+  const __m256 va = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
+// ------------------------------------------------------------ dequantisers
+// Same operations in the same order as the reference (mul, then add): bit-identical.
+void dequant_f16(const void* w_row, float* y, int64_t n) {
+  const uint16_t* w = static_cast<const uint16_t*>(w_row);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i))));
+  for (; i < n; ++i) y[i] = h2f(w[i]);
+}
+
+void dequant_bf16(const void* w_row, float* y, int64_t n) {
+  const uint16_t* w = static_cast<const uint16_t*>(w_row);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, load_bf16(w + i));
+  for (; i < n; ++i) {
+    const uint32_t bits = uint32_t(w[i]) << 16;
+    __builtin_memcpy(y + i, &bits, 4);
+  }
+}
+
+// 32 bytes (u8 or s8 by Signed) -> 32 floats d * (q - off) [+ m]
+template <bool Signed>
+inline void store32(__m256i q, __m256 d, __m256i off, const __m256* m, float* y) {
+  for (int k = 0; k < 4; ++k) {
+    const __m128i part = k < 2 ? _mm256_castsi256_si128(q) : _mm256_extracti128_si256(q, 1);
+    const __m128i p8 = (k & 1) ? _mm_srli_si128(part, 8) : part;
+    __m256i v = Signed ? _mm256_cvtepi8_epi32(p8) : _mm256_cvtepu8_epi32(p8);
+    v = _mm256_sub_epi32(v, off);
+    __m256 f = _mm256_mul_ps(d, _mm256_cvtepi32_ps(v));
+    if (m) f = _mm256_add_ps(f, *m);
+    _mm256_storeu_ps(y + 8 * k, f);
+  }
+}
+
+void dequant_q4_0(const void* w_row, float* y, int64_t n) {
+  const block_q4_0* w = static_cast<const block_q4_0*>(w_row);
+  for (int64_t b = 0; b < n / QK4_0; ++b) {
+    store32<false>(nibbles32(w[b].qs), _mm256_set1_ps(h2f(w[b].d)), _mm256_set1_epi32(8), nullptr, y + 32 * b);
+  }
+}
+
+void dequant_q4_1(const void* w_row, float* y, int64_t n) {
+  const block_q4_1* w = static_cast<const block_q4_1*>(w_row);
+  for (int64_t b = 0; b < n / QK4_1; ++b) {
+    const __m256 m = _mm256_set1_ps(h2f(w[b].m));
+    store32<false>(nibbles32(w[b].qs), _mm256_set1_ps(h2f(w[b].d)), _mm256_setzero_si256(), &m, y + 32 * b);
+  }
+}
+
+void dequant_q8_0(const void* w_row, float* y, int64_t n) {
+  const block_q8_0* w = static_cast<const block_q8_0*>(w_row);
+  for (int64_t b = 0; b < n / QK8_0; ++b) {
+    store32<true>(load256(w[b].qs), _mm256_set1_ps(h2f(w[b].d)), _mm256_setzero_si256(), nullptr, y + 32 * b);
+  }
+}
+
+void dequant_q4_K(const void* w_row, float* y, int64_t n) {
+  const block_q4_K* w = static_cast<const block_q4_K*>(w_row);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), zero = _mm256_setzero_si256();
+  for (int64_t b = 0; b < n / QK_K; ++b) {
+    uint8_t sm[16];
+    unpack_k4_scales(w[b].scales, sm);
+    const float d = h2f(w[b].d), dmin = h2f(w[b].dmin);
+    for (int p = 0; p < 4; ++p, y += 64) {
+      const __m256i q4 = load256(w[b].qs + 32 * p);
+      // reference: (d * sc) * q - dmin * m
+      const __m256 m1 = _mm256_set1_ps(-(dmin * static_cast<float>(sm[8 + 2 * p])));
+      const __m256 m2 = _mm256_set1_ps(-(dmin * static_cast<float>(sm[9 + 2 * p])));
+      store32<false>(_mm256_and_si256(q4, m4), _mm256_set1_ps(d * static_cast<float>(sm[2 * p])), zero, &m1, y);
+      store32<false>(_mm256_and_si256(_mm256_srli_epi16(q4, 4), m4), _mm256_set1_ps(d * static_cast<float>(sm[2 * p + 1])), zero, &m2, y + 32);
+    }
+  }
+}
+
+}  // namespace
+
+void fill_avx2(KernelTable& t) {
+  auto at = [&t](TensorType type) -> TypeKernels& { return t.types[static_cast<uint32_t>(type) & 31]; };
+  at(TensorType::F32).vec_dot = vec_dot_f32;
+  at(TensorType::F16).vec_dot = vec_dot_f16;
+  at(TensorType::F16).dequantize_row = dequant_f16;
+  at(TensorType::BF16).vec_dot = vec_dot_bf16;
+  at(TensorType::BF16).dequantize_row = dequant_bf16;
+  at(TensorType::Q4_0).quantize_act = quantize_act_q8_0;
+  at(TensorType::Q4_0).vec_dot = vec_dot_q4_0;
+  at(TensorType::Q4_0).dequantize_row = dequant_q4_0;
+  at(TensorType::Q4_1).quantize_act = quantize_act_q8_1;
+  at(TensorType::Q4_1).vec_dot = vec_dot_q4_1;
+  at(TensorType::Q4_1).dequantize_row = dequant_q4_1;
+  at(TensorType::Q8_0).quantize_act = quantize_act_q8_0;
+  at(TensorType::Q8_0).vec_dot = vec_dot_q8_0;
+  at(TensorType::Q8_0).dequantize_row = dequant_q8_0;
+  at(TensorType::Q4_K).quantize_act = quantize_act_q8_K;
+  at(TensorType::Q4_K).vec_dot = vec_dot_q4_K;
+  at(TensorType::Q4_K).dequantize_row = dequant_q4_K;
+  at(TensorType::Q6_K).quantize_act = quantize_act_q8_K;
+  at(TensorType::Q6_K).vec_dot = vec_dot_q6_K;
+  t.dot_f32 = dot_f32;
+  t.axpy_f32 = axpy_f32;
+}
+
+}  // namespace pllm::kern

@@ -1,0 +1,83 @@
+// Block layouts of the quantised formats, byte-compatible with ggml / GGUF.
+//
+// Weight formats (read straight out of GGUF files, must match ggml exactly):
+//   Q4_0, Q4_1, Q8_0 (32 elements per block), Q4_K, Q6_K (QK_K = 256 per block).
+// Activation formats (produced at run time by quantize_act, never stored in files):
+//   block_q8_0 (same as the weight format), block_q8_1 (our own layout: float d and
+//   the precomputed float sum s = d * sum(qs); NOT the 36-byte ggml Q8_1 layout, so
+//   size it with TypeKernels::act_bytes, not row_bytes), block_q8_K (ggml layout).
+//
+// Structs only: no functions here, so the header is safe to include from
+// translation units compiled with ISA-specific flags.
+#pragma once
+#include <cstdint>
+
+namespace pllm {
+
+inline constexpr int QK4_0 = 32;
+inline constexpr int QK4_1 = 32;
+inline constexpr int QK8_0 = 32;
+inline constexpr int QK8_1 = 32;
+inline constexpr int QK_K = 256;
+inline constexpr int K_SCALE_SIZE = 12;
+
+// x = d * (q - 8); element j (0..15) is the low nibble of qs[j], element j+16 the high nibble.
+struct block_q4_0 {
+  uint16_t d;  // fp16
+  uint8_t qs[QK4_0 / 2];
+};
+static_assert(sizeof(block_q4_0) == 18, "block_q4_0 must be 18 bytes");
+
+// x = d * q + m, same nibble order as Q4_0.
+struct block_q4_1 {
+  uint16_t d;  // fp16
+  uint16_t m;  // fp16
+  uint8_t qs[QK4_1 / 2];
+};
+static_assert(sizeof(block_q4_1) == 20, "block_q4_1 must be 20 bytes");
+
+// x = d * qs[j].
+struct block_q8_0 {
+  uint16_t d;  // fp16
+  int8_t qs[QK8_0];
+};
+static_assert(sizeof(block_q8_0) == 34, "block_q8_0 must be 34 bytes");
+
+// Activation format for Q4_1 weights: x ~= d * qs[j]; s = d * sum(qs) (for the min term).
+struct block_q8_1 {
+  float d;
+  float s;
+  int8_t qs[QK8_1];
+};
+static_assert(sizeof(block_q8_1) == 40, "block_q8_1 must be 40 bytes");
+
+// 256 elements in 8 sub-blocks of 32. scales holds eight 6-bit scales and eight
+// 6-bit mins (see ref::get_scale_min_k4). x = d * sc_j * q - dmin * m_j.
+// qs: 32 bytes per pair of sub-blocks; low nibbles = first, high nibbles = second.
+struct block_q4_K {
+  uint16_t d;     // fp16, super-block scale for the scales
+  uint16_t dmin;  // fp16, super-block scale for the mins
+  uint8_t scales[K_SCALE_SIZE];
+  uint8_t qs[QK_K / 2];
+};
+static_assert(sizeof(block_q4_K) == 144, "block_q4_K must be 144 bytes");
+
+// 256 elements, 6-bit quants: low 4 bits in ql, high 2 bits in qh; 16 signed 8-bit
+// scales, one per 16 consecutive elements (scales[i] covers elements 16i..16i+15).
+struct block_q6_K {
+  uint8_t ql[QK_K / 2];
+  uint8_t qh[QK_K / 4];
+  int8_t scales[QK_K / 16];
+  uint16_t d;  // fp16
+};
+static_assert(sizeof(block_q6_K) == 210, "block_q6_K must be 210 bytes");
+
+// Activation format for K-quant weights: x ~= d * qs[j]; bsums[i] = sum of qs[16i..16i+15].
+struct block_q8_K {
+  float d;
+  int8_t qs[QK_K];
+  int16_t bsums[QK_K / 16];
+};
+static_assert(sizeof(block_q8_K) == 292, "block_q8_K must be 292 bytes");
+
+}  // namespace pllm

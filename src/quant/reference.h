@@ -1,0 +1,51 @@
+// Scalar reference quantisers / dequantisers. The dequantisers define the meaning of
+// each block format (ggml semantics, bit-exact layout); every SIMD kernel is tested
+// against them. The Q4_0 / Q4_1 / Q8_0 quantisers follow ggml's rounding choices;
+// the Q4_K / Q6_K quantisers use a simpler (non-searching) scheme whose output still
+// dequantises with the ggml semantics.
+//
+// n is always a multiple of the type's block size (32 or 256; 1 for F16/BF16).
+#pragma once
+#include <cstdint>
+
+#include "quant/blocks.h"
+
+namespace pllm::ref {
+
+// 6-bit scale and min of sub-block j (0..7) of a Q4_K block (ggml get_scale_min_k4).
+void get_scale_min_k4(int j, const uint8_t* scales, uint8_t* sc, uint8_t* m);
+// Pack eight 6-bit scales and mins (each 0..63) into the 12-byte Q4_K scales field.
+void pack_scale_min_k4(const uint8_t sc[8], const uint8_t m[8], uint8_t* scales);
+
+// --- weight formats -------------------------------------------------------------
+void quantize_row_q8_0(const float* x, block_q8_0* y, int64_t n);
+void dequantize_row_q8_0(const block_q8_0* x, float* y, int64_t n);
+
+void quantize_row_q4_0(const float* x, block_q4_0* y, int64_t n);
+void dequantize_row_q4_0(const block_q4_0* x, float* y, int64_t n);
+
+void quantize_row_q4_1(const float* x, block_q4_1* y, int64_t n);
+void dequantize_row_q4_1(const block_q4_1* x, float* y, int64_t n);
+
+void quantize_row_q4_K(const float* x, block_q4_K* y, int64_t n);
+void dequantize_row_q4_K(const block_q4_K* x, float* y, int64_t n);
+
+void quantize_row_q6_K(const float* x, block_q6_K* y, int64_t n);
+void dequantize_row_q6_K(const block_q6_K* x, float* y, int64_t n);
+
+void quantize_row_f16(const float* x, uint16_t* y, int64_t n);
+void dequantize_row_f16(const uint16_t* x, float* y, int64_t n);
+
+void quantize_row_bf16(const float* x, uint16_t* y, int64_t n);
+void dequantize_row_bf16(const uint16_t* x, float* y, int64_t n);
+
+// --- activation formats (scalar twins of the SIMD quantize_act kernels) ----------
+// Both use d = amax / 127, id = d ? 1/d : 0, q = nearbyint(x * id) (round half to
+// even, as the SIMD conversions do), so |q| <= 127 (never -128).
+void quantize_row_q8_1(const float* x, block_q8_1* y, int64_t n);
+void dequantize_row_q8_1(const block_q8_1* x, float* y, int64_t n);
+
+void quantize_row_q8_K(const float* x, block_q8_K* y, int64_t n);
+void dequantize_row_q8_K(const block_q8_K* x, float* y, int64_t n);
+
+}  // namespace pllm::ref

@@ -1,0 +1,439 @@
+// Every ISA table this machine can run, checked against the scalar twins and
+// against exact f64 arithmetic.
+//
+// Tolerance rationale (vec_dot). Let u = FLT_EPSILON / 2 and S = sum_i |w_i| |a_i|
+// over the dequantised weight w and dequantised activation a, where for formats
+// with an additive offset (Q4_1's m, Q4_K's dmin*m) |w_i| is taken as
+// |scale part| + |offset part|. Every kernel computes the integer part of each
+// block exactly; the float work is: a few products per block term (each adds <= u
+// relative error) and the accumulation of the terms. In a chain of k roundings a
+// term picks up at most ~k*u relative error, so |result - exact| <= (k + 3) u S.
+//   * quantised types: a term goes through at most (2 * blocks) accumulations
+//     plus a horizontal sum (<= 4 levels) and a final combination (2):
+//     k <= 2 * nb + 8  ->  tol = (2 * nb + 16) * u * S.
+//   * f32/f16/bf16: SIMD kernels use >= 8 independent lane accumulators, so a term
+//     goes through <= n/8 lane additions + 4 reduction levels + <= 7 tail additions:
+//     tol = (n/8 + 16) * u * S.
+// The scalar twins accumulate in double, so their error is ~u*|result| (covered).
+// A missing or wrong element moves the result by ~S/n, which is larger than these
+// bounds for every size tested (e.g. n = 4096 Q4_0: tol = 272 u S = 1.6e-5 S,
+// one element ~ 2.4e-4 S), so the tests can fail on real bugs.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "base/fp16.h"
+#include "kernels/kernels.h"
+#include "quant/blocks.h"
+#include "quant/reference.h"
+
+namespace pllm {
+
+// Readable parameter names in gtest / ctest output.
+void PrintTo(Isa isa, std::ostream* os) { *os << isa_name(isa); }
+
+namespace {
+
+constexpr double kU = FLT_EPSILON / 2.0;
+
+const TensorType kTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q4_0,
+                             TensorType::Q4_1, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K};
+
+int block_of(TensorType t) { return static_cast<int>(type_traits(static_cast<uint32_t>(t))->block_elems); }
+bool is_float(TensorType t) { return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::BF16; }
+
+std::vector<int64_t> sizes_for(TensorType t) {
+  if (is_float(t)) return {1, 7, 8, 33, 256, 1000, 4096};
+  if (block_of(t) == 32) return {32, 64, 96, 1024, 4096};
+  return {256, 512, 2048, 4096};
+}
+
+std::vector<float> random_floats(std::mt19937& rng, int64_t n, float scale) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng) * scale;
+  return v;
+}
+
+// A finite fp16 with magnitude in [2^-10, 2^-2] times a random sign.
+uint16_t random_scale16(std::mt19937& rng) {
+  std::uniform_real_distribution<float> e(-10.0f, -2.0f);
+  const float v = std::exp2(e(rng)) * ((rng() & 1) ? 1.0f : -1.0f);
+  return fp32_to_fp16(v);
+}
+
+// Weight row bytes: either the reference quantiser applied to Gaussian data
+// (realistic) or raw random bytes with sane fp16 scales (reaches every bit pattern
+// of the quants: nibbles 0..15, int8 -128, 6-bit scales up to 63, ...).
+std::vector<uint8_t> make_weights(TensorType t, int64_t n, std::mt19937& rng, bool raw) {
+  const size_t bytes = *row_bytes(static_cast<uint32_t>(t), n);
+  std::vector<uint8_t> w(bytes);
+  const std::vector<float> x = random_floats(rng, n, raw ? 3.0f : 0.7f);
+  switch (t) {
+    case TensorType::F32: std::memcpy(w.data(), x.data(), bytes); return w;
+    case TensorType::F16: ref::quantize_row_f16(x.data(), reinterpret_cast<uint16_t*>(w.data()), n); return w;
+    case TensorType::BF16: ref::quantize_row_bf16(x.data(), reinterpret_cast<uint16_t*>(w.data()), n); return w;
+    default: break;
+  }
+  if (raw) {
+    for (auto& b : w) b = static_cast<uint8_t>(rng());
+    const size_t bb = type_traits(static_cast<uint32_t>(t))->block_bytes;
+    for (size_t off = 0; off < bytes; off += bb) {
+      uint16_t h[2] = {random_scale16(rng), random_scale16(rng)};
+      if (t == TensorType::Q6_K) {
+        std::memcpy(&w[off + 208], h, 2);
+      } else {
+        const int count = (t == TensorType::Q4_1 || t == TensorType::Q4_K) ? 2 : 1;
+        std::memcpy(&w[off], h, 2 * count);
+      }
+    }
+    return w;
+  }
+  switch (t) {
+    case TensorType::Q4_0: ref::quantize_row_q4_0(x.data(), reinterpret_cast<block_q4_0*>(w.data()), n); break;
+    case TensorType::Q4_1: ref::quantize_row_q4_1(x.data(), reinterpret_cast<block_q4_1*>(w.data()), n); break;
+    case TensorType::Q8_0: ref::quantize_row_q8_0(x.data(), reinterpret_cast<block_q8_0*>(w.data()), n); break;
+    case TensorType::Q4_K: ref::quantize_row_q4_K(x.data(), reinterpret_cast<block_q4_K*>(w.data()), n); break;
+    case TensorType::Q6_K: ref::quantize_row_q6_K(x.data(), reinterpret_cast<block_q6_K*>(w.data()), n); break;
+    default: ADD_FAILURE() << "no quantiser";
+  }
+  return w;
+}
+
+// Independent decoder (written from the format description, element by element):
+// weight i = scale[i] + offset[i], exactly, in double.
+struct Decoded {
+  std::vector<double> scale, offset;
+};
+
+Decoded decode_weights(TensorType t, const uint8_t* p, int64_t n) {
+  Decoded r{std::vector<double>(n), std::vector<double>(n, 0.0)};
+  auto h = [](const uint8_t* at) { uint16_t v; std::memcpy(&v, at, 2); return static_cast<double>(fp16_to_fp32(v)); };
+  for (int64_t i = 0; i < n; ++i) {
+    switch (t) {
+      case TensorType::F32: { float f; std::memcpy(&f, p + 4 * i, 4); r.scale[i] = f; break; }
+      case TensorType::F16: r.scale[i] = h(p + 2 * i); break;
+      case TensorType::BF16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); r.scale[i] = bf16_to_fp32(v); break; }
+      case TensorType::Q4_0: {
+        const uint8_t* b = p + 18 * (i / 32);
+        const int j = i % 32;
+        const int q = j < 16 ? (b[2 + j] & 15) : (b[2 + j - 16] >> 4);
+        r.scale[i] = h(b) * (q - 8);
+        break;
+      }
+      case TensorType::Q4_1: {
+        const uint8_t* b = p + 20 * (i / 32);
+        const int j = i % 32;
+        const int q = j < 16 ? (b[4 + j] & 15) : (b[4 + j - 16] >> 4);
+        r.scale[i] = h(b) * q;
+        r.offset[i] = h(b + 2);
+        break;
+      }
+      case TensorType::Q8_0: {
+        const uint8_t* b = p + 34 * (i / 32);
+        r.scale[i] = h(b) * static_cast<int8_t>(b[2 + i % 32]);
+        break;
+      }
+      case TensorType::Q4_K: {
+        const uint8_t* b = p + 144 * (i / 256);
+        const int e = i % 256, sub = e / 32;
+        const uint8_t* s = b + 4;
+        // 6-bit fields: sub-blocks 0-3 in the low 6 bits of bytes 0-3 (scales) and 4-7
+        // (mins); sub-blocks 4-7 take 4 low bits from byte 8+k (scale low nibble, min
+        // high nibble) and their top 2 bits from the top bits of bytes k and 4+k.
+        int sc, m;
+        if (sub < 4) {
+          sc = s[sub] % 64;
+          m = s[4 + sub] % 64;
+        } else {
+          const int k = sub - 4;
+          sc = (s[8 + k] % 16) + 16 * (s[k] / 64);
+          m = (s[8 + k] / 16) + 16 * (s[4 + k] / 64);
+        }
+        const uint8_t byte = b[16 + 32 * (e / 64) + e % 32];
+        const int q = (e % 64) < 32 ? byte % 16 : byte / 16;
+        r.scale[i] = h(b) * sc * q;
+        r.offset[i] = -h(b + 2) * m;
+        break;
+      }
+      case TensorType::Q6_K: {
+        const uint8_t* b = p + 210 * (i / 256);
+        const int e = i % 256, half = e / 128, k = (e % 128) / 32, l = e % 32;
+        const uint8_t lo_byte = b[64 * half + l + 32 * (k % 2)];
+        const int lo = k < 2 ? lo_byte % 16 : lo_byte / 16;
+        const int hi = (b[128 + 32 * half + l] >> (2 * k)) & 3;
+        r.scale[i] = h(b + 208) * static_cast<int8_t>(b[192 + e / 16]) * (lo + 16 * hi - 32);
+        break;
+      }
+      default: ADD_FAILURE();
+    }
+  }
+  return r;
+}
+
+std::vector<double> decode_act(TensorType act, const uint8_t* p, int64_t n) {
+  std::vector<double> a(n);
+  for (int64_t i = 0; i < n; ++i) {
+    switch (act) {
+      case TensorType::F32: { float f; std::memcpy(&f, p + 4 * i, 4); a[i] = f; break; }
+      case TensorType::Q8_0: {
+        const auto* b = reinterpret_cast<const block_q8_0*>(p) + i / 32;
+        a[i] = static_cast<double>(fp16_to_fp32(b->d)) * b->qs[i % 32];
+        break;
+      }
+      case TensorType::Q8_1: {
+        const auto* b = reinterpret_cast<const block_q8_1*>(p) + i / 32;
+        a[i] = static_cast<double>(b->d) * b->qs[i % 32];
+        break;
+      }
+      case TensorType::Q8_K: {
+        const auto* b = reinterpret_cast<const block_q8_K*>(p) + i / 256;
+        a[i] = static_cast<double>(b->d) * b->qs[i % 256];
+        break;
+      }
+      default: ADD_FAILURE();
+    }
+  }
+  return a;
+}
+
+// Activation patterns: Gaussian at several magnitudes, plus one full of exact
+// rounding ties (amax = 127 per block -> d = 1, so x * id = k + 0.5 exactly).
+std::vector<float> make_act(std::mt19937& rng, int64_t n, int pattern) {
+  if (pattern == 2) {
+    std::vector<float> x(n);
+    for (int64_t i = 0; i < n; ++i) x[i] = (i % 32 == 0) ? 127.0f : static_cast<float>(i % 61) - 30.5f;
+    return x;
+  }
+  return random_floats(rng, n, pattern == 0 ? 1.0f : 1e-3f);
+}
+
+// int8 quants from two kernels agree, except by one at an exact rounding tie of x*id.
+void expect_q_match(const int8_t* got, const int8_t* want, const float* x, int count, float d, const char* what) {
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  for (int j = 0; j < count; ++j) {
+    if (got[j] == want[j]) continue;
+    const float v = x[j] * id;
+    const bool tie = std::fabs(v - std::trunc(v)) == 0.5f;
+    EXPECT_TRUE(tie && std::abs(got[j] - want[j]) == 1)
+        << what << " q[" << j << "] " << int(got[j]) << " vs " << int(want[j]) << " x*id=" << v;
+  }
+}
+
+float block_amax(const float* x, int count) {
+  float m = 0.0f;
+  for (int j = 0; j < count; ++j) m = std::fmax(m, std::fabs(x[j]));
+  return m;
+}
+
+void check_act(TensorType act, const std::vector<uint8_t>& got, const std::vector<uint8_t>& want,
+               const std::vector<float>& x, int64_t n) {
+  switch (act) {
+    case TensorType::F32: EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size())); break;
+    case TensorType::Q8_0:
+      for (int64_t b = 0; b < n / 32; ++b) {
+        const auto& g = reinterpret_cast<const block_q8_0*>(got.data())[b];
+        const auto& w = reinterpret_cast<const block_q8_0*>(want.data())[b];
+        ASSERT_EQ(g.d, w.d) << "block " << b;
+        expect_q_match(g.qs, w.qs, &x[32 * b], 32, block_amax(&x[32 * b], 32) / 127.0f, "q8_0");
+      }
+      break;
+    case TensorType::Q8_1:
+      for (int64_t b = 0; b < n / 32; ++b) {
+        const auto& g = reinterpret_cast<const block_q8_1*>(got.data())[b];
+        const auto& w = reinterpret_cast<const block_q8_1*>(want.data())[b];
+        ASSERT_EQ(g.d, w.d) << "block " << b;
+        expect_q_match(g.qs, w.qs, &x[32 * b], 32, g.d, "q8_1");
+        int sum = 0;
+        for (int j = 0; j < 32; ++j) sum += g.qs[j];
+        EXPECT_EQ(g.s, g.d * static_cast<float>(sum)) << "block " << b;
+      }
+      break;
+    case TensorType::Q8_K:
+      for (int64_t b = 0; b < n / 256; ++b) {
+        const auto& g = reinterpret_cast<const block_q8_K*>(got.data())[b];
+        const auto& w = reinterpret_cast<const block_q8_K*>(want.data())[b];
+        ASSERT_EQ(g.d, w.d) << "block " << b;
+        expect_q_match(g.qs, w.qs, &x[256 * b], 256, g.d, "q8_K");
+        for (int k = 0; k < 16; ++k) {
+          int sum = 0;
+          for (int j = 0; j < 16; ++j) sum += g.qs[16 * k + j];
+          EXPECT_EQ(g.bsums[k], sum) << "block " << b << " bsum " << k;
+        }
+      }
+      break;
+    default: ADD_FAILURE();
+  }
+}
+
+class KernelIsa : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    table_ = kernels_for(GetParam());
+    scalar_ = kernels_for(Isa::scalar);
+    ASSERT_NE(scalar_, nullptr);
+    if (!table_) GTEST_SKIP() << isa_name(GetParam()) << " not runnable on this CPU/build";
+  }
+  const KernelTable* table_ = nullptr;
+  const KernelTable* scalar_ = nullptr;
+};
+
+TEST_P(KernelIsa, TableIsComplete) {
+  EXPECT_EQ(table_->isa, GetParam());
+  ASSERT_NE(table_->dot_f32, nullptr);
+  ASSERT_NE(table_->axpy_f32, nullptr);
+  for (uint32_t id = 0; id < 32; ++id) {
+    const auto tr = type_traits(id);
+    const TypeKernels& k = table_->types[id];
+    const bool want = tr && tr->supported;
+    EXPECT_EQ(k.available, want) << "type id " << id;
+    if (!want) continue;
+    EXPECT_TRUE(k.act_bytes && k.quantize_act && k.vec_dot && k.dequantize_row) << tr->name;
+    EXPECT_EQ(k.act_type, scalar_->types[id].act_type) << tr->name;
+  }
+  using T = TensorType;
+  EXPECT_EQ(table_->for_type(T::Q4_0).act_type, T::Q8_0);
+  EXPECT_EQ(table_->for_type(T::Q8_0).act_type, T::Q8_0);
+  EXPECT_EQ(table_->for_type(T::Q4_1).act_type, T::Q8_1);
+  EXPECT_EQ(table_->for_type(T::Q4_K).act_type, T::Q8_K);
+  EXPECT_EQ(table_->for_type(T::Q6_K).act_type, T::Q8_K);
+  EXPECT_EQ(table_->for_type(T::F16).act_type, T::F32);
+  EXPECT_EQ(table_->for_type(T::Q4_K).act_bytes(512), 2 * sizeof(block_q8_K));
+  EXPECT_EQ(table_->for_type(T::Q4_1).act_bytes(64), 2 * sizeof(block_q8_1));
+  EXPECT_EQ(table_->for_type(T::Q8_0).act_bytes(64), 2 * sizeof(block_q8_0));
+  EXPECT_EQ(table_->for_type(T::F32).act_bytes(5), 20u);
+}
+
+TEST_P(KernelIsa, QuantDotDequantMatchScalarAndExact) {
+  std::mt19937 rng(1234 + static_cast<int>(GetParam()));
+  for (TensorType t : kTypes) {
+    const TypeKernels& k = table_->for_type(t);
+    const TypeKernels& ks = scalar_->for_type(t);
+    for (int64_t n : sizes_for(t)) {
+      for (int variant = 0; variant < 6; ++variant) {
+        SCOPED_TRACE(::testing::Message() << isa_name(GetParam()) << " " << type_traits(uint32_t(t))->name
+                                          << " n=" << n << " variant=" << variant);
+        const bool raw = variant % 2 == 1;
+        const std::vector<uint8_t> w = make_weights(t, n, rng, raw);
+        const std::vector<float> x = make_act(rng, n, variant / 2);
+
+        // quantize_act vs the scalar twin
+        std::vector<uint8_t> xq(k.act_bytes(n)), xq_s(ks.act_bytes(n));
+        ASSERT_EQ(xq.size(), xq_s.size());
+        k.quantize_act(x.data(), xq.data(), n);
+        ks.quantize_act(x.data(), xq_s.data(), n);
+        check_act(k.act_type, xq, xq_s, x, n);
+
+        // dequantize_row: bit-identical to the scalar twin, and equal (up to the
+        // float rounding of scale * q and of the offset) to the independent decoder
+        std::vector<float> y(n), y_s(n);
+        k.dequantize_row(w.data(), y.data(), n);
+        ks.dequantize_row(w.data(), y_s.data(), n);
+        ASSERT_EQ(0, std::memcmp(y.data(), y_s.data(), n * sizeof(float)));
+        const Decoded dw = decode_weights(t, w.data(), n);
+        for (int64_t i = 0; i < n; ++i) {
+          const double mag = std::fabs(dw.scale[i]) + std::fabs(dw.offset[i]);
+          ASSERT_NEAR(y[i], dw.scale[i] + dw.offset[i], 4 * kU * mag) << "element " << i;
+        }
+
+        // vec_dot: against exact f64 of the dequantised operands and against scalar
+        const std::vector<double> a = decode_act(k.act_type, xq.data(), n);
+        double exact = 0.0, S = 0.0;
+        for (int64_t i = 0; i < n; ++i) {
+          exact += (dw.scale[i] + dw.offset[i]) * a[i];
+          S += (std::fabs(dw.scale[i]) + std::fabs(dw.offset[i])) * std::fabs(a[i]);
+        }
+        const int64_t nb = n / block_of(t);
+        const double tol = (is_float(t) ? (n / 8.0 + 16.0) : (2.0 * nb + 16.0)) * kU * S + 1e-30;
+        const float got = k.vec_dot(n, w.data(), xq.data());
+        const float want = ks.vec_dot(n, w.data(), xq.data());
+        EXPECT_NEAR(got, exact, tol) << "S=" << S;
+        EXPECT_NEAR(want, exact, 4 * kU * S + 1e-30) << "scalar twin vs exact, S=" << S;
+        EXPECT_NEAR(got, want, tol + 4 * kU * S) << "vs scalar twin";
+      }
+    }
+  }
+}
+
+TEST_P(KernelIsa, F32Helpers) {
+  std::mt19937 rng(99);
+  for (int64_t n : {1, 3, 8, 15, 16, 31, 64, 100, 1023, 4096}) {
+    SCOPED_TRACE(::testing::Message() << "n=" << n);
+    const std::vector<float> a = random_floats(rng, n, 2.0f), b = random_floats(rng, n, 0.5f);
+    double exact = 0.0, S = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      exact += static_cast<double>(a[i]) * b[i];
+      S += std::fabs(static_cast<double>(a[i]) * b[i]);
+    }
+    EXPECT_NEAR(table_->dot_f32(a.data(), b.data(), n), exact, (n / 8.0 + 16.0) * kU * S);
+
+    // axpy: FMA vs mul+add differ by at most one rounding of a*x plus one of the sum
+    std::vector<float> y = random_floats(rng, n, 1.0f), y_s = y;
+    const float alpha = 0.37f;
+    table_->axpy_f32(alpha, a.data(), y.data(), n);
+    scalar_->axpy_f32(alpha, a.data(), y_s.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double bound = 2 * kU * (std::fabs(alpha * a[i]) + std::fabs(y_s[i])) + 1e-38;
+      EXPECT_NEAR(y[i], y_s[i], bound) << "i=" << i;
+    }
+  }
+}
+
+// All-zero activations and weights must give exactly zero (d = 0 paths, no NaN).
+TEST_P(KernelIsa, ZerosGiveZero) {
+  for (TensorType t : kTypes) {
+    const TypeKernels& k = table_->for_type(t);
+    const int64_t n = 512;
+    std::vector<float> x(n, 0.0f);
+    std::vector<uint8_t> xq(k.act_bytes(n));
+    k.quantize_act(x.data(), xq.data(), n);
+    std::vector<uint8_t> w(*row_bytes(uint32_t(t), n), 0);
+    EXPECT_EQ(k.vec_dot(n, w.data(), xq.data()), 0.0f) << type_traits(uint32_t(t))->name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllIsas, KernelIsa,
+                         ::testing::Values(Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon_dotprod),
+                         [](const ::testing::TestParamInfo<Isa>& info) { return std::string(isa_name(info.param)); });
+
+TEST(Dispatch, SelectionRules) {
+  bool unknown = true;
+  const Isa best = select_isa(nullptr, &unknown);
+  EXPECT_FALSE(unknown);
+  EXPECT_NE(kernels_for(best), nullptr);
+  for (Isa i : {Isa::avx2, Isa::avx512, Isa::neon, Isa::neon_dotprod}) {
+    if (kernels_for(i) && i != best) {
+      // the best is at least as high a level as anything runnable
+      EXPECT_TRUE((i == Isa::avx2 || i == Isa::neon)) << isa_name(i) << " runnable but best is " << isa_name(best);
+    }
+  }
+  EXPECT_EQ(select_isa("", &unknown), best);
+  EXPECT_EQ(select_isa("scalar", &unknown), Isa::scalar);
+  EXPECT_FALSE(unknown);
+  EXPECT_EQ(select_isa("bogus", &unknown), best);
+  EXPECT_TRUE(unknown);
+  // Requests never yield a table that cannot run, and cap at the requested level.
+  for (const char* r : {"avx2", "avx512", "neon", "dotprod"}) {
+    const Isa s = select_isa(r, &unknown);
+    EXPECT_FALSE(unknown) << r;
+    EXPECT_NE(kernels_for(s), nullptr) << r;
+  }
+  if (kernels_for(Isa::avx2)) {
+    EXPECT_EQ(select_isa("avx2", nullptr), Isa::avx2);
+  }
+  if (kernels_for(Isa::neon)) {
+    EXPECT_EQ(select_isa("neon", nullptr), Isa::neon);
+  }
+  EXPECT_EQ(kernels_for(static_cast<Isa>(17)), nullptr);
+  // kernels() honours PLLM_ISA as seen by this process
+  EXPECT_EQ(kernels().isa, select_isa(std::getenv("PLLM_ISA"), nullptr));
+  EXPECT_EQ(&kernels(), kernels_for(kernels().isa));
+}
+
+}  // namespace
+}  // namespace pllm
