@@ -5,6 +5,7 @@
 #include "gguf/gguf.h"
 #include "model/arch.h"
 #include "quant/types.h"
+#include "tokenizer/tokenizer.h"
 
 namespace pllm {
 namespace {
@@ -27,9 +28,8 @@ Result<std::string> inspect_file_json(const std::string& path) {
   j["file"] = path;
   j["gguf_version"] = f->version();
   j["alignment"] = f->alignment();
-  j["architecture"] = f->get_string_or("general.architecture", "").ok()
-                          ? f->get_string_or("general.architecture", "").value()
-                          : "";
+  PLLM_ASSIGN(std::string arch, f->get_string_or("general.architecture", ""));
+  j["architecture"] = arch;
   nlohmann::json meta = nlohmann::json::object();
   for (const auto& [k, v] : f->metadata()) {
     if (v.type == GgufType::array)
@@ -39,32 +39,35 @@ Result<std::string> inspect_file_json(const std::string& path) {
   }
   j["metadata"] = meta;
 
-  const std::string arch = j["architecture"];
   if (const ArchDescriptor* a = find_arch(arch)) {
     auto c = a->read_config(*f);
-    if (c.ok()) {
+    if (!c.ok()) return c.error();
+    {
       j["hparams"] = {{"n_layer", c->n_layer},       {"n_embd", c->n_embd},
                       {"n_ff", c->n_ff},             {"n_head", c->n_head},
                       {"n_head_kv", c->n_head_kv},   {"head_dim", c->head_dim},
                       {"n_rot", c->n_rot},           {"n_ctx_train", c->n_ctx_train},
                       {"rope_freq_base", c->rope_base}, {"rms_eps", c->rms_eps},
                       {"rope_order", c->rope_order == RopeOrder::neox ? "neox" : "normal"}};
-    } else {
-      j["hparams_error"] = c.error().message;
     }
     j["supported_architecture"] = true;
   } else {
     j["supported_architecture"] = false;
   }
 
+  // Known keys must also make sense: a file whose tokenizer cannot be built is reported.
+  if (f->find("tokenizer.ggml.model") || f->find("tokenizer.ggml.tokens")) {
+    auto t = Tokenizer::from_gguf(*f);
+    if (!t.ok()) return t.error();
+  }
   nlohmann::json tok = nlohmann::json::object();
-  tok["model"] = f->get_string_or("tokenizer.ggml.model", "").ok() ? f->get_string_or("tokenizer.ggml.model", "").value() : "";
-  tok["pre"] = f->get_string_or("tokenizer.ggml.pre", "").ok() ? f->get_string_or("tokenizer.ggml.pre", "").value() : "";
+  PLLM_ASSIGN(tok["model"], f->get_string_or("tokenizer.ggml.model", ""));
+  PLLM_ASSIGN(tok["pre"], f->get_string_or("tokenizer.ggml.pre", ""));
   if (const GgufValue* t = f->find("tokenizer.ggml.tokens")) tok["n_tokens"] = t->array_len();
   if (const GgufValue* t = f->find("tokenizer.ggml.merges")) tok["n_merges"] = t->array_len();
   for (const char* key : {"bos_token_id", "eos_token_id", "eot_token_id", "unknown_token_id", "padding_token_id"}) {
-    auto v = f->get_u64_or(std::string("tokenizer.ggml.") + key, UINT64_MAX);
-    if (v.ok() && v.value() != UINT64_MAX) tok[key] = v.value();
+    PLLM_ASSIGN(uint64_t v, f->get_u64_or(std::string("tokenizer.ggml.") + key, UINT64_MAX));
+    if (v != UINT64_MAX) tok[key] = v;
   }
   tok["has_chat_template"] = f->find("tokenizer.chat_template") != nullptr;
   j["tokenizer"] = tok;

@@ -35,9 +35,7 @@ Result<std::shared_ptr<const Model>> Model::load(const std::string& path, bool v
                                                 " tokens but token_embd has " +
                                                 std::to_string(m->config_.n_vocab) + " rows");
   } else {
-    m->config_.arch = file->get_string_or("general.architecture", "").ok()
-                          ? file->get_string_or("general.architecture", "").value()
-                          : "";
+    PLLM_ASSIGN(m->config_.arch, file->get_string_or("general.architecture", ""));
     m->config_.n_vocab = m->tokenizer_->n_vocab();
   }
   if (!report(1.0f)) return make_error(Status::cancelled, path + ": load cancelled");

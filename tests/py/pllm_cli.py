@@ -1,0 +1,121 @@
+"""Helpers for running the pocketllm CLI from tests."""
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SMOLLM2_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# "Once upon a time there was a little" in SmolLM2's vocabulary (test_reference.py
+# checks this against the mini BPE).
+SMOLLM2_SHORT_IDS = [6403, 1980, 253, 655, 665, 436, 253, 1838]
+
+# Every CLI call in the suite gets this long at most; a tiny model takes well under a second.
+DEFAULT_TIMEOUT_S = 60
+
+
+def binary_path() -> Path:
+    env = os.environ.get("POCKETLLM_BIN")
+    return Path(env) if env else REPO / "build" / "pocketllm"
+
+
+def smollm2_path() -> Path:
+    env = os.environ.get("POCKETLLM_MODELS")
+    if env:
+        return Path(env) / SMOLLM2_NAME
+    return REPO / "models" / SMOLLM2_NAME
+
+
+def available_isas() -> list[str]:
+    """Dispatch levels to exercise through PLLM_ISA ("default" = variable unset)."""
+    isas = ["default", "scalar"]
+    machine = platform.machine().lower()
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        cpuinfo = ""
+    flags = set()
+    for line in cpuinfo.splitlines():
+        if line.startswith(("flags", "Features")):
+            flags.update(line.split(":", 1)[1].split())
+    if machine in ("x86_64", "amd64"):
+        if {"avx2", "fma", "f16c"} <= flags:
+            isas.append("avx2")
+        if {"avx512f", "avx512bw"} <= flags:
+            isas.append("avx512")
+    elif machine in ("aarch64", "arm64"):
+        isas.append("neon")
+        if "asimddp" in flags:
+            isas.append("dotprod")
+    return isas
+
+
+def isa_env(isa: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("PLLM_ISA", None)
+    if isa != "default":
+        env["PLLM_ISA"] = isa
+    return env
+
+
+def run_cli(binary: Path, args: list[str], *, env: dict | None = None,
+            timeout: float = DEFAULT_TIMEOUT_S) -> subprocess.CompletedProcess:
+    """Run the CLI; a hang is a test failure (the child is killed)."""
+    cmd = [str(binary)] + [str(a) for a in args]
+    try:
+        return subprocess.run(cmd, capture_output=True, env=env, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"pocketllm hung (> {timeout}s): {' '.join(cmd)}")
+
+
+def describe(proc: subprocess.CompletedProcess) -> str:
+    err = proc.stderr.decode("utf-8", "replace")
+    out = proc.stdout.decode("utf-8", "replace")
+    return (f"cmd: {' '.join(map(str, proc.args))}\nexit: {proc.returncode}\n"
+            f"stderr ({len(err.splitlines())} lines):\n{err[-3000:]}\nstdout:\n{out[-1500:]}")
+
+
+def check_ok(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    assert proc.returncode == 0, "pocketllm failed\n" + describe(proc)
+    return proc
+
+
+def assert_clean_error(proc: subprocess.CompletedProcess) -> str:
+    """The error contract: non-zero exit (not a signal), exactly one stderr line,
+    starting with "error: " and saying something. Returns the message."""
+    rc = proc.returncode
+    assert rc >= 0, f"killed by signal {-rc}\n" + describe(proc)
+    assert rc != 0, "expected failure, got exit 0\n" + describe(proc)
+    assert rc < 128, f"exit code {rc} looks like a signal/abort\n" + describe(proc)
+    lines = proc.stderr.decode("utf-8", "replace").splitlines()
+    assert len(lines) == 1, f"expected exactly one stderr line, got {len(lines)}\n" + describe(proc)
+    assert lines[0].startswith("error: "), "stderr must start with 'error: '\n" + describe(proc)
+    assert len(lines[0].strip()) > len("error:"), "empty error message\n" + describe(proc)
+    return lines[0]
+
+
+def run_logits(binary: Path, model: Path, ids: list[int], out_file: Path, n_vocab: int, *,
+               threads: int = 2, env: dict | None = None) -> np.ndarray:
+    proc = run_cli(binary, ["logits", "-m", model, "--ids", " ".join(map(str, ids)),
+                            "--out", out_file, "-t", str(threads)], env=env)
+    check_ok(proc)
+    raw = np.fromfile(out_file, dtype="<f4")
+    assert raw.size == len(ids) * n_vocab, (
+        f"logits file has {raw.size} floats, expected n_ids*n_vocab = {len(ids)}*{n_vocab}")
+    got = raw.reshape(len(ids), n_vocab).astype(np.float64)
+    assert np.all(np.isfinite(got)), "non-finite logits"
+    return got
+
+
+def parse_ids(stdout: bytes) -> list[int]:
+    text = stdout.decode("utf-8")
+    lines = [l for l in text.splitlines() if l.strip()]
+    assert len(lines) == 1, f"tokenize should print one line, got {text!r}"
+    assert lines[0].startswith(" ") or lines[0] == "", f"each id is preceded by a space: {text!r}"
+    return [int(x) for x in lines[0].split()]

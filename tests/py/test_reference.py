@@ -1,0 +1,178 @@
+"""Self-tests of the test machinery itself; none of them needs the engine.
+
+* the numpy reference answers "Paris" on SmolLM2 (validates the reference);
+* the tiny-model generator is deterministic and its byte builder reproduces
+  GGUFWriter byte for byte;
+* the random K-quant blocks have the intended statistics;
+* every model feature the tiny models exercise changes the reference logits by
+  more than the tolerance (so an engine ignoring it would fail);
+* the W8A8 tolerances leave headroom over a simulation of the int8 rounding.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tiny_models as tm
+import tolerances as tol
+from mini_bpe import MiniBPE
+from reference import Reference, compare, format_stats
+
+CONFIGS = tm.model_configs()
+
+SMOLLM2_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+
+
+def _ref(cache, paths, name) -> Reference:
+    if name not in cache:
+        cache[name] = Reference(paths[name])
+    return cache[name]
+
+
+# --- the reference on the real model ----------------------------------------
+
+@pytest.mark.parametrize("system", [False, True], ids=["no-system", "default-system"])
+def test_reference_greedy_says_paris(smollm2_ref, system):
+    bpe = MiniBPE(smollm2_ref.tokens, smollm2_ref.merges, smollm2_ref.token_types)
+    prompt = (f"<|im_start|>system\n{SMOLLM2_SYSTEM}<|im_end|>\n" if system else "") + \
+        "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"
+    ids = bpe.encode(prompt)
+    assert ids[0] == smollm2_ref.tokens.index("<|im_start|>")
+    out = smollm2_ref.greedy(ids, 8, stop_ids=(smollm2_ref.eos_id,))
+    text = bpe.decode(out)
+    print(f"reference greedy ({len(ids)} prompt ids): {out} -> {text!r}")
+    assert "Paris" in text
+
+
+def test_mini_bpe_short_ids(smollm2_ref):
+    from pllm_cli import SMOLLM2_SHORT_IDS as SHORT_IDS
+    bpe = MiniBPE(smollm2_ref.tokens, smollm2_ref.merges, smollm2_ref.token_types)
+    assert bpe.encode("Once upon a time there was a little") == SHORT_IDS
+    logits = smollm2_ref.forward(SHORT_IDS, last_only=True)[0]
+    print("next token:", repr(bpe.decode([int(np.argmax(logits))])))
+
+
+def test_act_quant_headroom_smollm2(smollm2_ref):
+    from pllm_cli import SMOLLM2_SHORT_IDS as SHORT_IDS
+    exact = smollm2_ref.forward(SHORT_IDS)
+    s = compare(smollm2_ref.forward(SHORT_IDS, act_quant=True), exact)
+    print("SmolLM2 simulated int8 activations:", format_stats(s))
+    max_rel, rms_rel = tol.SMOLLM2_TOL
+    assert s["max_rel"] <= max_rel / 2 and s["rms_rel"] <= rms_rel / 2
+
+
+# --- generator ---------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["llama-Q4_K", "qwen2-Q6_K", "llama-BF16", "qwen2-Q4_1"])
+def test_byte_builder_matches_gguf_writer(tmp_path, name):
+    spec = tm.build_spec(CONFIGS[name])
+    a = tm.write_with_gguf_writer(spec, tmp_path / "a.gguf").read_bytes()
+    b = tm.write_with_bytes(spec, tmp_path / "b.gguf").read_bytes()
+    assert a == b
+    # and generation is deterministic
+    c = tm.write_with_bytes(tm.build_spec(CONFIGS[name]), tmp_path / "c.gguf").read_bytes()
+    assert b == c
+
+
+@pytest.mark.parametrize("wtype,std", [("Q4_K", 0.07), ("Q6_K", 0.07), ("Q5_K", 0.07)])
+def test_random_k_blocks_statistics(wtype, std):
+    from gguf import quants, GGMLQuantizationType as QT
+    rng = np.random.default_rng(1)
+    raw = tm.encode_matrix(rng, wtype, 64, 512, std)
+    w = quants.dequantize(raw, QT[wtype])
+    assert w.shape == (64, 512)
+    assert abs(w.std() / std - 1) < 0.15, w.std()
+    assert abs(w.mean()) < 0.05 * std, w.mean()
+    # every 32-element sub-block roughly centred (checks the scale/min packing): the
+    # mean of 32 centred values scatters by ~std/sqrt(32) ~ 0.18 std; a mis-packed
+    # scale/min pair would offset whole sub-blocks by ~std or more.
+    sub = w.reshape(-1, 32).mean(axis=1)
+    assert np.sqrt(np.mean(sub ** 2)) < 0.3 * std
+
+
+def test_tiny_model_hparams(tiny_models_paths, tiny_ref_cache):
+    for name, cfg in CONFIGS.items():
+        hp = _ref(tiny_ref_cache, tiny_models_paths, name).hp
+        assert (hp.n_embd, hp.n_ff, hp.n_layer, hp.n_head, hp.n_head_kv, hp.head_dim) == \
+            (256, 512, 2, 4, 2, 64)
+        assert hp.arch == cfg.arch and hp.rope_base == cfg.rope_base
+        assert np.isclose(hp.rms_eps, cfg.rms_eps, rtol=1e-6)
+
+
+def test_malformed_corpus_valid_variants_parse(tmp_path):
+    import gguf
+    import malformed_corpus as mc
+    for name, data in mc.valid_variants().items():
+        p = tmp_path / f"{name}.gguf"
+        p.write_bytes(data)
+        r = gguf.GGUFReader(str(p))
+        assert len(r.tensors) == len(mc.base_spec().tensors), name
+    names = list(mc.malformed_cases())
+    assert len(names) == len(set(names)) and len(names) > 50
+
+
+# --- rope conventions --------------------------------------------------------
+
+def test_rope_pairing_conventions(tiny_models_paths, tiny_ref_cache):
+    ref = _ref(tiny_ref_cache, tiny_models_paths, "llama-F32")
+    x = np.zeros((1, 1, 64))
+    x[0, 0, 0] = 1.0
+    pos = np.array([3])
+    normal = ref._rope(x, pos, "normal", 10000.0, None)[0, 0]
+    neox = ref._rope(x, pos, "neox", 10000.0, None)[0, 0]
+    assert np.isclose(normal[0], np.cos(3)) and np.isclose(normal[1], np.sin(3))
+    assert np.isclose(neox[0], np.cos(3)) and np.isclose(neox[32], np.sin(3)) and neox[1] == 0
+    x = np.zeros((1, 1, 64))
+    x[0, 0, 2] = 1.0  # pair 1 in normal mode: theta = pos * base^(-2/64) / factor
+    f = np.ones(32)
+    f[1] = 4.0
+    out = ref._rope(x, pos, "normal", 10000.0, f)[0, 0]
+    theta = 3 * 10000.0 ** (-2 / 64) / 4.0
+    assert np.isclose(out[2], np.cos(theta)) and np.isclose(out[3], np.sin(theta))
+
+
+# --- sensitivity: each feature matters more than the tolerance -----------------
+
+def _sensitivities(ref: Reference, cfg: tm.ModelConfig, ids) -> dict[str, np.ndarray]:
+    out = {}
+    other_mode = "neox" if cfg.arch == "llama" else "normal"
+    out[f"rope pairing {other_mode}"] = ref.forward(ids, rope_mode=other_mode)
+    if cfg.bias:
+        out["biases ignored"] = ref.forward(ids, use_bias=False)
+    if cfg.rope_freqs:
+        out["rope_freqs ignored"] = ref.forward(ids, use_rope_freqs=False)
+    if cfg.rope_base != 10000.0:
+        out["rope base 10000"] = ref.forward(ids, rope_base=10000.0)
+    if cfg.rms_eps != 1e-5:
+        out["rms eps 1e-5"] = ref.forward(ids, rms_eps=1e-5)
+    if not cfg.tied:
+        out["tied output"] = ref.forward(ids, output_name="token_embd.weight")
+    out["no rope"] = ref.forward(ids, rope_base=1e30)
+    return out
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_features_exceed_tolerance(tiny_models_paths, tiny_ref_cache, name):
+    cfg = CONFIGS[name]
+    ref = _ref(tiny_ref_cache, tiny_models_paths, name)
+    ids = tm.sample_ids(cfg, 16)
+    exact = ref.forward(ids)
+    max_rel, rms_rel = tol.tol_for(cfg.wtype)
+    for what, wrong in _sensitivities(ref, cfg, ids).items():
+        s = compare(wrong, exact)
+        print(f"{name}: {what}: {format_stats(s)}")
+        if cfg.arch == "qwen2" and what == "rms eps 1e-5":
+            continue  # eps 1e-6 vs 1e-5 is immaterial at these activation sizes
+        assert s["max_rel"] > max_rel, f"{what} would go unnoticed in {name}"
+
+
+@pytest.mark.parametrize("name", [n for n, c in CONFIGS.items()
+                                  if c.wtype not in tol.FLOAT_TYPES])
+def test_act_quant_headroom_tiny(tiny_models_paths, tiny_ref_cache, name):
+    cfg = CONFIGS[name]
+    ref = _ref(tiny_ref_cache, tiny_models_paths, name)
+    ids = tm.sample_ids(cfg, 16)
+    s = compare(ref.forward(ids, act_quant=True), ref.forward(ids))
+    max_rel, rms_rel = tol.tol_for(cfg.wtype)
+    print(f"{name} simulated int8 activations: {format_stats(s)}")
+    assert s["max_rel"] <= max_rel / 2 and s["rms_rel"] <= rms_rel / 2

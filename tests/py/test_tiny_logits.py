@@ -1,0 +1,105 @@
+"""End-to-end logits of every tiny model (arch x weight type, plus variants) vs the
+numpy reference, at every kernel dispatch level. Tolerances: see tolerances.py."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import pllm_cli
+import tiny_models as tm
+import tolerances as tol
+from reference import Reference
+
+CONFIGS = tm.model_configs()
+ISAS = pllm_cli.available_isas()
+N_IDS = 16
+
+
+def _ref(cache: dict, paths: dict, name: str) -> Reference:
+    if name not in cache:
+        cache[name] = Reference(paths[name])
+    return cache[name]
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_logits_match_reference(pllm_bin, tiny_models_paths, tiny_ref_cache, work_dir,
+                                name, isa):
+    cfg = CONFIGS[name]
+    ref = _ref(tiny_ref_cache, tiny_models_paths, name)
+    ids = tm.sample_ids(cfg, N_IDS)
+    want = ref.forward(ids)
+    got = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, work_dir / "logits.f32",
+                              ref.hp.n_vocab, env=pllm_cli.isa_env(isa))
+    max_rel, rms_rel = tol.tol_for(cfg.wtype)
+    tol.assert_logits_close(got, want, max_rel, rms_rel, tol.argmax_min_fraction(cfg.wtype),
+                            what=f"{name} isa={isa}")
+
+
+CONSISTENCY_MODELS = ["llama-F32", "qwen2-Q4_K", "llama-Q8_0", "qwen2-Q4_1"]
+
+
+@pytest.mark.parametrize("name", CONSISTENCY_MODELS)
+def test_thread_count_does_not_change_logits(pllm_bin, tiny_models_paths, tiny_ref_cache,
+                                             work_dir, name):
+    ref = _ref(tiny_ref_cache, tiny_models_paths, name)
+    ids = tm.sample_ids(CONFIGS[name], N_IDS)
+    one = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, work_dir / "t1.f32",
+                              ref.hp.n_vocab, threads=1)
+    two = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, work_dir / "t2.f32",
+                              ref.hp.n_vocab, threads=2)
+    three = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, work_dir / "t3.f32",
+                                ref.hp.n_vocab, threads=3)
+    for other, t in ((two, 2), (three, 3)):
+        tol.assert_logits_close(other, one, tol.CONSISTENCY_MAX_REL, tol.CONSISTENCY_MAX_REL,
+                                1.0, what=f"{name} -t {t} vs -t 1")
+
+
+@pytest.mark.parametrize("name", CONSISTENCY_MODELS)
+def test_prefix_logits_are_causal(pllm_bin, tiny_models_paths, tiny_ref_cache, work_dir, name):
+    """Logits of ids[:k] equal the first k rows for the full ids (causal mask, no
+    dependence on batch size), down to a single token."""
+    ref = _ref(tiny_ref_cache, tiny_models_paths, name)
+    ids = tm.sample_ids(CONFIGS[name], N_IDS)
+    full = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, work_dir / "full.f32",
+                               ref.hp.n_vocab)
+    for k in (1, 5):
+        part = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids[:k],
+                                   work_dir / f"p{k}.f32", ref.hp.n_vocab)
+        tol.assert_logits_close(part, full[:k], tol.CONSISTENCY_MAX_REL,
+                                tol.CONSISTENCY_MAX_REL, 1.0, what=f"{name} prefix {k}")
+
+
+@pytest.mark.parametrize("name", ["llama-Q4_K", "qwen2-F16", "llama-ropefreqs-Q8_0"])
+def test_run_json_smoke(pllm_bin, tiny_models_paths, name):
+    """Greedy generation on a random-weight model: arbitrary bytes come out, the JSON
+    must still be valid and complete."""
+    proc = pllm_cli.check_ok(pllm_cli.run_cli(pllm_bin, [
+        "run", "-m", tiny_models_paths[name], "-p", "hello world", "--temp", "0", "-n", "8",
+        "--json", "-t", "2"]))
+    obj = json.loads(proc.stdout.decode("utf-8"))
+    for key in ("text", "tokens", "prompt_tokens", "ttft_ms", "prefill_tps", "decode_tps"):
+        assert key in obj, f"missing {key!r} in {obj}"
+    assert isinstance(obj["text"], str)
+
+
+@pytest.mark.parametrize("name", ["llama-F32", "qwen2-Q6_K", "llama-untied-Q8_0"])
+def test_info_json(pllm_bin, tiny_models_paths, name):
+    proc = pllm_cli.check_ok(pllm_cli.run_cli(pllm_bin, ["info", "-m", tiny_models_paths[name],
+                                                         "--json"]))
+    obj = json.loads(proc.stdout.decode("utf-8"))
+    assert isinstance(obj, dict) and obj, "info --json should print a JSON object"
+    text = pllm_cli.check_ok(pllm_cli.run_cli(pllm_bin, ["info", "-m", tiny_models_paths[name]]))
+    assert text.stdout.strip(), "info should print something"
+
+
+def test_logits_rows_are_not_all_equal(pllm_bin, tiny_models_paths, tiny_ref_cache, work_dir):
+    """Guard against a degenerate pass (e.g. every position returning the last row)."""
+    name = "llama-F32"
+    ref = _ref(tiny_ref_cache, tiny_models_paths, name)
+    ids = tm.sample_ids(CONFIGS[name], N_IDS)
+    got = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, work_dir / "l.f32",
+                              ref.hp.n_vocab)
+    assert np.std(got, axis=0).mean() > 0.1 * np.std(got)

@@ -1,0 +1,433 @@
+"""Tiny random-weight GGUF models for end-to-end logits tests.
+
+Every model is fully determined by its name (the RNG seed is derived from it), so
+two runs of the generator produce byte-identical files.
+
+Models (see `model_configs()`):
+  * "<arch>-<TYPE>" for arch in {llama, qwen2} and TYPE in
+    {F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K}: every 2-D weight matrix
+    (token_embd included) is stored in TYPE, norms (and qwen2's q/k/v biases) F32.
+    llama uses tied output (no output.weight, like SmolLM2), default-ish rope base
+    10000 and rms eps 1e-5; qwen2 has a separate output.weight, q/k/v biases,
+    rope base 1e6, rms eps 1e-6 and NEOX rope (implied by the arch).
+  * variants, each in F32 and Q8_0:
+      llama-untied-*    separate output.weight
+      llama-ropefreqs-* Llama-3 style rope scaling written the way llama.cpp's
+                        converter does it: a `rope_freqs.weight` F32 tensor of
+                        head_dim/2 factors; theta_i is divided by factor_i.
+      llama-custom-*    rope.freq_base 50000 and rms eps 1e-3 (non-default values;
+                        eps is big enough relative to the activations' mean square
+                        that ignoring it changes the logits measurably).
+
+Dims: n_embd 256, n_ff 512 (row lengths multiples of 256 so K-quants work),
+2 layers, 4 heads, 2 kv heads (GQA), head_dim 64, context 128.
+
+The vocabulary is a small byte-level BPE vocab: the 256 GPT-2 byte tokens, a few
+dozen merges and the ChatML specials (token_type CONTROL = 3).
+
+Weight scales were chosen so activations stay O(1) after each rmsnorm, attention
+scores have std ~1 (so attention is neither uniform nor one-hot and RoPE matters),
+each layer's residual update is comparable to the embedding (so every layer
+matters) and logits have std ~3.
+
+Quantised data: F32/F16/BF16/Q8_0/Q4_0/Q4_1 go through gguf.quants.quantize;
+Q4_K/Q5_K/Q6_K (not implemented there) are built from random but valid blocks
+with scales chosen to hit the target standard deviation. The numpy reference
+dequantises whatever bytes are in the file, so any valid block is fine.
+"""
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+import gguf_bytes as gb
+
+WEIGHT_TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K"]
+QUANTIZED_TYPES = {"Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K", "Q5_K"}
+
+CHATML_TEMPLATE = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+    "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+@dataclass(frozen=True)
+class Dims:
+    n_embd: int = 256
+    n_ff: int = 512
+    n_layer: int = 2
+    n_head: int = 4
+    n_head_kv: int = 2
+    head_dim: int = 64
+    n_ctx: int = 128
+
+
+TINY = Dims()
+# Even smaller, F32 only: the base file of the malformed-GGUF corpus.
+MINI = Dims(n_embd=64, n_ff=128, n_layer=1, n_head=2, n_head_kv=1, head_dim=32, n_ctx=64)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    name: str
+    arch: str = "llama"           # general.architecture written to the file
+    wtype: str = "F32"            # type of every 2-D weight
+    tied: bool = True             # no output.weight
+    rope_base: float = 10000.0
+    rms_eps: float = 1e-5
+    rope_freqs: bool = False      # write rope_freqs.weight
+    bias: bool = False            # q/k/v biases
+    dims: Dims = TINY
+    specials_first: bool = True   # special tokens at ids 0..2 (SmolLM2) or at the end (Qwen)
+    pre: str = "smollm"
+
+    @property
+    def seed(self) -> int:
+        return zlib.crc32(self.name.encode())
+
+
+def model_configs() -> dict[str, ModelConfig]:
+    cfgs: list[ModelConfig] = []
+    for t in WEIGHT_TYPES:
+        cfgs.append(ModelConfig(name=f"llama-{t}", arch="llama", wtype=t))
+        cfgs.append(ModelConfig(name=f"qwen2-{t}", arch="qwen2", wtype=t, tied=False,
+                                rope_base=1000000.0, rms_eps=1e-6, bias=True,
+                                specials_first=False, pre="qwen2"))
+    for t in ["F32", "Q8_0"]:
+        cfgs.append(ModelConfig(name=f"llama-untied-{t}", wtype=t, tied=False))
+        cfgs.append(ModelConfig(name=f"llama-ropefreqs-{t}", wtype=t, rope_freqs=True))
+        cfgs.append(ModelConfig(name=f"llama-custom-{t}", wtype=t, rope_base=50000.0,
+                                rms_eps=1e-3))
+    return {c.name: c for c in cfgs}
+
+
+def extra_configs() -> dict[str, ModelConfig]:
+    """Models used by the CLI error tests and the malformed-file corpus."""
+    cfgs = [
+        # An architecture the engine does not implement (llama-shaped tensors).
+        ModelConfig(name="unsupported-arch-gptj", arch="gptj"),
+        # A tensor type the engine does not compute with.
+        ModelConfig(name="unsupported-type-Q5_K", wtype="Q5_K"),
+        # The base of the malformed corpus.
+        ModelConfig(name="mini-llama-F32", dims=MINI),
+    ]
+    return {c.name: c for c in cfgs}
+
+
+# ----------------------------------------------------------------------------
+# Tokenizer
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible byte -> printable unicode character mapping."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) + \
+        list(range(0xAE, 0xFF + 1))
+    mapping = {}
+    extra = 0
+    for b in range(256):
+        if b in keep:
+            mapping[b] = chr(b)
+        else:
+            mapping[b] = chr(256 + extra)
+            extra += 1
+    return mapping
+
+
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+# (left, right) pairs in priority order; each merged token is left+right.
+_MERGE_PAIRS = [
+    ("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("i", "n"), ("e", "r"), ("o", "n"),
+    ("Ġ", "a"), ("r", "e"), ("a", "t"), ("e", "n"), ("Ġ", "s"), ("Ġ", "w"),
+    ("i", "s"), ("Ġ", "o"), ("a", "n"), ("Ġ", "c"), ("i", "t"), ("o", "r"),
+    ("e", "d"), ("in", "g"), ("Ġ", "b"), ("Ġ", "f"), ("o", "u"), ("Ġ", "m"),
+    ("a", "r"), ("a", "l"), ("Ġ", "p"), ("l", "e"), ("Ġ", "i"), ("Ġi", "s"),
+    ("Ġo", "f"), ("Ġi", "n"), ("an", "d"), ("Ġ", "and"), ("Ġt", "o"), ("l", "l"),
+    ("he", "ll"), ("hell", "o"), ("Ġ", "hello"), ("Ġw", "or"), ("Ġwor", "l"),
+    ("Ġworl", "d"), ("Ċ", "Ċ"), ("Ġ", "Ġ"),
+]
+
+
+def tiny_vocab(specials_first: bool) -> tuple[list[str], list[int], list[str]]:
+    """Returns (tokens, token_types, merges)."""
+    b2u = bytes_to_unicode()
+    normal = [b2u[b] for b in range(256)]
+    merges = []
+    for left, right in _MERGE_PAIRS:
+        assert left in normal and right in normal, (left, right)
+        merges.append(f"{left} {right}")
+        if left + right not in normal:
+            normal.append(left + right)
+    if specials_first:
+        tokens = SPECIALS + normal
+        types = [3] * len(SPECIALS) + [1] * len(normal)
+    else:
+        tokens = normal + SPECIALS
+        types = [1] * len(normal) + [3] * len(SPECIALS)
+    return tokens, types, merges
+
+
+# ----------------------------------------------------------------------------
+# Weight encoding
+
+
+def _f16_bytes(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x, dtype=np.float16).reshape(-1, 1).view(np.uint8)
+
+
+def random_q4_k(rng: np.random.Generator, rows: int, cols: int, std: float) -> np.ndarray:
+    """Valid random Q4_K blocks (uint8 [rows, cols/256*144]) with ~zero mean and ~std."""
+    nb = rows * cols // 256
+    sc = rng.integers(16, 64, size=(nb, 8))
+    # value = d*sc*q - dmin*m with q uniform in 0..15 (mean 7.5): with dmin = 8d,
+    # m ~ 7.5*sc/8 centres every sub-block near zero.
+    m = np.clip(np.rint(sc * 7.5 / 8.0), 0, 63).astype(np.int64)
+    q_std = np.sqrt((16 ** 2 - 1) / 12.0)
+    d = std / (q_std * np.sqrt(np.mean(sc.astype(np.float64) ** 2)))
+    d = d * np.exp(rng.normal(0.0, 0.2, size=nb))
+    scales = np.zeros((nb, 12), dtype=np.uint8)
+    # Packing (inverse of ggml's get_scale_min_k4):
+    #   bytes 0..3:  sc[0..3] low 6 bits, top 2 bits = sc[4..7] >> 4
+    #   bytes 4..7:  m[0..3]  low 6 bits, top 2 bits = m[4..7] >> 4
+    #   bytes 8..11: low nibble sc[4..7] & 15, high nibble m[4..7] & 15
+    scales[:, 0:4] = (sc[:, 0:4] | ((sc[:, 4:8] >> 4) << 6)).astype(np.uint8)
+    scales[:, 4:8] = (m[:, 0:4] | ((m[:, 4:8] >> 4) << 6)).astype(np.uint8)
+    scales[:, 8:12] = ((sc[:, 4:8] & 15) | ((m[:, 4:8] & 15) << 4)).astype(np.uint8)
+    qs = rng.integers(0, 256, size=(nb, 128), dtype=np.uint8)
+    blocks = np.concatenate([_f16_bytes(d), _f16_bytes(8.0 * d), scales, qs], axis=1)
+    return blocks.reshape(rows, -1)
+
+
+def random_q5_k(rng: np.random.Generator, rows: int, cols: int, std: float) -> np.ndarray:
+    """Valid random Q5_K blocks (176 bytes per 256 values)."""
+    nb = rows * cols // 256
+    sc = rng.integers(16, 64, size=(nb, 8))
+    m = np.clip(np.rint(sc * 15.5 / 16.0), 0, 63).astype(np.int64)
+    q_std = np.sqrt((32 ** 2 - 1) / 12.0)
+    d = std / (q_std * np.sqrt(np.mean(sc.astype(np.float64) ** 2)))
+    scales = np.zeros((nb, 12), dtype=np.uint8)
+    scales[:, 0:4] = (sc[:, 0:4] | ((sc[:, 4:8] >> 4) << 6)).astype(np.uint8)
+    scales[:, 4:8] = (m[:, 0:4] | ((m[:, 4:8] >> 4) << 6)).astype(np.uint8)
+    scales[:, 8:12] = ((sc[:, 4:8] & 15) | ((m[:, 4:8] & 15) << 4)).astype(np.uint8)
+    qh = rng.integers(0, 256, size=(nb, 32), dtype=np.uint8)
+    qs = rng.integers(0, 256, size=(nb, 128), dtype=np.uint8)
+    dd = np.full(nb, d)
+    blocks = np.concatenate([_f16_bytes(dd), _f16_bytes(16.0 * dd), scales, qh, qs], axis=1)
+    return blocks.reshape(rows, -1)
+
+
+def random_q6_k(rng: np.random.Generator, rows: int, cols: int, std: float) -> np.ndarray:
+    """Valid random Q6_K blocks (ql[128], qh[64], int8 scales[16], fp16 d)."""
+    nb = rows * cols // 256
+    mag = rng.integers(16, 128, size=(nb, 16))
+    sign = np.where(rng.random((nb, 16)) < 0.5, -1, 1)
+    scales = (mag * sign).astype(np.int8)
+    q_std = np.sqrt((64 ** 2 - 1) / 12.0)  # q - 32 with q uniform in 0..63
+    d = std / (q_std * np.sqrt(np.mean(mag.astype(np.float64) ** 2)))
+    d = d * np.exp(rng.normal(0.0, 0.2, size=nb))
+    ql = rng.integers(0, 256, size=(nb, 128), dtype=np.uint8)
+    qh = rng.integers(0, 256, size=(nb, 64), dtype=np.uint8)
+    blocks = np.concatenate([ql, qh, scales.view(np.uint8), _f16_bytes(d)], axis=1)
+    return blocks.reshape(rows, -1)
+
+
+def encode_matrix(rng: np.random.Generator, wtype: str, rows: int, cols: int,
+                  std: float) -> np.ndarray:
+    """A random [rows, cols] matrix (cols = ne0, contiguous) encoded as `wtype`,
+    returned as raw bytes shaped uint8 [rows, row_bytes]."""
+    from gguf import quants, GGMLQuantizationType as QT
+    if wtype == "Q4_K":
+        return random_q4_k(rng, rows, cols, std)
+    if wtype == "Q5_K":
+        return random_q5_k(rng, rows, cols, std)
+    if wtype == "Q6_K":
+        return random_q6_k(rng, rows, cols, std)
+    w = (rng.standard_normal((rows, cols)) * std).astype(np.float32)
+    if wtype == "F32":
+        return w.view(np.uint8)
+    if wtype == "F16":
+        return w.astype(np.float16).view(np.uint8)
+    q = quants.quantize(w, QT[wtype])
+    return np.ascontiguousarray(q).view(np.uint8).reshape(rows, -1)
+
+
+# ----------------------------------------------------------------------------
+# Model spec
+
+
+@dataclass
+class ModelSpec:
+    cfg: ModelConfig
+    kvs: list[gb.KV] = field(default_factory=list)
+    tensors: list[gb.Tensor] = field(default_factory=list)
+
+
+def build_spec(cfg: ModelConfig) -> ModelSpec:
+    rng = np.random.default_rng(cfg.seed)
+    d = cfg.dims
+    a = cfg.arch
+    tokens, types, merges = tiny_vocab(cfg.specials_first)
+    ids = {t: i for i, t in enumerate(tokens)}
+    n_vocab = len(tokens)
+
+    kvs = [
+        gb.KV("general.architecture", gb.STRING, a),
+        gb.KV("general.name", gb.STRING, cfg.name),
+        gb.KV(f"{a}.context_length", gb.U32, d.n_ctx),
+        gb.KV(f"{a}.embedding_length", gb.U32, d.n_embd),
+        gb.KV(f"{a}.block_count", gb.U32, d.n_layer),
+        gb.KV(f"{a}.feed_forward_length", gb.U32, d.n_ff),
+        gb.KV(f"{a}.attention.head_count", gb.U32, d.n_head),
+        gb.KV(f"{a}.attention.head_count_kv", gb.U32, d.n_head_kv),
+        gb.KV(f"{a}.rope.freq_base", gb.F32, cfg.rope_base),
+        gb.KV(f"{a}.attention.layer_norm_rms_epsilon", gb.F32, cfg.rms_eps),
+        gb.KV(f"{a}.rope.dimension_count", gb.U32, d.head_dim),
+        gb.KV(f"{a}.vocab_size", gb.U32, n_vocab),
+        gb.KV("tokenizer.ggml.model", gb.STRING, "gpt2"),
+        gb.KV("tokenizer.ggml.pre", gb.STRING, cfg.pre),
+        gb.KV("tokenizer.ggml.tokens", gb.ARRAY, tokens, elem_type=gb.STRING),
+        gb.KV("tokenizer.ggml.token_type", gb.ARRAY, types, elem_type=gb.I32),
+        gb.KV("tokenizer.ggml.merges", gb.ARRAY, merges, elem_type=gb.STRING),
+        gb.KV("tokenizer.ggml.bos_token_id", gb.U32,
+              ids["<|im_start|>"] if cfg.specials_first else ids["<|endoftext|>"]),
+        gb.KV("tokenizer.ggml.eos_token_id", gb.U32, ids["<|im_end|>"]),
+        gb.KV("tokenizer.ggml.padding_token_id", gb.U32, ids["<|endoftext|>"]),
+        gb.KV("tokenizer.ggml.add_bos_token", gb.BOOL, False),
+        gb.KV("tokenizer.chat_template", gb.STRING, CHATML_TEMPLATE),
+    ]
+
+    tensors: list[gb.Tensor] = []
+
+    def mat(name: str, ne0: int, ne1: int, std: float, wtype: str | None = None):
+        wt = wtype or cfg.wtype
+        raw = encode_matrix(rng, wt, ne1, ne0, std)
+        tensors.append(gb.Tensor(name, wt, [ne0, ne1], raw.tobytes()))
+
+    def vec(name: str, values: np.ndarray):
+        tensors.append(gb.Tensor(name, "F32", [len(values)],
+                                 np.asarray(values, dtype=np.float32).tobytes()))
+
+    def norm(name: str, centre: float):
+        vec(name, centre * (1.0 + 0.1 * rng.standard_normal(d.n_embd)))
+
+    q_dim = d.n_head * d.head_dim
+    kv_dim = d.n_head_kv * d.head_dim
+    mat("token_embd.weight", d.n_embd, n_vocab, 0.05)
+    if cfg.rope_freqs:
+        vec("rope_freqs.weight", llama3_rope_factors(cfg.rope_base, d.head_dim))
+    for i in range(d.n_layer):
+        p = f"blk.{i}."
+        norm(p + "attn_norm.weight", 1.0)
+        mat(p + "attn_q.weight", d.n_embd, q_dim, 0.07)
+        mat(p + "attn_k.weight", d.n_embd, kv_dim, 0.07)
+        mat(p + "attn_v.weight", d.n_embd, kv_dim, 0.06)
+        if cfg.bias:
+            vec(p + "attn_q.bias", 0.3 * rng.standard_normal(q_dim))
+            vec(p + "attn_k.bias", 0.3 * rng.standard_normal(kv_dim))
+            vec(p + "attn_v.bias", 0.3 * rng.standard_normal(kv_dim))
+        mat(p + "attn_output.weight", q_dim, d.n_embd, 0.004)
+        norm(p + "ffn_norm.weight", 1.0)
+        mat(p + "ffn_gate.weight", d.n_embd, d.n_ff, 0.06)
+        mat(p + "ffn_up.weight", d.n_embd, d.n_ff, 0.06)
+        mat(p + "ffn_down.weight", d.n_ff, d.n_embd, 0.004)
+    norm("output_norm.weight", 4.0)
+    if not cfg.tied:
+        mat("output.weight", d.n_embd, n_vocab, 0.05)
+    return ModelSpec(cfg, kvs, tensors)
+
+
+def llama3_rope_factors(base: float, head_dim: int, factor: float = 8.0,
+                        low_freq_factor: float = 1.0, high_freq_factor: float = 4.0,
+                        original_ctx: int = 64) -> np.ndarray:
+    """Per-frequency divisors computed with Llama-3.1's rope-scaling rule (as
+    llama.cpp's converter does). original_ctx is shrunk from 8192 to 64 so the
+    scaled band covers frequencies that actually rotate within a 16-token test."""
+    freqs = base ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    low_wavelen = original_ctx / low_freq_factor
+    high_wavelen = original_ctx / high_freq_factor
+    out = []
+    for f in freqs:
+        wavelen = 2 * np.pi / f
+        if wavelen < high_wavelen:
+            out.append(1.0)
+        elif wavelen > low_wavelen:
+            out.append(factor)
+        else:
+            smooth = (original_ctx / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+            out.append(1.0 / ((1 - smooth) / factor + smooth))
+    return np.array(out, dtype=np.float32)
+
+
+# ----------------------------------------------------------------------------
+# Writers
+
+
+def write_with_gguf_writer(spec: ModelSpec, path: Path) -> Path:
+    """Write the spec through the gguf package's GGUFWriter (the normal path)."""
+    import gguf
+    from gguf import GGUFValueType as VT
+    arch = next(kv.value for kv in spec.kvs if kv.key == "general.architecture")
+    w = gguf.GGUFWriter(str(path), arch)
+    for kv in spec.kvs:
+        if kv.key == "general.architecture":
+            continue
+        if kv.vtype == gb.ARRAY:
+            w.add_key_value(kv.key, list(kv.value), VT.ARRAY, sub_type=VT(kv.elem_type))
+        else:
+            w.add_key_value(kv.key, kv.value, VT(kv.vtype))
+    for t in spec.tensors:
+        qt = gguf.GGMLQuantizationType[t.type_name]
+        rows = 1
+        for dd in t.dims[1:]:
+            rows *= dd
+        raw = np.frombuffer(t.data, dtype=np.uint8).reshape(rows, -1)
+        if len(t.dims) == 1:
+            raw = raw.reshape(-1)
+        w.add_tensor(t.name, raw, raw_dtype=qt)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def write_with_bytes(spec: ModelSpec, path: Path, **kw) -> Path:
+    """Write the spec through gguf_bytes (lets tests corrupt any field)."""
+    path.write_bytes(gb.build_gguf(spec.kvs, spec.tensors, **kw).data)
+    return path
+
+
+def generate_all(out_dir: Path, names: list[str] | None = None) -> dict[str, Path]:
+    """Write every tiny model (or just `names`) into out_dir; returns name -> path."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cfgs = {**model_configs(), **extra_configs()}
+    paths = {}
+    for name, cfg in cfgs.items():
+        if names is not None and name not in names:
+            continue
+        p = out_dir / f"{name}.gguf"
+        if not p.exists():
+            tmp = out_dir / f".{name}.gguf.tmp"
+            write_with_gguf_writer(build_spec(cfg), tmp)
+            tmp.rename(p)
+        paths[name] = p
+    return paths
+
+
+def sample_ids(cfg: ModelConfig, n: int, seed: int = 0) -> list[int]:
+    """Deterministic token ids for a logits test: random normal/merge tokens, no specials."""
+    tokens, types, _ = tiny_vocab(cfg.specials_first)
+    normal = [i for i, t in enumerate(types) if t == 1]
+    rng = np.random.default_rng(cfg.seed + 7919 * seed)
+    return [int(x) for x in rng.choice(normal, size=n, replace=True)]
+
+
+if __name__ == "__main__":
+    import sys
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "tiny-models")
+    for name, p in generate_all(out).items():
+        print(f"{name:28s} {p.stat().st_size:9d} bytes  {p}")
