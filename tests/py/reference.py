@@ -34,6 +34,11 @@ blocks of 32 for Q4_0/Q4_1/Q8_0 weights, Q8_K-style blocks of 256 for K-quants).
 It exists only to check that the tolerances used for W8A8/W4A8 types give
 headroom over the pure effect of that rounding; it is never what the engine is
 compared with.
+
+`f32_matmul=True` likewise runs every matmul in float32 (inputs rounded to f32,
+products accumulated in f32 by numpy's sgemm), the dominant rounding of the
+engine's default (exact) mode; it is used to check the exact-mode tolerances'
+headroom the same way.
 """
 from __future__ import annotations
 
@@ -120,10 +125,13 @@ class Reference:
 
     # -- pieces -------------------------------------------------------------
 
-    def _mm(self, x: np.ndarray, name: str, act_quant: bool) -> np.ndarray:
+    def _mm(self, x: np.ndarray, name: str, act_quant: bool,
+            f32_matmul: bool = False) -> np.ndarray:
         w = self.w[name]
         if act_quant:
             x = simulate_act_quant(x, self.wtype[name])
+        if f32_matmul:
+            return (x.astype(np.float32) @ w.T).astype(np.float64)
         return x @ w.T.astype(np.float64)
 
     @staticmethod
@@ -159,8 +167,8 @@ class Reference:
     # -- forward ------------------------------------------------------------
 
     def forward(self, ids, *, last_only: bool = False, act_quant: bool = False,
-                rms_eps: float | None = None, rope_base: float | None = None,
-                rope_mode: str | None = None, use_rope_freqs: bool = True,
+                f32_matmul: bool = False, rms_eps: float | None = None,
+                rope_base: float | None = None, rope_mode: str | None = None, use_rope_freqs: bool = True,
                 use_bias: bool = True, output_name: str | None = None) -> np.ndarray:
         """Logits (float64) for every position of `ids` (from position 0), or only
         the last one. The keyword overrides exist for sensitivity checks."""
@@ -181,9 +189,9 @@ class Reference:
         for il in range(hp.n_layer):
             p = f"blk.{il}."
             h = self._rmsnorm(x, self.w[p + "attn_norm.weight"], eps)
-            q = self._mm(h, p + "attn_q.weight", act_quant)
-            k = self._mm(h, p + "attn_k.weight", act_quant)
-            v = self._mm(h, p + "attn_v.weight", act_quant)
+            q = self._mm(h, p + "attn_q.weight", act_quant, f32_matmul)
+            k = self._mm(h, p + "attn_k.weight", act_quant, f32_matmul)
+            v = self._mm(h, p + "attn_v.weight", act_quant, f32_matmul)
             if use_bias:
                 if p + "attn_q.bias" in self.w:
                     q = q + self.w[p + "attn_q.bias"]
@@ -202,18 +210,20 @@ class Reference:
                 pr = np.exp(s)
                 pr /= pr.sum(axis=1, keepdims=True)
                 att[:, hq, :] = pr @ v[:, kvh, :]
-            x = x + self._mm(att.reshape(n, hp.n_head * hd), p + "attn_output.weight", act_quant)
+            x = x + self._mm(att.reshape(n, hp.n_head * hd), p + "attn_output.weight",
+                             act_quant, f32_matmul)
             h = self._rmsnorm(x, self.w[p + "ffn_norm.weight"], eps)
-            g = self._mm(h, p + "ffn_gate.weight", act_quant)
-            u = self._mm(h, p + "ffn_up.weight", act_quant)
-            x = x + self._mm(g / (1.0 + np.exp(-g)) * u, p + "ffn_down.weight", act_quant)
+            g = self._mm(h, p + "ffn_gate.weight", act_quant, f32_matmul)
+            u = self._mm(h, p + "ffn_up.weight", act_quant, f32_matmul)
+            x = x + self._mm(g / (1.0 + np.exp(-g)) * u, p + "ffn_down.weight",
+                             act_quant, f32_matmul)
         if last_only:
             x = x[-1:]
         x = self._rmsnorm(x, self.w["output_norm.weight"], eps)
         out_name = "output.weight" if "output.weight" in self.w else "token_embd.weight"
         if output_name is not None:
             out_name = output_name
-        return self._mm(x, out_name, act_quant)
+        return self._mm(x, out_name, act_quant, f32_matmul)
 
     def greedy(self, ids, n_new: int, stop_ids=()) -> list[int]:
         """Greedy continuation (recomputes the whole sequence each step)."""

@@ -6,7 +6,10 @@
 * the random K-quant blocks have the intended statistics;
 * every model feature the tiny models exercise changes the reference logits by
   more than the tolerance (so an engine ignoring it would fail);
-* the W8A8 tolerances leave headroom over a simulation of the int8 rounding.
+* the int8-mode (W8A8/W4A8) tolerances leave headroom over a simulation of the
+  int8 rounding, which in turn is far outside the exact-mode bounds;
+* the exact-mode tolerances leave >= 10x headroom over the reference run with
+  float32 matmuls.
 """
 from __future__ import annotations
 
@@ -57,8 +60,18 @@ def test_act_quant_headroom_smollm2(smollm2_ref):
     exact = smollm2_ref.forward(SHORT_IDS)
     s = compare(smollm2_ref.forward(SHORT_IDS, act_quant=True), exact)
     print("SmolLM2 simulated int8 activations:", format_stats(s))
-    max_rel, rms_rel = tol.SMOLLM2_TOL
+    max_rel, rms_rel = tol.smollm2_tol(tol.INT8)
     assert s["max_rel"] <= max_rel / 2 and s["rms_rel"] <= rms_rel / 2
+
+
+def test_f32_headroom_smollm2(smollm2_ref):
+    """The exact-mode SmolLM2 bound vs the reference with every matmul in float32."""
+    from pllm_cli import SMOLLM2_SHORT_IDS as SHORT_IDS
+    exact = smollm2_ref.forward(SHORT_IDS)
+    s = compare(smollm2_ref.forward(SHORT_IDS, f32_matmul=True), exact)
+    print("SmolLM2 simulated f32 matmuls:", format_stats(s))
+    max_rel, rms_rel = tol.smollm2_tol(tol.EXACT)
+    assert s["max_rel"] <= max_rel / 10 and s["rms_rel"] <= rms_rel / 10
 
 
 # --- generator ---------------------------------------------------------------
@@ -157,7 +170,8 @@ def test_features_exceed_tolerance(tiny_models_paths, tiny_ref_cache, name):
     ref = _ref(tiny_ref_cache, tiny_models_paths, name)
     ids = tm.sample_ids(cfg, 16)
     exact = ref.forward(ids)
-    max_rel, rms_rel = tol.tol_for(cfg.wtype)
+    # must stand out against the looser of the two modes' bounds
+    max_rel = max(tol.tol_for(cfg.wtype, mode)[0] for mode in tol.MODES)
     for what, wrong in _sensitivities(ref, cfg, ids).items():
         s = compare(wrong, exact)
         print(f"{name}: {what}: {format_stats(s)}")
@@ -173,6 +187,21 @@ def test_act_quant_headroom_tiny(tiny_models_paths, tiny_ref_cache, name):
     ref = _ref(tiny_ref_cache, tiny_models_paths, name)
     ids = tm.sample_ids(cfg, 16)
     s = compare(ref.forward(ids, act_quant=True), ref.forward(ids))
-    max_rel, rms_rel = tol.tol_for(cfg.wtype)
+    max_rel, rms_rel = tol.tol_for(cfg.wtype, tol.INT8)
     print(f"{name} simulated int8 activations: {format_stats(s)}")
     assert s["max_rel"] <= max_rel / 2 and s["rms_rel"] <= rms_rel / 2
+    # and int8 rounding is far outside the exact-mode bound, so exact-mode tests
+    # would notice int8 activations
+    assert s["max_rel"] > 5 * tol.tol_for(cfg.wtype, tol.EXACT)[0]
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_f32_headroom_tiny(tiny_models_paths, tiny_ref_cache, name):
+    """Exact-mode bound vs the reference with every matmul in float32."""
+    cfg = CONFIGS[name]
+    ref = _ref(tiny_ref_cache, tiny_models_paths, name)
+    ids = tm.sample_ids(cfg, 16)
+    s = compare(ref.forward(ids, f32_matmul=True), ref.forward(ids))
+    max_rel, rms_rel = tol.tol_for(cfg.wtype, tol.EXACT)
+    print(f"{name} simulated f32 matmuls: {format_stats(s)}")
+    assert s["max_rel"] <= max_rel / 10 and s["rms_rel"] <= rms_rel / 10

@@ -1,5 +1,6 @@
 """End-to-end logits of every tiny model (arch x weight type, plus variants) vs the
-numpy reference, at every kernel dispatch level. Tolerances: see tolerances.py."""
+numpy reference, at every kernel dispatch level, in both activation modes (default
+exact f32 activations, and `--int8-act`). Tolerances: see tolerances.py."""
 from __future__ import annotations
 
 import json
@@ -10,7 +11,7 @@ import pytest
 import pllm_cli
 import tiny_models as tm
 import tolerances as tol
-from reference import Reference
+from reference import Reference, compare, format_stats
 
 CONFIGS = tm.model_configs()
 ISAS = pllm_cli.available_isas()
@@ -23,53 +24,101 @@ def _ref(cache: dict, paths: dict, name: str) -> Reference:
     return cache[name]
 
 
-@pytest.mark.parametrize("isa", ISAS)
-@pytest.mark.parametrize("name", list(CONFIGS))
-def test_logits_match_reference(pllm_bin, tiny_models_paths, tiny_ref_cache, work_dir,
-                                name, isa):
+def _check_vs_reference(pllm_bin, tiny_models_paths, tiny_ref_cache, work_dir, name, isa,
+                        mode):
     cfg = CONFIGS[name]
     ref = _ref(tiny_ref_cache, tiny_models_paths, name)
     ids = tm.sample_ids(cfg, N_IDS)
     want = ref.forward(ids)
     got = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, work_dir / "logits.f32",
-                              ref.hp.n_vocab, env=pllm_cli.isa_env(isa))
-    max_rel, rms_rel = tol.tol_for(cfg.wtype)
-    tol.assert_logits_close(got, want, max_rel, rms_rel, tol.argmax_min_fraction(cfg.wtype),
-                            what=f"{name} isa={isa}")
+                              ref.hp.n_vocab, env=pllm_cli.isa_env(isa),
+                              int8_act=mode == tol.INT8)
+    max_rel, rms_rel = tol.tol_for(cfg.wtype, mode)
+    tol.assert_logits_close(got, want, max_rel, rms_rel,
+                            tol.argmax_min_fraction(cfg.wtype, mode),
+                            what=f"{name} isa={isa} mode={mode}")
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_logits_match_reference(pllm_bin, tiny_models_paths, tiny_ref_cache, work_dir,
+                                name, isa):
+    """Default (exact) mode: quantised weights are dequantised to f32 and dotted
+    with f32 activations, so every weight type meets the float tolerance."""
+    _check_vs_reference(pllm_bin, tiny_models_paths, tiny_ref_cache, work_dir, name, isa,
+                        tol.EXACT)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_logits_match_reference_int8_act(pllm_bin, tiny_models_paths, tiny_ref_cache,
+                                         work_dir, name, isa):
+    """`logits --int8-act`: W8A8/W4A8 for block-quantised weights (per-type int8
+    bounds); float weights keep f32 activations and the float bound."""
+    _check_vs_reference(pllm_bin, tiny_models_paths, tiny_ref_cache, work_dir, name, isa,
+                        tol.INT8)
+
+
+@pytest.mark.parametrize("name", ["llama-F32", "qwen2-BF16", "qwen2-F16",
+                                  "llama-Q4_1", "qwen2-Q8_0", "llama-Q6_K"])
+def test_int8_act_flag_effect(pllm_bin, tiny_models_paths, tiny_ref_cache, work_dir, name):
+    """--int8-act leaves float-weight models bit-identical and really switches
+    quantised ones to int8 activations (their logits then move by far more than
+    the exact-mode bound: int8 rounding gives max_rel >= 0.045 on these models)."""
+    cfg = CONFIGS[name]
+    ref = _ref(tiny_ref_cache, tiny_models_paths, name)
+    ids = tm.sample_ids(cfg, N_IDS)
+    exact = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, work_dir / "e.f32",
+                                ref.hp.n_vocab)
+    int8 = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, work_dir / "i.f32",
+                               ref.hp.n_vocab, int8_act=True)
+    if cfg.wtype in tol.FLOAT_TYPES:
+        assert np.array_equal(exact, int8), \
+            f"{name}: --int8-act changed float-weight logits: {format_stats(compare(int8, exact))}"
+    else:
+        s = compare(int8, exact)
+        assert s["max_rel"] > tol.FLOAT_TOL[0], \
+            f"{name}: --int8-act seems to be ignored: {format_stats(s)}"
 
 
 CONSISTENCY_MODELS = ["llama-F32", "qwen2-Q4_K", "llama-Q8_0", "qwen2-Q4_1"]
 
 
+@pytest.mark.parametrize("mode", tol.MODES)
 @pytest.mark.parametrize("name", CONSISTENCY_MODELS)
 def test_thread_count_does_not_change_logits(pllm_bin, tiny_models_paths, tiny_ref_cache,
-                                             work_dir, name):
+                                             work_dir, name, mode):
     ref = _ref(tiny_ref_cache, tiny_models_paths, name)
     ids = tm.sample_ids(CONFIGS[name], N_IDS)
+    int8 = mode == tol.INT8
     one = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, work_dir / "t1.f32",
-                              ref.hp.n_vocab, threads=1)
+                              ref.hp.n_vocab, threads=1, int8_act=int8)
     two = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, work_dir / "t2.f32",
-                              ref.hp.n_vocab, threads=2)
+                              ref.hp.n_vocab, threads=2, int8_act=int8)
     three = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, work_dir / "t3.f32",
-                                ref.hp.n_vocab, threads=3)
+                                ref.hp.n_vocab, threads=3, int8_act=int8)
     for other, t in ((two, 2), (three, 3)):
         tol.assert_logits_close(other, one, tol.CONSISTENCY_MAX_REL, tol.CONSISTENCY_MAX_REL,
-                                1.0, what=f"{name} -t {t} vs -t 1")
+                                1.0, what=f"{name} mode={mode} -t {t} vs -t 1")
 
 
+@pytest.mark.parametrize("mode", tol.MODES)
 @pytest.mark.parametrize("name", CONSISTENCY_MODELS)
-def test_prefix_logits_are_causal(pllm_bin, tiny_models_paths, tiny_ref_cache, work_dir, name):
+def test_prefix_logits_are_causal(pllm_bin, tiny_models_paths, tiny_ref_cache, work_dir, name,
+                                  mode):
     """Logits of ids[:k] equal the first k rows for the full ids (causal mask, no
     dependence on batch size), down to a single token."""
     ref = _ref(tiny_ref_cache, tiny_models_paths, name)
     ids = tm.sample_ids(CONFIGS[name], N_IDS)
+    int8 = mode == tol.INT8
     full = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, work_dir / "full.f32",
-                               ref.hp.n_vocab)
+                               ref.hp.n_vocab, int8_act=int8)
     for k in (1, 5):
         part = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids[:k],
-                                   work_dir / f"p{k}.f32", ref.hp.n_vocab)
+                                   work_dir / f"p{k}.f32", ref.hp.n_vocab, int8_act=int8)
         tol.assert_logits_close(part, full[:k], tol.CONSISTENCY_MAX_REL,
-                                tol.CONSISTENCY_MAX_REL, 1.0, what=f"{name} prefix {k}")
+                                tol.CONSISTENCY_MAX_REL, 1.0,
+                                what=f"{name} mode={mode} prefix {k}")
 
 
 @pytest.mark.parametrize("name", ["llama-Q4_K", "qwen2-F16", "llama-ropefreqs-Q8_0"])
