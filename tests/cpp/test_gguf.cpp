@@ -45,7 +45,7 @@ std::string write_tmp(const std::vector<uint8_t>& bytes) {
   static int counter = 0;
   std::string path = ::testing::TempDir() + "pllm_gguf_" + std::to_string(counter++) + ".gguf";
   FILE* f = std::fopen(path.c_str(), "wb");
-  std::fwrite(bytes.data(), 1, bytes.size(), f);
+  if (!bytes.empty()) std::fwrite(bytes.data(), 1, bytes.size(), f);
   std::fclose(f);
   return path;
 }
