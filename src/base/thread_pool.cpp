@@ -10,10 +10,21 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
+namespace {
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+constexpr int kSpinIterations = 1 << 14;  // roughly 100-300 us before a worker sleeps
+}  // namespace
+
 ThreadPool::~ThreadPool() {
+  stop_.store(true);
   {
     std::lock_guard<std::mutex> lk(mu_);
-    stop_ = true;
   }
   cv_start_.notify_all();
   for (auto& t : workers_) t.join();
@@ -28,35 +39,46 @@ void ThreadPool::work() {
 }
 
 void ThreadPool::dispatch(int64_t n_tasks, Trampoline tramp, void* ctx) {
-  {
+  tramp_ = tramp;
+  ctx_ = ctx;
+  n_tasks_ = n_tasks;
+  next_.store(0, std::memory_order_relaxed);
+  pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  generation_.fetch_add(1);  // seq_cst: publishes the job, ordered before the sleepers_ read
+  if (sleepers_.load() > 0) {
     std::lock_guard<std::mutex> lk(mu_);
-    tramp_ = tramp;
-    ctx_ = ctx;
-    n_tasks_ = n_tasks;
-    next_.store(0, std::memory_order_relaxed);
-    active_ = static_cast<int>(workers_.size());
-    ++generation_;
+    cv_start_.notify_all();
   }
-  cv_start_.notify_all();
   work();
-  std::unique_lock<std::mutex> lk(mu_);
-  cv_done_.wait(lk, [this] { return active_ == 0; });
+  // Wait for stragglers; yield now and then so an oversubscribed CPU can run them.
+  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+    if ((spins & 255) == 255) std::this_thread::yield();
+    else cpu_relax();
+  }
 }
 
 void ThreadPool::worker_loop() {
   uint64_t seen = 0;
   for (;;) {
-    {
+    bool got = false;
+    for (int i = 0; i < kSpinIterations; ++i) {
+      if (generation_.load(std::memory_order_acquire) != seen || stop_.load(std::memory_order_relaxed)) {
+        got = true;
+        break;
+      }
+      if ((i & 255) == 255) std::this_thread::yield();
+      else cpu_relax();
+    }
+    if (!got) {
+      sleepers_.fetch_add(1);  // seq_cst: ordered before the generation_ check below
       std::unique_lock<std::mutex> lk(mu_);
-      cv_start_.wait(lk, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
+      cv_start_.wait(lk, [&] { return stop_.load() || generation_.load() != seen; });
+      sleepers_.fetch_sub(1);
     }
+    if (stop_.load()) return;
+    seen = generation_.load(std::memory_order_acquire);
     work();
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      if (--active_ == 0) cv_done_.notify_one();
-    }
+    pending_.fetch_sub(1, std::memory_order_release);
   }
 }
 

@@ -1,6 +1,9 @@
 // A persistent pool of worker threads. run(n, fn) calls fn(i) for i in [0, n) spread
 // over the workers and the calling thread, and returns when all calls are done.
 // No allocation per run: the callable is passed by reference through a trampoline.
+// A decode step issues a few hundred small jobs, so hand-off latency matters: workers
+// spin briefly on the job counter before sleeping on a condition variable, and the
+// caller only takes the mutex when some worker is actually asleep.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -41,15 +44,16 @@ class ThreadPool {
   int n_threads_;
   std::vector<std::thread> workers_;
   std::mutex mu_;
-  std::condition_variable cv_start_, cv_done_;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
-  int active_ = 0;
-  // The current job.
+  std::condition_variable cv_start_;
+  std::atomic<uint64_t> generation_{0};  // bumped once per job
+  std::atomic<bool> stop_{false};
+  std::atomic<int> sleepers_{0};         // workers blocked on cv_start_
+  alignas(64) std::atomic<int> pending_{0};  // workers that have not finished the job
+  // The current job (written before generation_ is bumped).
   Trampoline tramp_ = nullptr;
   void* ctx_ = nullptr;
   int64_t n_tasks_ = 0;
-  std::atomic<int64_t> next_{0};
+  alignas(64) std::atomic<int64_t> next_{0};
 };
 
 // Number of threads to use by default: the physical performance cores, at least 1.

@@ -1,0 +1,201 @@
+// The C API end to end on the real SmolLM2 file (skipped when it is absent): streaming,
+// stop strings, cancellation, prefix reuse, progress callbacks and error reporting.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include "pocketllm/pocketllm.h"
+
+namespace {
+
+std::string model_path() {
+  const char* env = std::getenv("POCKETLLM_MODELS");
+  std::string dir = env && *env ? env : std::string(PLLM_SOURCE_DIR) + "/models";
+  return dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+class Api : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (access(model_path().c_str(), R_OK) != 0) return;
+    ASSERT_EQ(pllm_model_load(model_path().c_str(), nullptr, &model_), PLLM_OK) << pllm_last_error();
+  }
+  static void TearDownTestSuite() {
+    pllm_model_free(model_);
+    model_ = nullptr;
+  }
+  void SetUp() override {
+    if (!model_) GTEST_SKIP() << "model not found at " << model_path() << " (run scripts/fetch_model.sh)";
+    pllm_session_params sp = pllm_session_default_params();
+    sp.n_ctx = 256;
+    ASSERT_EQ(pllm_session_create(model_, &sp, &session_), PLLM_OK) << pllm_last_error();
+  }
+  void TearDown() override { pllm_session_free(session_); }
+
+  std::vector<pllm_token> chat_prompt(const char* user) {
+    pllm_chat_message m{"user", user};
+    char* text = nullptr;
+    EXPECT_EQ(pllm_chat_apply_template(model_, &m, 1, 1, &text), PLLM_OK);
+    std::vector<pllm_token> ids(1024);
+    size_t n = 0;
+    EXPECT_EQ(pllm_tokenize(model_, text, strlen(text), 1, 1, ids.data(), ids.size(), &n), PLLM_OK);
+    pllm_string_free(text);
+    ids.resize(n);
+    return ids;
+  }
+
+  static pllm_model* model_;
+  pllm_session* session_ = nullptr;
+};
+pllm_model* Api::model_ = nullptr;
+
+struct Collected {
+  std::string text;
+  std::vector<pllm_token> tokens;
+  int stop_after = -1;  // return non-zero after this many tokens
+  pllm_session* cancel_session = nullptr;
+};
+
+int collect(pllm_token t, const char* text, size_t len, void* ud) {
+  auto* c = static_cast<Collected*>(ud);
+  if (t >= 0) c->tokens.push_back(t);
+  c->text.append(text, len);
+  if (c->cancel_session && c->tokens.size() == 3) pllm_session_cancel(c->cancel_session);
+  return c->stop_after >= 0 && int(c->tokens.size()) >= c->stop_after ? 1 : 0;
+}
+
+pllm_sampling_params greedy(int max_tokens) {
+  pllm_sampling_params p = pllm_sampling_default_params();
+  p.temperature = 0;
+  p.max_tokens = max_tokens;
+  return p;
+}
+
+TEST_F(Api, GreedyStreamsTextThatMatchesDetokenize) {
+  auto ids = chat_prompt("What is the capital of France?");
+  Collected c;
+  pllm_generation_stats st{};
+  auto sp = greedy(32);
+  ASSERT_EQ(pllm_generate(session_, ids.data(), ids.size(), &sp, collect, &c, &st), PLLM_OK) << pllm_last_error();
+  EXPECT_NE(c.text.find("Paris"), std::string::npos) << c.text;
+  EXPECT_EQ(st.stop_reason, PLLM_STOP_EOG);
+  EXPECT_EQ(st.n_generated, int(c.tokens.size()));
+  std::string detok(4096, '\0');
+  size_t n = 0;
+  ASSERT_EQ(pllm_detokenize(model_, c.tokens.data(), c.tokens.size(), 0, detok.data(), detok.size(), &n), PLLM_OK);
+  detok.resize(n);
+  EXPECT_EQ(detok, c.text);
+}
+
+TEST_F(Api, StopStringEndsAndIsNotEmitted) {
+  auto ids = chat_prompt("What is the capital of France?");
+  Collected c;
+  pllm_generation_stats st{};
+  auto sp = greedy(32);
+  const char* stops[] = {"France is"};
+  sp.stop_strings = stops;
+  sp.n_stop_strings = 1;
+  ASSERT_EQ(pllm_generate(session_, ids.data(), ids.size(), &sp, collect, &c, &st), PLLM_OK);
+  EXPECT_EQ(st.stop_reason, PLLM_STOP_STRING);
+  EXPECT_EQ(c.text.find("France is"), std::string::npos) << c.text;
+  EXPECT_EQ(c.text.find("Paris"), std::string::npos) << c.text;
+  EXPECT_NE(c.text.find("capital of"), std::string::npos) << c.text;
+}
+
+TEST_F(Api, CallbackStopsAndCancelFromInsideStops) {
+  auto ids = chat_prompt("Tell me a long story about a dragon.");
+  Collected c;
+  c.stop_after = 5;
+  pllm_generation_stats st{};
+  auto sp = greedy(100);
+  ASSERT_EQ(pllm_generate(session_, ids.data(), ids.size(), &sp, collect, &c, &st), PLLM_OK);
+  EXPECT_EQ(st.stop_reason, PLLM_STOP_CALLBACK);
+  EXPECT_EQ(c.tokens.size(), 5u);
+
+  Collected d;
+  d.cancel_session = session_;
+  ASSERT_EQ(pllm_generate(session_, ids.data(), ids.size(), &sp, collect, &d, &st), PLLM_OK);
+  EXPECT_EQ(st.stop_reason, PLLM_STOP_CANCELLED);
+  EXPECT_EQ(d.tokens.size(), 3u);
+}
+
+TEST_F(Api, CancelFromAnotherThread) {
+  auto ids = chat_prompt("Tell me a long story about a dragon.");
+  auto sp = greedy(100000);
+  sp.max_tokens = 200;
+  std::atomic<bool> started{false};
+  struct Ctx { std::atomic<bool>* started; } ctx{&started};
+  auto cb = [](pllm_token, const char*, size_t, void* ud) {
+    static_cast<Ctx*>(ud)->started->store(true);
+    return 0;
+  };
+  std::thread t([&] {
+    while (!started.load()) std::this_thread::yield();
+    pllm_session_cancel(session_);
+  });
+  pllm_generation_stats st{};
+  ASSERT_EQ(pllm_generate(session_, ids.data(), ids.size(), &sp, cb, &ctx, &st), PLLM_OK);
+  t.join();
+  EXPECT_EQ(st.stop_reason, PLLM_STOP_CANCELLED);
+  EXPECT_LT(st.n_generated, 200);
+}
+
+TEST_F(Api, SecondTurnReusesThePrefix) {
+  auto ids = chat_prompt("What is the capital of France?");
+  auto sp = greedy(8);
+  pllm_generation_stats st{};
+  ASSERT_EQ(pllm_generate(session_, ids.data(), ids.size(), &sp, nullptr, nullptr, &st), PLLM_OK);
+  EXPECT_EQ(st.n_reused_tokens, 0);
+  std::vector<pllm_token> longer = ids;
+  longer.push_back(ids.back());
+  ASSERT_EQ(pllm_generate(session_, longer.data(), longer.size(), &sp, nullptr, nullptr, &st), PLLM_OK);
+  EXPECT_EQ(st.n_reused_tokens, int(ids.size()));
+}
+
+TEST_F(Api, PromptLongerThanContextIsAnError) {
+  std::vector<pllm_token> ids(300, 28);
+  auto sp = greedy(4);
+  EXPECT_EQ(pllm_generate(session_, ids.data(), ids.size(), &sp, nullptr, nullptr, nullptr), PLLM_ERR_OUT_OF_RANGE);
+  EXPECT_NE(std::string(pllm_last_error()).find("context"), std::string::npos) << pllm_last_error();
+  const pllm_token bad = 1 << 30;
+  EXPECT_EQ(pllm_session_eval(session_, &bad, 1, nullptr), PLLM_ERR_INVALID_ARGUMENT);
+}
+
+TEST_F(Api, SameSeedSameTokens) {
+  auto ids = chat_prompt("Write a poem.");
+  auto run = [&](uint64_t seed) {
+    pllm_session_reset(session_);
+    pllm_sampling_params sp = pllm_sampling_default_params();
+    sp.seed = seed;
+    sp.max_tokens = 24;
+    Collected c;
+    EXPECT_EQ(pllm_generate(session_, ids.data(), ids.size(), &sp, collect, &c, nullptr), PLLM_OK);
+    return c.tokens;
+  };
+  EXPECT_EQ(run(5), run(5));
+  EXPECT_NE(run(5), run(6));
+}
+
+TEST(ApiLoad, ProgressCallbackCanAbort) {
+  if (access(model_path().c_str(), R_OK) != 0) GTEST_SKIP() << "model not found";
+  pllm_model_params mp = pllm_model_default_params();
+  std::vector<float> seen;
+  mp.progress = [](float p, void* ud) {
+    static_cast<std::vector<float>*>(ud)->push_back(p);
+    return p >= 0.5f ? 1 : 0;
+  };
+  mp.progress_user_data = &seen;
+  pllm_model* m = nullptr;
+  EXPECT_EQ(pllm_model_load(model_path().c_str(), &mp, &m), PLLM_ERR_CANCELLED);
+  EXPECT_EQ(m, nullptr);
+  ASSERT_GE(seen.size(), 2u);
+  EXPECT_EQ(seen.front(), 0.0f);
+}
+
+}  // namespace
