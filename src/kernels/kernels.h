@@ -26,6 +26,16 @@ struct TypeKernels {
   float (*vec_dot)(int64_t n, const void* w_row, const void* xq) = nullptr;
   // Dequantize one weight row (n elements) to f32.
   void (*dequantize_row)(const void* w_row, float* y, int64_t n) = nullptr;
+  // Exact mode: dot of one weight row (n elements) with f32 activations x, dequantising
+  // in registers. The weights are decoded to exactly the floats dequantize_row gives;
+  // SIMD versions accumulate in f32 with >= 8 independent lanes per activation row,
+  // the scalar twins in double.
+  float (*vec_dot_f32)(int64_t n, const void* w_row, const float* x) = nullptr;
+  // Exact mode, several activation rows: out[j * out_stride] = dot(w_row, x + j * x_stride)
+  // for j < n_x. Each weight block is decoded once and used for up to 8 rows (larger n_x
+  // is handled in groups of 8); every out[j] equals vec_dot_f32 of that row up to rounding.
+  void (*vec_dot_f32_multi)(int64_t n, const void* w_row, const float* x, int64_t x_stride, int n_x,
+                            float* out, int64_t out_stride) = nullptr;
 };
 
 struct KernelTable {

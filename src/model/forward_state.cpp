@@ -24,9 +24,7 @@ ForwardState::ForwardState(const ModelConfig& c, int n_ctx_, int n_batch_, Threa
   mm.act_row_stride = max_act_row_bytes(widest);
   act_q.resize(B * mm.act_row_stride);
   mm.act_q = act_q.data();
-  mm.deq_stride = (size_t(widest) + 15) / 16 * 16;
-  deq.resize(size_t(pool.size()) * mm.deq_stride);
-  mm.deq = deq.data();
+
 }
 
 }  // namespace pllm

@@ -37,8 +37,7 @@ struct ForwardState {
   AlignedBuffer<float> up;      // [n_batch][n_ff]
   AlignedBuffer<float> proj;    // [n_batch][n_embd] output of wo / w_down
   AlignedBuffer<uint8_t> act_q;  // [n_batch][act_row_stride] quantised activations
-  AlignedBuffer<float> deq;      // [pool threads][widest row] dequantised weight rows
-  MatmulScratch mm{};            // views of act_q and deq for matmul()
+  MatmulScratch mm{};            // view of act_q for matmul()
 };
 
 }  // namespace pllm

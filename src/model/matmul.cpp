@@ -41,15 +41,22 @@ void matmul(const Matrix& W, const float* X, int n_tok, float* Y, ActMode mode, 
     return;
   }
 
-  // Exact: one contiguous row range per thread, each with its own dequantisation buffer.
-  const int64_t n_parts = pool.size();
-  const int64_t part = (rows + n_parts - 1) / n_parts;
-  pool.run(n_parts, [&](int64_t p) {
-    float* deq = s.deq + size_t(p) * s.deq_stride;
-    const int64_t r0 = p * part, r1 = std::min(rows, r0 + part);
-    for (int64_t r = r0; r < r1; ++r) {
-      tk.dequantize_row(W.row(r), deq, cols);
-      for (int t = 0; t < n_tok; ++t) Y[t * rows + r] = kt.dot_f32(deq, X + t * cols, cols);
+  // Exact: fused kernels decode each weight block in registers and FMA it against f32
+  // activations, for up to kGroup token rows at once (weights decoded once per group).
+  constexpr int kGroup = 4;
+  const int64_t n_chunks_target = int64_t(pool.size()) * 4;
+  const int64_t chunk = std::max<int64_t>(16, (rows + n_chunks_target - 1) / n_chunks_target);
+  const int64_t n_chunks = (rows + chunk - 1) / chunk;
+  pool.run(n_chunks, [&](int64_t c) {
+    const int64_t r0 = c * chunk, r1 = std::min(rows, r0 + chunk);
+    for (int t0 = 0; t0 < n_tok; t0 += kGroup) {
+      const int nt = std::min(kGroup, n_tok - t0);
+      const float* x = X + int64_t(t0) * cols;
+      float* y = Y + int64_t(t0) * rows;
+      for (int64_t r = r0; r < r1; ++r) {
+        if (nt == 1) y[r] = tk.vec_dot_f32(cols, W.row(r), x);
+        else tk.vec_dot_f32_multi(cols, W.row(r), x, cols, nt, y + r, rows);
+      }
     }
   });
 }

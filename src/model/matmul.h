@@ -8,8 +8,8 @@
 namespace pllm {
 
 // How activations meet quantised weights.
-//   exact: each weight row is dequantised to f32 and dotted with the f32 activations, so
-//          results match a float reference up to rounding (the default).
+//   exact: weight blocks are decoded to f32 in registers and multiplied with the f32
+//          activations, so results match a float reference up to rounding (the default).
 //   int8:  activations are quantised per block to int8 and dotted with integer kernels
 //          (W4A8/W8A8 as llama.cpp does): faster, but on small models the rounding can flip
 //          near-tied greedy choices.
@@ -18,8 +18,6 @@ enum class ActMode { exact, int8 };
 struct MatmulScratch {
   uint8_t* act_q;         // [n_tok][act_row_stride] quantised activations (int8 mode)
   size_t act_row_stride;
-  float* deq;             // [pool.size()][deq_stride] dequantised weight rows (exact mode)
-  size_t deq_stride;
 };
 
 // X: [n_tok][W.cols] f32; Y: [n_tok][W.rows].

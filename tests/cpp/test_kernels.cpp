@@ -15,6 +15,19 @@
 //     goes through <= n/8 lane additions + 4 reduction levels + <= 7 tail additions:
 //     tol = (n/8 + 16) * u * S.
 // The scalar twins accumulate in double, so their error is ~u*|result| (covered).
+//
+// Exact mode (vec_dot_f32 / vec_dot_f32_multi: weights decoded in registers, f32
+// activations). Every kernel decodes exactly the floats dequantize_row produces
+// (checked bit-for-bit against the scalar twin there), so the reference is the f64
+// dot of dequantize_row's output with x, and S = sum |w_deq_i| |x_i|. SIMD kernels
+// give each activation row >= 8 independent f32 lane accumulators fed by FMA, so a
+// product sees <= n/8 lane roundings (the last partial chunk of a float-type row is
+// zero-padded into the same lanes), plus <= 2 levels combining accumulators, 3
+// levels of horizontal sum: tol = (n/8 + 16) u S, the bound used for the float
+// types above. The scalar twins decode with the reference dequantiser and
+// accumulate in double, so they are within u|result| + n 2^-53 S: tol 2 u S.
+// A single wrong element moves a result by ~S/n; at n = 4096 tol = 528 u S =
+// 3.1e-5 S vs 2.4e-4 S, so the check can fail on real bugs.
 // A missing or wrong element moves the result by ~S/n, which is larger than these
 // bounds for every size tested (e.g. n = 4096 Q4_0: tol = 272 u S = 1.6e-5 S,
 // one element ~ 2.4e-4 S), so the tests can fail on real bugs.
@@ -294,6 +307,7 @@ TEST_P(KernelIsa, TableIsComplete) {
     EXPECT_EQ(k.available, want) << "type id " << id;
     if (!want) continue;
     EXPECT_TRUE(k.act_bytes && k.quantize_act && k.vec_dot && k.dequantize_row) << tr->name;
+    EXPECT_TRUE(k.vec_dot_f32 && k.vec_dot_f32_multi) << tr->name;
     EXPECT_EQ(k.act_type, scalar_->types[id].act_type) << tr->name;
   }
   using T = TensorType;
@@ -360,6 +374,67 @@ TEST_P(KernelIsa, QuantDotDequantMatchScalarAndExact) {
   }
 }
 
+TEST_P(KernelIsa, ExactDotMatchesScalarAndF64) {
+  std::mt19937 rng(777 + static_cast<int>(GetParam()));
+  const bool is_scalar = GetParam() == Isa::scalar;
+  for (TensorType t : kTypes) {
+    const TypeKernels& k = table_->for_type(t);
+    const TypeKernels& ks = scalar_->for_type(t);
+    for (int64_t n : sizes_for(t)) {
+      for (int variant = 0; variant < 4; ++variant) {
+        SCOPED_TRACE(::testing::Message() << isa_name(GetParam()) << " " << type_traits(uint32_t(t))->name
+                                          << " n=" << n << " variant=" << variant);
+        const std::vector<uint8_t> w = make_weights(t, n, rng, variant % 2 == 1);
+        // 11 activation rows (more than one group of 8), stride n + 5 (unaligned rows)
+        constexpr int kRows = 11;
+        const int64_t xs = n + 5;
+        std::vector<float> x(static_cast<size_t>(xs) * kRows);
+        for (int j = 0; j < kRows; ++j) {
+          const std::vector<float> r = random_floats(rng, n, variant >= 2 ? 1e-3f : 1.0f + j);
+          std::copy(r.begin(), r.end(), x.begin() + j * xs);
+        }
+        std::vector<float> deq(n);
+        ks.dequantize_row(w.data(), deq.data(), n);
+        std::vector<double> exact(kRows), S(kRows);
+        for (int j = 0; j < kRows; ++j) {
+          for (int64_t i = 0; i < n; ++i) {
+            exact[j] += static_cast<double>(deq[i]) * x[j * xs + i];
+            S[j] += std::fabs(static_cast<double>(deq[i]) * x[j * xs + i]);
+          }
+        }
+        const double c_simd = n / 8.0 + 16.0, c_scalar = 2.0;
+        auto tol = [&](int j) { return (is_scalar ? c_scalar : c_simd) * kU * S[j] + 1e-30; };
+
+        const float got = k.vec_dot_f32(n, w.data(), x.data());
+        const float want = ks.vec_dot_f32(n, w.data(), x.data());
+        EXPECT_NEAR(want, exact[0], c_scalar * kU * S[0] + 1e-30) << "scalar twin vs f64";
+        EXPECT_NEAR(got, exact[0], tol(0)) << "vec_dot_f32 vs f64, S=" << S[0];
+        EXPECT_NEAR(got, want, tol(0) + c_scalar * kU * S[0]) << "vec_dot_f32 vs scalar twin";
+
+        for (int nx : {1, 3, 8, kRows}) {
+          SCOPED_TRACE(::testing::Message() << "n_x=" << nx);
+          const int64_t os = 3;  // strided output; the gaps must stay untouched
+          std::vector<float> out(os * kRows, -7.0f), out_s(os * kRows, -7.0f);
+          k.vec_dot_f32_multi(n, w.data(), x.data(), xs, nx, out.data(), os);
+          ks.vec_dot_f32_multi(n, w.data(), x.data(), xs, nx, out_s.data(), os);
+          for (int j = 0; j < kRows; ++j) {
+            if (j >= nx) {
+              EXPECT_EQ(out[j * os], -7.0f) << "row " << j << " written beyond n_x";
+              continue;
+            }
+            EXPECT_NEAR(out_s[j * os], exact[j], c_scalar * kU * S[j] + 1e-30) << "scalar twin row " << j;
+            EXPECT_NEAR(out[j * os], exact[j], tol(j)) << "row " << j << " S=" << S[j];
+            EXPECT_NEAR(out[j * os], out_s[j * os], tol(j) + c_scalar * kU * S[j]) << "row " << j << " vs twin";
+          }
+          for (size_t i = 0; i < out.size(); ++i) {
+            if (i % os != 0) EXPECT_EQ(out[i], -7.0f) << "output gap " << i << " written";
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_P(KernelIsa, F32Helpers) {
   std::mt19937 rng(99);
   for (int64_t n : {1, 3, 8, 15, 16, 31, 64, 100, 1023, 4096}) {
@@ -394,6 +469,7 @@ TEST_P(KernelIsa, ZerosGiveZero) {
     k.quantize_act(x.data(), xq.data(), n);
     std::vector<uint8_t> w(*row_bytes(uint32_t(t), n), 0);
     EXPECT_EQ(k.vec_dot(n, w.data(), xq.data()), 0.0f) << type_traits(uint32_t(t))->name;
+    EXPECT_EQ(k.vec_dot_f32(n, w.data(), x.data()), 0.0f) << type_traits(uint32_t(t))->name;
   }
 }
 

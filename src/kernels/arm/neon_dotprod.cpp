@@ -143,6 +143,8 @@ float vec_dot_q6_K(int64_t n, const void* w_row, const void* xq) {
 
 }  // namespace
 
+// The exact-mode kernels (vec_dot_f32 / vec_dot_f32_multi) are float math and stay
+// the baseline NEON ones inherited from fill_neon.
 void fill_neon_dotprod(KernelTable& t) {
   auto at = [&t](TensorType type) -> TypeKernels& { return t.types[static_cast<uint32_t>(type) & 31]; };
   at(TensorType::Q4_0).vec_dot = vec_dot_q4_0;

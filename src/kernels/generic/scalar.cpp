@@ -176,6 +176,47 @@ float vec_dot_q6_K(int64_t n, const void* w_row, const void* xq) {
   return static_cast<float>(acc);
 }
 
+// ------------------------------------------------------------ exact mode (f32 activations)
+// Decode Chunk elements at a time with the reference dequantiser (so the weights are
+// exactly dequantize_row's floats), then accumulate w * x in double for up to 8 rows
+// at once. The only error is the final rounding to float (plus ~n * 2^-53 relative).
+// Chunk is the block size for quantised types; float types use 32 with a short tail.
+template <int Chunk, size_t ChunkBytes, void (*Deq)(const void*, float*, int64_t)>
+void vec_dot_f32_multi_t(int64_t n, const void* w_row, const float* x, int64_t x_stride, int n_x, float* out,
+                         int64_t out_stride) {
+  const uint8_t* w = static_cast<const uint8_t*>(w_row);
+  float buf[Chunk];
+  for (int j0 = 0; j0 < n_x; j0 += 8) {
+    const int nx = n_x - j0 < 8 ? n_x - j0 : 8;
+    double acc[8] = {};
+    for (int64_t i = 0, c = 0; i < n; i += Chunk, ++c) {
+      const int64_t len = n - i < Chunk ? n - i : Chunk;
+      Deq(w + c * ChunkBytes, buf, len);
+      for (int j = 0; j < nx; ++j) {
+        const float* xr = x + (j0 + j) * x_stride + i;
+        double s = 0.0;
+        for (int64_t l = 0; l < len; ++l) s += static_cast<double>(buf[l]) * xr[l];
+        acc[j] += s;
+      }
+    }
+    for (int j = 0; j < nx; ++j) out[(j0 + j) * out_stride] = static_cast<float>(acc[j]);
+  }
+}
+
+template <int Chunk, size_t ChunkBytes, void (*Deq)(const void*, float*, int64_t)>
+float vec_dot_f32_one_t(int64_t n, const void* w_row, const float* x) {
+  float r;
+  vec_dot_f32_multi_t<Chunk, ChunkBytes, Deq>(n, w_row, x, 0, 1, &r, 0);
+  return r;
+}
+
+template <int Chunk, size_t ChunkBytes, void (*Deq)(const void*, float*, int64_t)>
+void set_exact(KernelTable& t, TensorType type) {
+  TypeKernels& k = t.types[static_cast<uint32_t>(type) & 31];
+  k.vec_dot_f32 = vec_dot_f32_one_t<Chunk, ChunkBytes, Deq>;
+  k.vec_dot_f32_multi = vec_dot_f32_multi_t<Chunk, ChunkBytes, Deq>;
+}
+
 // ------------------------------------------------------------ f32 helpers
 float dot_f32(const float* a, const float* b, int64_t n) {
   double acc = 0.0;
@@ -213,6 +254,14 @@ void fill_scalar(KernelTable& t) {
   set(t, T::Q8_0, T::Q8_0, act_bytes_q8_0, quantize_act_q8_0, vec_dot_q8_0, dequant_q8_0);
   set(t, T::Q4_K, T::Q8_K, act_bytes_q8_K, quantize_act_q8_K, vec_dot_q4_K, dequant_q4_K);
   set(t, T::Q6_K, T::Q8_K, act_bytes_q8_K, quantize_act_q8_K, vec_dot_q6_K, dequant_q6_K);
+  set_exact<32, 32 * sizeof(float), dequant_f32>(t, T::F32);
+  set_exact<32, 32 * sizeof(uint16_t), dequant_f16>(t, T::F16);
+  set_exact<32, 32 * sizeof(uint16_t), dequant_bf16>(t, T::BF16);
+  set_exact<QK4_0, sizeof(block_q4_0), dequant_q4_0>(t, T::Q4_0);
+  set_exact<QK4_1, sizeof(block_q4_1), dequant_q4_1>(t, T::Q4_1);
+  set_exact<QK8_0, sizeof(block_q8_0), dequant_q8_0>(t, T::Q8_0);
+  set_exact<QK_K, sizeof(block_q4_K), dequant_q4_K>(t, T::Q4_K);
+  set_exact<QK_K, sizeof(block_q6_K), dequant_q6_K>(t, T::Q6_K);
   t.dot_f32 = dot_f32;
   t.axpy_f32 = axpy_f32;
 }

@@ -1,0 +1,141 @@
+// Micro-benchmarks of the matrix-vector kernels on SmolLM2-135M shapes, one thread.
+//
+// For every runnable ISA table, weight type and shape (rows x cols = 576x1536 and
+// 1536x576) one "pass" dots every weight row with the activation(s):
+//   int8        quantize_act once (outside the timing), then vec_dot per row
+//   deq+dot     the old exact path: dequantize_row into a scratch row + dot_f32
+//   f32         the fused exact path: vec_dot_f32 per row
+//   f32_multi/N vec_dot_f32_multi with N activation rows (prefill); each weight
+//               block is decoded once for all N rows
+// bytes_per_second counts weight bytes read per pass (so for f32_multi/N it is the
+// weight-streaming rate; eff_GB/s multiplies by N: weight bytes per token-row).
+// Both matrices are ~0.3-2.4 MB, i.e. they live in L2/L3: these are kernel
+// throughput numbers, not DRAM-bound decode numbers.
+//
+//   bench_kernels --benchmark_filter='Q4_0'   (names: isa/type/shape/kernel)
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "quant/blocks.h"
+#include "quant/reference.h"
+
+using namespace pllm;
+
+namespace {
+
+struct Mat {
+  TensorType type;
+  int64_t rows, cols;
+  size_t row_bytes;
+  std::vector<uint8_t> data;
+};
+
+Mat make_matrix(TensorType t, int64_t rows, int64_t cols, std::mt19937& rng) {
+  Mat m{t, rows, cols, static_cast<size_t>(*row_bytes(static_cast<uint32_t>(t), cols)), {}};
+  m.data.resize(m.row_bytes * rows);
+  std::normal_distribution<float> nd(0.0f, 0.05f);
+  std::vector<float> x(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (auto& v : x) v = nd(rng);
+    uint8_t* p = m.data.data() + r * m.row_bytes;
+    switch (t) {
+      case TensorType::F32: std::memcpy(p, x.data(), m.row_bytes); break;
+      case TensorType::F16: ref::quantize_row_f16(x.data(), reinterpret_cast<uint16_t*>(p), cols); break;
+      case TensorType::BF16: ref::quantize_row_bf16(x.data(), reinterpret_cast<uint16_t*>(p), cols); break;
+      case TensorType::Q4_0: ref::quantize_row_q4_0(x.data(), reinterpret_cast<block_q4_0*>(p), cols); break;
+      case TensorType::Q4_1: ref::quantize_row_q4_1(x.data(), reinterpret_cast<block_q4_1*>(p), cols); break;
+      case TensorType::Q8_0: ref::quantize_row_q8_0(x.data(), reinterpret_cast<block_q8_0*>(p), cols); break;
+      case TensorType::Q4_K: ref::quantize_row_q4_K(x.data(), reinterpret_cast<block_q4_K*>(p), cols); break;
+      case TensorType::Q6_K: ref::quantize_row_q6_K(x.data(), reinterpret_cast<block_q6_K*>(p), cols); break;
+      default: std::abort();
+    }
+  }
+  return m;
+}
+
+std::vector<float> make_act(int64_t n, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(n);
+  for (auto& v : x) v = nd(rng);
+  return x;
+}
+
+enum class Kind { int8, deq_dot, f32, f32_multi };
+
+void run(benchmark::State& st, const KernelTable* kt, const Mat* m, Kind kind, int nx) {
+  const TypeKernels& k = kt->for_type(m->type);
+  std::mt19937 rng(7);
+  const int64_t cols = m->cols;
+  const std::vector<float> x = make_act(cols * nx, rng);
+  std::vector<uint8_t> xq(k.act_bytes(cols));
+  k.quantize_act(x.data(), xq.data(), cols);
+  std::vector<float> deq(cols), y(m->rows * nx);
+  for (auto _ : st) {
+    const uint8_t* w = m->data.data();
+    switch (kind) {
+      case Kind::int8:
+        for (int64_t r = 0; r < m->rows; ++r) y[r] = k.vec_dot(cols, w + r * m->row_bytes, xq.data());
+        break;
+      case Kind::deq_dot:
+        for (int64_t r = 0; r < m->rows; ++r) {
+          k.dequantize_row(w + r * m->row_bytes, deq.data(), cols);
+          y[r] = kt->dot_f32(deq.data(), x.data(), cols);
+        }
+        break;
+      case Kind::f32:
+        for (int64_t r = 0; r < m->rows; ++r) y[r] = k.vec_dot_f32(cols, w + r * m->row_bytes, x.data());
+        break;
+      case Kind::f32_multi:
+        for (int64_t r = 0; r < m->rows; ++r) {
+          k.vec_dot_f32_multi(cols, w + r * m->row_bytes, x.data(), cols, nx, y.data() + r, m->rows);
+        }
+        break;
+    }
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  const double bytes = static_cast<double>(m->data.size());
+  st.SetBytesProcessed(static_cast<int64_t>(bytes * st.iterations()));
+  st.counters["eff_GB/s"] = benchmark::Counter(bytes * nx * st.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::mt19937 rng(42);
+  const TensorType types[] = {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q8_0, TensorType::Q4_K,
+                              TensorType::Q6_K, TensorType::F16,  TensorType::BF16, TensorType::F32};
+  const int64_t shapes[][2] = {{576, 1536}, {1536, 576}};
+  static std::vector<Mat> mats;  // referenced by the registered benchmarks
+  mats.reserve(16);
+  for (TensorType t : types)
+    for (const auto& s : shapes) mats.push_back(make_matrix(t, s[0], s[1], rng));
+
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon_dotprod}) {
+    const KernelTable* kt = kernels_for(isa);
+    if (!kt) continue;
+    for (const Mat& m : mats) {
+      const std::string base = std::string(isa_name(isa)) + "/" + type_traits(uint32_t(m.type))->name + "/" +
+                               std::to_string(m.rows) + "x" + std::to_string(m.cols) + "/";
+      auto reg = [&](const char* name, Kind kind, int nx) {
+        benchmark::RegisterBenchmark((base + name).c_str(), run, kt, &m, kind, nx)->Unit(benchmark::kMicrosecond);
+      };
+      reg("int8", Kind::int8, 1);
+      reg("deq+dot", Kind::deq_dot, 1);
+      reg("f32", Kind::f32, 1);
+      reg("f32_multi/4", Kind::f32_multi, 4);
+      reg("f32_multi/8", Kind::f32_multi, 8);
+    }
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
