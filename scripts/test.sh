@@ -8,12 +8,12 @@ fetch_model
 export POCKETLLM_MODELS="$MODELS_DIR"
 
 log "release build"
-build "$ROOT/build" -DCMAKE_BUILD_TYPE=Release
+build "$ROOT/build" -DCMAKE_BUILD_TYPE=Release -DPLLM_BUILD_TESTS=ON -DPLLM_SANITIZE=OFF
 (cd "$ROOT/build" && ctest --output-on-failure -j "$JOBS")
 POCKETLLM_BIN="$ROOT/build/pocketllm" "$VENV/bin/python" -m pytest -q "$ROOT/tests/py"
 
 log "AddressSanitizer + UBSan build"
-build "$ROOT/build-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPLLM_SANITIZE=ON
+build "$ROOT/build-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPLLM_SANITIZE=ON -DPLLM_BUILD_TESTS=ON
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 (cd "$ROOT/build-asan" && ctest --output-on-failure -j "$JOBS")
 POCKETLLM_BIN="$ROOT/build-asan/pocketllm" POCKETLLM_SANITIZED=1 "$VENV/bin/python" -m pytest -q "$ROOT/tests/py"
