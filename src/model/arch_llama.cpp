@@ -4,6 +4,7 @@
 //               x += Wdown · (silu(Wgate·rmsnorm(x)) * (Wup·rmsnorm(x)))
 //   logits = Wout · rmsnorm(x)
 #include <algorithm>
+#include <initializer_list>
 #include <cmath>
 
 #include "kernels/kernels.h"
@@ -41,6 +42,15 @@ void attend_head(const float* q, ForwardState& st, int layer, int kv_head, int h
   }
   const float inv = 1.0f / l;
   for (int d = 0; d < head_dim; ++d) out[d] = acc[d] * inv;
+}
+
+// Products sharing the normed input h: one pool job when fusing, one each otherwise.
+void run_group(ForwardState& st, std::initializer_list<MatmulTarget> targets, int n) {
+  if (st.fuse) {
+    matmul_group({targets.begin(), targets.size()}, st.h.data(), n, st.act_mode, st.mm, st.pool);
+  } else {
+    for (const MatmulTarget& t : targets) matmul(*t.W, st.h.data(), n, t.Y, st.act_mode, st.mm, st.pool);
+  }
 }
 
 }  // namespace
@@ -117,9 +127,7 @@ Result<void> llama_family_forward(const Model& m, ForwardState& st, const int32_
 
     // --- attention block ---
     for (int i = 0; i < n; ++i) rmsnorm_f32(&st.x[size_t(i) * E], L.attn_norm, &st.h[size_t(i) * E], E, c.rms_eps);
-    matmul(L.wq, st.h.data(), n, st.q.data(), st.act_mode, st.mm, pool);
-    matmul(L.wk, st.h.data(), n, st.k.data(), st.act_mode, st.mm, pool);
-    matmul(L.wv, st.h.data(), n, st.v.data(), st.act_mode, st.mm, pool);
+    run_group(st, {{&L.wq, st.q.data()}, {&L.wk, st.k.data()}, {&L.wv, st.v.data()}}, n);
     for (int i = 0; i < n; ++i) {
       float* q = &st.q[size_t(i) * QD];
       float* k = &st.k[size_t(i) * KD];
@@ -145,8 +153,7 @@ Result<void> llama_family_forward(const Model& m, ForwardState& st, const int32_
 
     // --- feed-forward block ---
     for (int i = 0; i < n; ++i) rmsnorm_f32(&st.x[size_t(i) * E], L.ffn_norm, &st.h[size_t(i) * E], E, c.rms_eps);
-    matmul(L.w_gate, st.h.data(), n, st.gate.data(), st.act_mode, st.mm, pool);
-    matmul(L.w_up, st.h.data(), n, st.up.data(), st.act_mode, st.mm, pool);
+    run_group(st, {{&L.w_gate, st.gate.data()}, {&L.w_up, st.up.data()}}, n);
     swiglu_f32(st.gate.data(), st.up.data(), st.gate.data(), int64_t(n) * F);
     matmul(L.w_down, st.gate.data(), n, st.proj.data(), st.act_mode, st.mm, pool);
     add_f32(st.x.data(), st.proj.data(), int64_t(n) * E);

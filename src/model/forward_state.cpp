@@ -22,7 +22,8 @@ ForwardState::ForwardState(const ModelConfig& c, int n_ctx_, int n_batch_, Threa
   proj.resize(B * c.n_embd);
   const int widest = std::max({c.n_embd, c.n_ff, c.q_dim()});
   mm.act_row_stride = max_act_row_bytes(widest);
-  act_q.resize(B * mm.act_row_stride);
+  act_q.resize(size_t(kMaxActFormats) * B * mm.act_row_stride);
+  mm.n_batch = n_batch;
   mm.act_q = act_q.data();
 
 }

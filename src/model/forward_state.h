@@ -20,6 +20,7 @@ struct ForwardState {
   int kv_dim;
   ThreadPool& pool;
   ActMode act_mode;
+  bool fuse = true;  // group Q/K/V and gate/up into one pool job each (off: --no-fuse)
   const std::atomic<bool>* cancel = nullptr;  // checked between layers
 
   AlignedBuffer<float> k_cache;  // [n_layer][n_ctx][kv_dim]
@@ -36,7 +37,7 @@ struct ForwardState {
   AlignedBuffer<float> gate;    // [n_batch][n_ff]
   AlignedBuffer<float> up;      // [n_batch][n_ff]
   AlignedBuffer<float> proj;    // [n_batch][n_embd] output of wo / w_down
-  AlignedBuffer<uint8_t> act_q;  // [n_batch][act_row_stride] quantised activations
+  AlignedBuffer<uint8_t> act_q;  // [kMaxActFormats][n_batch][act_row_stride] quantised activations
   MatmulScratch mm{};            // view of act_q for matmul()
 };
 

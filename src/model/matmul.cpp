@@ -18,37 +18,80 @@ size_t max_act_row_bytes(int64_t n) {
   return (best + 63) / 64 * 64;
 }
 
-void matmul(const Matrix& W, const float* X, int n_tok, float* Y, ActMode mode, const MatmulScratch& s,
-            ThreadPool& pool) {
-  const KernelTable& kt = kernels();
-  const TypeKernels& tk = kt.for_type(W.type);
-  const int64_t cols = W.cols, rows = W.rows;
-  const bool float_weights = tk.act_type == TensorType::F32;
+namespace {
 
-  if (mode == ActMode::int8 || float_weights) {
-    // Float weights dot f32 activations directly; quantised ones meet int8 activation blocks.
-    pool.run(n_tok, [&](int64_t t) { tk.quantize_act(X + t * cols, s.act_q + t * s.act_row_stride, cols); });
-    const int64_t n_chunks_target = int64_t(pool.size()) * 4;
-    const int64_t chunk = std::max<int64_t>(16, (rows + n_chunks_target - 1) / n_chunks_target);
-    const int64_t n_chunks = (rows + chunk - 1) / chunk;
-    pool.run(n_chunks, [&](int64_t c) {
-      const int64_t r0 = c * chunk, r1 = std::min(rows, r0 + chunk);
-      for (int64_t r = r0; r < r1; ++r) {
-        const uint8_t* w = W.row(r);
-        for (int t = 0; t < n_tok; ++t) Y[t * rows + r] = tk.vec_dot(cols, w, s.act_q + t * s.act_row_stride);
-      }
-    });
+constexpr int kMaxTargets = 4;
+constexpr int kGroup = 4;  // token rows per fused exact-mode kernel call
+
+struct Plan {
+  const TypeKernels* tk[kMaxTargets];
+  int act_slot[kMaxTargets];  // int8 activation buffer slot, or -1 for the exact f32 path
+  int64_t first_task[kMaxTargets + 1];
+  TensorType slot_type[kMaxActFormats];
+  const TypeKernels* slot_tk[kMaxActFormats];
+  int n_slots = 0;
+};
+
+}  // namespace
+
+void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_tok, ActMode mode,
+                  const MatmulScratch& s, ThreadPool& pool) {
+  const KernelTable& kt = kernels();
+  const int n_targets = int(targets.size());
+  if (n_targets > kMaxTargets) {  // not expected; keep correctness anyway
+    for (const MatmulTarget& t : targets) matmul_group({&t, 1}, X, n_tok, mode, s, pool);
     return;
   }
+  const int64_t cols = targets[0].W->cols;
 
-  // Exact: fused kernels decode each weight block in registers and FMA it against f32
-  // activations, for up to kGroup token rows at once (weights decoded once per group).
-  constexpr int kGroup = 4;
+  // Chunks of rows, the same size for every target: enough to balance the threads.
+  int64_t total_rows = 0;
+  for (const MatmulTarget& t : targets) total_rows += t.W->rows;
   const int64_t n_chunks_target = int64_t(pool.size()) * 4;
-  const int64_t chunk = std::max<int64_t>(16, (rows + n_chunks_target - 1) / n_chunks_target);
-  const int64_t n_chunks = (rows + chunk - 1) / chunk;
-  pool.run(n_chunks, [&](int64_t c) {
-    const int64_t r0 = c * chunk, r1 = std::min(rows, r0 + chunk);
+  const int64_t chunk = std::max<int64_t>(16, (total_rows + n_chunks_target - 1) / n_chunks_target);
+
+  Plan p;
+  p.first_task[0] = 0;
+  for (int i = 0; i < n_targets; ++i) {
+    const TypeKernels& tk = kt.for_type(targets[i].W->type);
+    p.tk[i] = &tk;
+    p.act_slot[i] = -1;
+    if (mode == ActMode::int8 && tk.act_type != TensorType::F32) {
+      int slot = 0;
+      while (slot < p.n_slots && p.slot_type[slot] != tk.act_type) ++slot;
+      if (slot == p.n_slots) {
+        p.slot_type[p.n_slots] = tk.act_type;
+        p.slot_tk[p.n_slots++] = &tk;
+      }
+      p.act_slot[i] = slot;
+    }
+    p.first_task[i + 1] = p.first_task[i] + (targets[i].W->rows + chunk - 1) / chunk;
+  }
+
+  const size_t slot_bytes = size_t(s.n_batch) * s.act_row_stride;
+  if (p.n_slots > 0) {
+    pool.run(int64_t(p.n_slots) * n_tok, [&](int64_t task) {
+      const int slot = int(task / n_tok), t = int(task % n_tok);
+      p.slot_tk[slot]->quantize_act(X + t * cols, s.act_q + slot * slot_bytes + t * s.act_row_stride, cols);
+    });
+  }
+
+  pool.run(p.first_task[n_targets], [&](int64_t task) {
+    int i = 0;
+    while (task >= p.first_task[i + 1]) ++i;
+    const Matrix& W = *targets[i].W;
+    float* Y = targets[i].Y;
+    const TypeKernels& tk = *p.tk[i];
+    const int64_t rows = W.rows;
+    const int64_t r0 = (task - p.first_task[i]) * chunk, r1 = std::min(rows, r0 + chunk);
+    if (p.act_slot[i] >= 0) {
+      const uint8_t* xq = s.act_q + p.act_slot[i] * slot_bytes;
+      for (int64_t r = r0; r < r1; ++r)
+        for (int t = 0; t < n_tok; ++t) Y[t * rows + r] = tk.vec_dot(cols, W.row(r), xq + t * s.act_row_stride);
+      return;
+    }
+    // Exact: weight blocks decoded in registers, FMA'd with f32 activations for up to
+    // kGroup token rows at once (each weight block decoded once per group).
     for (int t0 = 0; t0 < n_tok; t0 += kGroup) {
       const int nt = std::min(kGroup, n_tok - t0);
       const float* x = X + int64_t(t0) * cols;

@@ -1,6 +1,7 @@
 // Y = X · Wᵀ for a batch of activation rows, spread over the thread pool.
 #pragma once
 #include <cstdint>
+#include <span>
 
 #include "base/thread_pool.h"
 #include "model/weights.h"
@@ -11,18 +12,35 @@ namespace pllm {
 //   exact: weight blocks are decoded to f32 in registers and multiplied with the f32
 //          activations, so results match a float reference up to rounding (the default).
 //   int8:  activations are quantised per block to int8 and dotted with integer kernels
-//          (W4A8/W8A8 as llama.cpp does): faster, but on small models the rounding can flip
+//          (W4A8/W8A8 as llama.cpp does): on small models the rounding can flip
 //          near-tied greedy choices.
 enum class ActMode { exact, int8 };
 
+// Distinct int8 activation formats a group may need at once (Q8_0, Q8_1-style, Q8_K).
+inline constexpr int kMaxActFormats = 3;
+
 struct MatmulScratch {
-  uint8_t* act_q;         // [n_tok][act_row_stride] quantised activations (int8 mode)
+  uint8_t* act_q;         // [kMaxActFormats][n_batch][act_row_stride] quantised activations
   size_t act_row_stride;
+  int n_batch;
 };
 
-// X: [n_tok][W.cols] f32; Y: [n_tok][W.rows].
-void matmul(const Matrix& W, const float* X, int n_tok, float* Y, ActMode mode, const MatmulScratch& scratch,
-            ThreadPool& pool);
+// One product of a group: Y = X · Wᵀ, Y laid out [n_tok][W->rows].
+struct MatmulTarget {
+  const Matrix* W;
+  float* Y;
+};
+
+// Several products that share the input X ([n_tok][cols], same cols for every W), run as
+// one job on the pool (e.g. Q, K and V; gate and up): one hand-off instead of several.
+void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_tok, ActMode mode,
+                  const MatmulScratch& scratch, ThreadPool& pool);
+
+inline void matmul(const Matrix& W, const float* X, int n_tok, float* Y, ActMode mode,
+                   const MatmulScratch& scratch, ThreadPool& pool) {
+  const MatmulTarget t{&W, Y};
+  matmul_group({&t, 1}, X, n_tok, mode, scratch, pool);
+}
 
 // Bytes one activation row of n elements needs, for the widest activation format.
 size_t max_act_row_bytes(int64_t n);
