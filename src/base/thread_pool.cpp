@@ -1,5 +1,6 @@
 #include "base/thread_pool.h"
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <string>
@@ -82,19 +83,31 @@ void ThreadPool::worker_loop() {
   }
 }
 
+int count_performance_cores(const std::vector<CpuInfo>& cpus) {
+  uint64_t top = 0;
+  for (const CpuInfo& c : cpus) top = std::max(top, c.max_freq_khz);
+  // Big and prime cores run within ~25% of the fastest; little cores far below. Unknown
+  // frequencies (0) count as big, so a machine without cpufreq uses all its cores.
+  std::set<std::pair<int, int>> cores;
+  for (const CpuInfo& c : cpus)
+    if (top == 0 || c.max_freq_khz == 0 || c.max_freq_khz * 4 >= top * 3) cores.emplace(c.package, c.core);
+  return cores.empty() ? 1 : static_cast<int>(cores.size());
+}
+
 int default_thread_count() {
-  // Count distinct physical cores (core_id per package); fall back to hardware_concurrency.
-  std::set<std::pair<std::string, std::string>> cores;
   const unsigned hc = std::thread::hardware_concurrency();
+  std::vector<CpuInfo> cpus;
   for (unsigned cpu = 0; cpu < hc; ++cpu) {
-    const std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
-    std::ifstream core(base + "core_id"), pkg(base + "physical_package_id");
-    std::string c, p;
-    if (!(core >> c) || !(pkg >> p)) return hc > 0 ? static_cast<int>(hc) : 1;
-    cores.emplace(p, c);
+    const std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(cpu);
+    std::ifstream core(base + "/topology/core_id"), pkg(base + "/topology/physical_package_id");
+    CpuInfo info;
+    if (!(core >> info.core) || !(pkg >> info.package)) return hc > 0 ? static_cast<int>(hc) : 1;
+    std::ifstream freq(base + "/cpufreq/cpuinfo_max_freq");
+    if (!(freq >> info.max_freq_khz)) info.max_freq_khz = 0;
+    cpus.push_back(info);
   }
-  if (cores.empty()) return hc > 0 ? static_cast<int>(hc) : 1;
-  return static_cast<int>(cores.size());
+  if (cpus.empty()) return hc > 0 ? static_cast<int>(hc) : 1;
+  return count_performance_cores(cpus);
 }
 
 }  // namespace pllm

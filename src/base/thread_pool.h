@@ -56,7 +56,17 @@ class ThreadPool {
   alignas(64) std::atomic<int64_t> next_{0};
 };
 
-// Number of threads to use by default: the physical performance cores, at least 1.
+// Number of threads to use by default: one per physical performance core, at least 1.
+// On heterogeneous CPUs (big.LITTLE) decode must not spill onto the little cores, whose
+// slower steps would stall every barrier; -t overrides.
 int default_thread_count();
+
+struct CpuInfo {
+  int package = 0;
+  int core = 0;
+  uint64_t max_freq_khz = 0;  // 0 when unknown
+};
+// The rule default_thread_count() applies to what sysfs reports (exposed for tests).
+int count_performance_cores(const std::vector<CpuInfo>& cpus);
 
 }  // namespace pllm

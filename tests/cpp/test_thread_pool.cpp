@@ -1,0 +1,50 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "base/thread_pool.h"
+
+namespace pllm {
+namespace {
+
+TEST(ThreadPool, RunsEveryTaskOnceManyTimes) {
+  for (int threads : {1, 2, 3, 5}) {
+    ThreadPool pool(threads);
+    for (int job = 0; job < 300; ++job) {
+      const int n = 1 + job % 37;
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      pool.run(n, [&](int64_t i) { hits[size_t(i)].fetch_add(1); });
+      for (int i = 0; i < n; ++i) ASSERT_EQ(hits[size_t(i)].load(), 1) << "threads " << threads << " job " << job;
+    }
+  }
+}
+
+TEST(ThreadPool, SurvivesSleepingWorkers) {
+  ThreadPool pool(3);
+  std::atomic<long> sum{0};
+  for (int round = 0; round < 3; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));  // workers fall asleep
+    pool.run(100, [&](int64_t i) { sum.fetch_add(i); });
+  }
+  EXPECT_EQ(sum.load(), 3 * 4950);
+}
+
+TEST(Cores, PicksBigCoresOnHeterogeneousCpus) {
+  // 1 prime @3.2 GHz, 3 big @2.8, 4 little @2.0 (a typical phone): 4 performance cores.
+  std::vector<CpuInfo> cpus;
+  for (int i = 0; i < 8; ++i) cpus.push_back({0, i, i == 0 ? 3200000u : (i < 4 ? 2800000u : 2000000u)});
+  EXPECT_EQ(count_performance_cores(cpus), 4);
+  // SMT siblings share a core id: counted once.
+  std::vector<CpuInfo> smt = {{0, 0, 3000000}, {0, 0, 3000000}, {0, 1, 3000000}, {0, 1, 3000000}};
+  EXPECT_EQ(count_performance_cores(smt), 2);
+  // No cpufreq: every core counts.
+  std::vector<CpuInfo> unknown = {{0, 0, 0}, {0, 1, 0}, {0, 2, 0}};
+  EXPECT_EQ(count_performance_cores(unknown), 3);
+  EXPECT_GE(default_thread_count(), 1);
+}
+
+}  // namespace
+}  // namespace pllm
