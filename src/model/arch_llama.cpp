@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <cmath>
 
+#include "base/trace.h"
 #include "kernels/kernels.h"
 #include "kernels/ops_f32.h"
 #include "model/arch.h"
@@ -113,11 +114,15 @@ Result<void> llama_family_forward(const Model& m, ForwardState& st, const int32_
   const bool neox = c.rope_order == RopeOrder::neox;
   const float scale = 1.0f / std::sqrt(float(HD));
 
-  for (int i = 0; i < n; ++i) {
-    const int32_t id = tokens[i];
-    if (id < 0 || id >= w.token_embd.rows)
-      return make_error(Status::invalid_argument, "token id " + std::to_string(id) + " is out of range");
-    kt.for_type(w.token_embd.type).dequantize_row(w.token_embd.row(id), st.x.data() + size_t(i) * E, E);
+  Tracer* tr = st.tracer;
+  {
+    TraceScope ts(tr, "embed");
+    for (int i = 0; i < n; ++i) {
+      const int32_t id = tokens[i];
+      if (id < 0 || id >= w.token_embd.rows)
+        return make_error(Status::invalid_argument, "token id " + std::to_string(id) + " is out of range");
+      kt.for_type(w.token_embd.type).dequantize_row(w.token_embd.row(id), st.x.data() + size_t(i) * E, E);
+    }
   }
 
   for (int l = 0; l < c.n_layer; ++l) {
@@ -126,40 +131,68 @@ Result<void> llama_family_forward(const Model& m, ForwardState& st, const int32_
     const LayerWeights& L = w.layers[size_t(l)];
 
     // --- attention block ---
-    for (int i = 0; i < n; ++i) rmsnorm_f32(&st.x[size_t(i) * E], L.attn_norm, &st.h[size_t(i) * E], E, c.rms_eps);
-    run_group(st, {{&L.wq, st.q.data()}, {&L.wk, st.k.data()}, {&L.wv, st.v.data()}}, n);
-    for (int i = 0; i < n; ++i) {
-      float* q = &st.q[size_t(i) * QD];
-      float* k = &st.k[size_t(i) * KD];
-      float* v = &st.v[size_t(i) * KD];
-      if (L.bq) {
-        add_f32(q, L.bq, QD);
-        add_f32(k, L.bk, KD);
-        add_f32(v, L.bv, KD);
-      }
-      const float pos = float(pos0 + i);
-      for (int h = 0; h < c.n_head; ++h) rope_f32(q + h * HD, c.n_rot, w.rope_inv_freq.data(), pos, neox);
-      for (int h = 0; h < c.n_head_kv; ++h) rope_f32(k + h * HD, c.n_rot, w.rope_inv_freq.data(), pos, neox);
-      std::copy(k, k + KD, st.k_at(l, pos0 + i));
-      std::copy(v, v + KD, st.v_at(l, pos0 + i));
+    {
+      TraceScope ts(tr, "attn_norm", l);
+      for (int i = 0; i < n; ++i) rmsnorm_f32(&st.x[size_t(i) * E], L.attn_norm, &st.h[size_t(i) * E], E, c.rms_eps);
     }
-    pool.run(int64_t(n) * c.n_head, [&](int64_t task) {
-      const int i = int(task / c.n_head), h = int(task % c.n_head);
-      attend_head(&st.q[size_t(i) * QD + size_t(h) * HD], st, l, h / group, HD, pos0 + i, scale,
-                  &st.att[size_t(i) * QD + size_t(h) * HD]);
-    });
-    matmul(L.wo, st.att.data(), n, st.proj.data(), st.act_mode, st.mm, pool);
-    add_f32(st.x.data(), st.proj.data(), int64_t(n) * E);
+    {
+      TraceScope ts(tr, "qkv", l);
+      run_group(st, {{&L.wq, st.q.data()}, {&L.wk, st.k.data()}, {&L.wv, st.v.data()}}, n);
+    }
+    {
+      TraceScope ts(tr, "bias_rope_kv", l);
+      for (int i = 0; i < n; ++i) {
+        float* q = &st.q[size_t(i) * QD];
+        float* k = &st.k[size_t(i) * KD];
+        float* v = &st.v[size_t(i) * KD];
+        if (L.bq) {
+          add_f32(q, L.bq, QD);
+          add_f32(k, L.bk, KD);
+          add_f32(v, L.bv, KD);
+        }
+        const float pos = float(pos0 + i);
+        for (int h = 0; h < c.n_head; ++h) rope_f32(q + h * HD, c.n_rot, w.rope_inv_freq.data(), pos, neox);
+        for (int h = 0; h < c.n_head_kv; ++h) rope_f32(k + h * HD, c.n_rot, w.rope_inv_freq.data(), pos, neox);
+        std::copy(k, k + KD, st.k_at(l, pos0 + i));
+        std::copy(v, v + KD, st.v_at(l, pos0 + i));
+      }
+    }
+    {
+      TraceScope ts(tr, "attention", l);
+      pool.run(int64_t(n) * c.n_head, [&](int64_t task) {
+        const int i = int(task / c.n_head), h = int(task % c.n_head);
+        attend_head(&st.q[size_t(i) * QD + size_t(h) * HD], st, l, h / group, HD, pos0 + i, scale,
+                    &st.att[size_t(i) * QD + size_t(h) * HD]);
+      });
+    }
+    {
+      TraceScope ts(tr, "attn_out", l);
+      matmul(L.wo, st.att.data(), n, st.proj.data(), st.act_mode, st.mm, pool);
+      add_f32(st.x.data(), st.proj.data(), int64_t(n) * E);
+    }
 
     // --- feed-forward block ---
-    for (int i = 0; i < n; ++i) rmsnorm_f32(&st.x[size_t(i) * E], L.ffn_norm, &st.h[size_t(i) * E], E, c.rms_eps);
-    run_group(st, {{&L.w_gate, st.gate.data()}, {&L.w_up, st.up.data()}}, n);
-    swiglu_f32(st.gate.data(), st.up.data(), st.gate.data(), int64_t(n) * F);
-    matmul(L.w_down, st.gate.data(), n, st.proj.data(), st.act_mode, st.mm, pool);
-    add_f32(st.x.data(), st.proj.data(), int64_t(n) * E);
+    {
+      TraceScope ts(tr, "ffn_norm", l);
+      for (int i = 0; i < n; ++i) rmsnorm_f32(&st.x[size_t(i) * E], L.ffn_norm, &st.h[size_t(i) * E], E, c.rms_eps);
+    }
+    {
+      TraceScope ts(tr, "gate_up", l);
+      run_group(st, {{&L.w_gate, st.gate.data()}, {&L.w_up, st.up.data()}}, n);
+    }
+    {
+      TraceScope ts(tr, "swiglu", l);
+      swiglu_f32(st.gate.data(), st.up.data(), st.gate.data(), int64_t(n) * F);
+    }
+    {
+      TraceScope ts(tr, "ffn_down", l);
+      matmul(L.w_down, st.gate.data(), n, st.proj.data(), st.act_mode, st.mm, pool);
+      add_f32(st.x.data(), st.proj.data(), int64_t(n) * E);
+    }
   }
 
   if (!logits) return {};
+  TraceScope ts(tr, "output_head");
   const int first = all_logits ? 0 : n - 1;
   const int n_out = n - first;
   for (int i = first; i < n; ++i)

@@ -6,6 +6,7 @@
 
 #include "base/aligned_buffer.h"
 #include "base/thread_pool.h"
+#include "base/trace.h"
 #include "model/config.h"
 #include "model/matmul.h"
 
@@ -22,6 +23,7 @@ struct ForwardState {
   ActMode act_mode;
   bool fuse = true;  // group Q/K/V and gate/up into one pool job each (off: --no-fuse)
   const std::atomic<bool>* cancel = nullptr;  // checked between layers
+  Tracer* tracer = nullptr;                   // op timing when profiling, else null
 
   AlignedBuffer<float> k_cache;  // [n_layer][n_ctx][kv_dim]
   AlignedBuffer<float> v_cache;  // [n_layer][n_ctx][kv_dim]

@@ -4,10 +4,16 @@
 
 namespace pllm {
 
-Session::Session(std::shared_ptr<const Model> model, int n_ctx, int n_threads, int n_batch, ActMode act)
+Session::Session(std::shared_ptr<const Model> model, int n_ctx, int n_threads, const SessionConfig& cfg)
     : model_(std::move(model)), pool_(n_threads) {
-  state_ = std::make_unique<ForwardState>(model_->config(), n_ctx, n_batch, pool_, act);
+  state_ = std::make_unique<ForwardState>(model_->config(), n_ctx, std::min(cfg.n_batch, n_ctx), pool_,
+                                          cfg.int8_activations ? ActMode::int8 : ActMode::exact);
   state_->cancel = &cancel_;
+  state_->fuse = cfg.fuse;
+  if (cfg.profile) {
+    tracer_ = std::make_unique<Tracer>();
+    state_->tracer = tracer_.get();
+  }
   history_.reserve(size_t(n_ctx));
   logits_.resize(size_t(model_->config().n_vocab));
 }
@@ -23,8 +29,7 @@ Result<std::unique_ptr<Session>> Session::create(std::shared_ptr<const Model> mo
   const int n_ctx = cfg.n_ctx > 0 ? cfg.n_ctx : std::min(model->config().n_ctx_train, 4096);
   const int n_threads = cfg.n_threads > 0 ? cfg.n_threads : default_thread_count();
   try {
-    return std::unique_ptr<Session>(new Session(std::move(model), n_ctx, n_threads, std::min(cfg.n_batch, n_ctx),
-                                                cfg.int8_activations ? ActMode::int8 : ActMode::exact));
+    return std::unique_ptr<Session>(new Session(std::move(model), n_ctx, n_threads, cfg));
   } catch (const std::bad_alloc&) {
     return make_error(Status::out_of_memory, "not enough memory for a context of " + std::to_string(n_ctx));
   }

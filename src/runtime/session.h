@@ -18,6 +18,8 @@ struct SessionConfig {
   int n_threads = 0;  // 0: default_thread_count()
   int n_batch = 64;   // tokens per forward() during prefill
   bool int8_activations = false;  // W4A8/W8A8 integer kernels instead of exact f32 activations
+  bool fuse = true;               // one pool job for Q/K/V and for gate/up (false: --no-fuse)
+  bool profile = false;           // record per-op timings (Tracer)
 };
 
 class Session {
@@ -38,16 +40,20 @@ class Session {
   void truncate(size_t n) { if (n < history_.size()) history_.resize(n); }
   void reset() { history_.clear(); }
 
+  // Op timings when created with profile = true, else null.
+  Tracer* tracer() { return tracer_.get(); }
+
   void request_cancel() { cancel_.store(true); }
   void clear_cancel() { cancel_.store(false); }
   bool cancel_requested() const { return cancel_.load(); }
 
  private:
-  Session(std::shared_ptr<const Model> model, int n_ctx, int n_threads, int n_batch, ActMode act);
+  Session(std::shared_ptr<const Model> model, int n_ctx, int n_threads, const SessionConfig& cfg);
   Result<void> run(std::span<const int32_t> tokens, float* logits, bool all_logits);
 
   std::shared_ptr<const Model> model_;
   ThreadPool pool_;
+  std::unique_ptr<Tracer> tracer_;
   std::unique_ptr<ForwardState> state_;
   std::vector<int32_t> history_;
   std::vector<float> logits_;  // [n_vocab]
