@@ -11,5 +11,6 @@ std::function<int()> add_chat(CLI::App& app);
 std::function<int()> add_tokenize(CLI::App& app);
 std::function<int()> add_info(CLI::App& app);
 std::function<int()> add_logits(CLI::App& app);
+std::function<int()> add_bench(CLI::App& app);
 
 }  // namespace cli

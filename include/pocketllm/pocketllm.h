@@ -156,6 +156,14 @@ pllm_status pllm_generate(pllm_session* session, const pllm_token* prompt, size_
 /* Ask a running pllm_generate/pllm_session_eval on this session to stop (any thread). */
 void pllm_session_cancel(pllm_session* session);
 
+/* ---- Introspection for benchmarks ------------------------------------------ */
+
+/* Total bytes of all weight tensors in the file (0 for a vocab-only model or NULL). */
+uint64_t pllm_model_weight_bytes(const pllm_model* model);
+/* Weight bytes one decoded token reads: every tensor except the token-embedding table, which
+ * is only gathered one row per token unless it doubles as the output head (tied embeddings). */
+uint64_t pllm_model_weight_bytes_per_token(const pllm_model* model);
+
 #ifdef __cplusplus
 }
 #endif

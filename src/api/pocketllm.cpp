@@ -250,4 +250,21 @@ pllm_status pllm_generate(pllm_session* s, const pllm_token* prompt, size_t n_pr
   });
 }
 
+uint64_t pllm_model_weight_bytes(const pllm_model* m) {
+  if (!m || m->model->vocab_only()) return 0;
+  uint64_t total = 0;
+  for (const auto& t : m->model->file().tensors()) total += t.n_bytes;
+  return total;
+}
+
+uint64_t pllm_model_weight_bytes_per_token(const pllm_model* m) {
+  if (!m || m->model->vocab_only()) return 0;
+  const auto& f = m->model->file();
+  const bool tied = f.tensor("output.weight") == nullptr;
+  uint64_t total = 0;
+  for (const auto& t : f.tensors())
+    if (tied || t.name != "token_embd.weight") total += t.n_bytes;
+  return total;
+}
+
 }  // extern "C"

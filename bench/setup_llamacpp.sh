@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Build llama.cpp's llama-bench and llama-quantize for the side-by-side comparison.
+#
+# The source comes from the PyPI sdist of llama-cpp-python (it vendors llama.cpp under
+# vendor/llama.cpp). Everything is cached:
+#   bench/.venv/                    Python venv with the `gguf` package
+#   bench/.cache/sdist/             the downloaded sdist and its unpacked tree
+#   bench/.cache/llama.cpp-build/   the CMake build
+#   bench/.cache/bin/               llama-bench, llama-quantize (+ the shared libs they need)
+# Rerunning skips every step whose result already exists. Not part of the test suite.
+set -euo pipefail
+BENCH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+CACHE="$BENCH/.cache"
+VENV="$BENCH/.venv"
+JOBS="${JOBS:-$(nproc 2>/dev/null || echo 2)}"
+log() { printf '[bench-setup] %s\n' "$*" >&2; }
+
+mkdir -p "$CACHE/sdist" "$CACHE/bin"
+
+# 1. venv with gguf (and pip for the sdist download)
+if [ ! -x "$VENV/bin/python" ]; then
+  log "creating $VENV"
+  python3 -m venv "$VENV"
+fi
+if ! "$VENV/bin/python" -c "import gguf" 2>/dev/null; then
+  log "installing gguf into $VENV"
+  "$VENV/bin/pip" install -q --disable-pip-version-check gguf
+fi
+
+if [ -x "$CACHE/bin/llama-bench" ] && [ -x "$CACHE/bin/llama-quantize" ]; then
+  log "llama-bench and llama-quantize already built in $CACHE/bin"
+  exit 0
+fi
+
+# 2. the sdist
+SDIST="$(ls "$CACHE"/sdist/llama_cpp_python-*.tar.gz 2>/dev/null | head -n1 || true)"
+if [ -z "$SDIST" ]; then
+  log "downloading the llama-cpp-python sdist"
+  "$VENV/bin/pip" download -q --disable-pip-version-check --no-binary :all: --no-deps llama-cpp-python -d "$CACHE/sdist"
+  SDIST="$(ls "$CACHE"/sdist/llama_cpp_python-*.tar.gz | head -n1)"
+fi
+SRC_ROOT="$CACHE/sdist/src"
+if [ ! -f "$SRC_ROOT/.unpacked" ]; then
+  log "unpacking $(basename "$SDIST")"
+  rm -rf "$SRC_ROOT"; mkdir -p "$SRC_ROOT"
+  tar -xzf "$SDIST" -C "$SRC_ROOT" --strip-components=1
+  touch "$SRC_ROOT/.unpacked"
+fi
+LLAMA_SRC="$SRC_ROOT/vendor/llama.cpp"
+[ -f "$LLAMA_SRC/CMakeLists.txt" ] || { log "no vendor/llama.cpp/CMakeLists.txt in the sdist"; exit 1; }
+
+# 3. configure + build only the two tools
+BUILD="$CACHE/llama.cpp-build"
+log "configuring llama.cpp in $BUILD"
+cmake -S "$LLAMA_SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF \
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TOOLS=ON >/dev/null
+log "building llama-bench and llama-quantize with -j$JOBS (takes a while on few cores)"
+cmake --build "$BUILD" -j "$JOBS" --target llama-bench llama-quantize
+for t in llama-bench llama-quantize; do
+  cp "$(find "$BUILD" -type f -name "$t" -perm -u+x | head -n1)" "$CACHE/bin/$t"
+done
+log "done: $CACHE/bin/llama-bench $CACHE/bin/llama-quantize"
+"$CACHE/bin/llama-bench" --help >/dev/null 2>&1 || log "warning: llama-bench --help failed"
