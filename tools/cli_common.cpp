@@ -5,6 +5,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -64,12 +65,37 @@ Model::Model(const std::string& path, bool vocab_only) {
   check(pllm_model_load(path.c_str(), &mp, &p), "loading the model");
 }
 
-Session::Session(Model& m, int n_ctx, int n_threads, bool int8_activations) {
+void SessionOptions::add_to(CLI::App* cmd) {
+  cmd->add_flag("--int8-act", int8_act, "W4A8: quantise activations to int8 (faster, not bit-faithful)");
+  cmd->add_flag("--no-fuse", no_fuse, "run Q/K/V and gate/up as separate jobs (to measure fusion)");
+  cmd->add_flag("--profile", profile, "per-op time table on stderr and a Chrome trace (see --trace-out)");
+  cmd->add_option("--trace-out", trace_out, "Chrome trace file written by --profile (opens in Perfetto)");
+}
+
+Session::Session(Model& m, const SessionOptions& o) {
   pllm_session_params sp = pllm_session_default_params();
-  sp.n_ctx = n_ctx;
-  sp.n_threads = n_threads;
-  sp.int8_activations = int8_activations ? 1 : 0;
+  sp.n_ctx = o.n_ctx;
+  sp.n_threads = o.threads;
+  sp.int8_activations = o.int8_act ? 1 : 0;
+  sp.no_fuse = o.no_fuse ? 1 : 0;
+  sp.profile = o.profile ? 1 : 0;
   check(pllm_session_create(m.p, &sp, &p), "creating the session");
+}
+
+void Session::report_profile(const SessionOptions& o) const {
+  if (!o.profile) return;
+  char* trace = nullptr;
+  char* summary = nullptr;
+  check(pllm_session_profile(p, &trace, &summary), "reading the profile");
+  std::fprintf(stderr, "%s", summary);
+  FILE* f = std::fopen(o.trace_out.c_str(), "wb");
+  const size_t len = std::strlen(trace);
+  const bool ok = f && std::fwrite(trace, 1, len, f) == len;
+  if (f && std::fclose(f) != 0) f = nullptr;
+  pllm_string_free(trace);
+  pllm_string_free(summary);
+  if (!ok || !f) fail("cannot write the trace to " + o.trace_out);
+  std::fprintf(stderr, "Chrome trace written to %s (open it in https://ui.perfetto.dev)\n", o.trace_out.c_str());
 }
 
 std::vector<pllm_token> tokenize(const Model& m, const std::string& text, bool add_special, bool parse_special) {

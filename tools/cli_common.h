@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "pocketllm/pocketllm.h"
 
 namespace cli {
@@ -34,9 +36,22 @@ struct Model {
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 };
+struct SessionOptions {
+  int n_ctx = 0;
+  int threads = 0;
+  bool int8_act = false;
+  bool no_fuse = false;
+  bool profile = false;
+  std::string trace_out = "pocketllm-trace.json";
+  // Registers --int8-act, --no-fuse, --profile and --trace-out on a subcommand.
+  void add_to(CLI::App* cmd);
+};
+
 struct Session {
   pllm_session* p = nullptr;
-  Session(Model& m, int n_ctx, int n_threads, bool int8_activations = false);
+  Session(Model& m, const SessionOptions& o);
+  // With --profile: the per-op table to stderr and the Chrome trace to o.trace_out.
+  void report_profile(const SessionOptions& o) const;
   ~Session() { pllm_session_free(p); }
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;

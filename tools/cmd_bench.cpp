@@ -152,16 +152,17 @@ std::function<int()> add_bench(CLI::App& app) {
   struct Opts {
     std::string model;
     int n_prompt = 512, n_gen = 128, threads = 0, reps = 3;
-    bool int8_act = false, json = false, tg_empty = false;
+    bool json = false, tg_empty = false;
+    SessionOptions sess;  // --int8-act, --no-fuse, --profile
     int bw_mib = 1024;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("-m,--model", o->model, "GGUF file");
   cmd->add_option("-p,--n-prompt", o->n_prompt, "prompt tokens per repetition (default 512)");
   cmd->add_option("-n,--n-gen", o->n_gen, "generated tokens per repetition (default 128)");
-  cmd->add_option("-t,--threads", o->threads, "threads (default: all hardware threads)");
+  cmd->add_option("-t,--threads", o->threads, "threads (default: physical performance cores)");
   cmd->add_option("-r,--reps", o->reps, "repetitions (default 3)");
-  cmd->add_flag("--int8-act", o->int8_act, "quantise activations to int8 (W4A8/W8A8)");
+  o->sess.add_to(cmd);
   cmd->add_flag("--tg-empty", o->tg_empty,
                 "also time N decoded tokens from an empty context, as llama-bench's tg test does (tg0_tps)");
   cmd->add_option("--bw-mib", o->bw_mib, "buffer for the bandwidth measurement in MiB (default 1024, 0 = skip)");
@@ -173,7 +174,7 @@ std::function<int()> add_bench(CLI::App& app) {
     if (o->threads < 0 || o->threads > 256) fail("-t must be between 0 and 256");
     if (o->bw_mib < 0 || o->bw_mib > (1 << 16)) fail("--bw-mib must be between 0 and 65536");
     int threads = o->threads;
-    if (threads == 0) threads = int(std::max(1u, std::thread::hardware_concurrency()));
+    if (threads == 0) threads = pllm_default_threads();
 
     const std::string path = resolve_model_path(o->model);
     double pp_mean = 0, pp_sd = 0, tg_mean = 0, tg_sd = 0, ttft_mean = 0, rss = 0;
@@ -190,7 +191,10 @@ std::function<int()> add_bench(CLI::App& app) {
       if (n_ctx_train > 0 && need > n_ctx_train)
         fail("-p + -n = " + std::to_string(need) + " exceeds the model's training context of " +
              std::to_string(n_ctx_train));
-      Session session(model, int(need), threads, o->int8_act);
+      SessionOptions so = o->sess;
+      so.n_ctx = int(need);
+      so.threads = threads;
+      Session session(model, so);
 
       SplitMix rng{0x5EED};
       std::vector<pllm_token> prompt(size_t(o->n_prompt));
@@ -239,6 +243,7 @@ std::function<int()> add_bench(CLI::App& app) {
       const MeanSd g0 = mean_sd(tg0);
       tg0_mean = g0.mean, tg0_sd = g0.sd;
       rss = peak_rss_mb();
+      session.report_profile(o->sess);
     }
 
     const double bw = o->bw_mib > 0 ? measure_read_bandwidth(threads, size_t(o->bw_mib) << 20, 5) : 0.0;
@@ -252,7 +257,8 @@ std::function<int()> add_bench(CLI::App& app) {
                           {"n_prompt", o->n_prompt},
                           {"n_gen", o->n_gen},
                           {"reps", o->reps},
-                          {"int8_act", o->int8_act},
+                          {"int8_act", o->sess.int8_act},
+                          {"fuse", !o->sess.no_fuse},
                           {"pp_tps", pp_mean},
                           {"pp_sd", pp_sd},
                           {"tg_tps", tg_mean},
@@ -277,7 +283,7 @@ std::function<int()> add_bench(CLI::App& app) {
       return 0;
     }
     std::printf("model            %s\n", path.c_str());
-    std::printf("isa / threads    %s / %d%s\n", pllm_isa(), threads, o->int8_act ? " (int8 activations)" : "");
+    std::printf("isa / threads    %s / %d%s\n", pllm_isa(), threads, o->sess.int8_act ? " (int8 activations)" : "");
     std::printf("reps             %d (after one warm-up)\n", o->reps);
     std::printf("%-16s %12s %10s\n", "test", "tok/s", "sd");
     std::printf("%-16s %12.2f %10.2f\n", ("pp" + std::to_string(o->n_prompt)).c_str(), pp_mean, pp_sd);

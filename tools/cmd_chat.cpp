@@ -14,7 +14,7 @@ std::function<int()> add_chat(CLI::App& app) {
   o->add_to(cmd);
   return [o]() {
     Model model(resolve_model_path(o->model), false);
-    Session session(model, o->ctx, o->threads, o->int8_act);
+    Session session(model, o->session);
     const pllm_sampling_params sp = o->sampling();
     std::vector<std::pair<std::string, std::string>> history;
     auto reset = [&] {

@@ -13,16 +13,15 @@ std::function<int()> add_logits(CLI::App& app) {
   auto* cmd = app.add_subcommand("logits", "write the logits of every position of a token sequence");
   struct Opts {
     std::string model, ids, out;
-    int threads = 0, ctx = 0;
-    bool int8_act = false;
+    SessionOptions sess;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("-m,--model", o->model, "GGUF model");
   cmd->add_option("--ids", o->ids, "token ids separated by spaces or commas")->required();
   cmd->add_option("--out", o->out, "output file")->required();
-  cmd->add_option("-t,--threads", o->threads, "threads")->check(CLI::Range(0, 256));
-  cmd->add_flag("--int8-act", o->int8_act, "quantise activations to int8");
-  cmd->add_option("-c,--ctx-size", o->ctx, "context size")->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("-t,--threads", o->sess.threads, "threads")->check(CLI::Range(0, 256));
+  cmd->add_option("-c,--ctx-size", o->sess.n_ctx, "context size")->check(CLI::Range(0, 1 << 20));
+  o->sess.add_to(cmd);
   return [o]() {
     std::vector<pllm_token> ids;
     std::string s = o->ids;
@@ -43,8 +42,9 @@ std::function<int()> add_logits(CLI::App& app) {
     }
     if (ids.empty()) fail("no token ids given");
     Model model(resolve_model_path(o->model), false);
-    const int n_ctx = o->ctx > 0 ? o->ctx : int(ids.size());
-    Session session(model, n_ctx, o->threads, o->int8_act);
+    SessionOptions so = o->sess;
+    if (so.n_ctx == 0) so.n_ctx = int(ids.size());
+    Session session(model, so);
     std::vector<float> logits(ids.size() * size_t(pllm_model_n_vocab(model.p)));
     check(pllm_session_eval(session.p, ids.data(), ids.size(), logits.data()), "evaluating");
     FILE* f = std::fopen(o->out.c_str(), "wb");

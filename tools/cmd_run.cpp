@@ -35,7 +35,7 @@ std::function<int()> add_run(CLI::App& app) {
       fail("--system needs the chat template (drop --raw)");
     }
     const std::vector<pllm_token> ids = tokenize_prompt(model, rendered);
-    Session session(model, o->gen.ctx, o->gen.threads, o->gen.int8_act);
+    Session session(model, o->gen.session);
     const GenerationResult r = generate(session, ids, o->gen.sampling(), !o->json);
     if (o->json) {
       nlohmann::json j = {{"text", r.text},
@@ -49,6 +49,7 @@ std::function<int()> add_run(CLI::App& app) {
       std::printf("\n");
     }
     std::fflush(stdout);
+    session.report_profile(o->gen.session);
     std::fprintf(stderr, "[prompt %d tokens, prefill %.1f tok/s, TTFT %.1f ms, %d tokens at %.1f tok/s, %s]\n",
                  r.stats.n_prompt_tokens, r.stats.prefill_tps, r.stats.ttft_ms, r.stats.n_generated,
                  r.stats.decode_tps, pllm_isa());

@@ -16,9 +16,11 @@ void GenerationOptions::add_to(CLI::App* cmd) {
   cmd->add_option("--min-p", min_p, "min-p cut; 0 = off")->check(CLI::Range(0.0f, 1.0f));
   cmd->add_option("--repeat-penalty", repeat_penalty, "repetition penalty; 1 = off")->check(CLI::Range(1e-3f, 100.0f));
   cmd->add_option("--seed", seed, "random seed (default: random)")->each([this](const std::string&) { seed_given = true; });
-  cmd->add_option("-t,--threads", threads, "threads (default: physical cores)")->check(CLI::Range(0, 256));
-  cmd->add_flag("--int8-act", int8_act, "W4A8: quantise activations to int8 (faster, not bit-faithful)");
-  cmd->add_option("-c,--ctx-size", ctx, "context size in tokens (default: min(model's, 4096))")->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("-t,--threads", session.threads, "threads (default: physical performance cores)")
+      ->check(CLI::Range(0, 256));
+  cmd->add_option("-c,--ctx-size", session.n_ctx, "context size in tokens (default: min(model's, 4096))")
+      ->check(CLI::Range(0, 1 << 20));
+  session.add_to(cmd);
 }
 
 pllm_sampling_params GenerationOptions::sampling() const {

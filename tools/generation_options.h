@@ -19,9 +19,7 @@ struct GenerationOptions {
   float repeat_penalty = 1.0f;
   uint64_t seed = 0;
   bool seed_given = false;
-  int threads = 0;
-  int ctx = 0;
-  bool int8_act = false;
+  SessionOptions session;  // -t, -c, --int8-act, --no-fuse, --profile
 
   void add_to(CLI::App* cmd);
   pllm_sampling_params sampling() const;

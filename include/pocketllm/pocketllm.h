@@ -39,6 +39,8 @@ const char* pllm_status_string(pllm_status status);
 const char* pllm_version(void);
 /* Name of the kernel instruction set chosen at start-up (e.g. "avx512"). */
 const char* pllm_isa(void);
+/* Threads a session uses by default: one per physical performance core. */
+int32_t pllm_default_threads(void);
 
 /* ---- Models -------------------------------------------------------------- */
 
@@ -92,12 +94,19 @@ typedef struct pllm_session_params {
   int32_t n_threads; /* 0 = number of performance cores */
   int32_t int8_activations; /* 1: quantise activations to int8 for quantised weights (W4A8, faster,
                                small rounding differences); 0: exact f32 activations */
+  int32_t no_fuse;          /* 1: run Q/K/V and gate/up as separate jobs (to measure fusion) */
+  int32_t profile;          /* 1: record per-op timings, read with pllm_session_profile */
 } pllm_session_params;
 
 pllm_session_params pllm_session_default_params(void);
 pllm_status pllm_session_create(pllm_model* model, const pllm_session_params* params, pllm_session** out);
 void pllm_session_free(pllm_session* session);
 int32_t pllm_session_n_ctx(const pllm_session* session);
+/* Per-op timings recorded since creation (params.profile = 1): a Chrome trace JSON (opens in
+ * Perfetto / chrome://tracing) and a text table of time per op. Either output may be NULL; free
+ * the strings with pllm_string_free. PLLM_ERR_INVALID_ARGUMENT if profiling is off. */
+pllm_status pllm_session_profile(pllm_session* session, char** chrome_trace_json, char** summary);
+
 /* Forget the conversation (the KV cache). */
 void pllm_session_reset(pllm_session* session);
 

@@ -74,6 +74,8 @@ const char* pllm_version(void) { return "0.1.0"; }
 
 const char* pllm_isa(void) { return pllm::isa_name(pllm::kernels().isa); }
 
+int32_t pllm_default_threads(void) { return pllm::default_thread_count(); }
+
 pllm_model_params pllm_model_default_params(void) {
   pllm_model_params p{};
   return p;
@@ -175,6 +177,8 @@ pllm_status pllm_session_create(pllm_model* m, const pllm_session_params* params
     cfg.n_ctx = p.n_ctx;
     cfg.n_threads = p.n_threads;
     cfg.int8_activations = p.int8_activations != 0;
+    cfg.fuse = p.no_fuse == 0;
+    cfg.profile = p.profile != 0;
     auto s = pllm::Session::create(m->model, cfg);
     if (!s.ok()) return fail(s.error());
     *out = new pllm_session{std::move(s).value()};
@@ -183,6 +187,17 @@ pllm_status pllm_session_create(pllm_model* m, const pllm_session_params* params
 }
 
 void pllm_session_free(pllm_session* s) { delete s; }
+
+pllm_status pllm_session_profile(pllm_session* s, char** chrome_trace_json, char** summary) {
+  return guarded([&] {
+    if (!s) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_session_profile: null session");
+    const pllm::Tracer* t = s->session->tracer();
+    if (!t) return fail(PLLM_ERR_INVALID_ARGUMENT, "profiling was not enabled for this session");
+    if (chrome_trace_json) *chrome_trace_json = dup_string(t->chrome_trace_json());
+    if (summary) *summary = dup_string(t->summary());
+    return PLLM_OK;
+  });
+}
 int32_t pllm_session_n_ctx(const pllm_session* s) { return s ? s->session->n_ctx() : 0; }
 void pllm_session_reset(pllm_session* s) {
   if (s) s->session->reset();
