@@ -1,0 +1,46 @@
+"""`bench --json` keys and `--profile` output (a valid Chrome trace plus a per-op table)."""
+from __future__ import annotations
+
+import json
+import subprocess
+
+
+def test_bench_json_contract(pllm_bin, smollm2_path):
+    p = subprocess.run([str(pllm_bin), "bench", "-m", str(smollm2_path), "-p", "16", "-n", "4", "-r", "2",
+                        "-t", "2", "--bw-mib", "16", "--json"], capture_output=True, timeout=300)
+    assert p.returncode == 0, p.stderr.decode(errors="replace")
+    j = json.loads(p.stdout)
+    for key in ("pp_tps", "pp_sd", "tg_tps", "tg_sd", "ttft_ms", "peak_rss_mb", "weights_mb", "roofline_tps"):
+        assert isinstance(j[key], (int, float)), key
+    assert j["pp_tps"] > 0 and j["tg_tps"] > 0 and j["roofline_tps"] > 0
+    # The weights of the file are ~96.6 MB; peak RSS must at least hold what decoding touches.
+    assert 90 < j["weights_mb"] < 100
+    assert j["peak_rss_mb"] > 50
+
+
+def test_profile_writes_trace_and_table(pllm_bin, smollm2_path, tmp_path):
+    trace = tmp_path / "trace.json"
+    p = subprocess.run([str(pllm_bin), "run", "-m", str(smollm2_path), "-p", "Hi", "--temp", "0", "-n", "4",
+                        "--profile", "--trace-out", str(trace)], capture_output=True, timeout=300)
+    assert p.returncode == 0, p.stderr.decode(errors="replace")
+    err = p.stderr.decode()
+    for op in ("qkv", "attention", "gate_up", "ffn_down", "output_head"):
+        assert f"\n{op} " in err, err
+    events = json.loads(trace.read_text())["traceEvents"]
+    names = {e["name"] for e in events}
+    assert {"qkv", "attention", "gate_up", "ffn_down"} <= names
+    assert all(e["ph"] == "X" and e["dur"] >= 0 for e in events)
+    # 30 layers: every per-layer op appears a multiple of 30 times.
+    assert sum(1 for e in events if e["name"] == "qkv") % 30 == 0
+
+
+def test_no_fuse_gives_identical_logits(pllm_bin, smollm2_path, tmp_path):
+    ids = "1 4093 198 1780 314 260 3575 282 4649 47"
+    outs = []
+    for extra in ([], ["--no-fuse"]):
+        out = tmp_path / f"l{len(outs)}.bin"
+        p = subprocess.run([str(pllm_bin), "logits", "-m", str(smollm2_path), "--ids", ids, "--out", str(out),
+                            *extra], capture_output=True, timeout=300)
+        assert p.returncode == 0, p.stderr.decode(errors="replace")
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1]  # grouping jobs must not change a single bit
