@@ -1,4 +1,5 @@
-// A fixed-size, 64-byte aligned, zero-initialised array (scratch, KV cache).
+// A fixed-size, zero-initialised array (scratch, KV cache): 64-byte (cache line) aligned,
+// page aligned once it spans a page, so large buffers start on their own pages.
 #pragma once
 #include <cstddef>
 #include <cstdlib>
@@ -14,8 +15,9 @@ class AlignedBuffer {
   AlignedBuffer() = default;
   explicit AlignedBuffer(size_t n) { resize(n); }
   void resize(size_t n) {
-    const size_t bytes = ((n * sizeof(T) + 63) / 64) * 64;
-    void* p = bytes ? std::aligned_alloc(64, bytes) : nullptr;
+    const size_t align = n * sizeof(T) >= 4096 ? 4096 : 64;
+    const size_t bytes = ((n * sizeof(T) + align - 1) / align) * align;
+    void* p = bytes ? std::aligned_alloc(align, bytes) : nullptr;
     if (bytes && !p) throw std::bad_alloc();
     if (p) std::memset(p, 0, bytes);
     ptr_.reset(static_cast<T*>(p));
