@@ -7,6 +7,9 @@
 //   f32         the fused exact path: vec_dot_f32 per row
 //   f32_multi/N vec_dot_f32_multi with N activation rows (prefill); each weight
 //               block is decoded once for all N rows
+//   int8_loop/N prefill the old way: vec_dot for every (row, token), N tokens
+//   gemm/N      prefill with the tiled integer GEMM gemm_q8, N tokens
+//               (int8_loop/N and gemm/N report GOPS = 2 * rows * cols * N / time)
 // bytes_per_second counts weight bytes read per pass (so for f32_multi/N it is the
 // weight-streaming rate; eff_GB/s multiplies by N: weight bytes per token-row).
 // Both matrices are ~0.3-2.4 MB, i.e. they live in L2/L3: these are kernel
@@ -66,15 +69,17 @@ std::vector<float> make_act(int64_t n, std::mt19937& rng) {
   return x;
 }
 
-enum class Kind { int8, deq_dot, f32, f32_multi };
+enum class Kind { int8, deq_dot, f32, f32_multi, int8_loop, gemm };
 
 void run(benchmark::State& st, const KernelTable* kt, const Mat* m, Kind kind, int nx) {
   const TypeKernels& k = kt->for_type(m->type);
   std::mt19937 rng(7);
   const int64_t cols = m->cols;
   const std::vector<float> x = make_act(cols * nx, rng);
-  std::vector<uint8_t> xq(k.act_bytes(cols));
-  k.quantize_act(x.data(), xq.data(), cols);
+  const size_t act_stride = k.act_bytes(cols);
+  const bool multi_act = kind == Kind::int8_loop || kind == Kind::gemm;
+  std::vector<uint8_t> xq(act_stride * (multi_act ? nx : 1));
+  for (int j = 0; j < (multi_act ? nx : 1); ++j) k.quantize_act(x.data() + j * cols, xq.data() + j * act_stride, cols);
   std::vector<float> deq(cols), y(m->rows * nx);
   for (auto _ : st) {
     const uint8_t* w = m->data.data();
@@ -91,6 +96,14 @@ void run(benchmark::State& st, const KernelTable* kt, const Mat* m, Kind kind, i
       case Kind::f32:
         for (int64_t r = 0; r < m->rows; ++r) y[r] = k.vec_dot_f32(cols, w + r * m->row_bytes, x.data());
         break;
+      case Kind::int8_loop:
+        for (int64_t r = 0; r < m->rows; ++r)
+          for (int j = 0; j < nx; ++j)
+            y[j * m->rows + r] = k.vec_dot(cols, w + r * m->row_bytes, xq.data() + j * act_stride);
+        break;
+      case Kind::gemm:
+        k.gemm_q8(cols, w, m->row_bytes, static_cast<int>(m->rows), xq.data(), act_stride, nx, y.data(), m->rows);
+        break;
       case Kind::f32_multi:
         for (int64_t r = 0; r < m->rows; ++r) {
           k.vec_dot_f32_multi(cols, w + r * m->row_bytes, x.data(), cols, nx, y.data() + r, m->rows);
@@ -103,6 +116,15 @@ void run(benchmark::State& st, const KernelTable* kt, const Mat* m, Kind kind, i
   const double bytes = static_cast<double>(m->data.size());
   st.SetBytesProcessed(static_cast<int64_t>(bytes * st.iterations()));
   st.counters["eff_GB/s"] = benchmark::Counter(bytes * nx * st.iterations() / 1e9, benchmark::Counter::kIsRate);
+  if (multi_act) {
+    const double ops = 2.0 * double(m->rows) * double(cols) * nx;
+    st.counters["GOPS"] = benchmark::Counter(ops * st.iterations() / 1e9, benchmark::Counter::kIsRate);
+  }
+}
+
+bool k_has_int8(const KernelTable& kt, TensorType t) {
+  const TypeKernels& k = kt.for_type(t);
+  return k.act_type != TensorType::F32 && k.gemm_q8 != nullptr;
 }
 
 }  // namespace
@@ -115,7 +137,8 @@ int main(int argc, char** argv) {
   static std::vector<Mat> mats;  // referenced by the registered benchmarks
   mats.reserve(16);
   for (TensorType t : types)
-    for (const auto& s : shapes) mats.push_back(make_matrix(t, s[0], s[1], rng));
+    for (const auto& s : shapes)  // K-quant rows must be whole 256-element blocks (576 is not)
+      if (row_bytes(static_cast<uint32_t>(t), s[1])) mats.push_back(make_matrix(t, s[0], s[1], rng));
 
   for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon_dotprod}) {
     const KernelTable* kt = kernels_for(isa);
@@ -131,6 +154,10 @@ int main(int argc, char** argv) {
       reg("f32", Kind::f32, 1);
       reg("f32_multi/4", Kind::f32_multi, 4);
       reg("f32_multi/8", Kind::f32_multi, 8);
+      if (k_has_int8(*kt, m.type)) {
+        reg("int8_loop/64", Kind::int8_loop, 64);
+        reg("gemm/64", Kind::gemm, 64);
+      }
     }
   }
   benchmark::Initialize(&argc, argv);

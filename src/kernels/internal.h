@@ -15,4 +15,22 @@ void fill_avx512(KernelTable& t);        // x86/avx512.cpp
 void fill_neon(KernelTable& t);          // arm/neon.cpp
 void fill_neon_dotprod(KernelTable& t);  // arm/neon_dotprod.cpp
 
+// Attention kernels (KernelTable::attn_head_*), one filler per ISA file.
+void fill_attention_scalar(KernelTable& t);  // generic/attention_scalar.cpp
+void fill_attention_avx2(KernelTable& t);    // x86/attention_avx2.cpp
+void fill_attention_avx512(KernelTable& t);  // x86/attention_avx512.cpp
+void fill_attention_neon(KernelTable& t);    // arm/attention_neon.cpp
+
+// Prefill GEMM (TypeKernels::gemm_q8), filled after the ISA's own filler(s) above.
+void fill_gemm_vec_dot_loop(KernelTable& t, Isa isa);  // generic/gemm_scalar.cpp: loop t's vec_dot
+void fill_gemm_scalar(KernelTable& t);                 // generic/gemm_scalar.cpp
+void fill_gemm_avx2(KernelTable& t);                   // x86/gemm_avx2.cpp
+void fill_gemm_avx512(KernelTable& t);                 // x86/gemm_avx512.cpp
+void fill_gemm_neon(KernelTable& t);                   // arm/gemm_neon.cpp (vec_dot loops)
+void fill_gemm_neon_dotprod(KernelTable& t);           // arm/gemm_neon.cpp
+// Per-thread scratch for the GEMM kernels (generic/gemm_scalar.cpp, so the std
+// containers behind it are never compiled with ISA flags): at least `bytes`, 64-byte
+// aligned, valid until the next call on the same thread. Grows, never shrinks.
+void* gemm_scratch(size_t bytes);
+
 }  // namespace pllm::kern

@@ -36,6 +36,15 @@ struct TypeKernels {
   // is handled in groups of 8); every out[j] equals vec_dot_f32 of that row up to rounding.
   void (*vec_dot_f32_multi)(int64_t n, const void* w_row, const float* x, int64_t x_stride, int n_x,
                             float* out, int64_t out_stride) = nullptr;
+
+  // ---- prefill GEMM (kernels: generic/gemm_scalar.cpp, x86/gemm_avx*.cpp, arm/gemm_neon.cpp)
+  // Integer GEMM tile for prefill: out[x * out_stride + r] = vec_dot(n, w + r * w_stride, xq + x * xq_stride)
+  // for r < n_rows, x < n_x; same activation format as quantize_act. Must equal looping vec_dot
+  // up to f32 rounding (integer block sums are exact; only the float scale accumulation may differ).
+  // Set for every type with an int8 activation format; where an ISA has no tiled kernel for a
+  // type it is that ISA's vec_dot in a loop. Writes nothing outside the tile.
+  void (*gemm_q8)(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t xq_stride,
+                  int n_x, float* out, int64_t out_stride) = nullptr;
 };
 
 struct KernelTable {
@@ -46,6 +55,19 @@ struct KernelTable {
   float (*dot_f32)(const float* a, const float* b, int64_t n) = nullptr;
   // y += a * x
   void (*axpy_f32)(float a, const float* x, float* y, int64_t n) = nullptr;
+
+  // --- attention (generic/attention_scalar.cpp, x86/attention_*.cpp, arm/attention_neon.cpp) ---
+  // Causal attention of ONE query head over n_pos cached positions (single pass, online
+  // softmax updated once per chunk of positions). k/v point at position 0 of this kv-head;
+  // consecutive positions are kv_stride elements apart (cache layout [pos][n_kv_heads * head_dim]).
+  // out[d] = sum_t softmax_t(scale * q.k_t) * v_t[d]. head_dim <= 256, multiple of 16;
+  // n_pos <= 0 writes zeros. No heap allocation.
+  void (*attn_head_f32)(const float* q, const float* k, const float* v, int64_t kv_stride, int n_pos,
+                        int head_dim, float scale, float* out) = nullptr;
+  // Same with an fp16 KV cache (uint16_t IEEE half).
+  void (*attn_head_f16)(const float* q, const uint16_t* k, const uint16_t* v, int64_t kv_stride, int n_pos,
+                        int head_dim, float scale, float* out) = nullptr;
+  // --- end attention ---
 
   const TypeKernels& for_type(TensorType t) const { return types[static_cast<uint32_t>(t) & 31]; }
 };

@@ -20,30 +20,6 @@ namespace {
 
 Result<ModelConfig> read_llama_config(const GgufFile& f) { return read_llama_family_config(f, "llama"); }
 
-// One head's causal attention for a query at absolute position `pos`, in a single pass
-// over the cache with an online softmax (no score buffer).
-void attend_head(const float* q, ForwardState& st, int layer, int kv_head, int head_dim, int pos,
-                 float scale, float* out) {
-  const KernelTable& kt = kernels();
-  float acc[1024];
-  std::fill(acc, acc + head_dim, 0.0f);
-  float m = -INFINITY, l = 0.0f;
-  for (int t = 0; t <= pos; ++t) {
-    const float* k = st.k_at(layer, t) + size_t(kv_head) * head_dim;
-    const float s = kt.dot_f32(q, k, head_dim) * scale;
-    if (s > m) {
-      const float r = std::exp(m - s);  // exp(-inf) = 0 on the first step
-      for (int d = 0; d < head_dim; ++d) acc[d] *= r;
-      l *= r;
-      m = s;
-    }
-    const float w = std::exp(s - m);
-    l += w;
-    kt.axpy_f32(w, st.v_at(layer, t) + size_t(kv_head) * head_dim, acc, head_dim);
-  }
-  const float inv = 1.0f / l;
-  for (int d = 0; d < head_dim; ++d) out[d] = acc[d] * inv;
-}
 
 // Products sharing the normed input h: one pool job when fusing, one each otherwise.
 void run_group(ForwardState& st, std::initializer_list<MatmulTarget> targets, int n) {
@@ -161,8 +137,10 @@ Result<void> llama_family_forward(const Model& m, ForwardState& st, const int32_
       TraceScope ts(tr, "attention", l);
       pool.run(int64_t(n) * c.n_head, [&](int64_t task) {
         const int i = int(task / c.n_head), h = int(task % c.n_head);
-        attend_head(&st.q[size_t(i) * QD + size_t(h) * HD], st, l, h / group, HD, pos0 + i, scale,
-                    &st.att[size_t(i) * QD + size_t(h) * HD]);
+        // Causal: the query at position pos0 + i sees cached positions 0 .. pos0 + i.
+        const size_t kv_off = size_t(h / group) * HD;
+        kt.attn_head_f32(&st.q[size_t(i) * QD + size_t(h) * HD], st.k_at(l, 0) + kv_off, st.v_at(l, 0) + kv_off,
+                         KD, pos0 + i + 1, HD, scale, &st.att[size_t(i) * QD + size_t(h) * HD]);
       });
     }
     {

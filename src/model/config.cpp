@@ -30,9 +30,6 @@ Result<ModelConfig> read_llama_family_config(const GgufFile& f, const std::strin
                                               " is not a multiple of head_count_kv " +
                                               std::to_string(c.n_head_kv));
   c.head_dim = c.n_embd / c.n_head;
-  if (c.head_dim == 0 || c.head_dim > 1024)
-    return make_error(Status::unsupported, f.path() + ": head size " + std::to_string(c.head_dim) +
-                                               " is not supported (1..1024)");
   if (f.find(p + "attention.key_length")) {
     PLLM_ASSIGN(c.head_dim, get_dim(f, p + "attention.key_length", 1024));
   }
@@ -41,6 +38,10 @@ Result<ModelConfig> read_llama_family_config(const GgufFile& f, const std::strin
     if (vl != c.head_dim)
       return make_error(Status::unsupported, f.path() + ": value_length != key_length is not supported");
   }
+  // The attention kernels take head sizes that are multiples of 16, up to 256.
+  if (c.head_dim % 16 != 0 || c.head_dim > 256)
+    return make_error(Status::unsupported, f.path() + ": head size " + std::to_string(c.head_dim) +
+                                               " is not supported (a multiple of 16, at most 256)");
   c.n_rot = c.head_dim;
   if (f.find(p + "rope.dimension_count")) {
     PLLM_ASSIGN(c.n_rot, get_dim(f, p + "rope.dimension_count", 4096));

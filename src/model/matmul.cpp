@@ -48,7 +48,10 @@ void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_t
   int64_t total_rows = 0;
   for (const MatmulTarget& t : targets) total_rows += t.W->rows;
   const int64_t n_chunks_target = int64_t(pool.size()) * 4;
-  const int64_t chunk = std::max<int64_t>(16, (total_rows + n_chunks_target - 1) / n_chunks_target);
+  int64_t chunk = std::max<int64_t>(16, (total_rows + n_chunks_target - 1) / n_chunks_target);
+  // Prefill in int8 mode runs the tiled GEMM, which works on 16-row panels.
+  const bool gemm = mode == ActMode::int8 && n_tok > 1;
+  if (gemm) chunk = (chunk + 15) / 16 * 16;
 
   Plan p;
   p.first_task[0] = 0;
@@ -86,6 +89,10 @@ void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_t
     const int64_t r0 = (task - p.first_task[i]) * chunk, r1 = std::min(rows, r0 + chunk);
     if (p.act_slot[i] >= 0) {
       const uint8_t* xq = s.act_q + p.act_slot[i] * slot_bytes;
+      if (gemm && tk.gemm_q8) {  // all tokens at once: the kernel tiles rows x tokens itself
+        tk.gemm_q8(cols, W.row(r0), W.row_bytes, int(r1 - r0), xq, s.act_row_stride, n_tok, Y + r0, rows);
+        return;
+      }
       for (int64_t r = r0; r < r1; ++r)
         for (int t = 0; t < n_tok; ++t) Y[t * rows + r] = tk.vec_dot(cols, W.row(r), xq + t * s.act_row_stride);
       return;

@@ -1,0 +1,271 @@
+// AVX2 prefill GEMM (TypeKernels::gemm_q8) for Q4_0, Q8_0 and Q4_1. Compiled with
+// -mavx2 -mfma -mf16c; used only after dispatch.cpp has checked the CPU. Same scheme
+// as gemm_avx512.cpp (read that first), with 8-row panels (ymm int32 lane i = row i)
+// and no VNNI: per group of 4 elements and token,
+//   Q4_0 / Q4_1: vpmaddubsw(W[g] (nibbles 0..15), broadcast(4 activation bytes)) -> i16
+//                pairs, summed over the block's 8 groups in i16 (|sum| <= 8 * 2 * 15 *
+//                127 = 30480, no saturation), then one vpmaddwd by 1 per block;
+//   Q8_0:        the sign trick, vpmaddubsw(|w|, sign(a, w)) (pairs <= 2 * 128 * 127 =
+//                32512), vpmaddwd by 1 per group. No offset correction is needed.
+// Q4_0 subtracts 8 * sum(a) exactly in int32, as in the AVX-512 kernel.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/internal.h"
+#include "quant/blocks.h"
+
+namespace pllm::kern {
+
+namespace {
+
+constexpr int kPanel = 8;    // rows per panel (ymm lanes)
+constexpr int kPanels = 8;   // panels per packing group
+constexpr int kKb = 32;      // blocks per K chunk
+constexpr int kSuper = 64;   // tokens per activation-prep super-tile
+constexpr int kTile = 4;     // tokens per micro-kernel call
+
+inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+struct Panel {
+  alignas(64) uint32_t q[kKb][8][kPanel];  // [block][group][row]: 4 quant bytes (Q8_0: signed)
+  alignas(64) float d[kKb][kPanel];        // weight scale
+  alignas(64) float m[kKb][kPanel];        // weight min (Q4_1 only)
+};
+
+// 16 packed bytes -> unsigned quants: lo = low nibbles (elements 0..15), hi = high (16..31).
+inline void nibbles(const uint8_t* p, __m128i& lo, __m128i& hi) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), m4 = _mm_set1_epi8(0x0F);
+  lo = _mm_and_si128(v, m4);
+  hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
+}
+
+// v[i]: the 4 groups (dwords) of row i -> dst[g * stride]: group g of rows 0..3.
+inline void transpose4_store(const __m128i v[4], uint32_t* dst, size_t stride) {
+  const __m128i t0 = _mm_unpacklo_epi32(v[0], v[1]), t1 = _mm_unpacklo_epi32(v[2], v[3]);
+  const __m128i t2 = _mm_unpackhi_epi32(v[0], v[1]), t3 = _mm_unpackhi_epi32(v[2], v[3]);
+  _mm_store_si128(reinterpret_cast<__m128i*>(dst), _mm_unpacklo_epi64(t0, t1));
+  _mm_store_si128(reinterpret_cast<__m128i*>(dst + stride), _mm_unpackhi_epi64(t0, t1));
+  _mm_store_si128(reinterpret_cast<__m128i*>(dst + 2 * stride), _mm_unpacklo_epi64(t2, t3));
+  _mm_store_si128(reinterpret_cast<__m128i*>(dst + 3 * stride), _mm_unpackhi_epi64(t2, t3));
+}
+
+// Per-type traits: block layouts, how to unpack a weight block to 32 unsigned bytes,
+// and the activation block's scale / offset-correction / min term.
+struct Q40 {
+  using W = block_q4_0;
+  using A = block_q8_0;
+  static constexpr bool kMin = false;
+  static constexpr bool kSigned = false;
+  static constexpr int kOffset = 8;
+  static void unpack(const W& b, __m128i& lo, __m128i& hi, float& d, float& m) {
+    nibbles(b.qs, lo, hi);
+    d = h2f(b.d);
+    m = 0.0f;
+  }
+  static float act_d(const A& a) { return h2f(a.d); }
+  static float act_s(const A&) { return 0.0f; }
+};
+struct Q80 {
+  using W = block_q8_0;
+  using A = block_q8_0;
+  static constexpr bool kMin = false;
+  static constexpr bool kSigned = true;  // signed weights: sign trick, no offset
+  static constexpr int kOffset = 0;
+  static void unpack(const W& b, __m128i& lo, __m128i& hi, float& d, float& m) {
+    lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+    hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16));
+    d = h2f(b.d);
+    m = 0.0f;
+  }
+  static float act_d(const A& a) { return h2f(a.d); }
+  static float act_s(const A&) { return 0.0f; }
+};
+struct Q41 {
+  using W = block_q4_1;
+  using A = block_q8_1;
+  static constexpr bool kMin = true;
+  static constexpr bool kSigned = false;
+  static constexpr int kOffset = 0;
+  static void unpack(const W& b, __m128i& lo, __m128i& hi, float& d, float& m) {
+    nibbles(b.qs, lo, hi);
+    d = h2f(b.d);
+    m = h2f(b.m);
+  }
+  static float act_d(const A& a) { return a.d; }
+  static float act_s(const A& a) { return a.s; }
+};
+
+// Sum of the 32 signed activation bytes.
+inline int32_t sum32(const int8_t* qs) {
+  const __m256i v = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs)),
+                                     _mm256_set1_epi8(static_cast<char>(0x80)));  // a + 128
+  const __m256i s = _mm256_sad_epu8(v, _mm256_setzero_si256());
+  const __m128i t = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+  return static_cast<int32_t>(_mm_cvtsi128_si64(t) + _mm_extract_epi64(t, 1)) - 32 * 128;
+}
+
+// Rows in quads: unpack 4 rows' block to (groups 0-3, groups 4-7) vectors, then a 4x4
+// dword transpose writes group g of the 4 rows with one 16-byte store.
+template <class T>
+void pack_panel(const uint8_t* w, size_t w_stride, int nr, int kb0, int kbn, Panel& P) {
+  for (int r4 = 0; r4 < kPanel; r4 += 4) {
+    // The weights come from DRAM once per call: prefetch the next quad's rows (may run
+    // past the panel or the matrix; prefetches never fault).
+    for (int i = 0; i < 4; ++i) {
+      const uintptr_t ahead = reinterpret_cast<uintptr_t>(w) + (r4 + 4 + i) * w_stride + kb0 * sizeof(typename T::W);
+      for (size_t off = 0; off < kbn * sizeof(typename T::W); off += 64)
+        __builtin_prefetch(reinterpret_cast<const void*>(ahead + off));
+    }
+    for (int kb = 0; kb < kbn; ++kb) {
+      __m128i lo[4], hi[4];
+      for (int i = 0; i < 4; ++i) {
+        const int r = r4 + i;
+        if (r < nr) {
+          const typename T::W* blk = reinterpret_cast<const typename T::W*>(w + r * w_stride) + kb0 + kb;
+          T::unpack(*blk, lo[i], hi[i], P.d[kb][r], P.m[kb][r]);
+        } else {
+          lo[i] = hi[i] = _mm_setzero_si128();
+          P.d[kb][r] = 0.0f;
+          P.m[kb][r] = 0.0f;
+        }
+      }
+      transpose4_store(lo, &P.q[kb][0][r4], kPanel);
+      transpose4_store(hi, &P.q[kb][4][r4], kPanel);
+    }
+  }
+}
+
+// Per-token, per-block activation terms, computed once per call into gemm_scratch:
+// element (t, kb) at [t * ld + kb]; views are offset to the current token / K chunk.
+struct ActPrep {
+  float* d;        // activation scale
+  float* s;        // Q8_1 s (Q4_1 only)
+  int32_t* corr;   // -offset * sum(a) (x86 Q4_0 / Q8_0 only)
+  int64_t ld;
+  ActPrep at(int x0, int kb0) const {
+    const int64_t o = x0 * ld + kb0;
+    return {d + o, s + o, corr + o, ld};
+  }
+};
+
+template <class T, int NX>
+inline void micro(const Panel& P, int kbn, const uint8_t* const* arow, const ActPrep& ap, int t0, float* out,
+                  int64_t os, __m256i mask, bool accumulate) {
+  constexpr size_t kAb = sizeof(typename T::A);
+  constexpr size_t kQs = offsetof(typename T::A, qs);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 f[NX];
+  for (int t = 0; t < NX; ++t) f[t] = accumulate ? _mm256_maskload_ps(out + t * os, mask) : _mm256_setzero_ps();
+  for (int kb = 0; kb < kbn; ++kb) {
+    __m256i acc[NX];
+    if constexpr (T::kSigned) {
+      for (int t = 0; t < NX; ++t) acc[t] = _mm256_setzero_si256();
+      for (int g = 0; g < 8; ++g) {
+        const __m256i wv = _mm256_load_si256(reinterpret_cast<const __m256i*>(P.q[kb][g]));
+        const __m256i wa = _mm256_sign_epi8(wv, wv);
+        for (int t = 0; t < NX; ++t) {
+          int32_t a4;
+          std::memcpy(&a4, arow[t] + kb * kAb + kQs + 4 * g, 4);
+          const __m256i p = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(_mm256_set1_epi32(a4), wv));
+          acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p, ones));
+        }
+      }
+    } else {
+      for (int t = 0; t < NX; ++t) acc[t] = _mm256_setzero_si256();  // i16 pair sums here
+      for (int g = 0; g < 8; ++g) {
+        const __m256i wv = _mm256_load_si256(reinterpret_cast<const __m256i*>(P.q[kb][g]));
+        for (int t = 0; t < NX; ++t) {
+          int32_t a4;
+          std::memcpy(&a4, arow[t] + kb * kAb + kQs + 4 * g, 4);
+          acc[t] = _mm256_add_epi16(acc[t], _mm256_maddubs_epi16(wv, _mm256_set1_epi32(a4)));
+        }
+      }
+      for (int t = 0; t < NX; ++t) {
+        acc[t] = _mm256_madd_epi16(acc[t], ones);
+        if constexpr (T::kOffset != 0) acc[t] = _mm256_add_epi32(acc[t], _mm256_set1_epi32(ap.corr[(t0 + t) * ap.ld + kb]));
+      }
+    }
+    const __m256 d = _mm256_load_ps(P.d[kb]);
+    for (int t = 0; t < NX; ++t)
+      f[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[t]), _mm256_mul_ps(d, _mm256_set1_ps(ap.d[(t0 + t) * ap.ld + kb])), f[t]);
+    if constexpr (T::kMin) {
+      const __m256 m = _mm256_load_ps(P.m[kb]);
+      for (int t = 0; t < NX; ++t) f[t] = _mm256_fmadd_ps(m, _mm256_set1_ps(ap.s[(t0 + t) * ap.ld + kb]), f[t]);
+    }
+  }
+  for (int t = 0; t < NX; ++t) _mm256_maskstore_ps(out + t * os, mask, f[t]);
+}
+
+template <class T>
+void micro_n(int nx, const Panel& P, int kbn, const uint8_t* const* arow, const ActPrep& ap, int t0, float* out,
+             int64_t os, __m256i mask, bool acc) {
+  switch (nx) {
+    case 1: micro<T, 1>(P, kbn, arow, ap, t0, out, os, mask, acc); break;
+    case 2: micro<T, 2>(P, kbn, arow, ap, t0, out, os, mask, acc); break;
+    case 3: micro<T, 3>(P, kbn, arow, ap, t0, out, os, mask, acc); break;
+    default: micro<T, 4>(P, kbn, arow, ap, t0, out, os, mask, acc); break;
+  }
+}
+
+template <class T>
+void gemm(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t xq_stride, int n_x,
+          float* out, int64_t out_stride) {
+  static_assert(kTile <= 4, "micro_n handles up to 4 tokens");
+  const int nb = static_cast<int>(n / 32);
+  const uint8_t* wb = static_cast<const uint8_t*>(w);
+  const uint8_t* xb = static_cast<const uint8_t*>(xq);
+  Panel panels[kPanels];
+  const int64_t nprep = int64_t(n_x) * nb;
+  float* prep = static_cast<float*>(gemm_scratch(size_t(nprep) * 3 * sizeof(float)));
+  const ActPrep ap{prep, prep + nprep, reinterpret_cast<int32_t*>(prep + 2 * nprep), nb};
+  for (int t = 0; t < n_x; ++t) {
+    const typename T::A* a = reinterpret_cast<const typename T::A*>(xb + t * xq_stride);
+    for (int kb = 0; kb < nb; ++kb) {
+      ap.d[t * nb + kb] = T::act_d(a[kb]);
+      if constexpr (T::kMin) ap.s[t * nb + kb] = T::act_s(a[kb]);
+      if constexpr (T::kOffset != 0) ap.corr[t * nb + kb] = -T::kOffset * sum32(a[kb].qs);
+    }
+  }
+  for (int rg = 0; rg < n_rows; rg += kPanel * kPanels) {
+    const int nrg = n_rows - rg < kPanel * kPanels ? n_rows - rg : kPanel * kPanels;
+    const int np = (nrg + kPanel - 1) / kPanel;
+    for (int kb0 = 0; kb0 < nb; kb0 += kKb) {
+      const int kbn = nb - kb0 < kKb ? nb - kb0 : kKb;
+      for (int p = 0; p < np; ++p) {
+        const int nr = nrg - p * kPanel < kPanel ? nrg - p * kPanel : kPanel;
+        pack_panel<T>(wb + (rg + p * kPanel) * w_stride, w_stride, nr, kb0, kbn, panels[p]);
+      }
+      for (int x0 = 0; x0 < n_x; x0 += kSuper) {
+        const int nxs = n_x - x0 < kSuper ? n_x - x0 : kSuper;
+        const uint8_t* arow[kSuper];
+        for (int t = 0; t < nxs; ++t) {
+          arow[t] = xb + (x0 + t) * xq_stride + kb0 * sizeof(typename T::A);
+        }
+        const ActPrep apx = ap.at(x0, kb0);
+        for (int p = 0; p < np; ++p) {
+          const int nr = nrg - p * kPanel < kPanel ? nrg - p * kPanel : kPanel;
+          const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+          for (int t0 = 0; t0 < nxs; t0 += kTile) {
+            const int nx = nxs - t0 < kTile ? nxs - t0 : kTile;
+            float* o = out + (x0 + t0) * out_stride + rg + p * kPanel;
+            micro_n<T>(nx, panels[p], kbn, arow + t0, apx, t0, o, out_stride, mask, kb0 > 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void fill_gemm_avx2(KernelTable& t) {
+  fill_gemm_vec_dot_loop(t, Isa::avx2);
+  t.types[static_cast<uint32_t>(TensorType::Q4_0)].gemm_q8 = gemm<Q40>;
+  t.types[static_cast<uint32_t>(TensorType::Q8_0)].gemm_q8 = gemm<Q80>;
+  t.types[static_cast<uint32_t>(TensorType::Q4_1)].gemm_q8 = gemm<Q41>;
+}
+
+}  // namespace pllm::kern
