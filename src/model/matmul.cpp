@@ -73,10 +73,18 @@ void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_t
 
   const size_t slot_bytes = size_t(s.n_batch) * s.act_row_stride;
   if (p.n_slots > 0) {
-    pool.run(int64_t(p.n_slots) * n_tok, [&](int64_t task) {
+    auto quantize = [&](int64_t task) {
       const int slot = int(task / n_tok), t = int(task % n_tok);
       p.slot_tk[slot]->quantize_act(X + t * cols, s.act_q + slot * slot_bytes + t * s.act_row_stride, cols);
-    });
+    };
+    // A row or two quantise in well under a microsecond: cheaper on this thread than a
+    // hand-off to the pool (decode would otherwise pay one extra job per product).
+    const int64_t n_q = int64_t(p.n_slots) * n_tok;
+    if (n_q <= 2) {
+      for (int64_t i = 0; i < n_q; ++i) quantize(i);
+    } else {
+      pool.run(n_q, quantize);
+    }
   }
 
   pool.run(p.first_task[n_targets], [&](int64_t task) {
