@@ -33,4 +33,12 @@ void fill_gemm_neon_dotprod(KernelTable& t);           // arm/gemm_neon.cpp
 // aligned, valid until the next call on the same thread. Grows, never shrinks.
 void* gemm_scratch(size_t bytes);
 
+// Decode matvec (TypeKernels::vec_dot_rows / vec_dot_f32_rows), filled after the GEMM fillers.
+void fill_rows_loop(KernelTable& t, Isa isa);  // generic/rows_scalar.cpp: loop t's vec_dot / vec_dot_f32
+void fill_rows_scalar(KernelTable& t);         // generic/rows_scalar.cpp
+void fill_rows_avx2(KernelTable& t);           // x86/rows_avx2.cpp
+void fill_rows_avx512(KernelTable& t);         // x86/rows_avx512.cpp
+void fill_rows_neon(KernelTable& t);           // arm/rows_neon.cpp (baseline NEON)
+void fill_rows_neon_dotprod(KernelTable& t);   // arm/rows_neon.cpp (int8 kernels need dotprod)
+
 }  // namespace pllm::kern

@@ -45,6 +45,18 @@ struct TypeKernels {
   // type it is that ISA's vec_dot in a loop. Writes nothing outside the tile.
   void (*gemm_q8)(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t xq_stride,
                   int n_x, float* out, int64_t out_stride) = nullptr;
+
+  // ---- decode matvec, several weight rows at once (kernels: generic/rows_scalar.cpp,
+  // x86/rows_avx*.cpp, arm/rows_neon.cpp). Never null for an available type: where an ISA
+  // has no multi-row kernel for a type it is that ISA's vec_dot / vec_dot_f32 in a loop.
+  // Writes out[0 .. n_rows-1] only; n_rows >= 1; row r starts at (const uint8_t*)w + r * w_stride.
+  // Several weight rows against ONE activation row: out[r] = vec_dot(n, w + r*w_stride, xq)
+  // up to f32 rounding (integer block sums exact; same error bound as vec_dot).
+  void (*vec_dot_rows)(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, float* out) = nullptr;
+  // Same for the exact path with f32 activations: out[r] = vec_dot_f32(n, w + r*w_stride, x)
+  // up to rounding (same decoded weights, >= 8 f32 lanes per row as for vec_dot_f32).
+  void (*vec_dot_f32_rows)(int64_t n, const void* w, size_t w_stride, int n_rows, const float* x, float* out) = nullptr;
+  // ---- end decode matvec
 };
 
 struct KernelTable {

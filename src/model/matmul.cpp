@@ -101,8 +101,16 @@ void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_t
         tk.gemm_q8(cols, W.row(r0), W.row_bytes, int(r1 - r0), xq, s.act_row_stride, n_tok, Y + r0, rows);
         return;
       }
+      if (n_tok == 1) {  // decode: the kernel streams several weight rows per activation load
+        tk.vec_dot_rows(cols, W.row(r0), W.row_bytes, int(r1 - r0), xq, Y + r0);
+        return;
+      }
       for (int64_t r = r0; r < r1; ++r)
         for (int t = 0; t < n_tok; ++t) Y[t * rows + r] = tk.vec_dot(cols, W.row(r), xq + t * s.act_row_stride);
+      return;
+    }
+    if (n_tok == 1) {  // decode, exact: several weight rows share each activation vector
+      tk.vec_dot_f32_rows(cols, W.row(r0), W.row_bytes, int(r1 - r0), X, Y + r0);
       return;
     }
     // Exact: weight blocks decoded in registers, FMA'd with f32 activations for up to

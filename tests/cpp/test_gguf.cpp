@@ -2,6 +2,8 @@
 // with an error that names the file and field (the Python suite covers more corruption).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -43,7 +45,9 @@ std::vector<uint8_t> make_file(uint64_t alignment = 32, uint64_t tensor_offset =
 
 std::string write_tmp(const std::vector<uint8_t>& bytes) {
   static int counter = 0;
-  std::string path = ::testing::TempDir() + "pllm_gguf_" + std::to_string(counter++) + ".gguf";
+  // ctest runs tests as parallel processes: the pid keeps their files apart.
+  std::string path = ::testing::TempDir() + "pllm_gguf_" + std::to_string(getpid()) + "_" +
+                     std::to_string(counter++) + ".gguf";
   FILE* f = std::fopen(path.c_str(), "wb");
   if (!bytes.empty()) std::fwrite(bytes.data(), 1, bytes.size(), f);
   std::fclose(f);

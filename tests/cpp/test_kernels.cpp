@@ -427,7 +427,9 @@ TEST_P(KernelIsa, ExactDotMatchesScalarAndF64) {
             EXPECT_NEAR(out[j * os], out_s[j * os], tol(j) + c_scalar * kU * S[j]) << "row " << j << " vs twin";
           }
           for (size_t i = 0; i < out.size(); ++i) {
-            if (i % os != 0) EXPECT_EQ(out[i], -7.0f) << "output gap " << i << " written";
+            if (i % os != 0) {
+              EXPECT_EQ(out[i], -7.0f) << "output gap " << i << " written";
+            }
           }
         }
       }

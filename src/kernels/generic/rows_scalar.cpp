@@ -1,0 +1,65 @@
+// Decode matvec (TypeKernels::vec_dot_rows / vec_dot_f32_rows): the scalar twins and
+// the per-row loop fallback that SIMD tables keep for types without a multi-row kernel.
+//
+// Both are literally a loop over the weight rows of a one-row kernel. The function
+// pointer carries no table, so the one-row kernels to loop over are recorded here, per
+// (ISA, type), when the table is filled (once, inside the thread-safe static init of
+// dispatch.cpp's tables) and only read afterwards. Same scheme as gemm_scalar.cpp.
+#include <cstdint>
+#include <utility>
+
+#include "kernels/internal.h"
+
+namespace pllm::kern {
+
+namespace {
+
+constexpr int kIsas = 5;
+using DotFn = float (*)(int64_t, const void*, const void*);
+using DotF32Fn = float (*)(int64_t, const void*, const float*);
+DotFn g_dot[kIsas][32] = {};
+DotF32Fn g_dot_f32[kIsas][32] = {};
+
+template <int IsaIdx, int Type>
+void rows_loop(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, float* out) {
+  const DotFn dot = g_dot[IsaIdx][Type];
+  const uint8_t* wb = static_cast<const uint8_t*>(w);
+  for (int r = 0; r < n_rows; ++r) out[r] = dot(n, wb + r * w_stride, xq);
+}
+
+template <int IsaIdx, int Type>
+void rows_f32_loop(int64_t n, const void* w, size_t w_stride, int n_rows, const float* x, float* out) {
+  const DotF32Fn dot = g_dot_f32[IsaIdx][Type];
+  const uint8_t* wb = static_cast<const uint8_t*>(w);
+  for (int r = 0; r < n_rows; ++r) out[r] = dot(n, wb + r * w_stride, x);
+}
+
+template <int IsaIdx>
+void set_loops(KernelTable& t) {
+  auto one = [&]<int Type>() {
+    TypeKernels& k = t.types[Type];
+    if (!k.available) return;
+    g_dot[IsaIdx][Type] = k.vec_dot;
+    g_dot_f32[IsaIdx][Type] = k.vec_dot_f32;
+    k.vec_dot_rows = rows_loop<IsaIdx, Type>;
+    k.vec_dot_f32_rows = rows_f32_loop<IsaIdx, Type>;
+  };
+  [&]<int... T>(std::integer_sequence<int, T...>) { (one.template operator()<T>(), ...); }(
+      std::make_integer_sequence<int, 32>{});
+}
+
+}  // namespace
+
+void fill_rows_loop(KernelTable& t, Isa isa) {
+  switch (isa) {
+    case Isa::scalar: set_loops<0>(t); break;
+    case Isa::avx2: set_loops<1>(t); break;
+    case Isa::avx512: set_loops<2>(t); break;
+    case Isa::neon: set_loops<3>(t); break;
+    case Isa::neon_dotprod: set_loops<4>(t); break;
+  }
+}
+
+void fill_rows_scalar(KernelTable& t) { fill_rows_loop(t, Isa::scalar); }
+
+}  // namespace pllm::kern

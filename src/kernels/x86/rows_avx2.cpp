@@ -1,0 +1,231 @@
+// AVX2 (+FMA, F16C) decode matvec: several weight rows against one activation row
+// (TypeKernels::vec_dot_rows / vec_dot_f32_rows) for Q4_0, Q4_1 and Q8_0. Same scheme as
+// rows_avx512.cpp (read that first): 4 rows per pass share every activation load and
+// per-block activation term, one 8-lane accumulator per row, one combined horizontal
+// sum for the 4 rows; remainders of 1..3 rows run the same code with fewer rows.
+//
+// Integer block sums: maddubs (unsigned x signed bytes -> i16 pairs) then madd with 1
+// -> i32; no i16 saturation is possible: Q4 nibbles <= 15 (|pair| <= 2*15*128), and
+// Q8_0 goes through |w| x sign(a, w) (|pair| <= 2*128*128 = 32768 only for w = a = -128,
+// which quantize_act never produces: |a| <= 127, so |pair| <= 2*128*127 < 32767).
+// Exact path: decoded weights bit-identical to dequantize_row, two 8-lane FMA
+// accumulators per row.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/internal.h"
+#include "quant/blocks.h"
+
+namespace pllm::kern {
+
+namespace {
+
+#define PLLM_AI inline __attribute__((always_inline))
+
+PLLM_AI float h2f(uint16_t h) { return _cvtsh_ss(h); }
+PLLM_AI __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+PLLM_AI __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+// The R rows are R interleaved streams too short for the hardware prefetchers to
+// train on; since they are normally contiguous, prefetch the group as one linear stream
+// 4 rows ahead (see rows_avx512.cpp).
+PLLM_AI void prefetch_lines(const uint8_t* p, int bytes) {
+  for (int k = 0; k < bytes; k += 64) _mm_prefetch(reinterpret_cast<const char*>(p + k), _MM_HINT_T0);
+}
+
+// 16 packed bytes -> 32 nibbles in element order (low nibbles, then high nibbles).
+PLLM_AI __m256i nibbles32(const uint8_t* p) {
+  const __m128i t = load128(p);
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0F));
+}
+// i16 pairs -> i32 sums.
+PLLM_AI __m256i sum_pairs(__m256i p16) { return _mm256_madd_epi16(p16, _mm256_set1_epi16(1)); }
+
+template <int R>
+PLLM_AI void store_sums(const __m256* acc, float* out) {
+  __m128 t[4];
+  for (int r = 0; r < R; ++r) t[r] = _mm_add_ps(_mm256_castps256_ps128(acc[r]), _mm256_extractf128_ps(acc[r], 1));
+  if constexpr (R == 4) {
+    _mm_storeu_ps(out, _mm_hadd_ps(_mm_hadd_ps(t[0], t[1]), _mm_hadd_ps(t[2], t[3])));
+  } else {
+    for (int r = 0; r < R; ++r) {
+      const __m128 h = _mm_hadd_ps(t[r], t[r]);
+      out[r] = _mm_cvtss_f32(_mm_hadd_ps(h, h));
+    }
+  }
+}
+
+// ------------------------------------------------------------ int8 activations
+// Q4_0: sum (q - 8) a = sum q a - 8 sum a; 8 sum a is per activation block (shared).
+template <int R>
+PLLM_AI void q4_0_rows(int64_t nb, const uint8_t* w, size_t ws, const block_q8_0* a, float* out) {
+  constexpr int kBB = sizeof(block_q4_0);
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  const __m256i eight = _mm256_set1_epi8(8);
+  const uint8_t* pf = w + 4 * ws;
+  for (int64_t b = 0; b < nb; ++b, pf += R * kBB) {
+    prefetch_lines(pf, R * kBB);
+    const __m256i y = load256(a[b].qs);
+    const __m256i y8 = sum_pairs(_mm256_maddubs_epi16(eight, y));
+    const float ad = h2f(a[b].d);
+    for (int r = 0; r < R; ++r) {
+      const block_q4_0* wr = reinterpret_cast<const block_q4_0*>(w + r * ws);
+      const __m256i p = _mm256_sub_epi32(sum_pairs(_mm256_maddubs_epi16(nibbles32(wr[b].qs), y)), y8);
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(wr[b].d) * ad), _mm256_cvtepi32_ps(p), acc[r]);
+    }
+  }
+  store_sums<R>(acc, out);
+}
+
+// Q4_1: sum (d q + m) ad a = d ad sum q a + m s; m s added as m * (s / 8) on 8 lanes.
+template <int R>
+PLLM_AI void q4_1_rows(int64_t nb, const uint8_t* w, size_t ws, const block_q8_1* a, float* out) {
+  constexpr int kBB = sizeof(block_q4_1);
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  const uint8_t* pf = w + 4 * ws;
+  for (int64_t b = 0; b < nb; ++b, pf += R * kBB) {
+    prefetch_lines(pf, R * kBB);
+    const __m256i y = load256(a[b].qs);
+    const float ad = a[b].d;
+    const __m256 as = _mm256_set1_ps(a[b].s * 0.125f);
+    for (int r = 0; r < R; ++r) {
+      const block_q4_1* wr = reinterpret_cast<const block_q4_1*>(w + r * ws);
+      const __m256i p = sum_pairs(_mm256_maddubs_epi16(nibbles32(wr[b].qs), y));
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(wr[b].d) * ad), _mm256_cvtepi32_ps(p), acc[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(wr[b].m)), as, acc[r]);
+    }
+  }
+  store_sums<R>(acc, out);
+}
+
+// Q8_0: sum w a = sum |w| sign(a, w).
+template <int R>
+PLLM_AI void q8_0_rows(int64_t nb, const uint8_t* w, size_t ws, const block_q8_0* a, float* out) {
+  constexpr int kBB = sizeof(block_q8_0);
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  const uint8_t* pf = w + 4 * ws;
+  for (int64_t b = 0; b < nb; ++b, pf += R * kBB) {
+    prefetch_lines(pf, R * kBB);
+    const __m256i y = load256(a[b].qs);
+    const float ad = h2f(a[b].d);
+    for (int r = 0; r < R; ++r) {
+      const block_q8_0* wr = reinterpret_cast<const block_q8_0*>(w + r * ws);
+      const __m256i q = load256(wr[b].qs);
+      const __m256i p = sum_pairs(_mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(y, q)));
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(wr[b].d) * ad), _mm256_cvtepi32_ps(p), acc[r]);
+    }
+  }
+  store_sums<R>(acc, out);
+}
+
+// ------------------------------------------------------------ f32 activations (exact)
+// Block -> 32 floats in four __m256 (element order), bit-identical to dequantize_row.
+struct DecQ4_0 {
+  using Block = block_q4_0;
+  static PLLM_AI void unit(const Block& blk, __m256 v[4]) {
+    const __m256 d = _mm256_set1_ps(h2f(blk.d));
+    const __m128i t = load128(blk.qs);
+    const __m256i u0 = _mm256_cvtepu8_epi32(t), u1 = _mm256_cvtepu8_epi32(_mm_srli_si128(t, 8));
+    const __m256i m = _mm256_set1_epi32(0x0F), e8 = _mm256_set1_epi32(8);
+    v[0] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(u0, m), e8)), d);
+    v[1] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(u1, m), e8)), d);
+    v[2] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(u0, 4), e8)), d);
+    v[3] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(u1, 4), e8)), d);
+  }
+};
+
+struct DecQ4_1 {
+  using Block = block_q4_1;
+  static PLLM_AI void unit(const Block& blk, __m256 v[4]) {
+    const __m256 d = _mm256_set1_ps(h2f(blk.d)), mm = _mm256_set1_ps(h2f(blk.m));
+    const __m128i t = load128(blk.qs);
+    const __m256i u0 = _mm256_cvtepu8_epi32(t), u1 = _mm256_cvtepu8_epi32(_mm_srli_si128(t, 8));
+    const __m256i m = _mm256_set1_epi32(0x0F);
+    // d * q is exact (4-bit q, fp16 d): the FMA rounds like dequantize_row's d*q + m.
+    v[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(u0, m)), d, mm);
+    v[1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(u1, m)), d, mm);
+    v[2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(u0, 4)), d, mm);
+    v[3] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(u1, 4)), d, mm);
+  }
+};
+
+struct DecQ8_0 {
+  using Block = block_q8_0;
+  static PLLM_AI void unit(const Block& blk, __m256 v[4]) {
+    const __m256 d = _mm256_set1_ps(h2f(blk.d));
+    for (int k = 0; k < 4; ++k) {
+      const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.qs + 8 * k));
+      v[k] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d);
+    }
+  }
+};
+
+template <int R, class D>
+PLLM_AI void f32_rows(int64_t nb, const uint8_t* w, size_t ws, const float* x, float* out) {
+  using Block = typename D::Block;
+  constexpr int kBB = sizeof(Block);
+  __m256 acc0[R], acc1[R];
+  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+  const uint8_t* pf = w + 4 * ws;
+  for (int64_t b = 0; b < nb; ++b, x += 32, pf += R * kBB) {
+    prefetch_lines(pf, R * kBB);
+    for (int r = 0; r < R; ++r) {
+      const Block* wr = reinterpret_cast<const Block*>(w + r * ws);
+      __m256 v[4];
+      D::unit(wr[b], v);
+      acc0[r] = _mm256_fmadd_ps(v[0], _mm256_loadu_ps(x), acc0[r]);
+      acc1[r] = _mm256_fmadd_ps(v[1], _mm256_loadu_ps(x + 8), acc1[r]);
+      acc0[r] = _mm256_fmadd_ps(v[2], _mm256_loadu_ps(x + 16), acc0[r]);
+      acc1[r] = _mm256_fmadd_ps(v[3], _mm256_loadu_ps(x + 24), acc1[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) acc0[r] = _mm256_add_ps(acc0[r], acc1[r]);
+  store_sums<R>(acc0, out);
+}
+
+// ------------------------------------------------------------ row loops
+template <class Act, template <int> class K>
+void rows(int64_t n, const void* w, size_t ws, int n_rows, const void* xq, float* out) {
+  const uint8_t* wb = static_cast<const uint8_t*>(w);
+  const Act* a = static_cast<const Act*>(xq);
+  const int64_t nb = n / 32;
+  int r = 0;
+  for (; r + 4 <= n_rows; r += 4) K<4>::run(nb, wb + r * ws, ws, a, out + r);
+  switch (n_rows - r) {
+    case 1: K<1>::run(nb, wb + r * ws, ws, a, out + r); break;
+    case 2: K<2>::run(nb, wb + r * ws, ws, a, out + r); break;
+    case 3: K<3>::run(nb, wb + r * ws, ws, a, out + r); break;
+    default: break;
+  }
+}
+
+template <int R> struct KQ4_0 { static void run(int64_t nb, const uint8_t* w, size_t ws, const block_q8_0* a, float* o) { q4_0_rows<R>(nb, w, ws, a, o); } };
+template <int R> struct KQ4_1 { static void run(int64_t nb, const uint8_t* w, size_t ws, const block_q8_1* a, float* o) { q4_1_rows<R>(nb, w, ws, a, o); } };
+template <int R> struct KQ8_0 { static void run(int64_t nb, const uint8_t* w, size_t ws, const block_q8_0* a, float* o) { q8_0_rows<R>(nb, w, ws, a, o); } };
+template <class D> struct KF32 {
+  template <int R> struct K { static void run(int64_t nb, const uint8_t* w, size_t ws, const float* x, float* o) { f32_rows<R, D>(nb, w, ws, x, o); } };
+};
+
+template <class D>
+void rows_f32(int64_t n, const void* w, size_t ws, int n_rows, const float* x, float* out) {
+  rows<float, KF32<D>::template K>(n, w, ws, n_rows, x, out);
+}
+
+}  // namespace
+
+void fill_rows_avx2(KernelTable& t) {
+  fill_rows_loop(t, Isa::avx2);  // every available type: this table's one-row kernels in a loop
+  auto at = [&t](TensorType type) -> TypeKernels& { return t.types[static_cast<uint32_t>(type) & 31]; };
+  at(TensorType::Q4_0).vec_dot_rows = rows<block_q8_0, KQ4_0>;
+  at(TensorType::Q4_1).vec_dot_rows = rows<block_q8_1, KQ4_1>;
+  at(TensorType::Q8_0).vec_dot_rows = rows<block_q8_0, KQ8_0>;
+  at(TensorType::Q4_0).vec_dot_f32_rows = rows_f32<DecQ4_0>;
+  at(TensorType::Q4_1).vec_dot_f32_rows = rows_f32<DecQ4_1>;
+  at(TensorType::Q8_0).vec_dot_f32_rows = rows_f32<DecQ8_0>;
+}
+
+}  // namespace pllm::kern

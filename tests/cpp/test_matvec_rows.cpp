@@ -1,0 +1,235 @@
+// Decode matvec kernels (TypeKernels::vec_dot_rows / vec_dot_f32_rows) on every ISA
+// table this machine can run, against the scalar twin's one-row kernels in a loop.
+//
+// Tolerances (derivation as in test_kernels.cpp; u = FLT_EPSILON / 2):
+//   * int8 activations: the rows kernels do the vec_dot arithmetic (integer block sums
+//     exact; per block a few f32 products, <= 2 accumulations per block, a horizontal sum
+//     of <= 4 levels, a final combination). With S = sum_i |w_i| |a_i| over the
+//     dequantised weight (|scale part| + |offset part| for Q4_1 / Q4_K) and activation:
+//     tol = (2 nb + 16) u S, plus u |ref| for the scalar twin's final rounding.
+//   * f32 activations (exact path): weights decoded exactly as dequantize_row, >= 8 f32
+//     lanes per row fed by FMA: tol = (n/8 + 16) u S with S = sum |w_deq_i| |x_i|, plus
+//     2 u S for the scalar twin (double accumulation).
+// A wrong or missing element moves a result by ~S/n, well above these bounds for the
+// sizes tested, and a swapped row moves it by ~S.
+// Writes are checked with guard values on both sides of out[0 .. n_rows-1].
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "base/fp16.h"
+#include "kernels/kernels.h"
+#include "quant/blocks.h"
+#include "quant/reference.h"
+
+namespace pllm {
+
+void PrintTo(Isa isa, std::ostream* os) { *os << isa_name(isa); }
+
+namespace {
+
+constexpr double kU = FLT_EPSILON / 2.0;
+constexpr int kGuard = 8;
+constexpr uint32_t kGuardBits = 0x7fc0dead;  // a quiet NaN no kernel produces
+
+const TensorType kTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q4_0,
+                             TensorType::Q4_1, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K};
+const int kRowCounts[] = {1, 2, 3, 4, 5, 8, 13};
+
+int block_of(TensorType t) { return static_cast<int>(type_traits(static_cast<uint32_t>(t))->block_elems); }
+bool is_float(TensorType t) { return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::BF16; }
+
+// 1 block, 18 blocks (576) and 48 blocks (1536) for 32-element blocks; the K-quants
+// (256-element blocks) use 1, 6 and 18 blocks; the float types 1, 576, 1536 elements.
+std::vector<int64_t> sizes_for(TensorType t) {
+  if (is_float(t)) return {1, 576, 1536};
+  if (block_of(t) == 32) return {32, 576, 1536};
+  return {256, 1536, 4608};
+}
+
+std::vector<float> random_floats(std::mt19937& rng, int64_t n, float scale) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng) * scale;
+  return v;
+}
+
+uint16_t random_scale16(std::mt19937& rng) {
+  std::uniform_real_distribution<float> e(-10.0f, -2.0f);
+  return fp32_to_fp16(std::exp2(e(rng)) * ((rng() & 1) ? 1.0f : -1.0f));
+}
+
+// One weight row: the reference quantiser on Gaussian data, or (raw) random bytes with
+// sane fp16 scales, reaching every quant bit pattern.
+void fill_row(TensorType t, int64_t n, std::mt19937& rng, bool raw, uint8_t* w) {
+  const size_t bytes = *row_bytes(static_cast<uint32_t>(t), n);
+  const std::vector<float> x = random_floats(rng, n, raw ? 3.0f : 0.7f);
+  switch (t) {
+    case TensorType::F32: std::memcpy(w, x.data(), bytes); return;
+    case TensorType::F16: ref::quantize_row_f16(x.data(), reinterpret_cast<uint16_t*>(w), n); return;
+    case TensorType::BF16: ref::quantize_row_bf16(x.data(), reinterpret_cast<uint16_t*>(w), n); return;
+    default: break;
+  }
+  if (raw) {
+    for (size_t i = 0; i < bytes; ++i) w[i] = static_cast<uint8_t>(rng());
+    const size_t bb = type_traits(static_cast<uint32_t>(t))->block_bytes;
+    for (size_t off = 0; off < bytes; off += bb) {
+      const uint16_t h[2] = {random_scale16(rng), random_scale16(rng)};
+      if (t == TensorType::Q6_K) {
+        std::memcpy(w + off + 208, h, 2);
+      } else {
+        std::memcpy(w + off, h, (t == TensorType::Q4_1 || t == TensorType::Q4_K) ? 4 : 2);
+      }
+    }
+    return;
+  }
+  switch (t) {
+    case TensorType::Q4_0: ref::quantize_row_q4_0(x.data(), reinterpret_cast<block_q4_0*>(w), n); break;
+    case TensorType::Q4_1: ref::quantize_row_q4_1(x.data(), reinterpret_cast<block_q4_1*>(w), n); break;
+    case TensorType::Q8_0: ref::quantize_row_q8_0(x.data(), reinterpret_cast<block_q8_0*>(w), n); break;
+    case TensorType::Q4_K: ref::quantize_row_q4_K(x.data(), reinterpret_cast<block_q4_K*>(w), n); break;
+    case TensorType::Q6_K: ref::quantize_row_q6_K(x.data(), reinterpret_cast<block_q6_K*>(w), n); break;
+    default: ADD_FAILURE() << "no quantiser";
+  }
+}
+
+// |offset part| of every weight element (Q4_1: |m|, Q4_K: |dmin * m_j|), else 0.
+std::vector<double> offsets(TensorType t, const uint8_t* w, int64_t n) {
+  std::vector<double> o(n, 0.0);
+  auto h = [](const uint8_t* at) { uint16_t v; std::memcpy(&v, at, 2); return static_cast<double>(fp16_to_fp32(v)); };
+  if (t == TensorType::Q4_1) {
+    for (int64_t i = 0; i < n; ++i) o[i] = std::fabs(h(w + 20 * (i / 32) + 2));
+  } else if (t == TensorType::Q4_K) {
+    for (int64_t i = 0; i < n; ++i) {
+      const auto* b = reinterpret_cast<const block_q4_K*>(w) + i / 256;
+      uint8_t sc, m;
+      ref::get_scale_min_k4(static_cast<int>(i % 256) / 32, b->scales, &sc, &m);
+      o[i] = std::fabs(static_cast<double>(fp16_to_fp32(b->dmin)) * m);
+    }
+  }
+  return o;
+}
+
+// The activation row as floats, from its activation format.
+std::vector<double> act_values(TensorType act, const void* xq, const float* x, int64_t n) {
+  std::vector<double> a(n);
+  for (int64_t i = 0; i < n; ++i) {
+    switch (act) {
+      case TensorType::F32: a[i] = x[i]; break;
+      case TensorType::Q8_0: {
+        const auto& b = static_cast<const block_q8_0*>(xq)[i / 32];
+        a[i] = static_cast<double>(fp16_to_fp32(b.d)) * b.qs[i % 32];
+        break;
+      }
+      case TensorType::Q8_1: {
+        const auto& b = static_cast<const block_q8_1*>(xq)[i / 32];
+        a[i] = static_cast<double>(b.d) * b.qs[i % 32];
+        break;
+      }
+      case TensorType::Q8_K: {
+        const auto& b = static_cast<const block_q8_K*>(xq)[i / 256];
+        a[i] = static_cast<double>(b.d) * b.qs[i % 256];
+        break;
+      }
+      default: ADD_FAILURE() << "unknown activation format";
+    }
+  }
+  return a;
+}
+
+class MatvecRows : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    table_ = kernels_for(GetParam());
+    scalar_ = kernels_for(Isa::scalar);
+    ASSERT_NE(scalar_, nullptr);
+    if (!table_) GTEST_SKIP() << isa_name(GetParam()) << " not runnable on this CPU/build";
+  }
+  const KernelTable* table_ = nullptr;
+  const KernelTable* scalar_ = nullptr;
+};
+
+TEST_P(MatvecRows, EntriesSetForEveryAvailableType) {
+  for (uint32_t id = 0; id < 32; ++id) {
+    const TypeKernels& k = table_->types[id];
+    if (!k.available) continue;
+    EXPECT_NE(k.vec_dot_rows, nullptr) << "type id " << id;
+    EXPECT_NE(k.vec_dot_f32_rows, nullptr) << "type id " << id;
+  }
+}
+
+// Runs fn(out) on a buffer with guards and checks the guards are untouched.
+template <class Fn>
+std::vector<float> guarded(int n_rows, Fn fn, const char* what) {
+  std::vector<float> buf(n_rows + 2 * kGuard);
+  float guard;
+  std::memcpy(&guard, &kGuardBits, 4);
+  for (auto& v : buf) v = guard;
+  fn(buf.data() + kGuard);
+  for (int i = 0; i < int(buf.size()); ++i) {
+    if (i >= kGuard && i < kGuard + n_rows) continue;
+    uint32_t bits;
+    std::memcpy(&bits, &buf[i], 4);
+    EXPECT_EQ(bits, kGuardBits) << what << ": write outside out[0.." << n_rows - 1 << "] at offset " << i - kGuard;
+  }
+  return std::vector<float>(buf.begin() + kGuard, buf.begin() + kGuard + n_rows);
+}
+
+TEST_P(MatvecRows, MatchesScalarRowLoop) {
+  std::mt19937 rng(777 + static_cast<int>(GetParam()));
+  for (TensorType t : kTypes) {
+    const TypeKernels& k = table_->for_type(t);
+    const TypeKernels& ks = scalar_->for_type(t);
+    ASSERT_TRUE(k.available && ks.available);
+    const char* tname = type_traits(static_cast<uint32_t>(t))->name;
+    for (int64_t n : sizes_for(t)) {
+      const size_t rb = *row_bytes(static_cast<uint32_t>(t), n);
+      const int64_t nb = n / block_of(t);
+      for (int n_rows : kRowCounts) {
+        for (int variant = 0; variant < 2; ++variant) {  // 0: quantised data, packed; 1: raw bytes, padded stride
+          const bool raw = variant == 1 && !is_float(t);
+          const size_t stride = variant == 0 ? rb : rb + 64;
+          std::vector<uint8_t> w(stride * n_rows + 64);
+          for (int r = 0; r < n_rows; ++r) fill_row(t, n, rng, raw, w.data() + r * stride);
+          const std::vector<float> x = random_floats(rng, n, 1.0f);
+          std::vector<uint8_t> xq(k.act_bytes(n) + 64);
+          k.quantize_act(x.data(), xq.data(), n);  // same activation bytes for both sides
+
+          const std::vector<double> a = act_values(k.act_type, xq.data(), x.data(), n);
+          const std::vector<float> out_q = guarded(n_rows, [&](float* o) { k.vec_dot_rows(n, w.data(), stride, n_rows, xq.data(), o); }, "vec_dot_rows");
+          const std::vector<float> out_f = guarded(n_rows, [&](float* o) { k.vec_dot_f32_rows(n, w.data(), stride, n_rows, x.data(), o); }, "vec_dot_f32_rows");
+          std::vector<float> deq(n);
+          for (int r = 0; r < n_rows; ++r) {
+            const uint8_t* wr = w.data() + r * stride;
+            ks.dequantize_row(wr, deq.data(), n);
+            const std::vector<double> off = offsets(t, wr, n);
+            double s_q = 0.0, s_f = 0.0;
+            for (int64_t i = 0; i < n; ++i) {
+              s_q += (std::fabs(double(deq[i])) + 2.0 * off[i]) * std::fabs(a[i]);  // >= |scale| + |offset|
+              s_f += std::fabs(double(deq[i])) * std::fabs(double(x[i]));
+            }
+            const double ref_q = ks.vec_dot(n, wr, xq.data());
+            const double ref_f = ks.vec_dot_f32(n, wr, x.data());
+            const double tol_q = (2.0 * nb + 16.0) * kU * s_q + kU * std::fabs(ref_q) + 1e-30;
+            const double tol_f = (double(n) / 8.0 + 16.0 + 2.0) * kU * s_f + 1e-30;
+            EXPECT_NEAR(out_q[r], ref_q, tol_q) << tname << " n=" << n << " rows=" << n_rows << " row " << r
+                                                << " variant " << variant << " (int8 path)";
+            EXPECT_NEAR(out_f[r], ref_f, tol_f) << tname << " n=" << n << " rows=" << n_rows << " row " << r
+                                                << " variant " << variant << " (f32 path)";
+          }
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllIsas, MatvecRows,
+                         ::testing::Values(Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon_dotprod),
+                         [](const ::testing::TestParamInfo<Isa>& info) { return std::string(isa_name(info.param)); });
+
+}  // namespace
+}  // namespace pllm
