@@ -60,8 +60,6 @@ class [[nodiscard]] Result<void> {
   bool ok_ = true;
 };
 
-using Status_ = Result<void>;
-
 }  // namespace pllm
 
 // Propagate an error from an expression returning Result<...>.
