@@ -11,27 +11,22 @@
 #include <vector>
 
 #include "pocketllm/pocketllm.h"
+#include "real_model.h"
 
 namespace {
-
-std::string model_path() {
-  const char* env = std::getenv("POCKETLLM_MODELS");
-  std::string dir = env && *env ? env : std::string(PLLM_SOURCE_DIR) + "/models";
-  return dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
 
 class Api : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (access(model_path().c_str(), R_OK) != 0) return;
-    ASSERT_EQ(pllm_model_load(model_path().c_str(), nullptr, &model_), PLLM_OK) << pllm_last_error();
+    if (access(real_model_path().c_str(), R_OK) != 0) return;
+    ASSERT_EQ(pllm_model_load(real_model_path().c_str(), nullptr, &model_), PLLM_OK) << pllm_last_error();
   }
   static void TearDownTestSuite() {
     pllm_model_free(model_);
     model_ = nullptr;
   }
   void SetUp() override {
-    if (!model_) GTEST_SKIP() << "model not found at " << model_path() << " (run scripts/fetch_model.sh)";
+    if (!model_) GTEST_SKIP() << "model not found at " << real_model_path() << " (run scripts/fetch_model.sh)";
     pllm_session_params sp = pllm_session_default_params();
     sp.n_ctx = 256;
     ASSERT_EQ(pllm_session_create(model_, &sp, &session_), PLLM_OK) << pllm_last_error();
@@ -183,7 +178,7 @@ TEST_F(Api, SameSeedSameTokens) {
 }
 
 TEST(ApiLoad, ProgressCallbackCanAbort) {
-  if (access(model_path().c_str(), R_OK) != 0) GTEST_SKIP() << "model not found";
+  if (access(real_model_path().c_str(), R_OK) != 0) GTEST_SKIP() << "model not found";
   pllm_model_params mp = pllm_model_default_params();
   std::vector<float> seen;
   mp.progress = [](float p, void* ud) {
@@ -192,7 +187,7 @@ TEST(ApiLoad, ProgressCallbackCanAbort) {
   };
   mp.progress_user_data = &seen;
   pllm_model* m = nullptr;
-  EXPECT_EQ(pllm_model_load(model_path().c_str(), &mp, &m), PLLM_ERR_CANCELLED);
+  EXPECT_EQ(pllm_model_load(real_model_path().c_str(), &mp, &m), PLLM_ERR_CANCELLED);
   EXPECT_EQ(m, nullptr);
   ASSERT_GE(seen.size(), 2u);
   EXPECT_EQ(seen.front(), 0.0f);

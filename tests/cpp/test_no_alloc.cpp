@@ -9,6 +9,7 @@
 #include <string>
 
 #include "model/model.h"
+#include "real_model.h"
 #include "runtime/session.h"
 
 namespace {
@@ -45,16 +46,10 @@ void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
 namespace pllm {
 namespace {
 
-std::string model_path() {
-  const char* env = std::getenv("POCKETLLM_MODELS");
-  std::string dir = env && *env ? env : std::string(PLLM_SOURCE_DIR) + "/models";
-  return dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
-
 void expect_no_alloc_decoding(bool int8) {
   if (!PLLM_COUNT_ALLOCS) GTEST_SKIP() << "allocation counting is off under AddressSanitizer (release build runs it)";
-  if (access(model_path().c_str(), R_OK) != 0) GTEST_SKIP() << "model not found at " << model_path();
-  auto m = Model::load(model_path(), false);
+  if (access(real_model_path().c_str(), R_OK) != 0) GTEST_SKIP() << "model not found at " << real_model_path();
+  auto m = Model::load(real_model_path(), false);
   ASSERT_TRUE(m.ok()) << m.error().message;
   SessionConfig cfg;
   cfg.n_ctx = 256;
