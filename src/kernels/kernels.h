@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/kv_format.h"
 #include "quant/types.h"
 
 namespace pllm {
@@ -81,6 +82,30 @@ struct KernelTable {
                         int head_dim, float scale, float* out) = nullptr;
   // --- end attention ---
 
+  // --- KV-cache attention by segments (generic/attention_kv_scalar.cpp, x86/attention_kv_*.cpp,
+  // arm/attention_kv_neon.cpp). Each call folds n tokens of one kv head into the online-softmax
+  // state `a` of one query head q (head_dim hd <= 256, multiple of 16; multiple of 64 for q8/q4):
+  //   s_t = scale * q.k_t;  m' = max(m, s_t...);  l, acc rescaled by exp(m - m') and
+  //   l += exp(s_t - m'), acc += exp(s_t - m') * v_t.
+  // n <= 0 leaves `a` unchanged. Start with attn_accum_init, end with attn_accum_finish.
+  // Token t of a segment is at k + t * stride (elements), likewise v. No heap allocation.
+  void (*attn_seg_f32)(const float* q, const float* k, const float* v, int64_t stride, int n, int hd,
+                       float scale, AttnAccum& a) = nullptr;
+  void (*attn_seg_f16)(const float* q, const uint16_t* k, const uint16_t* v, int64_t stride, int n, int hd,
+                       float scale, AttnAccum& a) = nullptr;
+  // q8 (kv_format.h): codes at k + t * stride (int8), scales at k_scale + t * scale_stride (hd / 64
+  // f32 each), same for v. q is quantised inside the kernel exactly like the cache (int8 per group
+  // of 64, scale amax/127, round to nearest even) so q.k is an exact integer sum per group:
+  //   s_t = scale * sum_g dq_g * dk_{t,g} * sum_{i in g} qi * ki.
+  void (*attn_seg_q8)(const float* q, const int8_t* k, const float* k_scale, const int8_t* v,
+                      const float* v_scale, int64_t stride, int64_t scale_stride, int n, int hd, float scale,
+                      AttnAccum& a) = nullptr;
+  // q4 (kv_format.h): tokens t0 <= t < t1 of one group (0 <= t0 <= t1 <= kKvQ4GroupTokens);
+  // keys and values decoded to f32 in registers, q stays f32.
+  void (*attn_seg_q4)(const float* q, const KvQ4GroupView& g, int t0, int t1, int hd, float scale,
+                      AttnAccum& a) = nullptr;
+  // --- end KV-cache attention ---
+
   const TypeKernels& for_type(TensorType t) const { return types[static_cast<uint32_t>(t) & 31]; }
 };
 
@@ -88,6 +113,17 @@ struct KernelTable {
 // variable PLLM_ISA (scalar|avx2|avx512|neon|dotprod) if set. Filled on first call
 // (thread-safe); immutable afterwards.
 const KernelTable& kernels();
+
+inline void attn_accum_init(AttnAccum& a, int head_dim) {
+  a.m = -__builtin_inff();
+  a.l = 0.0f;
+  for (int d = 0; d < head_dim; ++d) a.acc[d] = 0.0f;
+}
+// out = acc / l, or zeros when no token was seen.
+inline void attn_accum_finish(const AttnAccum& a, int head_dim, float* out) {
+  const float inv = a.l > 0.0f ? 1.0f / a.l : 0.0f;
+  for (int d = 0; d < head_dim; ++d) out[d] = a.acc[d] * inv;
+}
 
 // A table for a specific ISA (for tests comparing each ISA with its scalar twin).
 // Returns nullptr when this CPU or build cannot run that ISA.
