@@ -70,6 +70,14 @@ void SessionOptions::add_to(CLI::App* cmd) {
   cmd->add_flag("--no-fuse", no_fuse, "run Q/K/V and gate/up as separate jobs (to measure fusion)");
   cmd->add_flag("--profile", profile, "per-op time table on stderr and a Chrome trace (see --trace-out)");
   cmd->add_option("--trace-out", trace_out, "Chrome trace file written by --profile (opens in Perfetto)");
+  cmd->add_option("--kv-type", kv_type, "KV cache storage: f16 (default), q8 (int8 per 64), q4 (4-bit), f32")
+      ->check(CLI::IsMember({"f16", "q8", "q4", "f32"}));
+  cmd->add_option("--kv-window", kv_window,
+                  "sliding window in tokens: keep the sinks plus the most recent N - sinks (0: off)")
+      ->check(CLI::Range(0, 1 << 24));
+  cmd->add_option("--kv-sinks", kv_sinks, "tokens at the start kept forever with --kv-window (default 4)")
+      ->check(CLI::Range(0, 4096));
+  cmd->add_option("-b,--batch", batch, "tokens per forward pass in prefill (default 64)")->check(CLI::Range(1, 4096));
 }
 
 Session::Session(Model& m, const SessionOptions& o) {
@@ -79,6 +87,13 @@ Session::Session(Model& m, const SessionOptions& o) {
   sp.int8_activations = o.int8_act ? 1 : 0;
   sp.no_fuse = o.no_fuse ? 1 : 0;
   sp.profile = o.profile ? 1 : 0;
+  sp.kv_type = o.kv_type == "q8"    ? PLLM_KV_Q8
+               : o.kv_type == "q4"  ? PLLM_KV_Q4
+               : o.kv_type == "f32" ? PLLM_KV_F32
+                                    : PLLM_KV_F16;
+  sp.kv_window = o.kv_window;
+  sp.n_batch = o.batch;
+  sp.kv_sinks = o.kv_sinks;
   check(pllm_session_create(m.p, &sp, &p), "creating the session");
 }
 

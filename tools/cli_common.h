@@ -43,7 +43,11 @@ struct SessionOptions {
   bool no_fuse = false;
   bool profile = false;
   std::string trace_out = "pocketllm-trace.json";
-  // Registers --int8-act, --no-fuse, --profile and --trace-out on a subcommand.
+  std::string kv_type = "f16";
+  int kv_window = 0;
+  int kv_sinks = 4;
+  int batch = 0;
+  // Registers --int8-act, --no-fuse, --profile, --trace-out and the KV options on a subcommand.
   void add_to(CLI::App* cmd);
 };
 

@@ -89,6 +89,14 @@ pllm_status pllm_chat_apply_template(const pllm_model* model, const pllm_chat_me
 
 /* ---- Sessions ------------------------------------------------------------ */
 
+/* How the KV cache stores keys and values (memory and bandwidth per token of context). */
+typedef enum pllm_kv_type {
+  PLLM_KV_F16 = 0, /* half precision (default) */
+  PLLM_KV_F32 = 1, /* full precision */
+  PLLM_KV_Q8 = 2,  /* int8, one scale per 64 values: about half of f16 */
+  PLLM_KV_Q4 = 3   /* 4-bit (keys per channel, values per token) with an f16 tail of recent tokens */
+} pllm_kv_type;
+
 typedef struct pllm_session_params {
   int32_t n_ctx;     /* context length in tokens; 0 = min(model's training context, 4096) */
   int32_t n_threads; /* 0 = number of performance cores */
@@ -96,12 +104,20 @@ typedef struct pllm_session_params {
                                small rounding differences); 0: exact f32 activations */
   int32_t no_fuse;          /* 1: run Q/K/V and gate/up as separate jobs (to measure fusion) */
   int32_t profile;          /* 1: record per-op timings, read with pllm_session_profile */
+  int32_t kv_type;          /* a pllm_kv_type */
+  int32_t kv_window;        /* 0: no window (a prompt longer than n_ctx is an error); N > 0: keep the
+                               first kv_sinks positions plus the most recent N - kv_sinks, so the
+                               conversation never runs out of context and memory stays flat */
+  int32_t kv_sinks;         /* positions kept forever with a window (default 4); < kv_window */
+  int32_t n_batch;          /* most tokens per forward pass in prefill; 0 = 64 */
 } pllm_session_params;
 
 pllm_session_params pllm_session_default_params(void);
 pllm_status pllm_session_create(pllm_model* model, const pllm_session_params* params, pllm_session** out);
 void pllm_session_free(pllm_session* session);
 int32_t pllm_session_n_ctx(const pllm_session* session);
+/* Bytes the session's KV cache occupies (allocated at creation). */
+uint64_t pllm_session_kv_bytes(const pllm_session* session);
 /* Per-op timings recorded since creation (params.profile = 1): a Chrome trace JSON (opens in
  * Perfetto / chrome://tracing) and a text table of time per op. Either output may be NULL; free
  * the strings with pllm_string_free. PLLM_ERR_INVALID_ARGUMENT if profiling is off. */

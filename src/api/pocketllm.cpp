@@ -165,6 +165,8 @@ pllm_status pllm_chat_apply_template(const pllm_model* m, const pllm_chat_messag
 
 pllm_session_params pllm_session_default_params(void) {
   pllm_session_params p{};
+  p.kv_type = PLLM_KV_F16;
+  p.kv_sinks = 4;
   return p;
 }
 
@@ -179,6 +181,16 @@ pllm_status pllm_session_create(pllm_model* m, const pllm_session_params* params
     cfg.int8_activations = p.int8_activations != 0;
     cfg.fuse = p.no_fuse == 0;
     cfg.profile = p.profile != 0;
+    switch (p.kv_type) {
+      case PLLM_KV_F16: cfg.kv.type = pllm::KvType::f16; break;
+      case PLLM_KV_F32: cfg.kv.type = pllm::KvType::f32; break;
+      case PLLM_KV_Q8: cfg.kv.type = pllm::KvType::q8; break;
+      case PLLM_KV_Q4: cfg.kv.type = pllm::KvType::q4; break;
+      default: return fail(PLLM_ERR_INVALID_ARGUMENT, "unknown KV type " + std::to_string(p.kv_type));
+    }
+    if (p.n_batch != 0) cfg.n_batch = p.n_batch;
+    cfg.kv.window = p.kv_window;
+    cfg.kv.sinks = p.kv_sinks;
     auto s = pllm::Session::create(m->model, cfg);
     if (!s.ok()) return fail(s.error());
     *out = new pllm_session{std::move(s).value()};
@@ -199,6 +211,7 @@ pllm_status pllm_session_profile(pllm_session* s, char** chrome_trace_json, char
   });
 }
 int32_t pllm_session_n_ctx(const pllm_session* s) { return s ? s->session->n_ctx() : 0; }
+uint64_t pllm_session_kv_bytes(const pllm_session* s) { return s ? s->session->kv_cache().bytes() : 0; }
 void pllm_session_reset(pllm_session* s) {
   if (s) s->session->reset();
 }

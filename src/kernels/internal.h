@@ -20,6 +20,11 @@ void fill_attention_scalar(KernelTable& t);  // generic/attention_scalar.cpp
 void fill_attention_avx2(KernelTable& t);    // x86/attention_avx2.cpp
 void fill_attention_avx512(KernelTable& t);  // x86/attention_avx512.cpp
 void fill_attention_neon(KernelTable& t);    // arm/attention_neon.cpp
+// KV-cache segment kernels (KernelTable::attn_seg_*), filled after the attention fillers.
+void fill_attention_kv_scalar(KernelTable& t);  // generic/attention_kv_scalar.cpp
+void fill_attention_kv_avx2(KernelTable& t);    // x86/attention_kv_avx2.cpp
+void fill_attention_kv_avx512(KernelTable& t);  // x86/attention_kv_avx512.cpp
+void fill_attention_kv_neon(KernelTable& t);    // arm/attention_kv_neon.cpp
 
 // Prefill GEMM (TypeKernels::gemm_q8), filled after the ISA's own filler(s) above.
 void fill_gemm_vec_dot_loop(KernelTable& t, Isa isa);  // generic/gemm_scalar.cpp: loop t's vec_dot

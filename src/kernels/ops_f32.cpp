@@ -15,11 +15,11 @@ void rmsnorm_f32(const float* x, const float* w, float* y, int64_t n, float eps)
   }
 }
 
-void rope_f32(float* x, int64_t n_rot, const float* inv_freq, float pos, bool neox) {
+void rope_f32(float* x, int64_t n_rot, const float* inv_freq, double pos, bool neox) {
   const int64_t half = n_rot / 2;
   for (int64_t i = 0; i < half; ++i) {
-    const float theta = pos * inv_freq[i];
-    const float c = std::cos(theta), s = std::sin(theta);
+    const double theta = pos * double(inv_freq[i]);
+    const float c = float(std::cos(theta)), s = float(std::sin(theta));
     const int64_t a = neox ? i : 2 * i;
     const int64_t b = neox ? i + half : 2 * i + 1;
     const float x0 = x[a], x1 = x[b];

@@ -12,7 +12,9 @@ void rmsnorm_f32(const float* x, const float* w, float* y, int64_t n, float eps)
 // neox=false: rotate adjacent pairs (2i, 2i+1) (GGML "normal", llama);
 // neox=true: rotate pairs (i, i + n_rot/2) (qwen2, gemma).
 // inv_freq[i] = base^(-2i/n_rot) / freq_factor_i, for i < n_rot/2 (precomputed by the model).
-void rope_f32(float* x, int64_t n_rot, const float* inv_freq, float pos, bool neox);
+// pos is a double and the angles are computed in double: positions grow without bound
+// under a sliding window, and only the query-key angle difference must stay accurate.
+void rope_f32(float* x, int64_t n_rot, const float* inv_freq, double pos, bool neox);
 
 // In-place softmax over n values; returns nothing. Stable (subtracts the max).
 void softmax_f32(float* x, int64_t n);

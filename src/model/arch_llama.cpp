@@ -126,21 +126,20 @@ Result<void> llama_family_forward(const Model& m, ForwardState& st, const int32_
           add_f32(k, L.bk, KD);
           add_f32(v, L.bv, KD);
         }
-        const float pos = float(pos0 + i);
+        const double pos = double(pos0 + i);
         for (int h = 0; h < c.n_head; ++h) rope_f32(q + h * HD, c.n_rot, w.rope_inv_freq.data(), pos, neox);
         for (int h = 0; h < c.n_head_kv; ++h) rope_f32(k + h * HD, c.n_rot, w.rope_inv_freq.data(), pos, neox);
-        std::copy(k, k + KD, st.k_at(l, pos0 + i));
-        std::copy(v, v + KD, st.v_at(l, pos0 + i));
+        st.kv.store(l, pos0 + i, k, v);
       }
     }
     {
       TraceScope ts(tr, "attention", l);
+      const RopeSpec rope{w.rope_inv_freq.data(), c.n_rot, neox};
       pool.run(int64_t(n) * c.n_head, [&](int64_t task) {
         const int i = int(task / c.n_head), h = int(task % c.n_head);
-        // Causal: the query at position pos0 + i sees cached positions 0 .. pos0 + i.
-        const size_t kv_off = size_t(h / group) * HD;
-        kt.attn_head_f32(&st.q[size_t(i) * QD + size_t(h) * HD], st.k_at(l, 0) + kv_off, st.v_at(l, 0) + kv_off,
-                         KD, pos0 + i + 1, HD, scale, &st.att[size_t(i) * QD + size_t(h) * HD]);
+        // Causal: the query at position pos0 + i sees what the cache keeps up to pos0 + i.
+        const size_t at = size_t(i) * QD + size_t(h) * HD;
+        st.kv.attend(l, pos0 + i, h / group, &st.q[at], scale, rope, &st.att[at]);
       });
     }
     {

@@ -1,6 +1,7 @@
 // Hyper-parameters of a transformer, read from GGUF metadata.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "base/result.h"
 #include "gguf/gguf.h"
@@ -25,6 +26,9 @@ struct ModelConfig {
   float rms_eps = 1e-5f;           // {arch}.attention.layer_norm_rms_epsilon
   RopeOrder rope_order = RopeOrder::normal;
   bool qkv_bias = false;           // qwen2 adds biases to Q, K and V
+  // Per layer: its own sliding attention window in positions (0 = sees every earlier
+  // position). Empty = none anywhere. Gemma 3's local layers use this.
+  std::vector<int> layer_window;
 
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_head_kv * head_dim; }

@@ -6,11 +6,15 @@
 
 namespace pllm {
 
-ForwardState::ForwardState(const ModelConfig& c, int n_ctx_, int n_batch_, ThreadPool& pool_, ActMode act_mode_)
-    : n_ctx(n_ctx_), n_batch(n_batch_), kv_dim(c.kv_dim()), pool(pool_), act_mode(act_mode_) {
+ForwardState::ForwardState(const ModelConfig& c, int n_ctx_, int n_batch_, ThreadPool& pool_, ActMode act_mode_,
+                           const KvOptions& kv_options)
+    : n_ctx(n_ctx_),
+      n_batch(n_batch_),
+      kv_dim(c.kv_dim()),
+      pool(pool_),
+      act_mode(act_mode_),
+      kv(c, kv_options, n_ctx_, n_batch_, c.layer_window) {
   const size_t B = size_t(n_batch);
-  k_cache.resize(size_t(c.n_layer) * size_t(n_ctx) * size_t(kv_dim));
-  v_cache.resize(size_t(c.n_layer) * size_t(n_ctx) * size_t(kv_dim));
   x.resize(B * c.n_embd);
   h.resize(B * std::max(c.n_embd, 1));
   q.resize(B * c.q_dim());

@@ -8,13 +8,15 @@
 #include "base/thread_pool.h"
 #include "base/trace.h"
 #include "model/config.h"
+#include "model/kv_cache.h"
 #include "model/matmul.h"
 
 namespace pllm {
 
 struct ForwardState {
-  // n_ctx: KV capacity in tokens; n_batch: the most tokens one forward() call may take.
-  ForwardState(const ModelConfig& cfg, int n_ctx, int n_batch, ThreadPool& pool, ActMode act_mode);
+  // n_ctx: positions without a window; n_batch: the most tokens one forward() call may take.
+  ForwardState(const ModelConfig& cfg, int n_ctx, int n_batch, ThreadPool& pool, ActMode act_mode,
+               const KvOptions& kv_options);
 
   int n_ctx;
   int n_batch;
@@ -25,10 +27,7 @@ struct ForwardState {
   const std::atomic<bool>* cancel = nullptr;  // checked between layers
   Tracer* tracer = nullptr;                   // op timing when profiling, else null
 
-  AlignedBuffer<float> k_cache;  // [n_layer][n_ctx][kv_dim]
-  AlignedBuffer<float> v_cache;  // [n_layer][n_ctx][kv_dim]
-  float* k_at(int layer, int pos) { return k_cache.data() + (size_t(layer) * n_ctx + pos) * kv_dim; }
-  float* v_at(int layer, int pos) { return v_cache.data() + (size_t(layer) * n_ctx + pos) * kv_dim; }
+  KvCache kv;  // keys and values of every layer (model/kv_cache.h)
 
   AlignedBuffer<float> x;       // [n_batch][n_embd] residual stream
   AlignedBuffer<float> h;       // [n_batch][n_embd] normed input of a block

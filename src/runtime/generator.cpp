@@ -35,7 +35,7 @@ Result<GenerateStats> generate(Session& s, std::span<const int32_t> prompt, cons
   if (params.max_tokens < 0) return make_error(Status::invalid_argument, "max_tokens must be >= 0");
   for (const auto& stop : params.stop_strings)
     if (stop.empty()) return make_error(Status::invalid_argument, "empty stop string");
-  if (prompt.size() >= size_t(s.n_ctx()))
+  if (!s.unbounded() && prompt.size() >= size_t(s.n_ctx()))
     return make_error(Status::out_of_range, "prompt of " + std::to_string(prompt.size()) +
                                                 " tokens does not fit the context of " + std::to_string(s.n_ctx()) +
                                                 " (leave room for at least one generated token)");
@@ -102,7 +102,7 @@ Result<GenerateStats> generate(Session& s, std::span<const int32_t> prompt, cons
       break;
     }
     if (i + 1 == params.max_tokens) break;
-    if (s.history().size() + 1 > size_t(s.n_ctx())) {
+    if (!s.unbounded() && s.history().size() + 1 > size_t(s.n_ctx())) {
       st.stop = StopReason::context_full;
       break;
     }

@@ -7,7 +7,7 @@ namespace pllm {
 Session::Session(std::shared_ptr<const Model> model, int n_ctx, int n_threads, const SessionConfig& cfg)
     : model_(std::move(model)), pool_(n_threads) {
   state_ = std::make_unique<ForwardState>(model_->config(), n_ctx, std::min(cfg.n_batch, n_ctx), pool_,
-                                          cfg.int8_activations ? ActMode::int8 : ActMode::exact);
+                                          cfg.int8_activations ? ActMode::int8 : ActMode::exact, cfg.kv);
   state_->cancel = &cancel_;
   state_->fuse = cfg.fuse;
   if (cfg.profile) {
@@ -26,6 +26,7 @@ Result<std::unique_ptr<Session>> Session::create(std::shared_ptr<const Model> mo
   if (cfg.n_threads < 0 || cfg.n_threads > 256)
     return make_error(Status::invalid_argument, "thread count " + std::to_string(cfg.n_threads) + " is out of range");
   if (cfg.n_batch < 1 || cfg.n_batch > 4096) return make_error(Status::invalid_argument, "bad batch size");
+  PLLM_TRY(KvCache::validate(model->config(), cfg.kv));
   const int n_ctx = cfg.n_ctx > 0 ? cfg.n_ctx : std::min(model->config().n_ctx_train, 4096);
   const int n_threads = cfg.n_threads > 0 ? cfg.n_threads : default_thread_count();
   try {
@@ -37,7 +38,7 @@ Result<std::unique_ptr<Session>> Session::create(std::shared_ptr<const Model> mo
 
 Result<void> Session::run(std::span<const int32_t> tokens, float* logits, bool all_logits) {
   if (tokens.empty()) return make_error(Status::invalid_argument, "no tokens to evaluate");
-  if (history_.size() + tokens.size() > size_t(n_ctx()))
+  if (!unbounded() && history_.size() + tokens.size() > size_t(n_ctx()))
     return make_error(Status::out_of_range, std::to_string(history_.size() + tokens.size()) +
                                                 " tokens do not fit the context of " + std::to_string(n_ctx()));
   const int n_vocab = model_->config().n_vocab;
@@ -48,11 +49,20 @@ Result<void> Session::run(std::span<const int32_t> tokens, float* logits, bool a
     float* out = nullptr;
     if (all_logits) out = logits + done * size_t(n_vocab);
     else if (last_chunk) out = logits;
-    PLLM_TRY(model_->forward(*state_, tokens.data() + done, n, int(history_.size()), out, all_logits));
+    auto r = model_->forward(*state_, tokens.data() + done, n, int(history_.size()), out, all_logits);
+    if (!r.ok()) {  // the failed batch may have written part of the cache: forget it
+      history_.resize(size_t(state_->kv.truncate(int(history_.size()))));
+      return r.error();
+    }
     history_.insert(history_.end(), tokens.begin() + done, tokens.begin() + done + n);
     done += size_t(n);
   }
   return {};
+}
+
+void Session::truncate(size_t n) {
+  if (n >= history_.size()) return;
+  history_.resize(size_t(state_->kv.truncate(int(n))));
 }
 
 Result<void> Session::eval(std::span<const int32_t> tokens, float* logits_all) {

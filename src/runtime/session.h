@@ -20,6 +20,7 @@ struct SessionConfig {
   bool int8_activations = false;  // W4A8/W8A8 integer kernels instead of exact f32 activations
   bool fuse = true;               // one pool job for Q/K/V and for gate/up (false: --no-fuse)
   bool profile = false;           // record per-op timings (Tracer)
+  KvOptions kv;                   // KV storage type, sliding window and sinks
 };
 
 class Session {
@@ -36,9 +37,14 @@ class Session {
   Result<void> eval_last(std::span<const int32_t> tokens);
   float* last_logits() { return logits_.data(); }
 
-  // Keep the first n tokens of the history (the KV cache beyond them is dropped).
-  void truncate(size_t n) { if (n < history_.size()) history_.resize(n); }
-  void reset() { history_.clear(); }
+  // Keep at most the first n tokens of the history (the KV cache beyond them is dropped).
+  // Keeps fewer when the cache cannot resume there exactly (a window already slid past
+  // what position n needs; a q4 group already quantised): check history().size().
+  void truncate(size_t n);
+  void reset() { truncate(0); }
+  // True when every layer has a sliding window: no context limit.
+  bool unbounded() const { return state_->kv.unbounded(); }
+  const KvCache& kv_cache() const { return state_->kv; }
 
   // Op timings when created with profile = true, else null.
   Tracer* tracer() { return tracer_.get(); }

@@ -169,9 +169,17 @@ class Reference:
     def forward(self, ids, *, last_only: bool = False, act_quant: bool = False,
                 f32_matmul: bool = False, rms_eps: float | None = None,
                 rope_base: float | None = None, rope_mode: str | None = None, use_rope_freqs: bool = True,
-                use_bias: bool = True, output_name: str | None = None) -> np.ndarray:
+                use_bias: bool = True, output_name: str | None = None,
+                kv_dtype: str = "f16", window: int = 0, sinks: int = 0) -> np.ndarray:
         """Logits (float64) for every position of `ids` (from position 0), or only
-        the last one. The keyword overrides exist for sensitivity checks."""
+        the last one. The keyword overrides exist for sensitivity checks.
+
+        kv_dtype: "f16" rounds the cached keys (after RoPE) and values to half precision
+        as the engine's default cache does; "f32" rounds them to single precision.
+        window/sinks: StreamingLLM attention. A query at p sees positions < sinks and the
+        most recent window - sinks positions; the sinks are placed right before the oldest
+        visible window position (their keys are rotated at lo - sinks + j, computed here
+        from the un-rotated keys, independently of how the engine does it)."""
         hp = self.hp
         ids = np.asarray(ids, dtype=np.int64)
         n = len(ids)
@@ -200,10 +208,14 @@ class Reference:
                 if p + "attn_v.bias" in self.w:
                     v = v + self.w[p + "attn_v.bias"]
             q = self._rope(q.reshape(n, hp.n_head, hd), pos, mode, base, factors)
-            k = self._rope(k.reshape(n, hp.n_head_kv, hd), pos, mode, base, factors)
-            v = v.reshape(n, hp.n_head_kv, hd)
+            k_raw = k.reshape(n, hp.n_head_kv, hd)
+            k = _kv_round(self._rope(k_raw, pos, mode, base, factors), kv_dtype)
+            v = _kv_round(v.reshape(n, hp.n_head_kv, hd), kv_dtype)
             att = np.empty((n, hp.n_head, hd))
-            for hq in range(hp.n_head):
+            if window > 0:
+                att = self._windowed_attention(q, k, v, k_raw, window, sinks, scale, mode, base,
+                                               factors, kv_dtype)
+            for hq in range(hp.n_head if window == 0 else 0):
                 kvh = hq // group
                 s = (q[:, hq, :] @ k[:, kvh, :].T) * scale + mask
                 s = s - s.max(axis=1, keepdims=True)
@@ -225,6 +237,25 @@ class Reference:
             out_name = output_name
         return self._mm(x, out_name, act_quant, f32_matmul)
 
+    def _windowed_attention(self, q, k, v, k_raw, window, sinks, scale, mode, base, factors,
+                            kv_dtype):
+        hp = self.hp
+        n, hd = q.shape[0], hp.head_dim
+        group = hp.n_head // hp.n_head_kv
+        att = np.empty((n, hp.n_head, hd))
+        for p_ in range(n):
+            lo = max(sinks, p_ - (window - sinks) + 1)
+            n_sink = min(sinks, p_ + 1)
+            sink_pos = np.arange(n_sink) + (lo - sinks)
+            ks = _kv_round(self._rope(k_raw[:n_sink], sink_pos, mode, base, factors), kv_dtype)
+            kk = np.concatenate([ks, k[lo:p_ + 1]], axis=0)
+            vv = np.concatenate([v[:n_sink], v[lo:p_ + 1]], axis=0)
+            for hq in range(hp.n_head):
+                s = kk[:, hq // group, :] @ q[p_, hq, :] * scale
+                pr = np.exp(s - s.max())
+                att[p_, hq, :] = (pr / pr.sum()) @ vv[:, hq // group, :]
+        return att
+
     def greedy(self, ids, n_new: int, stop_ids=()) -> list[int]:
         """Greedy continuation (recomputes the whole sequence each step)."""
         seq = list(ids)
@@ -236,6 +267,15 @@ class Reference:
             if nxt in stop_ids:
                 break
         return out
+
+
+def _kv_round(x: np.ndarray, kv_dtype: str) -> np.ndarray:
+    """What the engine's KV cache keeps of x (f16 or f32 storage)."""
+    if kv_dtype == "f16":
+        return x.astype(np.float16).astype(np.float64)
+    if kv_dtype == "f32":
+        return x.astype(np.float32).astype(np.float64)
+    raise ValueError(kv_dtype)
 
 
 def simulate_act_quant(x: np.ndarray, wtype: str) -> np.ndarray:

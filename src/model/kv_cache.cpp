@@ -1,0 +1,316 @@
+#include "model/kv_cache.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/fp16.h"
+#include "kernels/kernels.h"
+#include "kernels/ops_f32.h"
+
+namespace pllm {
+namespace {
+
+constexpr int G = kKvQ4GroupTokens;
+constexpr size_t kAlign = 128;
+
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+int round_up(int n, int m) { return (n + m - 1) / m * m; }
+
+}  // namespace
+
+const char* kv_type_name(KvType t) {
+  switch (t) {
+    case KvType::f32: return "f32";
+    case KvType::f16: return "f16";
+    case KvType::q8: return "q8";
+    case KvType::q4: return "q4";
+  }
+  return "?";
+}
+
+Result<KvType> parse_kv_type(const std::string& s) {
+  if (s == "f32") return KvType::f32;
+  if (s == "f16") return KvType::f16;
+  if (s == "q8") return KvType::q8;
+  if (s == "q4") return KvType::q4;
+  return make_error(Status::invalid_argument, "unknown KV type '" + s + "' (expected f32, f16, q8 or q4)");
+}
+
+Result<void> KvCache::validate(const ModelConfig& c, const KvOptions& o) {
+  if (o.window < 0 || o.window > (1 << 24))
+    return make_error(Status::invalid_argument, "KV window " + std::to_string(o.window) + " is out of range");
+  if (o.sinks < 0 || o.sinks > 4096)
+    return make_error(Status::invalid_argument, "KV sinks " + std::to_string(o.sinks) + " is out of range");
+  if (o.window > 0 && o.window <= o.sinks)
+    return make_error(Status::invalid_argument, "KV window (" + std::to_string(o.window) +
+                                                    ") must be larger than the number of sinks (" +
+                                                    std::to_string(o.sinks) + ")");
+  if ((o.type == KvType::q8 || o.type == KvType::q4) && c.head_dim % kKvQ8Group != 0)
+    return make_error(Status::unsupported, std::string("KV type ") + kv_type_name(o.type) +
+                                               " needs a head size that is a multiple of 64 (this model has " +
+                                               std::to_string(c.head_dim) + ")");
+  return {};
+}
+
+KvCache::KvCache(const ModelConfig& c, const KvOptions& o, int n_ctx, int n_batch,
+                 const std::vector<int>& layer_window)
+    : type_(o.type), kv_dim_(c.kv_dim()), head_dim_(c.head_dim), n_ctx_(n_ctx) {
+  layers_.resize(size_t(c.n_layer));
+  unbounded_ = true;
+  size_t off = 0;
+  for (int l = 0; l < c.n_layer; ++l) {
+    Layer& L = layers_[size_t(l)];
+    const int own = size_t(l) < layer_window.size() ? layer_window[size_t(l)] : 0;
+    if (o.window > 0 && (own == 0 || o.window < own)) {
+      L.window = o.window;
+      L.sinks = o.sinks;
+    } else if (own > 0) {
+      L.window = own;
+      L.sinks = 0;
+    }
+    if (L.window > 0) {
+      // Room for the window plus one batch: a batch stores all its positions before its
+      // first query attends, and that query still needs the window behind it. q4 also keeps
+      // the group being filled in the tail while its ring slot still holds older positions.
+      L.ring = L.window - L.sinks + n_batch - 1;
+      L.ring = type_ == KvType::q4 ? round_up(L.ring + G, G) : round_up(L.ring, 8);
+    }
+    if (L.window == 0) {
+      unbounded_ = false;
+      L.sinks = 0;
+      L.ring = type_ == KvType::q4 ? round_up(n_ctx, G) : n_ctx;
+    }
+    const size_t slots = size_t(L.sinks) + size_t(L.ring);
+    const size_t D = size_t(kv_dim_);
+    L.k = off = align_up(off);
+    switch (type_) {
+      case KvType::f32:
+        L.v = align_up(L.k + slots * D * 4);
+        off = L.v + slots * D * 4;
+        break;
+      case KvType::f16:
+        L.v = align_up(L.k + slots * D * 2);
+        off = L.v + slots * D * 2;
+        break;
+      case KvType::q8:
+        L.v = align_up(L.k + slots * D);
+        L.ks = align_up(L.v + slots * D);
+        L.vs = align_up(L.ks + slots * (D / kKvQ8Group) * 4);
+        off = L.vs + slots * (D / kKvQ8Group) * 4;
+        break;
+      case KvType::q4:
+        L.v = align_up(L.k + size_t(L.sinks) * D * 2);
+        L.tail_k = align_up(L.v + size_t(L.sinks) * D * 2);
+        L.tail_v = align_up(L.tail_k + size_t(G) * D * 2);
+        L.groups = align_up(L.tail_v + size_t(G) * D * 2);
+        off = L.groups + size_t(L.ring / G) * group_bytes();
+        break;
+    }
+  }
+  total_bytes_ = align_up(off);
+  storage_.resize(total_bytes_);
+  for (Layer& L : layers_) L.base = storage_.data();
+  if (type_ == KvType::q4) scratch_.resize(size_t(2 * kv_dim_));
+}
+
+// q4 group block: k_scale[D] k_min[D] (f16) | k_codes[G][D/2] | v_scale[G][D/32] v_min[G][D/32] (f16) |
+// v_codes[G][D/2], each part 128-byte aligned.
+size_t KvCache::group_bytes() const {
+  const size_t D = size_t(kv_dim_);
+  return align_up(D * 4) + align_up(G * D / 2) + align_up(G * (D / kKvQ4ValueBlock) * 4) + align_up(G * D / 2);
+}
+
+bool KvCache::fits(int64_t pos0, int64_t n) const { return unbounded_ || pos0 + n <= n_ctx_; }
+
+int KvCache::window_lo(const Layer& L, int pos) {
+  if (L.window == 0) return 0;
+  return std::max(L.sinks, pos - (L.window - L.sinks) + 1);
+}
+
+int KvCache::q4_tail_start(const Layer& L) const {
+  if (end_ <= L.sinks) return L.sinks;
+  return L.sinks + (end_ - L.sinks) / G * G;
+}
+
+int KvCache::oldest_kept(const Layer& L) const {
+  if (L.window == 0) return 0;
+  const int newest_group = type_ == KvType::q4 ? q4_tail_start(L) : end_;
+  return std::max(L.sinks, newest_group - L.ring);
+}
+
+int KvCache::truncate(int n) {
+  int m = std::clamp(n, 0, end_);
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const Layer& L : layers_) {
+      if (type_ == KvType::q4 && m > L.sinks && m < q4_tail_start(L) && (m - L.sinks) % G != 0)
+        m = L.sinks + (m - L.sinks) / G * G;  // a quantised group resumes only at its start
+      if (m > L.sinks && window_lo(L, m) < oldest_kept(L)) m = L.sinks;  // overwritten already
+    }
+  }
+  end_ = m;
+  return m;
+}
+
+void KvCache::store(int l, int pos, const float* k, const float* v) {
+  const Layer& L = layers_[size_t(l)];
+  const size_t D = size_t(kv_dim_);
+  uint8_t* base = L.base;
+  if (type_ == KvType::q4) {
+    uint16_t* kd;
+    uint16_t* vd;
+    int t = -1;
+    if (pos < L.sinks) {
+      kd = reinterpret_cast<uint16_t*>(base + L.k) + size_t(pos) * D;
+      vd = reinterpret_cast<uint16_t*>(base + L.v) + size_t(pos) * D;
+    } else {
+      t = (pos - L.sinks) % G;
+      kd = reinterpret_cast<uint16_t*>(base + L.tail_k) + size_t(t) * D;
+      vd = reinterpret_cast<uint16_t*>(base + L.tail_v) + size_t(t) * D;
+    }
+    for (size_t i = 0; i < D; ++i) {
+      kd[i] = fp32_to_fp16(k[i]);
+      vd[i] = fp32_to_fp16(v[i]);
+    }
+    if (t == G - 1) {  // the group is complete: quantise it into its ring slot
+      const int g = ((pos - L.sinks) % L.ring) / G;
+      uint8_t* gb = base + L.groups + size_t(g) * group_bytes();
+      uint16_t* ks = reinterpret_cast<uint16_t*>(gb);
+      uint8_t* kc = gb + align_up(D * 4);
+      uint16_t* vsc = reinterpret_cast<uint16_t*>(kc + align_up(G * D / 2));
+      uint16_t* vmn = vsc + size_t(G) * (D / kKvQ4ValueBlock);
+      uint8_t* vc = reinterpret_cast<uint8_t*>(vsc) + align_up(G * (D / kKvQ4ValueBlock) * 4);
+      const uint16_t* tk = reinterpret_cast<const uint16_t*>(base + L.tail_k);
+      const uint16_t* tv = reinterpret_cast<const uint16_t*>(base + L.tail_v);
+      kv_quantize_q4_keys(tk, int64_t(D), int(D), kc, int64_t(D / 2), ks, ks + D);
+      float* row = scratch_.data();
+      for (int j = 0; j < G; ++j) {
+        for (size_t i = 0; i < D; ++i) row[i] = fp16_to_fp32(tv[size_t(j) * D + i]);
+        const size_t nb = D / kKvQ4ValueBlock;
+        kv_quantize_q4_values(row, int(D), vc + size_t(j) * D / 2, vsc + size_t(j) * nb, vmn + size_t(j) * nb);
+      }
+    }
+    return;
+  }
+  const size_t slot = pos < L.sinks ? size_t(pos) : size_t(L.sinks + (pos - L.sinks) % L.ring);
+  switch (type_) {
+    case KvType::f32:
+      std::memcpy(reinterpret_cast<float*>(base + L.k) + slot * D, k, D * 4);
+      std::memcpy(reinterpret_cast<float*>(base + L.v) + slot * D, v, D * 4);
+      break;
+    case KvType::f16: {
+      uint16_t* kd = reinterpret_cast<uint16_t*>(base + L.k) + slot * D;
+      uint16_t* vd = reinterpret_cast<uint16_t*>(base + L.v) + slot * D;
+      for (size_t i = 0; i < D; ++i) {
+        kd[i] = fp32_to_fp16(k[i]);
+        vd[i] = fp32_to_fp16(v[i]);
+      }
+      break;
+    }
+    case KvType::q8: {
+      const size_t ns = D / kKvQ8Group;
+      kv_quantize_q8(k, int(D), reinterpret_cast<int8_t*>(base + L.k) + slot * D,
+                     reinterpret_cast<float*>(base + L.ks) + slot * ns);
+      kv_quantize_q8(v, int(D), reinterpret_cast<int8_t*>(base + L.v) + slot * D,
+                     reinterpret_cast<float*>(base + L.vs) + slot * ns);
+      break;
+    }
+    case KvType::q4: break;
+  }
+}
+
+// Positions [lo, hi) of one storage area: all sinks (< S), or all in the ring (may wrap), or
+// (q4) split further into quantised groups and the f16 tail.
+void KvCache::attend_range(const Layer& L, int lo, int hi, int kv_head, const float* q, float scale,
+                           AttnAccum& a) const {
+  if (hi <= lo) return;
+  const KernelTable& kt = kernels();
+  const int hd = head_dim_;
+  const int64_t D = kv_dim_;
+  const uint8_t* base = L.base;
+  const size_t hoff = size_t(kv_head) * size_t(hd);
+  // f16 rows: q4 sinks and tail.
+  auto f16_rows = [&](size_t koff, size_t voff, int first_row, int n) {
+    const uint16_t* k = reinterpret_cast<const uint16_t*>(base + koff) + size_t(first_row) * D + hoff;
+    const uint16_t* v = reinterpret_cast<const uint16_t*>(base + voff) + size_t(first_row) * D + hoff;
+    kt.attn_seg_f16(q, k, v, D, n, hd, scale, a);
+  };
+  if (type_ == KvType::q4) {
+    if (hi <= L.sinks) return f16_rows(L.k, L.v, lo, hi - lo);
+    const int tail = q4_tail_start(L);
+    for (int p = lo; p < std::min(hi, tail);) {
+      const int r = (p - L.sinks) % L.ring;
+      const int g = r / G, t0 = r % G;
+      const int t1 = std::min(G, t0 + (std::min(hi, tail) - p));
+      const uint8_t* gb = base + L.groups + size_t(g) * group_bytes();
+      const uint16_t* ks = reinterpret_cast<const uint16_t*>(gb);
+      const uint8_t* kc = gb + align_up(size_t(D) * 4);
+      const uint16_t* vsc = reinterpret_cast<const uint16_t*>(kc + align_up(size_t(G) * D / 2));
+      const size_t nb = size_t(D) / kKvQ4ValueBlock;
+      const uint8_t* vc = reinterpret_cast<const uint8_t*>(vsc) + align_up(size_t(G) * nb * 4);
+      KvQ4GroupView view{ks + hoff,
+                         ks + size_t(D) + hoff,
+                         kc + hoff / 2,
+                         vsc + hoff / kKvQ4ValueBlock,
+                         vsc + size_t(G) * nb + hoff / kKvQ4ValueBlock,
+                         vc + hoff / 2,
+                         D / 2,
+                         int64_t(nb)};
+      kt.attn_seg_q4(q, view, t0, t1, hd, scale, a);
+      p += t1 - t0;
+    }
+    if (hi > tail) f16_rows(L.tail_k, L.tail_v, std::max(lo, tail) - tail, hi - std::max(lo, tail));
+    return;
+  }
+  // Slot ranges: sinks map 1:1; ring positions may wrap once.
+  auto slots = [&](int s0, int n) {
+    switch (type_) {
+      case KvType::f32: {
+        const float* k = reinterpret_cast<const float*>(base + L.k) + size_t(s0) * D + hoff;
+        const float* v = reinterpret_cast<const float*>(base + L.v) + size_t(s0) * D + hoff;
+        kt.attn_seg_f32(q, k, v, D, n, hd, scale, a);
+        break;
+      }
+      case KvType::f16: f16_rows(L.k, L.v, s0, n); break;
+      case KvType::q8: {
+        const int64_t ns = D / kKvQ8Group;
+        const int8_t* k = reinterpret_cast<const int8_t*>(base + L.k) + size_t(s0) * D + hoff;
+        const int8_t* v = reinterpret_cast<const int8_t*>(base + L.v) + size_t(s0) * D + hoff;
+        const float* ks = reinterpret_cast<const float*>(base + L.ks) + size_t(s0) * ns + hoff / kKvQ8Group;
+        const float* vs = reinterpret_cast<const float*>(base + L.vs) + size_t(s0) * ns + hoff / kKvQ8Group;
+        kt.attn_seg_q8(q, k, ks, v, vs, D, ns, n, hd, scale, a);
+        break;
+      }
+      case KvType::q4: break;
+    }
+  };
+  if (hi <= L.sinks) return slots(lo, hi - lo);
+  const int r0 = (lo - L.sinks) % L.ring;
+  const int n = hi - lo;
+  const int first = std::min(n, L.ring - r0);
+  slots(L.sinks + r0, first);
+  if (n > first) slots(L.sinks, n - first);
+}
+
+void KvCache::attend(int l, int pos, int kv_head, const float* q, float scale, const RopeSpec& rope,
+                     float* out) const {
+  const Layer& L = layers_[size_t(l)];
+  AttnAccum a;
+  attn_accum_init(a, head_dim_);
+  const int lo = window_lo(L, pos);
+  const int n_sink = std::min(L.sinks, pos + 1);
+  if (n_sink > 0) {
+    if (lo > L.sinks) {
+      // Tokens were evicted: score the sinks as if they sat right before the window.
+      alignas(64) float qr[256];
+      std::memcpy(qr, q, size_t(head_dim_) * sizeof(float));
+      rope_f32(qr, rope.n_rot, rope.inv_freq, -double(lo - L.sinks), rope.neox);
+      attend_range(L, 0, n_sink, kv_head, qr, scale, a);
+    } else {
+      attend_range(L, 0, n_sink, kv_head, q, scale, a);
+    }
+  }
+  attend_range(L, std::max(lo, L.sinks), pos + 1, kv_head, q, scale, a);
+  attn_accum_finish(a, head_dim_, out);
+}
+
+}  // namespace pllm

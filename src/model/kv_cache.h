@@ -1,0 +1,117 @@
+// The KV cache of one session: per layer, the keys (after RoPE) and values of every
+// position a future query may attend to, in a chosen storage type, with an optional
+// sliding window that keeps the first `sinks` positions forever ("attention sinks",
+// StreamingLLM) and the most recent `window - sinks` in a ring buffer.
+//
+// Per layer the slots are laid out as
+//     [ sink slots 0 .. S-1 | ring slots S .. S+R-1 ]
+// Position p < S lives in sink slot p; position p >= S in ring slot S + (p - S) % R. Nothing
+// is ever moved: when the ring wraps, the oldest window positions are overwritten in place.
+// RoPE stays correct because keys are stored rotated at their absolute positions, so a
+// query sees every window key at its true distance; the sinks, which StreamingLLM places
+// right before the window, are scored with the query rotated back by the number of
+// evicted positions (a rotation composes, so R(p - d)q . R(i)k == R(p)q . R(i + d)k).
+//
+// Without a window (window = 0), S = 0 and R = n_ctx: position p is slot p, and a position
+// >= n_ctx is an error for the caller to report.
+//
+// Types (kernels/kv_format.h): f32 (exact, for tests), f16 (default), q8 (int8 per 64
+// channels), q4 (KIVI: keys per channel over groups of 32 tokens, values per token; the
+// newest, incomplete group and the sinks stay in an f16 tail until the group is full).
+//
+// Each layer's arrays start on a 128-byte boundary and a decode step reads each once,
+// front to back. Stores are single-threaded (the forward pass writes a batch's keys and
+// values before its attention); attend() is const and runs on many threads at once.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/aligned_buffer.h"
+#include "base/result.h"
+#include "kernels/kv_format.h"
+#include "model/config.h"
+
+namespace pllm {
+
+enum class KvType { f32, f16, q8, q4 };
+const char* kv_type_name(KvType t);
+// "f32" | "f16" | "q8" | "q4"; error otherwise.
+Result<KvType> parse_kv_type(const std::string& s);
+
+struct KvOptions {
+  KvType type = KvType::f16;
+  int window = 0;  // 0: no window; else sinks + most recent (window - sinks) positions
+  int sinks = 4;   // kept forever when a window is set; must be < window
+};
+
+// How a layer's query heads are rotated (to re-place the sinks before the window).
+struct RopeSpec {
+  const float* inv_freq;  // [n_rot / 2]
+  int n_rot;
+  bool neox;
+};
+
+class KvCache {
+ public:
+  // layer_window[l] > 0 gives layer l its own window without sinks (Gemma 3's local
+  // layers), unless the session's window is smaller. Throws std::bad_alloc when too big.
+  static Result<void> validate(const ModelConfig& c, const KvOptions& o);
+  KvCache(const ModelConfig& c, const KvOptions& o, int n_ctx, int n_batch, const std::vector<int>& layer_window);
+
+  KvType type() const { return type_; }
+  // Every layer has a window: positions never run out (generation can go on indefinitely).
+  bool unbounded() const { return unbounded_; }
+  // Positions written so far (the next batch starts here).
+  int end() const { return end_; }
+  // Whether positions pos0 .. pos0 + n - 1 can be stored (no window: they fit n_ctx).
+  bool fits(int64_t pos0, int64_t n) const;
+  // Start a batch of n positions at pos0 == end(); afterwards end() == pos0 + n.
+  void begin_batch(int pos0, int n) { end_ = pos0 + n; }
+  // Keep positions [0, m) for the largest m <= n the cache can resume from exactly (a window
+  // may already have overwritten what position n would need; a q4 group already quantised
+  // can only be resumed at its start). Returns m.
+  int truncate(int n);
+
+  // Keys and values of position pos in layer l ([kv_dim] f32 each, keys already rotated).
+  void store(int l, int pos, const float* k, const float* v);
+  // Attention of one query head (q: [head_dim], rotated for position pos) over what
+  // position pos sees in layer l through kv head kv_head: out[head_dim].
+  void attend(int l, int pos, int kv_head, const float* q, float scale, const RopeSpec& rope, float* out) const;
+
+  // Bytes the cache holds (all layers, K and V, scales, tails).
+  size_t bytes() const { return total_bytes_; }
+
+ private:
+  struct Layer {
+    int sinks = 0;   // S
+    int window = 0;  // 0: none
+    int ring = 0;    // R, ring slots (a multiple of kKvQ4GroupTokens for q4)
+    uint8_t* base = nullptr;  // 128-byte aligned start of this layer's arrays in storage_
+    // Offsets in bytes from base; which are used depends on the type.
+    size_t k = 0, v = 0;                    // f32/f16/q8 rows [slots][kv_dim]; q4: f16 sinks [S][kv_dim]
+    size_t ks = 0, vs = 0;                  // q8 scales [slots][kv_dim / 64]
+    size_t tail_k = 0, tail_v = 0;          // q4: f16 rows of the newest group [G][kv_dim]
+    size_t groups = 0;                      // q4: ring / G group blocks of group_bytes
+  };
+  // The oldest position a query at pos sees in the window part (>= sinks).
+  static int window_lo(const Layer& L, int pos);
+  // The oldest window position still stored when end() == end (what truncate may rely on).
+  int oldest_kept(const Layer& L) const;
+  size_t group_bytes() const;
+  // q4: positions >= this are in the f16 tail (the incomplete newest group).
+  int q4_tail_start(const Layer& L) const;
+  void attend_range(const Layer& L, int lo, int hi, int kv_head, const float* q, float scale,
+                    AttnAccum& a) const;  // positions [lo, hi), all in one storage area
+
+  KvType type_;
+  int kv_dim_, head_dim_, n_ctx_;
+  bool unbounded_ = false;  // any windowed layer: positions are not limited by n_ctx
+  int end_ = 0;
+  std::vector<Layer> layers_;
+  AlignedBuffer<uint8_t> storage_;
+  std::vector<float> scratch_;  // q4 flush: one value row as f32
+  size_t total_bytes_ = 0;
+};
+
+}  // namespace pllm
