@@ -10,6 +10,7 @@ void GenerationOptions::add_to(CLI::App* cmd) {
   cmd->add_option("-m,--model", model, "GGUF model file (default: the SmolLM2-135M-Instruct Q4_1 download)");
   cmd->add_option("--system", system, "system prompt");
   cmd->add_option("-n,--n-predict", n_predict, "maximum tokens to generate")->check(CLI::Range(0, 1 << 24));
+  cmd->add_flag("--ignore-eos", ignore_eos, "keep generating past end-of-generation tokens");
   cmd->add_option("--temp", temp, "temperature; 0 = greedy")->check(CLI::Range(0.0f, 100.0f));
   cmd->add_option("--top-k", top_k, "top-k cut; 0 = off")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--top-p", top_p, "nucleus cut; 1 = off")->check(CLI::Range(1e-6f, 1.0f));
@@ -31,6 +32,7 @@ pllm_sampling_params GenerationOptions::sampling() const {
   sp.min_p = min_p;
   sp.repeat_penalty = repeat_penalty;
   sp.max_tokens = n_predict;
+  sp.ignore_eos = ignore_eos ? 1 : 0;
   sp.seed = seed_given ? seed : std::random_device{}();
   return sp;
 }

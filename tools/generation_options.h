@@ -19,6 +19,7 @@ struct GenerationOptions {
   float repeat_penalty = 1.0f;
   uint64_t seed = 0;
   bool seed_given = false;
+  bool ignore_eos = false;
   SessionOptions session;  // -t, -c, --int8-act, --no-fuse, --profile
 
   void add_to(CLI::App* cmd);

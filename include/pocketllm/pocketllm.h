@@ -144,6 +144,7 @@ typedef struct pllm_sampling_params {
   int32_t max_tokens;               /* tokens to generate at most */
   const char* const* stop_strings;  /* generation stops when the text ends with one (not emitted) */
   size_t n_stop_strings;
+  int32_t ignore_eos;               /* 1: do not stop at end-of-generation tokens (benchmarks) */
 } pllm_sampling_params;
 
 pllm_sampling_params pllm_sampling_default_params(void);

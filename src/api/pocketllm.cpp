@@ -256,6 +256,7 @@ pllm_status pllm_generate(pllm_session* s, const pllm_token* prompt, size_t n_pr
     pllm::GenerateParams gp;
     gp.sampling = {sp.temperature, sp.top_k, sp.top_p, sp.min_p, sp.repeat_penalty, sp.repeat_last_n, sp.seed};
     gp.max_tokens = sp.max_tokens;
+    gp.ignore_eos = sp.ignore_eos != 0;
     for (size_t i = 0; i < sp.n_stop_strings; ++i) {
       if (!sp.stop_strings[i]) return fail(PLLM_ERR_INVALID_ARGUMENT, "null stop string");
       gp.stop_strings.emplace_back(sp.stop_strings[i]);

@@ -74,7 +74,7 @@ Result<GenerateStats> generate(Session& s, std::span<const int32_t> prompt, cons
       t_first = Clock::now();
       st.ttft_ms = std::chrono::duration<double, std::milli>(t_first - t0).count();
     }
-    if (tok.is_end_of_generation(id)) {
+    if (!params.ignore_eos && tok.is_end_of_generation(id)) {
       st.stop = StopReason::eog;
       break;
     }

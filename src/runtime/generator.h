@@ -19,6 +19,7 @@ struct GenerateParams {
   SamplingConfig sampling;
   int max_tokens = 256;
   std::vector<std::string> stop_strings;
+  bool ignore_eos = false;  // keep going past end-of-generation tokens
 };
 
 struct GenerateStats {

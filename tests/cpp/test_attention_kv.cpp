@@ -57,7 +57,7 @@ constexpr int kG = kKvQ4GroupTokens;
 
 enum class Fmt { f32, f16, q8, q4 };
 const char* fmt_name(Fmt f) { return f == Fmt::f32 ? "f32" : f == Fmt::f16 ? "f16" : f == Fmt::q8 ? "q8" : "q4"; }
-enum class Pat { random, outlier, exact, zero, equal };
+enum class Pat { random, outlier, exact, zero, equal, ties };
 
 // The cache of one format, two kv-heads, plus head 1 dequantised and the magnitudes.
 struct Cache {
@@ -242,6 +242,8 @@ Data make_raw(int hd, int n, Pat pat, std::mt19937& rng) {
   };
   D.q.resize(size_t(hd));
   for (int c = 0; c < hd; ++c) D.q[size_t(c)] = pat == Pat::equal ? 0.5f : gen(c, false);
+  if (pat == Pat::ties)  // q8: query scale exactly 1 and codes at x.5: round-half-even decides
+    for (int c = 0; c < hd; ++c) D.q[size_t(c)] = c % 64 == 0 ? 127.0f : float((c * 5) % 23 - 11) + 0.5f;
   D.k.resize(size_t(n_pad) * row), D.v.resize(D.k.size());
   for (size_t i = 0; i < D.k.size(); ++i) D.k[i] = gen(int(i % size_t(hd)), true), D.v[i] = gen(0, false);
   if (pat == Pat::zero)  // zero keys, but values that are not: the mean of the values
@@ -340,11 +342,12 @@ TEST_P(KvIsa, Q8) { sweep(*table_, *scalar_, Fmt::q8); }
 TEST_P(KvIsa, Q4) { sweep(*table_, *scalar_, Fmt::q4); }
 
 // All-zero keys (every score 0: out = mean of the values), all-zero query (q8: a zero
-// query scale), all-equal keys/values/query (q4: max == min -> scale 0 in every group).
+// query scale), all-equal keys/values/query (q4: max == min -> scale 0 in every group),
+// and a query whose q8 codes are all ties (x.5) that only round-half-even gets right.
 TEST_P(KvIsa, ZeroAndEqualInputs) {
   std::mt19937 rng(42);
   for (Fmt f : {Fmt::f32, Fmt::f16, Fmt::q8, Fmt::q4})
-    for (Pat p : {Pat::zero, Pat::equal})
+    for (Pat p : {Pat::zero, Pat::equal, Pat::ties})
       for (int n : {1, 33, 100}) check_case(*table_, *scalar_, f, 64, n, p, rng, {5, 40});
 }
 

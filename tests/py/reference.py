@@ -209,13 +209,20 @@ class Reference:
                     v = v + self.w[p + "attn_v.bias"]
             q = self._rope(q.reshape(n, hp.n_head, hd), pos, mode, base, factors)
             k_raw = k.reshape(n, hp.n_head_kv, hd)
+            quantised = kv_dtype in ("q8", "q4")
+            if quantised:
+                if window:
+                    raise ValueError("the q8/q4 emulation has no window")
+                att = _quantised_attention(q, self._rope(k_raw, pos, mode, base, factors),
+                                           v.reshape(n, hp.n_head_kv, hd), kv_dtype, scale, group)
             k = _kv_round(self._rope(k_raw, pos, mode, base, factors), kv_dtype)
             v = _kv_round(v.reshape(n, hp.n_head_kv, hd), kv_dtype)
-            att = np.empty((n, hp.n_head, hd))
-            if window > 0:
+            if window == 0 and not quantised:
+                att = np.empty((n, hp.n_head, hd))
+            elif window > 0:
                 att = self._windowed_attention(q, k, v, k_raw, window, sinks, scale, mode, base,
                                                factors, kv_dtype)
-            for hq in range(hp.n_head if window == 0 else 0):
+            for hq in range(hp.n_head if window == 0 and not quantised else 0):
                 kvh = hq // group
                 s = (q[:, hq, :] @ k[:, kvh, :].T) * scale + mask
                 s = s - s.max(axis=1, keepdims=True)
@@ -269,8 +276,69 @@ class Reference:
         return out
 
 
+def _q8_round(x: np.ndarray) -> np.ndarray:
+    """int8 per 64 values along the last axis, scale amax/127 (f32), round half to even:
+    the engine's q8 KV format (kernels/kv_format.h); its kernels quantise q the same way."""
+    x = x.astype(np.float32)
+    g = x.reshape(x.shape[:-1] + (-1, 64))
+    s = (np.abs(g).max(axis=-1, keepdims=True) / np.float32(127)).astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        c = np.where(s > 0, np.clip(np.rint(g / s), -127, 127), 0).astype(np.float32)
+    return (c * s).reshape(x.shape).astype(np.float64)
+
+
+def _q4_round(x: np.ndarray, axis: int) -> np.ndarray:
+    """Asymmetric 4-bit over `axis` (fp16 scale = (max-min)/15 and min, codes against
+    the rounded values, round half to even): the engine's q4 KV format."""
+    x = x.astype(np.float32)
+    mn = x.min(axis=axis, keepdims=True)
+    mx = x.max(axis=axis, keepdims=True)
+    mn_h = mn.astype(np.float16).astype(np.float32)
+    sc_h = ((mx - mn) / np.float32(15)).astype(np.float16).astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        c = np.where(sc_h > 0, np.clip(np.rint((x - mn_h) / sc_h), 0, 15), 0).astype(np.float32)
+    return (mn_h + sc_h * c).astype(np.float64)
+
+
+def _quantised_attention(q, k, v, kv_dtype, scale, group):
+    """Attention over a q8 or q4 cache as the engine stores it, for token-by-token
+    evaluation (batch 1). q4 (KIVI): keys per channel over complete groups of 32 tokens,
+    values per token in blocks of 32 channels; the newest incomplete group stays f16."""
+    n, n_head, hd = q.shape
+    att = np.empty_like(q)
+    if kv_dtype == "q8":
+        kq, vq = _q8_round(k), _q8_round(v)
+        qq = _q8_round(q)
+        for p_ in range(n):
+            for hq in range(n_head):
+                s = kq[:p_ + 1, hq // group, :] @ qq[p_, hq, :] * scale
+                pr = np.exp(s - s.max())
+                att[p_, hq, :] = (pr / pr.sum()) @ vq[:p_ + 1, hq // group, :]
+        return att
+    G = 32
+    kh = k.astype(np.float16).astype(np.float32)
+    vh = v.astype(np.float16).astype(np.float32)
+    kg, vg = kh.astype(np.float64), vh.astype(np.float64)
+    full = n // G * G
+    if full:
+        kg[:full] = np.concatenate([_q4_round(kh[i:i + G], axis=0) for i in range(0, full, G)])
+        blocks = vh[:full].reshape(full, v.shape[1], hd // 32, 32)
+        vg[:full] = _q4_round(blocks, axis=-1).reshape(full, v.shape[1], hd)
+    for p_ in range(n):
+        tail = (p_ + 1) // G * G  # positions below are in quantised groups
+        kk = np.concatenate([kg[:tail], kh[tail:p_ + 1].astype(np.float64)])
+        vv = np.concatenate([vg[:tail], vh[tail:p_ + 1].astype(np.float64)])
+        for hq in range(n_head):
+            s = kk[:, hq // group, :] @ q[p_, hq, :] * scale
+            pr = np.exp(s - s.max())
+            att[p_, hq, :] = (pr / pr.sum()) @ vv[:, hq // group, :]
+    return att
+
+
 def _kv_round(x: np.ndarray, kv_dtype: str) -> np.ndarray:
     """What the engine's KV cache keeps of x (f16 or f32 storage)."""
+    if kv_dtype in ("q8", "q4"):
+        return x
     if kv_dtype == "f16":
         return x.astype(np.float16).astype(np.float64)
     if kv_dtype == "f32":

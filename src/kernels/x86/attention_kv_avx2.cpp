@@ -107,7 +107,7 @@ PLLM_AI void fold_segment(const Src& src, int n, int hd, float scale, AttnAccum&
     if (cm > m) {  // new running maximum: rescale once per chunk (exp(-inf) = 0 at the start)
       const float r = std::exp(m - cm);
       const __m256 vr = _mm256_set1_ps(r);
-      for (int d = 0; d < hd; d += 8) _mm256_store_ps(a.acc + d, _mm256_mul_ps(_mm256_load_ps(a.acc + d), vr));
+      for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(a.acc + d, _mm256_mul_ps(_mm256_loadu_ps(a.acc + d), vr));
       l *= r;
       m = cm;
     }
@@ -153,7 +153,7 @@ struct PlainSrc {
     int d = 0;
     for (; d + 32 <= hd; d += 32) {
       __m256 x[4], y[4];
-      for (int c = 0; c < 4; ++c) x[c] = _mm256_load_ps(acc + d + 8 * c), y[c] = _mm256_setzero_ps();
+      for (int c = 0; c < 4; ++c) x[c] = _mm256_loadu_ps(acc + d + 8 * c), y[c] = _mm256_setzero_ps();
       const T* vt = v0 + d;
       int j = 0;
       for (; j + 2 <= cn; j += 2, vt += 2 * stride) {
@@ -165,10 +165,10 @@ struct PlainSrc {
         const __m256 p0 = _mm256_broadcast_ss(p + j);
         for (int c = 0; c < 4; ++c) x[c] = _mm256_fmadd_ps(p0, ld8(vt + 8 * c), x[c]);
       }
-      for (int c = 0; c < 4; ++c) _mm256_store_ps(acc + d + 8 * c, _mm256_add_ps(x[c], y[c]));
+      for (int c = 0; c < 4; ++c) _mm256_storeu_ps(acc + d + 8 * c, _mm256_add_ps(x[c], y[c]));
     }
     if (d < hd) {  // hd % 32 == 16
-      __m256 x0 = _mm256_load_ps(acc + d), x1 = _mm256_load_ps(acc + d + 8);
+      __m256 x0 = _mm256_loadu_ps(acc + d), x1 = _mm256_loadu_ps(acc + d + 8);
       __m256 y0 = _mm256_setzero_ps(), y1 = y0;
       const T* vt = v0 + d;
       int j = 0;
@@ -184,8 +184,8 @@ struct PlainSrc {
         x0 = _mm256_fmadd_ps(p0, ld8(vt), x0);
         x1 = _mm256_fmadd_ps(p0, ld8(vt + 8), x1);
       }
-      _mm256_store_ps(acc + d, _mm256_add_ps(x0, y0));
-      _mm256_store_ps(acc + d + 8, _mm256_add_ps(x1, y1));
+      _mm256_storeu_ps(acc + d, _mm256_add_ps(x0, y0));
+      _mm256_storeu_ps(acc + d + 8, _mm256_add_ps(x1, y1));
     }
   }
 };
@@ -239,7 +239,7 @@ struct Q8Src {
     for (int d = 0; d < hd; d += 32) {
       const int g = d / kKvQ8Group;
       __m256 x[4], y[4];
-      for (int c = 0; c < 4; ++c) x[c] = _mm256_load_ps(acc + d + 8 * c), y[c] = _mm256_setzero_ps();
+      for (int c = 0; c < 4; ++c) x[c] = _mm256_loadu_ps(acc + d + 8 * c), y[c] = _mm256_setzero_ps();
       const int8_t* vt = v + t0 * stride + d;
       const float* st = vs + t0 * sstride + g;
       int j = 0;
@@ -254,7 +254,7 @@ struct Q8Src {
         const __m256 w0 = _mm256_set1_ps(p[j] * st[0]);
         for (int c = 0; c < 4; ++c) x[c] = _mm256_fmadd_ps(w0, i8x8_to_ps(vt + 8 * c), x[c]);
       }
-      for (int c = 0; c < 4; ++c) _mm256_store_ps(acc + d + 8 * c, _mm256_add_ps(x[c], y[c]));
+      for (int c = 0; c < 4; ++c) _mm256_storeu_ps(acc + d + 8 * c, _mm256_add_ps(x[c], y[c]));
     }
   }
 };
@@ -303,7 +303,7 @@ struct Q4Src {
     t0 += base;
     for (int b = 0; b < hd / 32; ++b) {
       __m256 x[4], y[4];
-      for (int c = 0; c < 4; ++c) x[c] = _mm256_load_ps(acc + 32 * b + 8 * c), y[c] = _mm256_setzero_ps();
+      for (int c = 0; c < 4; ++c) x[c] = _mm256_loadu_ps(acc + 32 * b + 8 * c), y[c] = _mm256_setzero_ps();
       float bias = 0.0f;  // sum_t p_t * min_tb, added once for the block
       int j = 0;
       for (; j + 2 <= cn; j += 2) {
@@ -329,7 +329,7 @@ struct Q4Src {
         for (int c = 0; c < 4; ++c) x[c] = _mm256_fmadd_ps(w0, c0[c], x[c]);
       }
       const __m256 vb = _mm256_set1_ps(bias);
-      for (int c = 0; c < 4; ++c) _mm256_store_ps(acc + 32 * b + 8 * c, _mm256_add_ps(_mm256_add_ps(x[c], y[c]), vb));
+      for (int c = 0; c < 4; ++c) _mm256_storeu_ps(acc + 32 * b + 8 * c, _mm256_add_ps(_mm256_add_ps(x[c], y[c]), vb));
     }
   }
 };

@@ -122,7 +122,7 @@ PLLM_AI void fold_segment(const Src& src, int n, int hd, float scale, AttnAccum&
     if (cm > m) {  // new running maximum: rescale once per chunk (exp(-inf) = 0 at the start)
       const float r = std::exp(m - cm);
       const __m512 vr = _mm512_set1_ps(r);
-      for (int d = 0; d < hd; d += 16) _mm512_store_ps(a.acc + d, _mm512_mul_ps(_mm512_load_ps(a.acc + d), vr));
+      for (int d = 0; d < hd; d += 16) _mm512_storeu_ps(a.acc + d, _mm512_mul_ps(_mm512_loadu_ps(a.acc + d), vr));
       l *= r;
       m = cm;
     }
@@ -169,7 +169,7 @@ struct PlainSrc {
     int d = 0;
     for (; d + 64 <= hd; d += 64) {
       __m512 x[4], y[4];
-      for (int c = 0; c < 4; ++c) x[c] = _mm512_load_ps(acc + d + 16 * c), y[c] = _mm512_setzero_ps();
+      for (int c = 0; c < 4; ++c) x[c] = _mm512_loadu_ps(acc + d + 16 * c), y[c] = _mm512_setzero_ps();
       const T* vt = v0 + d;
       int j = 0;
       for (; j + 2 <= cn; j += 2, vt += 2 * stride) {
@@ -181,10 +181,10 @@ struct PlainSrc {
         const __m512 p0 = _mm512_set1_ps(p[j]);
         for (int c = 0; c < 4; ++c) x[c] = _mm512_fmadd_ps(p0, ld16(vt + 16 * c), x[c]);
       }
-      for (int c = 0; c < 4; ++c) _mm512_store_ps(acc + d + 16 * c, _mm512_add_ps(x[c], y[c]));
+      for (int c = 0; c < 4; ++c) _mm512_storeu_ps(acc + d + 16 * c, _mm512_add_ps(x[c], y[c]));
     }
     for (; d < hd; d += 16) {
-      __m512 x = _mm512_load_ps(acc + d), y = _mm512_setzero_ps();
+      __m512 x = _mm512_loadu_ps(acc + d), y = _mm512_setzero_ps();
       const T* vt = v0 + d;
       int j = 0;
       for (; j + 2 <= cn; j += 2, vt += 2 * stride) {
@@ -192,7 +192,7 @@ struct PlainSrc {
         y = _mm512_fmadd_ps(_mm512_set1_ps(p[j + 1]), ld16(vt + stride), y);
       }
       if (j < cn) x = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), ld16(vt), x);
-      _mm512_store_ps(acc + d, _mm512_add_ps(x, y));
+      _mm512_storeu_ps(acc + d, _mm512_add_ps(x, y));
     }
   }
 };
@@ -237,7 +237,7 @@ struct Q8Src {
     for (int g = 0; g < hd / kKvQ8Group; ++g) {
       const int d = g * kKvQ8Group;
       __m512 x[4], y[4];
-      for (int c = 0; c < 4; ++c) x[c] = _mm512_load_ps(acc + d + 16 * c), y[c] = _mm512_setzero_ps();
+      for (int c = 0; c < 4; ++c) x[c] = _mm512_loadu_ps(acc + d + 16 * c), y[c] = _mm512_setzero_ps();
       const int8_t* vt = v + t0 * stride + d;
       const float* st = vs + t0 * sstride + g;
       int j = 0;
@@ -257,7 +257,7 @@ struct Q8Src {
           x[c] = _mm512_fmadd_ps(w0, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b0)), x[c]);
         }
       }
-      for (int c = 0; c < 4; ++c) _mm512_store_ps(acc + d + 16 * c, _mm512_add_ps(x[c], y[c]));
+      for (int c = 0; c < 4; ++c) _mm512_storeu_ps(acc + d + 16 * c, _mm512_add_ps(x[c], y[c]));
     }
   }
 };
@@ -299,7 +299,7 @@ struct Q4Src {
   PLLM_AI void accumulate(int t0, const float* p, int cn, float* acc) const {
     t0 += base;
     for (int b = 0; b < hd / 32; ++b) {
-      __m512 x0 = _mm512_load_ps(acc + 32 * b), x1 = _mm512_load_ps(acc + 32 * b + 16);
+      __m512 x0 = _mm512_loadu_ps(acc + 32 * b), x1 = _mm512_loadu_ps(acc + 32 * b + 16);
       __m512 y0 = _mm512_setzero_ps(), y1 = y0;
       float bias = 0.0f;  // sum_t p_t * min_tb, added once for the block
       int j = 0;
@@ -327,8 +327,8 @@ struct Q4Src {
         x1 = _mm512_fmadd_ps(w0, hi, x1);
       }
       const __m512 vb = _mm512_set1_ps(bias);
-      _mm512_store_ps(acc + 32 * b, _mm512_add_ps(_mm512_add_ps(x0, y0), vb));
-      _mm512_store_ps(acc + 32 * b + 16, _mm512_add_ps(_mm512_add_ps(x1, y1), vb));
+      _mm512_storeu_ps(acc + 32 * b, _mm512_add_ps(_mm512_add_ps(x0, y0), vb));
+      _mm512_storeu_ps(acc + 32 * b + 16, _mm512_add_ps(_mm512_add_ps(x1, y1), vb));
     }
   }
 };

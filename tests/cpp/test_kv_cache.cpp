@@ -1,0 +1,343 @@
+// KvCache (model/kv_cache.*): every stored type, with and without a sliding window and
+// sinks, batches of several sizes so the ring wraps at every offset; each query's output
+// is compared with a brute-force float64 attention over exactly the positions StreamingLLM
+// says it sees, with the sinks' keys rotated to sit right before the window (computed
+// here by rotating the keys, independently of the cache, which rotates the query).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "base/fp16.h"
+#include "kernels/kernels.h"
+#include "kernels/kv_format.h"
+#include "model/kv_cache.h"
+
+namespace pllm {
+namespace {
+
+constexpr int kHd = 64;
+constexpr int kKvHeads = 2;
+constexpr int kDim = kHd * kKvHeads;
+constexpr int G = kKvQ4GroupTokens;
+
+ModelConfig tiny_config(int n_layer) {
+  ModelConfig c;
+  c.n_layer = n_layer;
+  c.n_embd = 128;
+  c.n_head = 4;
+  c.n_head_kv = kKvHeads;
+  c.head_dim = kHd;
+  c.n_rot = kHd;
+  c.n_ff = 256;
+  return c;
+}
+
+// Independent rotation (double) of one head by `pos`: adjacent pairs or halves.
+void rotate(std::vector<double>& x, const std::vector<float>& inv_freq, double pos, bool neox) {
+  const int half = kHd / 2;
+  for (int i = 0; i < half; ++i) {
+    const double th = pos * double(inv_freq[size_t(i)]);
+    const int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+    const double x0 = x[size_t(a)], x1 = x[size_t(b)];
+    x[size_t(a)] = x0 * std::cos(th) - x1 * std::sin(th);
+    x[size_t(b)] = x0 * std::sin(th) + x1 * std::cos(th);
+  }
+}
+
+// What the cache gives back for position j's key/value row, given which positions form
+// complete q4 groups at the time of the query (queries see the state after their batch).
+struct Emulator {
+  KvType type;
+  int sinks, window;
+  const std::vector<std::vector<float>>& K;
+  const std::vector<std::vector<float>>& V;
+
+  // Rows already emulated for the current batch (the state only changes between batches).
+  mutable std::map<std::pair<int, bool>, std::vector<double>> memo;
+  mutable int memo_end = -1;
+
+  const std::vector<double>& row(int j, int end, bool key) const {
+    if (end != memo_end) {
+      memo.clear();
+      memo_end = end;
+    }
+    auto it = memo.find({j, key});
+    if (it == memo.end()) it = memo.emplace(std::make_pair(j, key), compute(j, end, key)).first;
+    return it->second;
+  }
+
+  std::vector<double> compute(int j, int end, bool key) const {
+    const std::vector<float>& src = key ? K[size_t(j)] : V[size_t(j)];
+    std::vector<double> out(kDim);
+    auto f16 = [](float x) { return double(fp16_to_fp32(fp32_to_fp16(x))); };
+    switch (type) {
+      case KvType::f32:
+        for (int i = 0; i < kDim; ++i) out[size_t(i)] = src[size_t(i)];
+        return out;
+      case KvType::f16:
+        for (int i = 0; i < kDim; ++i) out[size_t(i)] = f16(src[size_t(i)]);
+        return out;
+      case KvType::q8: {
+        std::vector<int8_t> c(kDim);
+        std::vector<float> s(kDim / kKvQ8Group), y(kDim);
+        kv_quantize_q8(src.data(), kDim, c.data(), s.data());
+        kv_dequantize_q8(c.data(), s.data(), kDim, y.data());
+        for (int i = 0; i < kDim; ++i) out[size_t(i)] = y[size_t(i)];
+        return out;
+      }
+      case KvType::q4: break;
+    }
+    const int S = sinks;
+    const int tail_start = end <= S ? S : S + (end - S) / G * G;
+    if (j < S || j >= tail_start) {
+      for (int i = 0; i < kDim; ++i) out[size_t(i)] = f16(src[size_t(i)]);
+      return out;
+    }
+    const int g0 = S + (j - S) / G * G;
+    std::vector<float> y(kDim);
+    if (key) {
+      std::vector<uint16_t> rows(size_t(G) * kDim);
+      for (int t = 0; t < G; ++t)
+        for (int i = 0; i < kDim; ++i) rows[size_t(t) * kDim + size_t(i)] = fp32_to_fp16(K[size_t(g0 + t)][size_t(i)]);
+      std::vector<uint8_t> codes(size_t(G) * kDim / 2);
+      std::vector<uint16_t> sc(kDim), mn(kDim);
+      kv_quantize_q4_keys(rows.data(), kDim, kDim, codes.data(), kDim / 2, sc.data(), mn.data());
+      kv_dequantize_q4_key(codes.data(), kDim / 2, sc.data(), mn.data(), j - g0, kDim, y.data());
+    } else {
+      std::vector<float> x(kDim);
+      for (int i = 0; i < kDim; ++i) x[size_t(i)] = float(f16(src[size_t(i)]));
+      std::vector<uint8_t> codes(kDim / 2);
+      std::vector<uint16_t> sc(kDim / kKvQ4ValueBlock), mn(kDim / kKvQ4ValueBlock);
+      kv_quantize_q4_values(x.data(), kDim, codes.data(), sc.data(), mn.data());
+      kv_dequantize_q4_values(codes.data(), sc.data(), mn.data(), kDim, y.data());
+    }
+    for (int i = 0; i < kDim; ++i) out[size_t(i)] = y[size_t(i)];
+    return out;
+  }
+};
+
+// q as the q8 kernels see it: int8 per 64 with scale amax / 127.
+std::vector<double> q8_round(const std::vector<double>& q) {
+  std::vector<double> out(q.size());
+  for (size_t g = 0; g < q.size(); g += kKvQ8Group) {
+    double amax = 0;
+    for (size_t i = g; i < g + kKvQ8Group; ++i) amax = std::max(amax, std::fabs(q[i]));
+    const float d = float(amax / 127.0);
+    for (size_t i = g; i < g + kKvQ8Group; ++i)
+      out[i] = d == 0.0f ? 0.0 : double(std::nearbyint(float(q[i]) / d)) * double(d);
+  }
+  return out;
+}
+
+struct Scenario {
+  KvType type;
+  int window, sinks, batch;
+  bool neox;
+};
+
+std::string name(const Scenario& s) {
+  return std::string(kv_type_name(s.type)) + " W" + std::to_string(s.window) + " S" + std::to_string(s.sinks) +
+         " B" + std::to_string(s.batch) + (s.neox ? " neox" : "");
+}
+
+double tolerance(KvType t) { return t == KvType::q8 ? 2e-3 : 2e-5; }
+
+// Writes n_pos positions in batches, checks every query; `truncations`: after the
+// position given, truncate to the second value and continue with fresh values.
+void run_scenario(const Scenario& sc, int n_pos, const std::vector<std::pair<int, int>>& truncations = {}) {
+  SCOPED_TRACE(name(sc));
+  const ModelConfig c = tiny_config(2);
+  KvOptions o;
+  o.type = sc.type;
+  o.window = sc.window;
+  o.sinks = sc.sinks;
+  ASSERT_TRUE(KvCache::validate(c, o).ok());
+  const int n_ctx = sc.window ? 16 : n_pos;
+  KvCache kv(c, o, n_ctx, sc.batch, {});
+  EXPECT_EQ(kv.unbounded(), sc.window > 0);
+  const int S = sc.window ? sc.sinks : 0;
+
+  std::mt19937 rng(1234u + unsigned(sc.window * 7 + sc.sinks * 3 + sc.batch));
+  std::normal_distribution<float> nd;
+  std::vector<float> inv_freq(kHd / 2);
+  for (int i = 0; i < kHd / 2; ++i) inv_freq[size_t(i)] = float(std::pow(10000.0, -2.0 * i / kHd));
+  const RopeSpec rope{inv_freq.data(), kHd, sc.neox};
+  std::vector<std::vector<float>> K[2], V[2];  // per layer, per position
+  for (auto& k : K) k.resize(size_t(n_pos));
+  for (auto& v : V) v.resize(size_t(n_pos));
+  auto fresh = [&](int layer, int p) {
+    K[layer][size_t(p)].resize(kDim);
+    V[layer][size_t(p)].resize(kDim);
+    for (int i = 0; i < kDim; ++i) {
+      K[layer][size_t(p)][size_t(i)] = nd(rng);
+      V[layer][size_t(p)][size_t(i)] = nd(rng);
+    }
+  };
+  size_t next_trunc = 0;
+  int checked = 0;
+  for (int pos0 = 0; pos0 < n_pos;) {
+    const int n = std::min(sc.batch, n_pos - pos0);
+    ASSERT_EQ(kv.end(), pos0);
+    kv.begin_batch(pos0, n);
+    for (int layer = 0; layer < 2; ++layer)
+      for (int p = pos0; p < pos0 + n; ++p) {
+        fresh(layer, p);
+        kv.store(layer, p, K[layer][size_t(p)].data(), V[layer][size_t(p)].data());
+      }
+    const int end = pos0 + n;
+    for (int layer = 0; layer < 2; ++layer) {
+      const Emulator em{sc.type, S, sc.window, K[layer], V[layer]};
+      for (int p = pos0; p < end; ++p) {
+        for (int h = 0; h < kKvHeads; ++h) {
+          std::vector<float> q(kHd), got(kHd);
+          for (float& x : q) x = nd(rng) * 0.3f;
+          kv.attend(layer, p, h, q.data(), 0.125f, rope, got.data());
+          // Reference: visible positions and their (possibly re-placed) keys.
+          const int lo = sc.window ? std::max(S, p - (sc.window - S) + 1) : 0;
+          std::vector<int> vis;
+          for (int j = 0; j < std::min(S, p + 1); ++j) vis.push_back(j);
+          for (int j = std::max(lo, S); j <= p; ++j) vis.push_back(j);
+          std::vector<double> qd(q.begin(), q.end());
+          std::vector<double> qq = sc.type == KvType::q8 ? q8_round(qd) : qd;
+          std::vector<double> s(vis.size());
+          double mx = -1e300;
+          for (size_t t = 0; t < vis.size(); ++t) {
+            const int j = vis[t];
+            const std::vector<double>& krow = em.row(j, end, true);
+            std::vector<double> k(krow.begin() + h * kHd, krow.begin() + (h + 1) * kHd);
+            std::vector<double> qj = qq;
+            if (j < S && lo > S) {
+              if (sc.type == KvType::q8) {
+                qj = qd;  // the q8 kernel quantises the rotated query
+                rotate(qj, inv_freq, -double(lo - S), sc.neox);
+                qj = q8_round(qj);
+              } else {
+                rotate(k, inv_freq, double(lo - S), sc.neox);
+              }
+            }
+            double dot = 0;
+            for (int d = 0; d < kHd; ++d) dot += qj[size_t(d)] * k[size_t(d)];
+            s[t] = 0.125 * dot;
+            mx = std::max(mx, s[t]);
+          }
+          std::vector<double> want(kHd, 0.0);
+          double l = 0;
+          for (size_t t = 0; t < vis.size(); ++t) {
+            const double w = std::exp(s[t] - mx);
+            l += w;
+            const std::vector<double>& vrow = em.row(vis[t], end, false);
+            for (int d = 0; d < kHd; ++d) want[size_t(d)] += w * vrow[size_t(h * kHd + d)];
+          }
+          for (int d = 0; d < kHd; ++d) {
+            ASSERT_NEAR(got[size_t(d)], want[size_t(d)] / l, tolerance(sc.type))
+                << "layer " << layer << " pos " << p << " head " << h << " dim " << d;
+          }
+          ++checked;
+        }
+      }
+    }
+    pos0 = end;
+    if (next_trunc < truncations.size() && pos0 >= truncations[next_trunc].first) {
+      const int want_m = truncations[next_trunc++].second;
+      const int m = kv.truncate(want_m);
+      EXPECT_LE(m, want_m);
+      if (sc.type != KvType::q4 && sc.window == 0) EXPECT_EQ(m, want_m);
+      pos0 = m;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+TEST(KvCache, NoWindowEveryType) {
+  for (KvType t : {KvType::f32, KvType::f16, KvType::q8, KvType::q4})
+    for (int b : {1, 7, 64}) run_scenario({t, 0, 0, b, false}, 100);
+}
+
+TEST(KvCache, WindowWithSinksWrapsAtEveryOffset) {
+  for (KvType t : {KvType::f32, KvType::f16, KvType::q8})
+    for (int w : {8, 9})
+      for (int s : {0, 1, 4})
+        for (int b : {1, 3, 8})
+          for (bool neox : {false, true}) run_scenario({t, w, s, b, neox}, 70);
+}
+
+TEST(KvCache, Q4WindowAcrossGroupsAndTail) {
+  for (int w : {40, 70})
+    for (int s : {0, 4})
+      for (int b : {1, 5, 33}) run_scenario({KvType::q4, w, s, b, false}, 230);
+}
+
+TEST(KvCache, TruncateResumesExactly) {
+  // No window: any prefix; window: only while the window behind it is still stored.
+  run_scenario({KvType::f16, 0, 0, 4, false}, 60, {{20, 13}, {40, 39}});
+  run_scenario({KvType::q8, 12, 2, 3, false}, 60, {{30, 28}, {45, 20}});
+  run_scenario({KvType::q4, 0, 0, 8, false}, 120, {{80, 70}, {100, 99}});
+  run_scenario({KvType::q4, 40, 4, 5, false}, 200, {{150, 140}, {170, 60}});
+}
+
+TEST(KvCache, TruncateRules) {
+  const ModelConfig c = tiny_config(1);
+  std::vector<float> k(kDim, 0.5f), v(kDim, 0.25f);
+  auto fill = [&](KvCache& kv, int n) {
+    for (int p = kv.end(); p < n; ++p) {
+      kv.begin_batch(p, 1);
+      kv.store(0, p, k.data(), v.data());
+    }
+  };
+  {  // window 10, sinks 2, batch 1: ring of 8 slots + sinks; after 40 positions only the
+     // last ~8 are stored, so resuming at 35 (needs 28..34) is impossible: back to the sinks.
+    KvCache kv(c, {KvType::f16, 10, 2}, 16, 1, {});
+    fill(kv, 40);
+    EXPECT_EQ(kv.truncate(39), 39);
+    fill(kv, 40);
+    EXPECT_EQ(kv.truncate(35), 2);
+    EXPECT_EQ(kv.end(), 2);
+  }
+  {  // q4 without a window: a quantised group resumes only at its start; the tail anywhere.
+    KvCache kv(c, {KvType::q4, 0, 4}, 256, 8, {});
+    fill(kv, 2 * G + 5);
+    EXPECT_EQ(kv.truncate(2 * G + 3), 2 * G + 3);  // inside the f16 tail
+    EXPECT_EQ(kv.truncate(G + 7), G);              // inside a quantised group
+    EXPECT_EQ(kv.truncate(0), 0);
+  }
+}
+
+TEST(KvCache, ValidateRejectsBadOptions) {
+  const ModelConfig c = tiny_config(1);
+  EXPECT_FALSE(KvCache::validate(c, {KvType::f16, 4, 4}).ok());   // window not above sinks
+  EXPECT_FALSE(KvCache::validate(c, {KvType::f16, 3, 4}).ok());
+  EXPECT_FALSE(KvCache::validate(c, {KvType::f16, -1, 0}).ok());
+  EXPECT_TRUE(KvCache::validate(c, {KvType::f16, 5, 4}).ok());
+  ModelConfig odd = c;
+  odd.head_dim = 32;
+  EXPECT_FALSE(KvCache::validate(odd, {KvType::q8, 0, 4}).ok());  // q8 groups of 64
+  EXPECT_TRUE(KvCache::validate(odd, {KvType::f16, 0, 4}).ok());
+  EXPECT_FALSE(parse_kv_type("q5").ok());
+  EXPECT_EQ(parse_kv_type("q4").value(), KvType::q4);
+}
+
+TEST(KvCache, WindowMemoryIndependentOfPositions) {
+  const ModelConfig c = tiny_config(2);
+  KvCache small(c, {KvType::q8, 64, 4}, 128, 16, {});
+  KvCache big(c, {KvType::q8, 64, 4}, 100000, 16, {});
+  EXPECT_EQ(small.bytes(), big.bytes());  // a window's cache does not grow with n_ctx
+  KvCache full(c, {KvType::q8, 0, 4}, 4096, 16, {});
+  KvCache f16(c, {KvType::f16, 0, 4}, 4096, 16, {});
+  EXPECT_LT(full.bytes() * 10, f16.bytes() * 6);  // int8 + a scale per 64: ~53% of f16
+  EXPECT_LT(small.bytes() * 20, full.bytes());
+}
+
+TEST(KvCache, LayerWindowsForLocalLayers) {
+  // Gemma-style: layer 0 local (window 8, no sinks), layer 1 global; bounded by n_ctx.
+  const ModelConfig c = tiny_config(2);
+  KvCache kv(c, {KvType::f32, 0, 4}, 64, 4, {8, 0});
+  EXPECT_FALSE(kv.unbounded());
+  EXPECT_TRUE(kv.fits(60, 4));
+  EXPECT_FALSE(kv.fits(61, 4));
+}
+
+}  // namespace
+}  // namespace pllm
