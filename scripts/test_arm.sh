@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cross-build the kernel tests (test_kernels, test_quant, test_attention, test_gemm, test_matvec_rows) for aarch64 and run them under qemu-user:
+# Cross-build the kernel tests (test_kernels, test_quant, test_attention, test_attention_kv, test_gemm, test_matvec_rows) for aarch64 and run them under qemu-user:
 #   -cpu max         all features (NEON + dotprod): every ISA table is tested
 #   PLLM_ISA=neon    kernels() capped to baseline NEON
 #   -cpu cortex-a53  ARMv8.0 without dotprod: the dotprod table must be absent
@@ -34,7 +34,7 @@ cmake -S "$ROOT" -B "$BUILD" -G Ninja \
   -DCMAKE_BUILD_TYPE=Release \
   -DPLLM_KERNELS_ONLY=ON -DPLLM_BUILD_TOOLS=OFF -DPLLM_BUILD_TESTS=ON \
   -DPLLM_GTEST_SOURCE_DIR="$GTEST_SRC" >/dev/null
-if ! ninja -C "$BUILD" -j"$(nproc)" test_kernels test_quant test_attention test_gemm test_matvec_rows >"$BUILD/build.log" 2>&1; then
+if ! ninja -C "$BUILD" -j"$(nproc)" test_kernels test_quant test_attention test_attention_kv test_gemm test_matvec_rows >"$BUILD/build.log" 2>&1; then
   grep -E "error|FAILED" -A5 "$BUILD/build.log" | head -60
   echo "test_arm: cross build FAILED (full log: $BUILD/build.log)"
   exit 1
@@ -69,6 +69,8 @@ run "test_kernels (cpu max, PLLM_ISA=neon)" env PLLM_ISA=neon $Q -cpu max "$T" -
 run "test_kernels (cpu cortex-a53: no dotprod)" $Q -cpu cortex-a53 "$T" --gtest_brief=1
 run "test_attention (cpu max: scalar, neon, dotprod)" $Q -cpu max "$BUILD/src/kernels/test_attention" --gtest_brief=1
 run "test_attention (cpu cortex-a53: scalar, neon)" $Q -cpu cortex-a53 "$BUILD/src/kernels/test_attention" --gtest_brief=1
+run "test_attention_kv (cpu max: scalar, neon, dotprod)" $Q -cpu max "$BUILD/src/kernels/test_attention_kv" --gtest_brief=1
+run "test_attention_kv (cpu cortex-a53: scalar, neon)" $Q -cpu cortex-a53 "$BUILD/src/kernels/test_attention_kv" --gtest_brief=1
 run "test_gemm (cpu max: scalar, neon, dotprod)" $Q -cpu max "$BUILD/src/kernels/test_gemm" --gtest_brief=1
 run "test_gemm (cpu cortex-a53: scalar, neon)" $Q -cpu cortex-a53 "$BUILD/src/kernels/test_gemm" --gtest_brief=1
 run "test_matvec_rows (cpu max: scalar, neon, dotprod)" $Q -cpu max "$BUILD/src/kernels/test_matvec_rows" --gtest_brief=1

@@ -178,7 +178,7 @@ std::function<int()> add_bench(CLI::App& app) {
 
     const std::string path = resolve_model_path(o->model);
     double pp_mean = 0, pp_sd = 0, tg_mean = 0, tg_sd = 0, ttft_mean = 0, rss = 0;
-    uint64_t weight_bytes = 0, token_bytes = 0;
+    uint64_t weight_bytes = 0, token_bytes = 0, kv_bytes = 0;
     double tg0_mean = 0, tg0_sd = 0;
     std::vector<double> pp, tg, ttft, tg0;
     {
@@ -195,6 +195,7 @@ std::function<int()> add_bench(CLI::App& app) {
       so.n_ctx = int(need);
       so.threads = threads;
       Session session(model, so);
+      kv_bytes = pllm_session_kv_bytes(session.p);
 
       SplitMix rng{0x5EED};
       std::vector<pllm_token> prompt(size_t(o->n_prompt));
@@ -259,6 +260,10 @@ std::function<int()> add_bench(CLI::App& app) {
                           {"reps", o->reps},
                           {"int8_act", o->sess.int8_act},
                           {"fuse", !o->sess.no_fuse},
+                          {"kv_type", o->sess.kv_type},
+                          {"kv_window", o->sess.kv_window},
+                          {"kv_sinks", o->sess.kv_window > 0 ? o->sess.kv_sinks : 0},
+                          {"kv_mb", double(kv_bytes) / 1e6},
                           {"pp_tps", pp_mean},
                           {"pp_sd", pp_sd},
                           {"tg_tps", tg_mean},
@@ -293,6 +298,10 @@ std::function<int()> add_bench(CLI::App& app) {
                   tg0_mean, tg0_sd);
     std::printf("TTFT             %.1f ms (prefill of %d tokens + first token)\n", ttft_mean, o->n_prompt);
     std::printf("peak RSS         %.1f MiB\n", rss);
+    std::printf("KV cache         %.1f MB (%s%s)\n", double(kv_bytes) / 1e6, o->sess.kv_type.c_str(),
+                o->sess.kv_window > 0 ? (", window " + std::to_string(o->sess.kv_window) + " + " +
+                                         std::to_string(o->sess.kv_sinks) + " sinks").c_str()
+                                      : "");
     std::printf("weights          %.1f MB (%.1f MB read per decoded token)\n", double(weight_bytes) / 1e6,
                 double(token_bytes) / 1e6);
     if (bw > 0) {
