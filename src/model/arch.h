@@ -12,6 +12,7 @@ namespace pllm {
 class Model;
 struct ModelWeights;
 struct ForwardState;
+struct RopeSpec;
 
 struct ArchDescriptor {
   const char* name;  // general.architecture
@@ -30,6 +31,9 @@ const char* supported_arch_names();
 Result<void> llama_family_load_weights(const GgufFile& f, const ModelConfig& c, ModelWeights& w);
 Result<void> llama_family_forward(const Model& m, ForwardState& st, const int32_t* tokens, int n, int pos0,
                                   float* logits, bool all_logits);
+// Attention of n batch positions starting at pos0 over layer l's KV cache: st.q -> st.att,
+// query heads grouped `group` per kv head (GQA). Shared by every architecture.
+void attention(ForwardState& st, int l, int n, int pos0, int group, float scale, const RopeSpec& rope);
 extern const ArchDescriptor kArchLlama;
 extern const ArchDescriptor kArchQwen2;
 

@@ -32,6 +32,39 @@ void run_group(ForwardState& st, std::initializer_list<MatmulTarget> targets, in
 
 }  // namespace
 
+void attention(ForwardState& st, int l, int n, int pos0, int group, float scale, const RopeSpec& rope) {
+  const int n_kv = st.kv_dim / st.head_dim, HD = st.head_dim, QD = n_kv * group * HD;
+  // The query heads sharing a kv head go together, so each kv head is read once per query.
+  // A single decoded token also splits the visible positions into slices so every thread
+  // works on a long context; the slices' softmax states are merged afterwards.
+  const int n_parts = n == 1 ? std::clamp(st.kv.n_visible(l, pos0) / 512, 1, ForwardState::kMaxAttnParts) : 1;
+  if (n_parts == 1) {
+    st.pool.run(int64_t(n) * n_kv, [&](int64_t task) {
+      const int i = int(task / n_kv), g = int(task % n_kv);
+      const size_t at = size_t(i) * QD + size_t(g) * group * HD;
+      AttnAccum a[KvCache::kMaxGroup];
+      for (int j = 0; j < group; ++j) attn_accum_init(a[j], HD);
+      // Causal: the query at position pos0 + i sees what the cache keeps up to pos0 + i.
+      st.kv.attend_part(l, pos0 + i, g, group, &st.q[at], scale, rope, 0, 1, a);
+      for (int j = 0; j < group; ++j) attn_accum_finish(a[j], HD, &st.att[at + size_t(j) * HD]);
+    });
+    return;
+  }
+  AttnAccum* parts = st.attn_parts.data();  // [g][part][j]
+  st.pool.run(int64_t(n_kv) * n_parts, [&](int64_t task) {
+    const int g = int(task / n_parts), p = int(task % n_parts);
+    AttnAccum* a = parts + (size_t(g) * n_parts + p) * group;
+    for (int j = 0; j < group; ++j) attn_accum_init(a[j], HD);
+    st.kv.attend_part(l, pos0, g, group, &st.q[size_t(g) * group * HD], scale, rope, p, n_parts, a);
+  });
+  for (int g = 0; g < n_kv; ++g)
+    for (int j = 0; j < group; ++j) {
+      AttnAccum& into = parts[size_t(g) * n_parts * group + j];
+      for (int p = 1; p < n_parts; ++p) merge_accum(into, parts[(size_t(g) * n_parts + p) * group + j], HD);
+      attn_accum_finish(into, HD, &st.att[(size_t(g) * group + j) * HD]);
+    }
+}
+
 Result<void> llama_family_load_weights(const GgufFile& f, const ModelConfig& c, ModelWeights& w) {
   const TensorInfo* emb = f.tensor("token_embd.weight");
   if (!emb) return make_error(Status::bad_format, f.path() + ": missing tensor 'token_embd.weight'");
@@ -135,12 +168,7 @@ Result<void> llama_family_forward(const Model& m, ForwardState& st, const int32_
     {
       TraceScope ts(tr, "attention", l);
       const RopeSpec rope{w.rope_inv_freq.data(), c.n_rot, neox};
-      pool.run(int64_t(n) * c.n_head, [&](int64_t task) {
-        const int i = int(task / c.n_head), h = int(task % c.n_head);
-        // Causal: the query at position pos0 + i sees what the cache keeps up to pos0 + i.
-        const size_t at = size_t(i) * QD + size_t(h) * HD;
-        st.kv.attend(l, pos0 + i, h / group, &st.q[at], scale, rope, &st.att[at]);
-      });
+      attention(st, l, n, pos0, group, scale, rope);
     }
     {
       TraceScope ts(tr, "attn_out", l);

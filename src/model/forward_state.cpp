@@ -11,10 +11,12 @@ ForwardState::ForwardState(const ModelConfig& c, int n_ctx_, int n_batch_, Threa
     : n_ctx(n_ctx_),
       n_batch(n_batch_),
       kv_dim(c.kv_dim()),
+      head_dim(c.head_dim),
       pool(pool_),
       act_mode(act_mode_),
       kv(c, kv_options, n_ctx_, n_batch_, c.layer_window) {
   const size_t B = size_t(n_batch);
+  attn_parts.resize(size_t(c.n_head) * kMaxAttnParts);
   x.resize(B * c.n_embd);
   h.resize(B * std::max(c.n_embd, 1));
   q.resize(B * c.q_dim());

@@ -21,6 +21,7 @@ struct ForwardState {
   int n_ctx;
   int n_batch;
   int kv_dim;
+  int head_dim;
   ThreadPool& pool;
   ActMode act_mode;
   bool fuse = true;  // group Q/K/V and gate/up into one pool job each (off: --no-fuse)
@@ -28,6 +29,9 @@ struct ForwardState {
   Tracer* tracer = nullptr;                   // op timing when profiling, else null
 
   KvCache kv;  // keys and values of every layer (model/kv_cache.h)
+  // Decode attention split over the visible positions: [n_head][kMaxAttnParts] partial states.
+  static constexpr int kMaxAttnParts = 8;
+  AlignedBuffer<AttnAccum> attn_parts;
 
   AlignedBuffer<float> x;       // [n_batch][n_embd] residual stream
   AlignedBuffer<float> h;       // [n_batch][n_embd] normed input of a block

@@ -1,6 +1,7 @@
 #include "model/kv_cache.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "base/fp16.h"
@@ -45,6 +46,8 @@ Result<void> KvCache::validate(const ModelConfig& c, const KvOptions& o) {
     return make_error(Status::invalid_argument, "KV window (" + std::to_string(o.window) +
                                                     ") must be larger than the number of sinks (" +
                                                     std::to_string(o.sinks) + ")");
+  if (c.n_head_kv <= 0 || c.n_head / c.n_head_kv > kMaxGroup)
+    return make_error(Status::unsupported, "more than " + std::to_string(kMaxGroup) + " query heads per KV head");
   if ((o.type == KvType::q8 || o.type == KvType::q4) && c.head_dim % kKvQ8Group != 0)
     return make_error(Status::unsupported, std::string("KV type ") + kv_type_name(o.type) +
                                                " needs a head size that is a multiple of 64 (this model has " +
@@ -220,8 +223,14 @@ void KvCache::store(int l, int pos, const float* k, const float* v) {
 
 // Positions [lo, hi) of one storage area: all sinks (< S), or all in the ring (may wrap), or
 // (q4) split further into quantised groups and the f16 tail.
-void KvCache::attend_range(const Layer& L, int lo, int hi, int kv_head, const float* q, float scale,
-                           AttnAccum& a) const {
+void KvCache::attend_range(const Layer& L, int lo, int hi, int kv_head, int n_q, const float* q, float scale,
+                           AttnAccum* accs) const {
+  if (hi <= lo) return;
+  for (int j = 0; j < n_q; ++j) attend_range1(L, lo, hi, kv_head, q + size_t(j) * size_t(head_dim_), scale, accs[j]);
+}
+
+void KvCache::attend_range1(const Layer& L, int lo, int hi, int kv_head, const float* q, float scale,
+                            AttnAccum& a) const {
   if (hi <= lo) return;
   const KernelTable& kt = kernels();
   const int hd = head_dim_;
@@ -291,25 +300,56 @@ void KvCache::attend_range(const Layer& L, int lo, int hi, int kv_head, const fl
   if (n > first) slots(L.sinks, n - first);
 }
 
-void KvCache::attend(int l, int pos, int kv_head, const float* q, float scale, const RopeSpec& rope,
-                     float* out) const {
+void merge_accum(AttnAccum& into, const AttnAccum& from, int head_dim) {
+  if (from.l == 0.0f) return;
+  if (into.l == 0.0f) {
+    into.m = from.m;
+    into.l = from.l;
+    for (int d = 0; d < head_dim; ++d) into.acc[d] = from.acc[d];
+    return;
+  }
+  const float m = std::max(into.m, from.m);
+  const float a = std::exp(into.m - m), b = std::exp(from.m - m);
+  into.l = into.l * a + from.l * b;
+  for (int d = 0; d < head_dim; ++d) into.acc[d] = into.acc[d] * a + from.acc[d] * b;
+  into.m = m;
+}
+
+int KvCache::n_visible(int l, int pos) const {
   const Layer& L = layers_[size_t(l)];
-  AttnAccum a;
-  attn_accum_init(a, head_dim_);
+  return std::min(L.sinks, pos + 1) + std::max(0, pos + 1 - std::max(window_lo(L, pos), L.sinks));
+}
+
+void KvCache::attend_part(int l, int pos, int kv_head, int n_q, const float* q, float scale, const RopeSpec& rope,
+                          int part, int n_parts, AttnAccum* a) const {
+  const Layer& L = layers_[size_t(l)];
   const int lo = window_lo(L, pos);
   const int n_sink = std::min(L.sinks, pos + 1);
-  if (n_sink > 0) {
+  const int total = n_visible(l, pos);
+  // This slice: visible indices [b, e) over sinks then window, in order.
+  const int b = int(int64_t(total) * part / n_parts), e = int(int64_t(total) * (part + 1) / n_parts);
+  if (b < n_sink) {
+    const int hi = std::min(e, n_sink);
     if (lo > L.sinks) {
       // Tokens were evicted: score the sinks as if they sat right before the window.
-      alignas(64) float qr[256];
-      std::memcpy(qr, q, size_t(head_dim_) * sizeof(float));
-      rope_f32(qr, rope.n_rot, rope.inv_freq, -double(lo - L.sinks), rope.neox);
-      attend_range(L, 0, n_sink, kv_head, qr, scale, a);
+      alignas(64) float qr[kMaxGroup * 256];
+      std::memcpy(qr, q, size_t(n_q) * size_t(head_dim_) * sizeof(float));
+      for (int j = 0; j < n_q; ++j)
+        rope_f32(qr + size_t(j) * size_t(head_dim_), rope.n_rot, rope.inv_freq, -double(lo - L.sinks), rope.neox);
+      attend_range(L, b, hi, kv_head, n_q, qr, scale, a);
     } else {
-      attend_range(L, 0, n_sink, kv_head, q, scale, a);
+      attend_range(L, b, hi, kv_head, n_q, q, scale, a);
     }
   }
-  attend_range(L, std::max(lo, L.sinks), pos + 1, kv_head, q, scale, a);
+  const int w0 = std::max(lo, L.sinks) - n_sink;  // window index i is position i + w0
+  if (e > n_sink) attend_range(L, std::max(b, n_sink) + w0, e + w0, kv_head, n_q, q, scale, a);
+}
+
+void KvCache::attend(int l, int pos, int kv_head, const float* q, float scale, const RopeSpec& rope,
+                     float* out) const {
+  AttnAccum a;
+  attn_accum_init(a, head_dim_);
+  attend_part(l, pos, kv_head, 1, q, scale, rope, 0, 1, &a);
   attn_accum_finish(a, head_dim_, out);
 }
 

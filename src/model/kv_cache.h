@@ -45,6 +45,9 @@ struct KvOptions {
   int sinks = 4;   // kept forever when a window is set; must be < window
 };
 
+// Folds the online-softmax state `from` into `into` (both over head_dim values).
+void merge_accum(AttnAccum& into, const AttnAccum& from, int head_dim);
+
 // How a layer's query heads are rotated (to re-place the sinks before the window).
 struct RopeSpec {
   const float* inv_freq;  // [n_rot / 2]
@@ -79,6 +82,15 @@ class KvCache {
   // position pos sees in layer l through kv head kv_head: out[head_dim].
   void attend(int l, int pos, int kv_head, const float* q, float scale, const RopeSpec& rope, float* out) const;
 
+  // The same split for parallel decoding: the n_q query heads q + j * head_dim (j < n_q <=
+  // kMaxGroup) sharing kv head kv_head fold slice `part` of `n_parts` equal slices of what
+  // position pos sees into a[j] (initialised by the caller). Slices merge with merge_accum.
+  static constexpr int kMaxGroup = 16;
+  void attend_part(int l, int pos, int kv_head, int n_q, const float* q, float scale, const RopeSpec& rope,
+                   int part, int n_parts, AttnAccum* a) const;
+  // Positions a query at pos sees in layer l.
+  int n_visible(int l, int pos) const;
+
   // Bytes the cache holds (all layers, K and V, scales, tails).
   size_t bytes() const { return total_bytes_; }
 
@@ -101,8 +113,10 @@ class KvCache {
   size_t group_bytes() const;
   // q4: positions >= this are in the f16 tail (the incomplete newest group).
   int q4_tail_start(const Layer& L) const;
-  void attend_range(const Layer& L, int lo, int hi, int kv_head, const float* q, float scale,
-                    AttnAccum& a) const;  // positions [lo, hi), all in one storage area
+  // Positions [lo, hi), all in one storage area, for n_q query heads (q + j * head_dim, a[j]).
+  void attend_range(const Layer& L, int lo, int hi, int kv_head, int n_q, const float* q, float scale,
+                    AttnAccum* a) const;
+  void attend_range1(const Layer& L, int lo, int hi, int kv_head, const float* q, float scale, AttnAccum& a) const;
 
   KvType type_;
   int kv_dim_, head_dim_, n_ctx_;

@@ -341,3 +341,48 @@ TEST(KvCache, LayerWindowsForLocalLayers) {
 
 }  // namespace
 }  // namespace pllm
+
+namespace pllm {
+namespace {
+
+// Decode splits the visible positions into slices and merges their softmax states; two
+// query heads share the kv head. Must equal attend() head by head, for every slice count,
+// across sinks, a wrapped ring and (q4) groups plus tail.
+TEST(KvCache, SlicedGroupedAttentionEqualsWhole) {
+  const ModelConfig c = tiny_config(1);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd;
+  std::vector<float> inv_freq(kHd / 2);
+  for (int i = 0; i < kHd / 2; ++i) inv_freq[size_t(i)] = float(std::pow(10000.0, -2.0 * i / kHd));
+  const RopeSpec rope{inv_freq.data(), kHd, false};
+  for (KvType t : {KvType::f16, KvType::q8, KvType::q4})
+    for (int window : {0, 50}) {
+      SCOPED_TRACE(std::string(kv_type_name(t)) + " window " + std::to_string(window));
+      KvCache kv(c, {t, window, 4}, 300, 1, {});
+      std::vector<float> k(kDim), v(kDim), q(2 * kHd);
+      for (int p = 0; p < 211; ++p) {
+        for (int i = 0; i < kDim; ++i) k[size_t(i)] = nd(rng), v[size_t(i)] = nd(rng);
+        kv.begin_batch(p, 1);
+        kv.store(0, p, k.data(), v.data());
+      }
+      const int pos = 210;
+      for (float& x : q) x = nd(rng) * 0.3f;
+      float whole[2][kHd];
+      for (int j = 0; j < 2; ++j) kv.attend(0, pos, 1, q.data() + j * kHd, 0.125f, rope, whole[j]);
+      for (int parts = 1; parts <= 8; ++parts) {
+        std::vector<AttnAccum> a(size_t(parts) * 2);
+        for (auto& x : a) attn_accum_init(x, kHd);
+        for (int p = 0; p < parts; ++p) kv.attend_part(0, pos, 1, 2, q.data(), 0.125f, rope, p, parts, &a[size_t(p) * 2]);
+        for (int j = 0; j < 2; ++j) {
+          for (int p = 1; p < parts; ++p) merge_accum(a[size_t(j)], a[size_t(p) * 2 + size_t(j)], kHd);
+          float out[kHd];
+          attn_accum_finish(a[size_t(j)], kHd, out);
+          for (int d = 0; d < kHd; ++d) ASSERT_NEAR(out[d], whole[j][d], 1e-5) << parts << " parts, head " << j;
+        }
+      }
+      EXPECT_EQ(kv.n_visible(0, pos), window ? window : pos + 1);
+    }
+}
+
+}  // namespace
+}  // namespace pllm
