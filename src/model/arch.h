@@ -32,5 +32,6 @@ Result<void> llama_family_forward(const Model& m, ForwardState& st, const int32_
                                   float* logits, bool all_logits);
 extern const ArchDescriptor kArchLlama;
 extern const ArchDescriptor kArchQwen2;
+extern const ArchDescriptor kArchGemma3;  // arch_gemma3.cpp
 
 }  // namespace pllm

@@ -101,11 +101,14 @@ def assert_clean_error(proc: subprocess.CompletedProcess) -> str:
 
 
 def run_logits(binary: Path, model: Path, ids: list[int], out_file: Path, n_vocab: int, *,
-               threads: int = 2, env: dict | None = None, int8_act: bool = False) -> np.ndarray:
-    """Engine logits [len(ids), n_vocab] as float64; `int8_act` adds --int8-act."""
+               threads: int = 2, env: dict | None = None, int8_act: bool = False,
+               chunk: int = 0) -> np.ndarray:
+    """Engine logits [len(ids), n_vocab] as float64; `int8_act` adds --int8-act; `chunk`
+    appends the ids in calls of that many tokens (1: each through the decode path)."""
     proc = run_cli(binary, ["logits", "-m", model, "--ids", " ".join(map(str, ids)),
                             "--out", out_file, "-t", str(threads)]
-                   + (["--int8-act"] if int8_act else []), env=env)
+                   + (["--int8-act"] if int8_act else [])
+                   + (["--chunk", str(chunk)] if chunk else []), env=env)
     check_ok(proc)
     raw = np.fromfile(out_file, dtype="<f4")
     assert raw.size == len(ids) * n_vocab, (

@@ -101,7 +101,7 @@ relative on one output). Bound: max_rel 1e-2 for every type and both modes.
 from __future__ import annotations
 
 FLOAT_TYPES = {"F32", "F16", "BF16"}
-BLOCK32_TYPES = {"Q8_0", "Q4_0", "Q4_1"}
+BLOCK32_TYPES = {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"}
 K_TYPES = {"Q4_K", "Q6_K"}
 
 # Activation modes: "exact" = the engine's default, "int8" = `--int8-act`.
