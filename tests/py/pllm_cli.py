@@ -31,6 +31,14 @@ def smollm2_path() -> Path:
     return REPO / "models" / SMOLLM2_NAME
 
 
+GEMMA3_NAME = "gemma-3-270m-Q4_K_M.gguf"
+
+
+def gemma3_path() -> Path:
+    env = os.environ.get("POCKETLLM_MODELS")
+    return (Path(env) if env else REPO / "models") / GEMMA3_NAME
+
+
 def available_isas() -> list[str]:
     """Dispatch levels to exercise through PLLM_ISA ("default" = variable unset)."""
     isas = ["default", "scalar"]

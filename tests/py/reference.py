@@ -117,6 +117,10 @@ class Reference:
         self.tokens: list[str] = list(tokens) if tokens is not None else []
         tt = _field(reader, "tokenizer.ggml.token_type")
         self.token_types: list[int] = list(tt) if tt is not None else []
+        sc = _field(reader, "tokenizer.ggml.scores")
+        self.scores: list[float] = [float(x) for x in sc] if sc is not None else []
+        self.add_space_prefix = bool(_field(reader, "tokenizer.ggml.add_space_prefix", True))
+        self.bos_id = _field(reader, "tokenizer.ggml.bos_token_id")
         merges = _field(reader, "tokenizer.ggml.merges")
         self.merges: list[str] = list(merges) if merges is not None else []
         self.chat_template = _field(reader, "tokenizer.chat_template", "")
