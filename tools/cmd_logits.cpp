@@ -1,5 +1,6 @@
 // `pocketllm logits`: run token ids from position 0 and write every position's logits as
 // little-endian float32 [n_ids][n_vocab] (used by the reference tests).
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 #include <vector>
@@ -14,6 +15,7 @@ std::function<int()> add_logits(CLI::App& app) {
   struct Opts {
     std::string model, ids, out;
     SessionOptions sess;
+    int chunk = 0;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("-m,--model", o->model, "GGUF model");
@@ -21,6 +23,10 @@ std::function<int()> add_logits(CLI::App& app) {
   cmd->add_option("--out", o->out, "output file")->required();
   cmd->add_option("-t,--threads", o->sess.threads, "threads")->check(CLI::Range(0, 256));
   cmd->add_option("-c,--ctx-size", o->sess.n_ctx, "context size")->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--chunk", o->chunk,
+                  "append the ids in calls of at most this many tokens (1: every position through the "
+                  "one-token decode path); 0 = all at once")
+      ->check(CLI::Range(0, 1 << 20));
   o->sess.add_to(cmd);
   return [o]() {
     std::vector<pllm_token> ids;
@@ -46,7 +52,12 @@ std::function<int()> add_logits(CLI::App& app) {
     if (so.n_ctx == 0) so.n_ctx = int(ids.size());
     Session session(model, so);
     std::vector<float> logits(ids.size() * size_t(pllm_model_n_vocab(model.p)));
-    check(pllm_session_eval(session.p, ids.data(), ids.size(), logits.data()), "evaluating");
+    const size_t n_vocab = size_t(pllm_model_n_vocab(model.p));
+    const size_t step = o->chunk > 0 ? size_t(o->chunk) : ids.size();
+    for (size_t i = 0; i < ids.size(); i += step) {
+      const size_t n = std::min(step, ids.size() - i);
+      check(pllm_session_eval(session.p, ids.data() + i, n, logits.data() + i * n_vocab), "evaluating");
+    }
     FILE* f = std::fopen(o->out.c_str(), "wb");
     if (!f) fail("cannot write " + o->out);
     const size_t w = std::fwrite(logits.data(), sizeof(float), logits.size(), f);

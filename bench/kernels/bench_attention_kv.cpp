@@ -1,13 +1,15 @@
 // Micro-benchmarks of the KV-cache segment kernels (KernelTable::attn_seg_*), one thread.
 //
-// One query head over n cached tokens in one segment (q4: one call per 32-token group),
-// cache of 3 kv-heads (SmolLM2-135M layout), reading kv-head 1; attn_head_f16 (the
-// whole-range kernel) for reference. bytes_per_second = K + V bytes of this head read
+// n_q query heads (1, or 3 = SmolLM2's grouped-query group: names ending in _q3) over n
+// cached tokens in one segment (q4: one call per 32-token group), cache of 3 kv-heads
+// (SmolLM2-135M layout), reading kv-head 1; attn_head_f16 (the whole-range kernel, one
+// head) for reference. ns/tok is per cached token for all n_q heads together: a _q3 case
+// below 3x its single-head twin is the saving from reading and decoding the cache once. bytes_per_second = K + V bytes of this head read
 // per call, scales included (f32 4 B, f16 2 B, q8 1 B + 4 B / 64, q4 0.5 B + per-group /
 // per-token fp16 scale and min). At 4096 tokens x hd 64 the whole 3-head cache is
 // 1.5-6 MB (f16 3 MB): L2/L3 resident, so this is kernel throughput.
 //
-//   bench_attention_kv --benchmark_filter='avx512/.*n4096'   (names: isa/kernel/hdH/nN)
+//   bench_attention_kv --benchmark_filter='avx512/.*n4096'   (names: isa/kernel[_q3]/hdH/nN)
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -24,14 +26,15 @@ using namespace pllm;
 namespace {
 
 constexpr int kKvHeads = 3;
+constexpr int kMaxBenchQ = 3;
 enum class Kind { f32, f16, q8, q4, head_f16 };
 
-void run(benchmark::State& st, const KernelTable* kt, Kind kind, int hd, int n) {
+void run(benchmark::State& st, const KernelTable* kt, Kind kind, int hd, int n, int n_q) {
   std::mt19937 rng(11);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   const int G = kKvQ4GroupTokens, ng = (n + G - 1) / G;
   const int64_t row = int64_t(kKvHeads) * hd, srow = row / kKvQ8Group;
-  std::vector<float> q(static_cast<size_t>(hd)), k(static_cast<size_t>(ng * G * row)), v(k.size()), out(q.size());
+  std::vector<float> q(size_t(n_q) * size_t(hd)), k(static_cast<size_t>(ng * G * row)), v(k.size()), out(q.size());
   for (auto& x : q) x = nd(rng);
   for (auto& x : k) x = nd(rng);
   for (auto& x : v) x = nd(rng);
@@ -62,22 +65,24 @@ void run(benchmark::State& st, const KernelTable* kt, Kind kind, int hd, int n) 
   }
   const float scale = 1.0f / std::sqrt(float(hd));
   const int64_t off = hd;  // kv-head 1
-  AttnAccum a;
+  AttnAccum a[kMaxBenchQ];
   for (auto _ : st) {
-    attn_accum_init(a, hd);
+    for (int j = 0; j < n_q; ++j) attn_accum_init(a[j], hd);
     switch (kind) {
-      case Kind::f32: kt->attn_seg_f32(q.data(), &k[off], &v[off], row, n, hd, scale, a); break;
-      case Kind::f16: kt->attn_seg_f16(q.data(), &kh[off], &vh[off], row, n, hd, scale, a); break;
+      case Kind::f32: kt->attn_seg_f32(q.data(), n_q, &k[off], &v[off], row, n, hd, scale, a); break;
+      case Kind::f16: kt->attn_seg_f16(q.data(), n_q, &kh[off], &vh[off], row, n, hd, scale, a); break;
       case Kind::q8:
-        kt->attn_seg_q8(q.data(), &k8[off], &ks8[size_t(srow / kKvHeads)], &v8[off], &vs8[size_t(srow / kKvHeads)],
-                        row, srow, n, hd, scale, a);
+        kt->attn_seg_q8(q.data(), n_q, &k8[off], &ks8[size_t(srow / kKvHeads)], &v8[off],
+                        &vs8[size_t(srow / kKvHeads)], row, srow, n, hd, scale, a);
         break;
       case Kind::q4:
-        for (int g = 0; g < ng; ++g) kt->attn_seg_q4(q.data(), views[size_t(g)], 0, std::min(G, n - g * G), hd, scale, a);
+        for (int g = 0; g < ng; ++g)
+          kt->attn_seg_q4(q.data(), n_q, views[size_t(g)], 0, std::min(G, n - g * G), hd, scale, a);
         break;
       case Kind::head_f16: kt->attn_head_f16(q.data(), &kh[off], &vh[off], row, n, hd, scale, out.data()); break;
     }
-    if (kind != Kind::head_f16) attn_accum_finish(a, hd, out.data());
+    if (kind != Kind::head_f16)
+      for (int j = 0; j < n_q; ++j) attn_accum_finish(a[j], hd, &out[size_t(j) * size_t(hd)]);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
@@ -103,15 +108,20 @@ int main(int argc, char** argv) {
     for (int hd : {64, 128})
       for (int n : {512, 4096}) {
         const std::string tail = "/hd" + std::to_string(hd) + "/n" + std::to_string(n);
-        auto reg = [&](const char* name, Kind kind) {
-          benchmark::RegisterBenchmark((std::string(isa_name(isa)) + "/" + name + tail).c_str(), run, kt, kind, hd, n)
+        auto reg = [&](const char* name, Kind kind, int n_q) {
+          benchmark::RegisterBenchmark((std::string(isa_name(isa)) + "/" + name + tail).c_str(), run, kt, kind, hd, n,
+                                       n_q)
               ->Unit(benchmark::kMicrosecond);
         };
-        reg("seg_f32", Kind::f32);
-        reg("seg_f16", Kind::f16);
-        reg("seg_q8", Kind::q8);
-        reg("seg_q4", Kind::q4);
-        reg("head_f16", Kind::head_f16);
+        reg("seg_f32", Kind::f32, 1);
+        reg("seg_f16", Kind::f16, 1);
+        reg("seg_q8", Kind::q8, 1);
+        reg("seg_q4", Kind::q4, 1);
+        reg("head_f16", Kind::head_f16, 1);
+        reg("seg_f32_q3", Kind::f32, 3);
+        reg("seg_f16_q3", Kind::f16, 3);
+        reg("seg_q8_q3", Kind::q8, 3);
+        reg("seg_q4_q3", Kind::q4, 3);
       }
   }
   benchmark::Initialize(&argc, argv);

@@ -49,6 +49,12 @@ Result<std::string> inspect_file_json(const std::string& path) {
                       {"n_rot", c->n_rot},           {"n_ctx_train", c->n_ctx_train},
                       {"rope_freq_base", c->rope_base}, {"rms_eps", c->rms_eps},
                       {"rope_order", c->rope_order == RopeOrder::neox ? "neox" : "normal"}};
+      if (c->sliding_window > 0) {
+        j["hparams"]["sliding_window"] = c->sliding_window;
+        j["hparams"]["sliding_window_pattern"] = c->swa_pattern;
+        j["hparams"]["rope_freq_base_local"] = c->rope_base_local;
+      }
+      if (c->attn_scale > 0.0f) j["hparams"]["attn_scale"] = c->attn_scale;
     }
     j["supported_architecture"] = true;
   } else {

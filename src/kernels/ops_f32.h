@@ -22,6 +22,10 @@ void softmax_f32(float* x, int64_t n);
 // out = silu(g) * u
 void swiglu_f32(const float* g, const float* u, float* out, int64_t n);
 
+// out = gelu(g) * u with GELU's tanh approximation (Gemma's GeGLU):
+// gelu(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))
+void geglu_f32(const float* g, const float* u, float* out, int64_t n);
+
 // y += x
 void add_f32(float* y, const float* x, int64_t n);
 

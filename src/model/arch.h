@@ -36,5 +36,6 @@ Result<void> llama_family_forward(const Model& m, ForwardState& st, const int32_
 void attention(ForwardState& st, int l, int n, int pos0, int group, float scale, const RopeSpec& rope);
 extern const ArchDescriptor kArchLlama;
 extern const ArchDescriptor kArchQwen2;
+extern const ArchDescriptor kArchGemma3;  // arch_gemma3.cpp
 
 }  // namespace pllm

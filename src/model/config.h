@@ -26,9 +26,16 @@ struct ModelConfig {
   float rms_eps = 1e-5f;           // {arch}.attention.layer_norm_rms_epsilon
   RopeOrder rope_order = RopeOrder::normal;
   bool qkv_bias = false;           // qwen2 adds biases to Q, K and V
-  // Per layer: its own sliding attention window in positions (0 = sees every earlier
-  // position). Empty = none anywhere. Gemma 3's local layers use this.
-  std::vector<int> layer_window;
+  float attn_scale = 0.0f;         // multiplies q·k before the softmax; 0 = 1/sqrt(head_dim)
+
+  // Sliding-window attention (Gemma 3): "local" layers see only the last sliding_window
+  // positions (pos_q - pos_k < sliding_window) and use their own RoPE base; every
+  // swa_pattern-th layer ((l + 1) % swa_pattern == 0) is "global" (full causal attention,
+  // rope_base and the linear rope scaling). sliding_window 0: every layer is global.
+  int sliding_window = 0;          // {arch}.attention.sliding_window
+  int swa_pattern = 0;             // {arch}.attention.sliding_window_pattern (gemma3: 6)
+  float rope_base_local = 10000.0f;  // {arch}.rope.freq_base_swa (gemma3: 10000)
+  bool is_local_layer(int l) const { return sliding_window > 0 && swa_pattern > 0 && (l + 1) % swa_pattern != 0; }
 
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_head_kv * head_dim; }

@@ -5,6 +5,17 @@
 #include "model/matmul.h"
 
 namespace pllm {
+namespace {
+
+// Per layer: its own sliding window (Gemma 3's local layers), 0 for full attention.
+std::vector<int> layer_windows(const ModelConfig& c) {
+  std::vector<int> w(size_t(c.n_layer), 0);
+  for (int l = 0; l < c.n_layer; ++l)
+    if (c.is_local_layer(l)) w[size_t(l)] = c.sliding_window;
+  return w;
+}
+
+}  // namespace
 
 ForwardState::ForwardState(const ModelConfig& c, int n_ctx_, int n_batch_, ThreadPool& pool_, ActMode act_mode_,
                            const KvOptions& kv_options)
@@ -14,7 +25,7 @@ ForwardState::ForwardState(const ModelConfig& c, int n_ctx_, int n_batch_, Threa
       head_dim(c.head_dim),
       pool(pool_),
       act_mode(act_mode_),
-      kv(c, kv_options, n_ctx_, n_batch_, c.layer_window) {
+      kv(c, kv_options, n_ctx_, n_batch_, layer_windows(c)) {
   const size_t B = size_t(n_batch);
   attn_parts.resize(size_t(c.n_head) * kMaxAttnParts);
   x.resize(B * c.n_embd);

@@ -222,15 +222,10 @@ void KvCache::store(int l, int pos, const float* k, const float* v) {
 }
 
 // Positions [lo, hi) of one storage area: all sinks (< S), or all in the ring (may wrap), or
-// (q4) split further into quantised groups and the f16 tail.
+// (q4) split further into quantised groups and the f16 tail; for the n_q query heads sharing
+// kv_head (q + j * head_dim, a[j]) in one kernel call per piece, so the piece is read once.
 void KvCache::attend_range(const Layer& L, int lo, int hi, int kv_head, int n_q, const float* q, float scale,
-                           AttnAccum* accs) const {
-  if (hi <= lo) return;
-  for (int j = 0; j < n_q; ++j) attend_range1(L, lo, hi, kv_head, q + size_t(j) * size_t(head_dim_), scale, accs[j]);
-}
-
-void KvCache::attend_range1(const Layer& L, int lo, int hi, int kv_head, const float* q, float scale,
-                            AttnAccum& a) const {
+                           AttnAccum* a) const {
   if (hi <= lo) return;
   const KernelTable& kt = kernels();
   const int hd = head_dim_;
@@ -241,7 +236,7 @@ void KvCache::attend_range1(const Layer& L, int lo, int hi, int kv_head, const f
   auto f16_rows = [&](size_t koff, size_t voff, int first_row, int n) {
     const uint16_t* k = reinterpret_cast<const uint16_t*>(base + koff) + size_t(first_row) * D + hoff;
     const uint16_t* v = reinterpret_cast<const uint16_t*>(base + voff) + size_t(first_row) * D + hoff;
-    kt.attn_seg_f16(q, k, v, D, n, hd, scale, a);
+    kt.attn_seg_f16(q, n_q, k, v, D, n, hd, scale, a);
   };
   if (type_ == KvType::q4) {
     if (hi <= L.sinks) return f16_rows(L.k, L.v, lo, hi - lo);
@@ -264,7 +259,7 @@ void KvCache::attend_range1(const Layer& L, int lo, int hi, int kv_head, const f
                          vc + hoff / 2,
                          D / 2,
                          int64_t(nb)};
-      kt.attn_seg_q4(q, view, t0, t1, hd, scale, a);
+      kt.attn_seg_q4(q, n_q, view, t0, t1, hd, scale, a);
       p += t1 - t0;
     }
     if (hi > tail) f16_rows(L.tail_k, L.tail_v, std::max(lo, tail) - tail, hi - std::max(lo, tail));
@@ -276,7 +271,7 @@ void KvCache::attend_range1(const Layer& L, int lo, int hi, int kv_head, const f
       case KvType::f32: {
         const float* k = reinterpret_cast<const float*>(base + L.k) + size_t(s0) * D + hoff;
         const float* v = reinterpret_cast<const float*>(base + L.v) + size_t(s0) * D + hoff;
-        kt.attn_seg_f32(q, k, v, D, n, hd, scale, a);
+        kt.attn_seg_f32(q, n_q, k, v, D, n, hd, scale, a);
         break;
       }
       case KvType::f16: f16_rows(L.k, L.v, s0, n); break;
@@ -286,7 +281,7 @@ void KvCache::attend_range1(const Layer& L, int lo, int hi, int kv_head, const f
         const int8_t* v = reinterpret_cast<const int8_t*>(base + L.v) + size_t(s0) * D + hoff;
         const float* ks = reinterpret_cast<const float*>(base + L.ks) + size_t(s0) * ns + hoff / kKvQ8Group;
         const float* vs = reinterpret_cast<const float*>(base + L.vs) + size_t(s0) * ns + hoff / kKvQ8Group;
-        kt.attn_seg_q8(q, k, ks, v, vs, D, ns, n, hd, scale, a);
+        kt.attn_seg_q8(q, n_q, k, ks, v, vs, D, ns, n, hd, scale, a);
         break;
       }
       case KvType::q4: break;

@@ -18,6 +18,14 @@ Result<std::shared_ptr<const Model>> Model::load(const std::string& path, bool v
   PLLM_ASSIGN(m->tokenizer_, Tokenizer::from_gguf(*file));
   PLLM_ASSIGN(m->chat_template_, file->get_string_or("tokenizer.chat_template", ""));
   m->chat_family_ = detect_chat_family(m->chat_template_);
+  if (m->chat_template_.empty()) {
+    // No template in the file: Gemma's turn markers (arch gemma*, or the vocabulary has
+    // them) mean the gemma layout; otherwise ChatML.
+    PLLM_ASSIGN(std::string arch, file->get_string_or("general.architecture", ""));
+    if (arch.rfind("gemma", 0) == 0 || (m->tokenizer_->find_token("<start_of_turn>") >= 0 &&
+                                         m->tokenizer_->find_token("<end_of_turn>") >= 0))
+      m->chat_family_ = ChatFamily::gemma;
+  }
   if (m->chat_family_ == ChatFamily::unknown) m->chat_family_ = ChatFamily::chatml;
   if (!report(0.5f)) return make_error(Status::cancelled, path + ": load cancelled");
 

@@ -30,6 +30,11 @@ struct LayerWeights {
   Matrix w_gate;                     // [n_ff x n_embd]
   Matrix w_up;                       // [n_ff x n_embd]
   Matrix w_down;                     // [n_embd x n_ff]
+  // Gemma 3 only (null otherwise):
+  const float* attn_q_norm = nullptr;    // [head_dim] RMSNorm of every query head
+  const float* attn_k_norm = nullptr;    // [head_dim] RMSNorm of every key head
+  const float* post_attn_norm = nullptr; // [n_embd] RMSNorm of the attention output
+  const float* post_ffn_norm = nullptr;  // [n_embd] RMSNorm of the feed-forward output
 };
 
 struct ModelWeights {
@@ -38,6 +43,7 @@ struct ModelWeights {
   Matrix output;                       // [n_vocab x n_embd]; the embedding when tied
   std::vector<LayerWeights> layers;    // [n_layer]
   std::vector<float> rope_inv_freq;    // [n_rot/2]: base^(-2i/n_rot) / rope_freqs[i]
+  std::vector<float> rope_inv_freq_local;  // [n_rot/2] for sliding-window layers (gemma3), else empty
 };
 
 // Mutable per-session state the forward pass works in (defined in model/forward_state.h).

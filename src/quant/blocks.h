@@ -1,7 +1,7 @@
 // Block layouts of the quantised formats, byte-compatible with ggml / GGUF.
 //
 // Weight formats (read straight out of GGUF files, must match ggml exactly):
-//   Q4_0, Q4_1, Q8_0 (32 elements per block), Q4_K, Q6_K (QK_K = 256 per block).
+//   Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (32 elements per block), Q4_K, Q6_K (QK_K = 256 per block).
 // Activation formats (produced at run time by quantize_act, never stored in files):
 //   block_q8_0 (same as the weight format), block_q8_1 (our own layout: float d and
 //   the precomputed float sum s = d * sum(qs); NOT the 36-byte ggml Q8_1 layout, so
@@ -16,6 +16,8 @@ namespace pllm {
 
 inline constexpr int QK4_0 = 32;
 inline constexpr int QK4_1 = 32;
+inline constexpr int QK5_0 = 32;
+inline constexpr int QK5_1 = 32;
 inline constexpr int QK8_0 = 32;
 inline constexpr int QK8_1 = 32;
 inline constexpr int QK_K = 256;
@@ -35,6 +37,25 @@ struct block_q4_1 {
   uint8_t qs[QK4_1 / 2];
 };
 static_assert(sizeof(block_q4_1) == 20, "block_q4_1 must be 20 bytes");
+
+// x = d * (q - 16) with a 5-bit q: its low 4 bits as in Q4_0 (element j in the low nibble
+// of qs[j], element j+16 in the high nibble), its high bit is bit j of the little-endian
+// 32-bit word qh (byte j/8, bit j%8).
+struct block_q5_0 {
+  uint16_t d;  // fp16
+  uint8_t qh[4];
+  uint8_t qs[QK5_0 / 2];
+};
+static_assert(sizeof(block_q5_0) == 22, "block_q5_0 must be 22 bytes");
+
+// x = d * q + m, 5-bit q laid out as in Q5_0.
+struct block_q5_1 {
+  uint16_t d;  // fp16
+  uint16_t m;  // fp16
+  uint8_t qh[4];
+  uint8_t qs[QK5_1 / 2];
+};
+static_assert(sizeof(block_q5_1) == 24, "block_q5_1 must be 24 bytes");
 
 // x = d * qs[j].
 struct block_q8_0 {

@@ -120,6 +120,76 @@ void dequantize_row_q4_1(const block_q4_1* x, float* y, int64_t n) {
   }
 }
 
+// ---------------------------------------------------------------- Q5_0 / Q5_1
+namespace {
+// Element j's fifth bit (q >> 4) goes to bit j of the little-endian word qh.
+void pack_q5(const int q[32], uint8_t* qs, uint8_t* qh) {
+  uint32_t h = 0;
+  for (int j = 0; j < 16; ++j) {
+    qs[j] = static_cast<uint8_t>((q[j] & 0xF) | ((q[j + 16] & 0xF) << 4));
+    h |= uint32_t((q[j] >> 4) & 1) << j;
+    h |= uint32_t((q[j + 16] >> 4) & 1) << (j + 16);
+  }
+  for (int k = 0; k < 4; ++k) qh[k] = static_cast<uint8_t>(h >> (8 * k));
+}
+
+// The 5-bit value of element j (0..31) of a block.
+inline int q5_at(const uint8_t* qs, const uint8_t* qh, int j) {
+  const int lo = j < 16 ? (qs[j] & 0xF) : (qs[j - 16] >> 4);
+  return lo | (((qh[j / 8] >> (j % 8)) & 1) << 4);
+}
+}  // namespace
+
+void quantize_row_q5_0(const float* x, block_q5_0* y, int64_t n) {
+  for (int64_t b = 0; b < n / QK5_0; ++b, x += QK5_0) {
+    float amax = 0.0f, max = 0.0f;  // max: the signed value with the largest magnitude
+    for (int j = 0; j < QK5_0; ++j) {
+      if (std::fabs(x[j]) > amax) {
+        amax = std::fabs(x[j]);
+        max = x[j];
+      }
+    }
+    const float d = max / -16.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[b].d = fp32_to_fp16(d);
+    int q[QK5_0];
+    for (int j = 0; j < QK5_0; ++j) q[j] = clampi(static_cast<int>(x[j] * id + 16.5f), 0, 31);
+    pack_q5(q, y[b].qs, y[b].qh);
+  }
+}
+
+void dequantize_row_q5_0(const block_q5_0* x, float* y, int64_t n) {
+  for (int64_t b = 0; b < n / QK5_0; ++b, y += QK5_0) {
+    const float d = fp16_to_fp32(x[b].d);
+    for (int j = 0; j < QK5_0; ++j) y[j] = d * static_cast<float>(q5_at(x[b].qs, x[b].qh, j) - 16);
+  }
+}
+
+void quantize_row_q5_1(const float* x, block_q5_1* y, int64_t n) {
+  for (int64_t b = 0; b < n / QK5_1; ++b, x += QK5_1) {
+    float mn = INFINITY, mx = -INFINITY;
+    for (int j = 0; j < QK5_1; ++j) {
+      mn = std::fmin(mn, x[j]);
+      mx = std::fmax(mx, x[j]);
+    }
+    const float d = (mx - mn) / 31.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[b].d = fp32_to_fp16(d);
+    y[b].m = fp32_to_fp16(mn);
+    int q[QK5_1];
+    for (int j = 0; j < QK5_1; ++j) q[j] = clampi(static_cast<int>((x[j] - mn) * id + 0.5f), 0, 31);
+    pack_q5(q, y[b].qs, y[b].qh);
+  }
+}
+
+void dequantize_row_q5_1(const block_q5_1* x, float* y, int64_t n) {
+  for (int64_t b = 0; b < n / QK5_1; ++b, y += QK5_1) {
+    const float d = fp16_to_fp32(x[b].d);
+    const float m = fp16_to_fp32(x[b].m);
+    for (int j = 0; j < QK5_1; ++j) y[j] = d * static_cast<float>(q5_at(x[b].qs, x[b].qh, j)) + m;
+  }
+}
+
 // ---------------------------------------------------------------- Q4_K
 // Per sub-block j: scale_j = (max_j - min(0, min_j)) / 15, mn_j = -min(0, min_j).
 // Super-block: d = max scale_j / 63, dmin = max mn_j / 63; the 6-bit sc_j, m_j are

@@ -1,6 +1,6 @@
 // Scalar reference quantisers / dequantisers. The dequantisers define the meaning of
 // each block format (ggml semantics, bit-exact layout); every SIMD kernel is tested
-// against them. The Q4_0 / Q4_1 / Q8_0 quantisers follow ggml's rounding choices;
+// against them. The Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 quantisers follow ggml's rounding choices;
 // the Q4_K / Q6_K quantisers use a simpler (non-searching) scheme whose output still
 // dequantises with the ggml semantics.
 //
@@ -26,6 +26,12 @@ void dequantize_row_q4_0(const block_q4_0* x, float* y, int64_t n);
 
 void quantize_row_q4_1(const float* x, block_q4_1* y, int64_t n);
 void dequantize_row_q4_1(const block_q4_1* x, float* y, int64_t n);
+
+void quantize_row_q5_0(const float* x, block_q5_0* y, int64_t n);
+void dequantize_row_q5_0(const block_q5_0* x, float* y, int64_t n);
+
+void quantize_row_q5_1(const float* x, block_q5_1* y, int64_t n);
+void dequantize_row_q5_1(const block_q5_1* x, float* y, int64_t n);
 
 void quantize_row_q4_K(const float* x, block_q4_K* y, int64_t n);
 void dequantize_row_q4_K(const block_q4_K* x, float* y, int64_t n);

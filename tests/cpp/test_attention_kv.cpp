@@ -3,7 +3,10 @@
 // quantisers of kv_format.h wrote), plus the quantisers' own round-trip bounds.
 //
 // Setup: a cache of n tokens with two kv-heads; the kernels read head 1, so strides and
-// head offsets are exercised. q, k, v ~ N(0, 1) (pattern "outlier": every 13th key
+// head offsets are exercised. Every check runs with n_q = 1, 3 and 7 query heads per call
+// (grouped-query attention: the heads share the kv head): each head's result against its
+// own f64 reference, against the same kernel called for that head alone, and against the
+// scalar twin. q, k, v ~ N(0, 1) (pattern "outlier": every 13th key
 // channel x8, as real keys have); scale maps max |q.k_t| to 30. For q8 the reference
 // query is q quantised by kv_quantize_q8 (the kernels must quantise it identically:
 // one differing code moves a score by ~|q|/127 |k_c|, far above the tolerance).
@@ -151,23 +154,25 @@ Cache build(Fmt fmt, int hd, int n, const std::vector<float>& rk, const std::vec
   return C;
 }
 
-// Folds tokens [s0, s1) of head 1 into a; returns the number of online-softmax chunks.
-int run_seg(const KernelTable& T, const Cache& C, const float* q, float scale, int s0, int s1, AttnAccum& a) {
+// Folds tokens [s0, s1) of head 1 into a[0..n_q) (query j at q + j * hd); returns the
+// number of online-softmax chunks.
+int run_seg(const KernelTable& T, const Cache& C, const float* q, int n_q, float scale, int s0, int s1,
+            AttnAccum* a) {
   const int hd = C.hd;
   const size_t row = 2 * size_t(hd), off = size_t(s0) * row + hd;
   const size_t srow = row / kKvQ8Group;
   switch (C.fmt) {
-    case Fmt::f32: T.attn_seg_f32(q, &C.kf[off], &C.vf[off], int64_t(row), s1 - s0, hd, scale, a); break;
-    case Fmt::f16: T.attn_seg_f16(q, &C.kh[off], &C.vh[off], int64_t(row), s1 - s0, hd, scale, a); break;
+    case Fmt::f32: T.attn_seg_f32(q, n_q, &C.kf[off], &C.vf[off], int64_t(row), s1 - s0, hd, scale, a); break;
+    case Fmt::f16: T.attn_seg_f16(q, n_q, &C.kh[off], &C.vh[off], int64_t(row), s1 - s0, hd, scale, a); break;
     case Fmt::q8:
-      T.attn_seg_q8(q, &C.k8[off], &C.ks8[size_t(s0) * srow + srow / 2], &C.v8[off], &C.vs8[size_t(s0) * srow + srow / 2],
+      T.attn_seg_q8(q, n_q, &C.k8[off], &C.ks8[size_t(s0) * srow + srow / 2], &C.v8[off], &C.vs8[size_t(s0) * srow + srow / 2],
                     int64_t(row), int64_t(srow), s1 - s0, hd, scale, a);
       break;
     case Fmt::q4: {
       int calls = 0;
       for (int t = s0; t < s1; ++calls) {  // a call covers part of one group
         const int g = t / kG, e = std::min(s1, (g + 1) * kG);
-        T.attn_seg_q4(q, C.view(g), t - g * kG, e - g * kG, hd, scale, a);
+        T.attn_seg_q4(q, n_q, C.view(g), t - g * kG, e - g * kG, hd, scale, a);
         t = e;
       }
       return calls;
@@ -176,15 +181,15 @@ int run_seg(const KernelTable& T, const Cache& C, const float* q, float scale, i
   return (s1 - s0 + kChunk - 1) / kChunk;
 }
 
-// Runs the segments [cuts[i], cuts[i+1]) into one state; out = finish.
-std::vector<float> run(const KernelTable& T, const Cache& C, const float* q, float scale, const std::vector<int>& cuts,
-                       int* chunks) {
-  AttnAccum a;
-  attn_accum_init(a, C.hd);
+// Runs the segments [cuts[i], cuts[i+1]) into n_q states; out = finish, head j at j * hd.
+std::vector<float> run(const KernelTable& T, const Cache& C, const float* q, int n_q, float scale,
+                       const std::vector<int>& cuts, int* chunks) {
+  std::vector<AttnAccum> a(static_cast<size_t>(n_q));
+  for (AttnAccum& x : a) attn_accum_init(x, C.hd);
   *chunks = 0;
-  for (size_t i = 0; i + 1 < cuts.size(); ++i) *chunks += run_seg(T, C, q, scale, cuts[i], cuts[i + 1], a);
-  std::vector<float> out(size_t(C.hd));
-  attn_accum_finish(a, C.hd, out.data());
+  for (size_t i = 0; i + 1 < cuts.size(); ++i) *chunks += run_seg(T, C, q, n_q, scale, cuts[i], cuts[i + 1], a.data());
+  std::vector<float> out(size_t(n_q) * size_t(C.hd));
+  for (int j = 0; j < n_q; ++j) attn_accum_finish(a[size_t(j)], C.hd, &out[size_t(j) * size_t(C.hd)]);
   return out;
 }
 
@@ -223,8 +228,10 @@ void reference(const Cache& C, const std::vector<double>& qr, float scale, bool 
   }
 }
 
+constexpr int kMaxQ = 7;  // query heads in the tests
+
 struct Data {
-  std::vector<float> q, k, v;
+  std::vector<float> q, k, v;  // q: kMaxQ heads of hd
   float scale = 1.0f;
 };
 
@@ -240,10 +247,14 @@ Data make_raw(int hd, int n, Pat pat, std::mt19937& rng) {
     if (pat == Pat::exact) return float(ni(rng));
     return (key && pat == Pat::outlier && c % 13 == 0 ? 8.0f : 1.0f) * nd(rng);
   };
-  D.q.resize(size_t(hd));
-  for (int c = 0; c < hd; ++c) D.q[size_t(c)] = pat == Pat::equal ? 0.5f : gen(c, false);
-  if (pat == Pat::ties)  // q8: query scale exactly 1 and codes at x.5: round-half-even decides
-    for (int c = 0; c < hd; ++c) D.q[size_t(c)] = c % 64 == 0 ? 127.0f : float((c * 5) % 23 - 11) + 0.5f;
+  D.q.resize(size_t(kMaxQ) * hd);
+  for (int j = 0; j < kMaxQ; ++j)
+    for (int c = 0; c < hd; ++c) {
+      float& x = D.q[size_t(j) * hd + c];
+      x = pat == Pat::equal ? 0.5f + 0.25f * float(j) : gen(c, false);
+      if (pat == Pat::ties)  // q8: query scale exactly 1 and codes at x.5: round-half-even decides
+        x = c % 64 == 0 ? 127.0f : float(((c + 3 * j) * 5) % 23 - 11) + 0.5f;
+    }
   D.k.resize(size_t(n_pad) * row), D.v.resize(D.k.size());
   for (size_t i = 0; i < D.k.size(); ++i) D.k[i] = gen(int(i % size_t(hd)), true), D.v[i] = gen(0, false);
   if (pat == Pat::zero)  // zero keys, but values that are not: the mean of the values
@@ -252,22 +263,26 @@ Data make_raw(int hd, int n, Pat pat, std::mt19937& rng) {
 }
 
 double check_case(const KernelTable& T, const KernelTable& S, Fmt fmt, int hd, int n, Pat pat, std::mt19937& rng,
-                  const std::vector<int>& extra_cuts) {
+                  const std::vector<int>& extra_cuts, int n_q) {
   Data D = make_raw(hd, n, pat, rng);
   const Cache C = build(fmt, hd, n, D.k, D.v);
-  std::vector<double> qr(D.q.begin(), D.q.end());
-  if (fmt == Fmt::q8) {
-    std::vector<int8_t> qi(static_cast<size_t>(hd));
-    std::vector<float> qs(size_t(hd) / kKvQ8Group), y(static_cast<size_t>(hd));
-    kv_quantize_q8(D.q.data(), hd, qi.data(), qs.data());
-    kv_dequantize_q8(qi.data(), qs.data(), hd, y.data());
-    qr.assign(y.begin(), y.end());
-  }
+  std::vector<std::vector<double>> qr(static_cast<size_t>(n_q));  // the queries the kernels effectively use
   double mx = 0.0;
-  for (int t = 0; t < n; ++t) {
-    double s = 0.0;
-    for (int c = 0; c < hd; ++c) s += qr[size_t(c)] * C.kd[size_t(t) * hd + c];
-    mx = std::max(mx, std::fabs(s));
+  for (int j = 0; j < n_q; ++j) {
+    const float* qj = &D.q[size_t(j) * hd];
+    qr[size_t(j)].assign(qj, qj + hd);
+    if (fmt == Fmt::q8) {
+      std::vector<int8_t> qi(static_cast<size_t>(hd));
+      std::vector<float> qs(size_t(hd) / kKvQ8Group), y(static_cast<size_t>(hd));
+      kv_quantize_q8(qj, hd, qi.data(), qs.data());
+      kv_dequantize_q8(qi.data(), qs.data(), hd, y.data());
+      qr[size_t(j)].assign(y.begin(), y.end());
+    }
+    for (int t = 0; t < n; ++t) {
+      double s = 0.0;
+      for (int c = 0; c < hd; ++c) s += qr[size_t(j)][size_t(c)] * C.kd[size_t(t) * hd + c];
+      mx = std::max(mx, std::fabs(s));
+    }
   }
   float scale = mx > 0 ? float(30.0 / mx) : 0.125f;
   const bool exact = pat == Pat::exact && (fmt == Fmt::f32 || fmt == Fmt::f16);
@@ -278,30 +293,38 @@ double check_case(const KernelTable& T, const KernelTable& S, Fmt fmt, int hd, i
     if (c > cuts.back() && c < n) cuts.push_back(c);
   cuts.push_back(n);
   int chunks = 0, chunks1 = 0, chunks_s = 0;
-  const std::vector<float> out = run(T, C, D.q.data(), scale, cuts, &chunks);
-  const std::vector<float> one = run(T, C, D.q.data(), scale, {0, n}, &chunks1);
-  const std::vector<float> twin = run(S, C, D.q.data(), scale, cuts, &chunks_s);
-  std::vector<double> ref, tol, tol1;
-  reference(C, qr, scale, exact, chunks, ref, tol);
-  reference(C, qr, scale, exact, chunks1, ref, tol1);
+  const float* q = D.q.data();
+  const std::vector<float> out = run(T, C, q, n_q, scale, cuts, &chunks);
+  const std::vector<float> one = run(T, C, q, n_q, scale, {0, n}, &chunks1);
+  const std::vector<float> twin = run(S, C, q, n_q, scale, cuts, &chunks_s);
   double worst = 0.0;
   int bad = 0;
-  auto fail = [&](const char* what, int c, double got, double want, double err, double t) {
-    if (bad++ < 3)
-      ADD_FAILURE() << isa_name(T.isa) << " " << fmt_name(fmt) << " hd=" << hd << " n=" << n << " pat=" << int(pat)
-                    << " segments=" << cuts.size() - 1 << " " << what << " d=" << c << ": got " << got << " want "
-                    << want << " |err| " << err << " > tol " << t;
-  };
-  for (int c = 0; c < hd; ++c) {
-    const size_t i = size_t(c);
-    const double e = std::fabs(out[i] - ref[i]), e1 = std::fabs(one[i] - ref[i]);
-    worst = std::max({worst, e / tol[i], e1 / tol1[i]});
-    if (!(e <= tol[i])) fail("segments vs f64 reference", c, out[i], ref[i], e, tol[i]);
-    if (!(e1 <= tol1[i])) fail("one call vs f64 reference", c, one[i], ref[i], e1, tol1[i]);
-    const double es = std::fabs(double(out[i]) - one[i]);
-    if (!(es <= tol[i] + tol1[i])) fail("segments vs one call", c, out[i], one[i], es, tol[i] + tol1[i]);
-    const double et = std::fabs(double(out[i]) - twin[i]);
-    if (!(et <= 2.0 * tol[i])) fail("vs scalar twin", c, out[i], twin[i], et, 2.0 * tol[i]);
+  for (int j = 0; j < n_q; ++j) {
+    auto fail = [&](const char* what, int c, double got, double want, double err, double t) {
+      if (bad++ < 3)
+        ADD_FAILURE() << isa_name(T.isa) << " " << fmt_name(fmt) << " hd=" << hd << " n=" << n << " pat=" << int(pat)
+                      << " segments=" << cuts.size() - 1 << " n_q=" << n_q << " head " << j << " " << what
+                      << " d=" << c << ": got " << got << " want " << want << " |err| " << err << " > tol " << t;
+    };
+    std::vector<double> ref, tol, tol1;
+    reference(C, qr[size_t(j)], scale, exact, chunks, ref, tol);
+    reference(C, qr[size_t(j)], scale, exact, chunks1, ref, tol1);
+    // The same kernel with this head alone (n_q = 1 is the case itself).
+    const std::vector<float> alone = n_q == 1 ? out : run(T, C, q + size_t(j) * hd, 1, scale, cuts, &chunks_s);
+    const size_t o = size_t(j) * size_t(hd);
+    for (int c = 0; c < hd; ++c) {
+      const size_t i = size_t(c);
+      const double got = out[o + i], e = std::fabs(got - ref[i]), e1 = std::fabs(one[o + i] - ref[i]);
+      worst = std::max({worst, e / tol[i], e1 / tol1[i]});
+      if (!(e <= tol[i])) fail("segments vs f64 reference", c, got, ref[i], e, tol[i]);
+      if (!(e1 <= tol1[i])) fail("one call vs f64 reference", c, one[o + i], ref[i], e1, tol1[i]);
+      const double es = std::fabs(got - one[o + i]);
+      if (!(es <= tol[i] + tol1[i])) fail("segments vs one call", c, got, one[o + i], es, tol[i] + tol1[i]);
+      const double et = std::fabs(got - twin[o + i]);
+      if (!(et <= 2.0 * tol[i])) fail("vs scalar twin", c, got, twin[o + i], et, 2.0 * tol[i]);
+      const double ea = std::fabs(got - alone[i]);
+      if (!(ea <= 2.0 * tol[i])) fail("vs this head alone", c, got, alone[i], ea, 2.0 * tol[i]);
+    }
   }
   return worst;
 }
@@ -326,20 +349,33 @@ TEST_P(KvIsa, EntriesPresent) {
 
 void sweep(const KernelTable& T, const KernelTable& S, Fmt fmt) {
   std::mt19937 rng(1234 + 10 * int(T.isa) + int(fmt));
-  double worst = 0.0;
-  for (int hd : {64, 128, 256})
-    for (int n : {1, 2, 31, 32, 33, 100, 600})
-      for (Pat p : {Pat::random, Pat::outlier, Pat::exact}) {
-        worst = std::max(worst, check_case(T, S, fmt, hd, n, p, rng, {5, 40}));
-        if (n >= 100) worst = std::max(worst, check_case(T, S, fmt, hd, n, p, rng, {1, 63, 64, 65, 97, 131, 400}));
-      }
-  std::printf("[ %s %s ] max |err|/tol %.3g\n", isa_name(T.isa), fmt_name(fmt), worst);
+  for (int n_q : {1, 3, 7}) {
+    double worst = 0.0;
+    for (int hd : {64, 128, 256})
+      for (int n : {1, 2, 31, 32, 33, 100, 600})
+        for (Pat p : {Pat::random, Pat::outlier, Pat::exact}) {
+          worst = std::max(worst, check_case(T, S, fmt, hd, n, p, rng, {5, 40}, n_q));
+          if (n >= 100)
+            worst = std::max(worst, check_case(T, S, fmt, hd, n, p, rng, {1, 63, 64, 65, 97, 131, 400}, n_q));
+        }
+    std::printf("[ %s %s n_q=%d ] max |err|/tol %.3g\n", isa_name(T.isa), fmt_name(fmt), n_q, worst);
+  }
 }
 
 TEST_P(KvIsa, F32) { sweep(*table_, *scalar_, Fmt::f32); }
 TEST_P(KvIsa, F16) { sweep(*table_, *scalar_, Fmt::f16); }
 TEST_P(KvIsa, Q8) { sweep(*table_, *scalar_, Fmt::q8); }
 TEST_P(KvIsa, Q4) { sweep(*table_, *scalar_, Fmt::q4); }
+
+// f32/f16 head dims that are not a multiple of 64 (16 * odd: the SIMD kernels' value
+// accumulation ends in a partial block), e.g. hd 32 of the tiny test models.
+TEST_P(KvIsa, HeadDimsNotMultipleOf64) {
+  std::mt19937 rng(99);
+  for (Fmt f : {Fmt::f32, Fmt::f16})
+    for (int hd : {16, 32, 48, 80, 112, 208})
+      for (int n : {1, 33, 100})
+        for (int n_q : {1, 3, 7}) check_case(*table_, *scalar_, f, hd, n, Pat::outlier, rng, {5, 40, 70}, n_q);
+}
 
 // All-zero keys (every score 0: out = mean of the values), all-zero query (q8: a zero
 // query scale), all-equal keys/values/query (q4: max == min -> scale 0 in every group),
@@ -348,7 +384,8 @@ TEST_P(KvIsa, ZeroAndEqualInputs) {
   std::mt19937 rng(42);
   for (Fmt f : {Fmt::f32, Fmt::f16, Fmt::q8, Fmt::q4})
     for (Pat p : {Pat::zero, Pat::equal, Pat::ties})
-      for (int n : {1, 33, 100}) check_case(*table_, *scalar_, f, 64, n, p, rng, {5, 40});
+      for (int n : {1, 33, 100})
+        for (int n_q : {1, 3, 7}) check_case(*table_, *scalar_, f, 64, n, p, rng, {5, 40}, n_q);
 }
 
 // n <= 0 (and an empty q4 range) leaves the state untouched, bit for bit.
@@ -356,58 +393,70 @@ TEST_P(KvIsa, EmptySegmentLeavesStateUnchanged) {
   std::mt19937 rng(7);
   const int hd = 128, n = 40;
   Data D = make_raw(hd, n, Pat::random, rng);
-  for (Fmt f : {Fmt::f32, Fmt::f16, Fmt::q8, Fmt::q4}) {
-    const Cache C = build(f, hd, n, D.k, D.v);
-    AttnAccum a;
-    attn_accum_init(a, hd);
-    run_seg(*table_, C, D.q.data(), 0.1f, 0, 20, a);
-    AttnAccum b = a;
-    run_seg(*table_, C, D.q.data(), 0.1f, 20, 20, a);
-    if (f == Fmt::q4) table_->attn_seg_q4(D.q.data(), C.view(0), 7, 7, hd, 0.1f, a);
-    if (f == Fmt::f32) table_->attn_seg_f32(D.q.data(), C.kf.data(), C.vf.data(), 2 * hd, -3, hd, 0.1f, a);
-    EXPECT_EQ(std::memcmp(&a.m, &b.m, sizeof(float)), 0) << fmt_name(f);
-    EXPECT_EQ(std::memcmp(&a.l, &b.l, sizeof(float)), 0) << fmt_name(f);
-    EXPECT_EQ(std::memcmp(a.acc, b.acc, sizeof(a.acc)), 0) << fmt_name(f);
-  }
+  for (Fmt f : {Fmt::f32, Fmt::f16, Fmt::q8, Fmt::q4})
+    for (int n_q : {1, 3, 7}) {
+      const Cache C = build(f, hd, n, D.k, D.v);
+      AttnAccum a[kMaxQ + 1];  // a[n_q] is a sentinel the kernels must not touch either
+      for (AttnAccum& x : a) attn_accum_init(x, hd);
+      run_seg(*table_, C, D.q.data(), n_q, 0.1f, 0, 20, a);
+      AttnAccum b[kMaxQ + 1];
+      std::memcpy(b, a, sizeof(a));
+      run_seg(*table_, C, D.q.data(), n_q, 0.1f, 20, 20, a);
+      if (f == Fmt::q4) table_->attn_seg_q4(D.q.data(), n_q, C.view(0), 7, 7, hd, 0.1f, a);
+      if (f == Fmt::f32) table_->attn_seg_f32(D.q.data(), n_q, C.kf.data(), C.vf.data(), 2 * hd, -3, hd, 0.1f, a);
+      for (int j = 0; j <= n_q; ++j) {
+        EXPECT_EQ(std::memcmp(&a[j].m, &b[j].m, sizeof(float)), 0) << fmt_name(f) << " n_q " << n_q << " head " << j;
+        EXPECT_EQ(std::memcmp(&a[j].l, &b[j].l, sizeof(float)), 0) << fmt_name(f) << " n_q " << n_q << " head " << j;
+        EXPECT_EQ(std::memcmp(a[j].acc, b[j].acc, sizeof(a[j].acc)), 0) << fmt_name(f) << " n_q " << n_q << " head " << j;
+      }
+      if (n_q < kMaxQ) {  // the sentinel after the last head was not written by the non-empty call either
+        AttnAccum z;
+        attn_accum_init(z, hd);
+        EXPECT_EQ(std::memcmp(&a[n_q].l, &z.l, sizeof(float)), 0) << fmt_name(f) << " n_q " << n_q;
+      }
+    }
 }
 
 // The softmax weight itself (the exp and the online-softmax driver every format of an
 // ISA shares): two tokens with exact logits 0 and x (q = e_0, k_0 = 0, k_1 = x e_0,
 // scale 1), v_0 = 0, v_1 = e_0 give out[0] = e^x / (1 + e^x); as in test_attention.cpp
 // |out - ref| <= 6 u ref (+1.7e-38 where exp flushes to 0). Each token in its own
-// segment too, so the carried state is exercised. A polynomial coefficient off by ~1e-4
-// passes the sweeps above but not this.
+// segment too, so the carried state is exercised; and with three identical query heads in
+// one call. A polynomial coefficient off by ~1e-4 passes the sweeps above but not this.
 TEST_P(KvIsa, SoftmaxWeightIsAccurate) {
-  const int hd = 64;
-  std::vector<float> q(hd, 0.0f), k(2 * hd, 0.0f), v(2 * hd, 0.0f), out(hd);
+  const int hd = 64, nq3 = 3;
+  std::vector<float> q(nq3 * hd, 0.0f), k(2 * hd, 0.0f), v(2 * hd, 0.0f), out(hd);
   std::vector<uint16_t> kh(2 * hd), vh(2 * hd);
-  q[0] = 1.0f;
+  for (int j = 0; j < nq3; ++j) q[size_t(j * hd)] = 1.0f;
   v[size_t(hd)] = 1.0f;
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> ux(-90.0f, 0.0f);
   double worst = 0.0;
   for (int i = 0; i < 5000; ++i) {
     float x = i < 100 ? -0.01f * float(i) * float(i) : ux(rng);
-    for (int mode = 0; mode < 4; ++mode) {  // f32 / f16 x one call / two segments
+    for (int mode = 0; mode < 8; ++mode) {  // f32 / f16 x one call / two segments x one / three heads
       const bool f16 = mode & 1, split = mode & 2;
+      const int n_q = mode & 4 ? nq3 : 1;
       if (f16) x = fp16_to_fp32(fp32_to_fp16(x));
       k[size_t(hd)] = x;
       for (size_t j = 0; j < k.size(); ++j) kh[j] = fp32_to_fp16(k[j]), vh[j] = fp32_to_fp16(v[j]);
-      AttnAccum a;
-      attn_accum_init(a, hd);
+      AttnAccum a[nq3];
+      for (AttnAccum& y : a) attn_accum_init(y, hd);
       for (int s = 0; s < (split ? 2 : 1); ++s) {
         const int t0 = split ? s : 0, nt = split ? 1 : 2;
         if (f16)
-          table_->attn_seg_f16(q.data(), &kh[size_t(t0 * hd)], &vh[size_t(t0 * hd)], hd, nt, hd, 1.0f, a);
+          table_->attn_seg_f16(q.data(), n_q, &kh[size_t(t0 * hd)], &vh[size_t(t0 * hd)], hd, nt, hd, 1.0f, a);
         else
-          table_->attn_seg_f32(q.data(), &k[size_t(t0 * hd)], &v[size_t(t0 * hd)], hd, nt, hd, 1.0f, a);
+          table_->attn_seg_f32(q.data(), n_q, &k[size_t(t0 * hd)], &v[size_t(t0 * hd)], hd, nt, hd, 1.0f, a);
       }
-      attn_accum_finish(a, hd, out.data());
-      const double e = std::exp(double(x)), ref = e / (1.0 + e);
-      const double err = std::fabs(double(out[0]) - ref), tol = 6.0 * kU * ref + 1.7e-38;
-      if (ref > 1e-30) worst = std::max(worst, err / (kU * ref));
-      ASSERT_LE(err, tol) << "x=" << x << " mode " << mode << " got " << out[0] << " want " << ref;
-      ASSERT_EQ(out[1], 0.0f);
+      for (int j = 0; j < n_q; ++j) {
+        attn_accum_finish(a[j], hd, out.data());
+        const double e = std::exp(double(x)), ref = e / (1.0 + e);
+        const double err = std::fabs(double(out[0]) - ref), tol = 6.0 * kU * ref + 1.7e-38;
+        if (ref > 1e-30) worst = std::max(worst, err / (kU * ref));
+        ASSERT_LE(err, tol) << "x=" << x << " mode " << mode << " head " << j << " got " << out[0] << " want " << ref;
+        ASSERT_EQ(out[1], 0.0f);
+      }
     }
   }
   std::printf("[ %s ] softmax weight max rel err %.2f u (tol 6 u)\n", isa_name(GetParam()), worst);

@@ -4,7 +4,7 @@
 // Tolerance. Let u = FLT_EPSILON / 2 and, for one (row, token) pair,
 //   S = sum_i (|w_i| + 2 off_b(i)) |a_i|
 // where w_i is dequantize_row's weight, a_i the dequantised activation and off_b the
-// magnitude of block b's additive offset (Q4_1: |m|; Q4_K: |dmin| * 63; else 0). Since
+// magnitude of block b's additive offset (Q4_1, Q5_1: |m|; Q4_K: |dmin| * 63; else 0). Since
 // |d q| <= |d q + m| + |m|, S bounds sum |scale part| |a| + |offset part| |a| (the
 // quantity the float rounding errors scale with). The integer block sums are exact in
 // every kernel; per block the float work is the product of the two scales (1 rounding),
@@ -38,8 +38,8 @@ void PrintTo(Isa isa, std::ostream* os) { *os << isa_name(isa); }
 namespace {
 
 constexpr double kU = FLT_EPSILON / 2.0;
-const TensorType kTypes[] = {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_1, TensorType::Q4_K,
-                             TensorType::Q6_K};
+const TensorType kTypes[] = {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_1, TensorType::Q5_0,
+                             TensorType::Q5_1, TensorType::Q4_K, TensorType::Q6_K};
 
 int block_of(TensorType t) { return static_cast<int>(type_traits(static_cast<uint32_t>(t))->block_elems); }
 size_t block_bytes(TensorType t) { return type_traits(static_cast<uint32_t>(t))->block_bytes; }
@@ -65,13 +65,15 @@ std::vector<uint8_t> make_row(TensorType t, int64_t n, std::mt19937& rng, bool r
     for (size_t off = 0; off < w.size(); off += bb) {
       const uint16_t h[2] = {scale(), scale()};
       if (t == TensorType::Q6_K) std::memcpy(&w[off + 208], h, 2);
-      else std::memcpy(&w[off], h, (t == TensorType::Q4_1 || t == TensorType::Q4_K) ? 4 : 2);
+      else std::memcpy(&w[off], h, (t == TensorType::Q4_1 || t == TensorType::Q5_1 || t == TensorType::Q4_K) ? 4 : 2);
     }
     return w;
   }
   switch (t) {
     case TensorType::Q4_0: ref::quantize_row_q4_0(x.data(), reinterpret_cast<block_q4_0*>(w.data()), n); break;
     case TensorType::Q4_1: ref::quantize_row_q4_1(x.data(), reinterpret_cast<block_q4_1*>(w.data()), n); break;
+    case TensorType::Q5_0: ref::quantize_row_q5_0(x.data(), reinterpret_cast<block_q5_0*>(w.data()), n); break;
+    case TensorType::Q5_1: ref::quantize_row_q5_1(x.data(), reinterpret_cast<block_q5_1*>(w.data()), n); break;
     case TensorType::Q8_0: ref::quantize_row_q8_0(x.data(), reinterpret_cast<block_q8_0*>(w.data()), n); break;
     case TensorType::Q4_K: ref::quantize_row_q4_K(x.data(), reinterpret_cast<block_q4_K*>(w.data()), n); break;
     case TensorType::Q6_K: ref::quantize_row_q6_K(x.data(), reinterpret_cast<block_q6_K*>(w.data()), n); break;
@@ -83,6 +85,7 @@ std::vector<uint8_t> make_row(TensorType t, int64_t n, std::mt19937& rng, bool r
 // Magnitude of the additive offset of the block holding element i (see the tolerance note).
 double offset_mag(TensorType t, const uint8_t* row, int64_t i) {
   if (t == TensorType::Q4_1) return std::fabs(h16(row + 20 * (i / 32) + 2));
+  if (t == TensorType::Q5_1) return std::fabs(h16(row + 24 * (i / 32) + 2));
   if (t == TensorType::Q4_K) return std::fabs(h16(row + 144 * (i / 256) + 2)) * 63.0;
   return 0.0;
 }

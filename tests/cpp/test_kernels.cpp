@@ -55,7 +55,8 @@ namespace {
 constexpr double kU = FLT_EPSILON / 2.0;
 
 const TensorType kTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q4_0,
-                             TensorType::Q4_1, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K};
+                             TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0,
+                             TensorType::Q4_K, TensorType::Q6_K};
 
 int block_of(TensorType t) { return static_cast<int>(type_traits(static_cast<uint32_t>(t))->block_elems); }
 bool is_float(TensorType t) { return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::BF16; }
@@ -101,7 +102,7 @@ std::vector<uint8_t> make_weights(TensorType t, int64_t n, std::mt19937& rng, bo
       if (t == TensorType::Q6_K) {
         std::memcpy(&w[off + 208], h, 2);
       } else {
-        const int count = (t == TensorType::Q4_1 || t == TensorType::Q4_K) ? 2 : 1;
+        const int count = (t == TensorType::Q4_1 || t == TensorType::Q5_1 || t == TensorType::Q4_K) ? 2 : 1;
         std::memcpy(&w[off], h, 2 * count);
       }
     }
@@ -110,6 +111,8 @@ std::vector<uint8_t> make_weights(TensorType t, int64_t n, std::mt19937& rng, bo
   switch (t) {
     case TensorType::Q4_0: ref::quantize_row_q4_0(x.data(), reinterpret_cast<block_q4_0*>(w.data()), n); break;
     case TensorType::Q4_1: ref::quantize_row_q4_1(x.data(), reinterpret_cast<block_q4_1*>(w.data()), n); break;
+    case TensorType::Q5_0: ref::quantize_row_q5_0(x.data(), reinterpret_cast<block_q5_0*>(w.data()), n); break;
+    case TensorType::Q5_1: ref::quantize_row_q5_1(x.data(), reinterpret_cast<block_q5_1*>(w.data()), n); break;
     case TensorType::Q8_0: ref::quantize_row_q8_0(x.data(), reinterpret_cast<block_q8_0*>(w.data()), n); break;
     case TensorType::Q4_K: ref::quantize_row_q4_K(x.data(), reinterpret_cast<block_q4_K*>(w.data()), n); break;
     case TensorType::Q6_K: ref::quantize_row_q6_K(x.data(), reinterpret_cast<block_q6_K*>(w.data()), n); break;
@@ -145,6 +148,20 @@ Decoded decode_weights(TensorType t, const uint8_t* p, int64_t n) {
         const int q = j < 16 ? (b[4 + j] & 15) : (b[4 + j - 16] >> 4);
         r.scale[i] = h(b) * q;
         r.offset[i] = h(b + 2);
+        break;
+      }
+      case TensorType::Q5_0:
+      case TensorType::Q5_1: {
+        // [d][m (Q5_1)][qh: 4 bytes, bit j = fifth bit of element j][qs: 16 nibble pairs]
+        const bool has_m = t == TensorType::Q5_1;
+        const uint8_t* b = p + (has_m ? 24 : 22) * (i / 32);
+        const uint8_t* qh = b + (has_m ? 4 : 2);
+        const int j = i % 32;
+        const int lo = j < 16 ? (qh[4 + j] & 15) : (qh[4 + j - 16] >> 4);
+        const uint32_t word = qh[0] | (uint32_t(qh[1]) << 8) | (uint32_t(qh[2]) << 16) | (uint32_t(qh[3]) << 24);
+        const int q = lo + 16 * int((word >> j) & 1);
+        r.scale[i] = h(b) * (has_m ? q : q - 16);
+        if (has_m) r.offset[i] = h(b + 2);
         break;
       }
       case TensorType::Q8_0: {
@@ -314,6 +331,8 @@ TEST_P(KernelIsa, TableIsComplete) {
   EXPECT_EQ(table_->for_type(T::Q4_0).act_type, T::Q8_0);
   EXPECT_EQ(table_->for_type(T::Q8_0).act_type, T::Q8_0);
   EXPECT_EQ(table_->for_type(T::Q4_1).act_type, T::Q8_1);
+  EXPECT_EQ(table_->for_type(T::Q5_0).act_type, T::Q8_0);
+  EXPECT_EQ(table_->for_type(T::Q5_1).act_type, T::Q8_1);
   EXPECT_EQ(table_->for_type(T::Q4_K).act_type, T::Q8_K);
   EXPECT_EQ(table_->for_type(T::Q6_K).act_type, T::Q8_K);
   EXPECT_EQ(table_->for_type(T::F16).act_type, T::F32);

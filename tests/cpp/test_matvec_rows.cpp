@@ -37,7 +37,8 @@ constexpr int kGuard = 8;
 constexpr uint32_t kGuardBits = 0x7fc0dead;  // a quiet NaN no kernel produces
 
 const TensorType kTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q4_0,
-                             TensorType::Q4_1, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K};
+                             TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0,
+                             TensorType::Q4_K, TensorType::Q6_K};
 const int kRowCounts[] = {1, 2, 3, 4, 5, 8, 13};
 
 int block_of(TensorType t) { return static_cast<int>(type_traits(static_cast<uint32_t>(t))->block_elems); }
@@ -82,7 +83,7 @@ void fill_row(TensorType t, int64_t n, std::mt19937& rng, bool raw, uint8_t* w) 
       if (t == TensorType::Q6_K) {
         std::memcpy(w + off + 208, h, 2);
       } else {
-        std::memcpy(w + off, h, (t == TensorType::Q4_1 || t == TensorType::Q4_K) ? 4 : 2);
+        std::memcpy(w + off, h, (t == TensorType::Q4_1 || t == TensorType::Q5_1 || t == TensorType::Q4_K) ? 4 : 2);
       }
     }
     return;
@@ -90,6 +91,8 @@ void fill_row(TensorType t, int64_t n, std::mt19937& rng, bool raw, uint8_t* w) 
   switch (t) {
     case TensorType::Q4_0: ref::quantize_row_q4_0(x.data(), reinterpret_cast<block_q4_0*>(w), n); break;
     case TensorType::Q4_1: ref::quantize_row_q4_1(x.data(), reinterpret_cast<block_q4_1*>(w), n); break;
+    case TensorType::Q5_0: ref::quantize_row_q5_0(x.data(), reinterpret_cast<block_q5_0*>(w), n); break;
+    case TensorType::Q5_1: ref::quantize_row_q5_1(x.data(), reinterpret_cast<block_q5_1*>(w), n); break;
     case TensorType::Q8_0: ref::quantize_row_q8_0(x.data(), reinterpret_cast<block_q8_0*>(w), n); break;
     case TensorType::Q4_K: ref::quantize_row_q4_K(x.data(), reinterpret_cast<block_q4_K*>(w), n); break;
     case TensorType::Q6_K: ref::quantize_row_q6_K(x.data(), reinterpret_cast<block_q6_K*>(w), n); break;
@@ -97,12 +100,14 @@ void fill_row(TensorType t, int64_t n, std::mt19937& rng, bool raw, uint8_t* w) 
   }
 }
 
-// |offset part| of every weight element (Q4_1: |m|, Q4_K: |dmin * m_j|), else 0.
+// |offset part| of every weight element (Q4_1, Q5_1: |m|, Q4_K: |dmin * m_j|), else 0.
 std::vector<double> offsets(TensorType t, const uint8_t* w, int64_t n) {
   std::vector<double> o(n, 0.0);
   auto h = [](const uint8_t* at) { uint16_t v; std::memcpy(&v, at, 2); return static_cast<double>(fp16_to_fp32(v)); };
   if (t == TensorType::Q4_1) {
     for (int64_t i = 0; i < n; ++i) o[i] = std::fabs(h(w + 20 * (i / 32) + 2));
+  } else if (t == TensorType::Q5_1) {
+    for (int64_t i = 0; i < n; ++i) o[i] = std::fabs(h(w + 24 * (i / 32) + 2));
   } else if (t == TensorType::Q4_K) {
     for (int64_t i = 0; i < n; ++i) {
       const auto* b = reinterpret_cast<const block_q4_K*>(w) + i / 256;

@@ -28,8 +28,8 @@ TEST(TypeTraits, GgmlBlockSizes) {
   struct Want { uint32_t id; const char* name; uint32_t elems, bytes; bool supported; };
   const Want want[] = {
       {0, "F32", 1, 4, true},        {1, "F16", 1, 2, true},        {30, "BF16", 1, 2, true},
-      {2, "Q4_0", 32, 18, true},     {3, "Q4_1", 32, 20, true},     {6, "Q5_0", 32, 22, false},
-      {7, "Q5_1", 32, 24, false},    {8, "Q8_0", 32, 34, true},     {9, "Q8_1", 32, 36, false},
+      {2, "Q4_0", 32, 18, true},     {3, "Q4_1", 32, 20, true},     {6, "Q5_0", 32, 22, true},
+      {7, "Q5_1", 32, 24, true},    {8, "Q8_0", 32, 34, true},     {9, "Q8_1", 32, 36, false},
       {10, "Q2_K", 256, 84, false},  {11, "Q3_K", 256, 110, false}, {12, "Q4_K", 256, 144, true},
       {13, "Q5_K", 256, 176, false}, {14, "Q6_K", 256, 210, true},  {15, "Q8_K", 256, 292, false},
   };
@@ -208,6 +208,57 @@ TEST(Reference, HandBuiltQ4_0Q4_1Q8_0) {
   EXPECT_EQ(y[0], -16.0f);
   EXPECT_EQ(y[16], 0.0f);
   EXPECT_EQ(y[31], 15.0f);
+}
+
+TEST(Reference, HandBuiltQ5_0Q5_1) {
+  // Element j: low 4 bits from the nibble (as Q4_0), fifth bit = bit j of the LE word qh.
+  block_q5_0 b0;
+  b0.d = 0x3800;  // 0.5
+  for (int j = 0; j < 16; ++j) b0.qs[j] = uint8_t(j | ((15 - j) << 4));
+  const uint32_t hw = 0x80010003u;  // elements 0, 1, 16 and 31 have the fifth bit
+  std::memcpy(b0.qh, &hw, 4);
+  float y[32];
+  ref::dequantize_row_q5_0(&b0, y, 32);
+  EXPECT_EQ(y[0], 0.0f);    // q = 16 -> 0
+  EXPECT_EQ(y[1], 0.5f);    // q = 17
+  EXPECT_EQ(y[2], -7.0f);   // q = 2 -> -14 * 0.5
+  EXPECT_EQ(y[16], 7.5f);   // high nibble of qs[0] = 15, + 16 -> 31 - 16 = 15
+  EXPECT_EQ(y[17], -1.0f);  // high nibble 14, no fifth bit -> -2
+  EXPECT_EQ(y[31], 0.0f);   // high nibble 0, + 16
+  for (int j = 0; j < 32; ++j) {
+    const int lo = j < 16 ? j : 31 - j;
+    const int q = lo + (((hw >> j) & 1) ? 16 : 0);
+    EXPECT_EQ(y[j], 0.5f * float(q - 16)) << j;
+  }
+
+  block_q5_1 b1;
+  b1.d = 0x3400;  // 0.25
+  b1.m = 0xbc00;  // -1
+  std::memcpy(b1.qs, b0.qs, 16);
+  std::memcpy(b1.qh, &hw, 4);
+  ref::dequantize_row_q5_1(&b1, y, 32);
+  EXPECT_EQ(y[0], 3.0f);    // 16 * 0.25 - 1
+  EXPECT_EQ(y[2], -0.5f);   // 2 * 0.25 - 1
+  EXPECT_EQ(y[16], 6.75f);  // 31 * 0.25 - 1
+
+  // quantisers: ggml's rounding (Q5_0: d = max / -16, q = min(31, trunc(x / d + 16.5));
+  // Q5_1: d = (max - min) / 31, q = trunc((x - min) / d + 0.5))
+  float x[32] = {-16.0f, 15.0f, 0.5f, 16.0f * 0.99f, -0.49f};
+  ref::quantize_row_q5_0(x, &b0, 32);
+  ref::dequantize_row_q5_0(&b0, y, 32);
+  EXPECT_EQ(fp16_to_fp32(b0.d), 1.0f);
+  EXPECT_EQ(y[0], -16.0f);
+  EXPECT_EQ(y[1], 15.0f);
+  EXPECT_EQ(y[2], 1.0f);   // 0.5 + 16.5 = 17: the tie rounds up
+  EXPECT_EQ(y[3], 15.0f);  // clamped at 31
+  EXPECT_EQ(y[4], 0.0f);
+  float x1[32];
+  for (int j = 0; j < 32; ++j) x1[j] = -1.0f + 0.5f * float(j);  // min -1, max 14.5
+  ref::quantize_row_q5_1(x1, &b1, 32);
+  EXPECT_EQ(fp16_to_fp32(b1.d), 0.5f);
+  EXPECT_EQ(fp16_to_fp32(b1.m), -1.0f);
+  ref::dequantize_row_q5_1(&b1, y, 32);
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(y[j], x1[j]) << j;
 }
 
 TEST(Reference, GgmlRoundingChoices) {
@@ -389,6 +440,41 @@ TEST(RoundTrip, Q8_0Q4_0Q4_1) {
       ASSERT_LE(std::fabs(x[i] - y[i]), bound) << i;
     }
     EXPECT_LT(rel_rms_error(x, y, 0, 256 * 4), 0.13);
+  }
+}
+
+// Q5_0 / Q5_1: as Q4_0 / Q4_1 with 32 levels: Q5_0 |x - x^| <= |d| + 16 |d| h with
+// |d| = amax/16 (clamping at 31 costs one step); Q5_1 |x - x^| <= d/2 + 31 d h + |min| h,
+// d = (max - min)/31. RMS about half of Q4's: ~0.045 and ~0.042; limits 0.07.
+TEST(RoundTrip, Q5_0Q5_1) {
+  const std::vector<float> x = test_data(kN, 3);
+  const double h = std::ldexp(1.0, -11);
+  std::vector<float> y(kN);
+  {
+    std::vector<block_q5_0> q(kN / 32);
+    ref::quantize_row_q5_0(x.data(), q.data(), kN);
+    ref::dequantize_row_q5_0(q.data(), y.data(), kN);
+    for (int64_t i = 0; i < kN; ++i) {
+      const double d = amax_of(&x[i / 32 * 32], 32) / 16.0;
+      ASSERT_LE(std::fabs(x[i] - y[i]), d * (1.0 + 16 * h) + 4 * kU * std::fabs(x[i])) << i;
+    }
+    EXPECT_LT(rel_rms_error(x, y, 0, 256 * 4), 0.07);
+  }
+  {
+    std::vector<block_q5_1> q(kN / 32);
+    ref::quantize_row_q5_1(x.data(), q.data(), kN);
+    ref::dequantize_row_q5_1(q.data(), y.data(), kN);
+    for (int64_t i = 0; i < kN; ++i) {
+      float mn = INFINITY, mx = -INFINITY;
+      for (int j = 0; j < 32; ++j) {
+        mn = std::fmin(mn, x[i / 32 * 32 + j]);
+        mx = std::fmax(mx, x[i / 32 * 32 + j]);
+      }
+      const double d = (double(mx) - mn) / 31.0;
+      const double bound = d * (0.5 + 31 * h) + std::fabs(mn) * h + 4 * kU * (std::fabs(mn) + std::fabs(mx));
+      ASSERT_LE(std::fabs(x[i] - y[i]), bound) << i;
+    }
+    EXPECT_LT(rel_rms_error(x, y, 0, 256 * 4), 0.07);
   }
 }
 

@@ -2,8 +2,8 @@
 
 Environment:
   POCKETLLM_BIN     the CLI (default <repo>/build/pocketllm)
-  POCKETLLM_MODELS  directory holding SmolLM2-135M-Instruct.Q4_1.gguf
-                    (default <repo>/models)
+  POCKETLLM_MODELS  directory holding SmolLM2-135M-Instruct.Q4_1.gguf and
+                    gemma-3-270m-Q4_K_M.gguf (default <repo>/models)
 
 Tests that need the binary or the real model skip with a message saying what is
 missing; the generator / reference self-tests run everywhere.
@@ -42,6 +42,22 @@ def smollm2_ref(smollm2_path):
     """The numpy reference of SmolLM2 (dequantised once per session, ~4 s)."""
     from reference import Reference
     return Reference(smollm2_path)
+
+
+@pytest.fixture(scope="session")
+def gemma3_path() -> Path:
+    p = pllm_cli.gemma3_path()
+    if not p.is_file():
+        pytest.skip(f"Gemma 3 model not found at {p} (put {pllm_cli.GEMMA3_NAME} there "
+                    f"or set POCKETLLM_MODELS to its directory)")
+    return p
+
+
+@pytest.fixture(scope="session")
+def gemma3_ref(gemma3_path):
+    """The numpy reference of Gemma 3 270M (dequantised once per session, ~20 s)."""
+    from reference import Reference
+    return Reference(gemma3_path)
 
 
 @pytest.fixture(scope="session")

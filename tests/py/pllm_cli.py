@@ -31,6 +31,14 @@ def smollm2_path() -> Path:
     return REPO / "models" / SMOLLM2_NAME
 
 
+GEMMA3_NAME = "gemma-3-270m-Q4_K_M.gguf"
+
+
+def gemma3_path() -> Path:
+    env = os.environ.get("POCKETLLM_MODELS")
+    return (Path(env) if env else REPO / "models") / GEMMA3_NAME
+
+
 def available_isas() -> list[str]:
     """Dispatch levels to exercise through PLLM_ISA ("default" = variable unset)."""
     isas = ["default", "scalar"]
@@ -102,12 +110,14 @@ def assert_clean_error(proc: subprocess.CompletedProcess) -> str:
 
 def run_logits(binary: Path, model: Path, ids: list[int], out_file: Path, n_vocab: int, *,
                threads: int = 2, env: dict | None = None, int8_act: bool = False,
-               extra: list | tuple = ()) -> np.ndarray:
-    """Engine logits [len(ids), n_vocab] as float64; `int8_act` adds --int8-act,
+               extra: list | tuple = (), chunk: int = 0) -> np.ndarray:
+    """Engine logits [len(ids), n_vocab] as float64; `int8_act` adds --int8-act; `chunk`
+    appends the ids in calls of that many tokens (1: each through the decode path);
     `extra` more CLI arguments (e.g. KV options)."""
     proc = run_cli(binary, ["logits", "-m", model, "--ids", " ".join(map(str, ids)),
                             "--out", out_file, "-t", str(threads)]
-                   + (["--int8-act"] if int8_act else []) + [str(a) for a in extra], env=env)
+                   + (["--int8-act"] if int8_act else [])
+                   + (["--chunk", str(chunk)] if chunk else []) + [str(a) for a in extra], env=env)
     check_ok(proc)
     raw = np.fromfile(out_file, dtype="<f4")
     assert raw.size == len(ids) * n_vocab, (

@@ -1,4 +1,5 @@
-"""Independent numpy forward pass for llama-family GGUF models (arch llama, qwen2).
+"""Independent numpy forward pass for llama-family GGUF models (arch llama, qwen2)
+and Gemma 3 (arch gemma3).
 
 Numerics: weights are dequantised once with gguf.quants.dequantize and kept as
 float32 (that is exactly the value the file encodes; float32 holds every F16,
@@ -28,6 +29,20 @@ The model (what llama.cpp computes for these archs):
     logits = (rmsnorm(x) * output_norm) @ Wout.T      (Wout = token_embd when output.weight is absent)
     rmsnorm(x) = x / sqrt(mean(x^2) + eps)
 
+Gemma 3 (what llama.cpp's gemma3 graph and HF Gemma3 compute; the GGUF norm weights
+already hold Gemma's 1 + w):
+    x = token_embd[ids] * sqrt(n_embd)
+    per layer il; local (sliding-window) unless (il + 1) % pattern == 0 (pattern 6):
+        h = rmsnorm(x) * attn_norm;  q, k, v = h @ Wq.T, h @ Wk.T, h @ Wv.T
+        q, k: rmsnorm over each head * attn_q_norm / attn_k_norm, then NEOX RoPE with
+              base 10000 (local) or rope.freq_base / linear factor (global)
+        softmax(q.k * head_dim^-0.5) v over keys with pos_k <= pos_q and, on local
+              layers, pos_q - pos_k < sliding_window; GQA
+        x += rmsnorm(attn @ Wo.T) * post_attention_norm
+        h = rmsnorm(x) * ffn_norm
+        x += rmsnorm((gelu_tanh(h @ Wg.T) * (h @ Wu.T)) @ Wd.T) * post_ffw_norm
+    logits = (rmsnorm(x) * output_norm) @ token_embd.T
+
 `act_quant=True` additionally simulates the engine's activation quantisation
 (int8 blocks before every matmul whose weight is block-quantised: Q8_0-style
 blocks of 32 for Q4_0/Q4_1/Q8_0 weights, Q8_K-style blocks of 256 for K-quants).
@@ -48,7 +63,7 @@ from pathlib import Path
 
 import numpy as np
 
-SUPPORTED_ARCHS = {"llama": "normal", "qwen2": "neox"}
+SUPPORTED_ARCHS = {"llama": "normal", "qwen2": "neox", "gemma3": "neox"}
 FLOAT_TYPES = {"F32", "F16", "BF16"}
 K_TYPES = {"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"}
 
@@ -67,6 +82,11 @@ class HParams:
     rope_base: float
     rms_eps: float
     n_ctx: int
+    # gemma3 only
+    sliding_window: int = 0
+    swa_pattern: int = 0
+    rope_base_local: float = 10000.0
+    rope_linear: float = 1.0
 
 
 def _field(reader, key, default=None):
@@ -97,6 +117,10 @@ class Reference:
         self.tokens: list[str] = list(tokens) if tokens is not None else []
         tt = _field(reader, "tokenizer.ggml.token_type")
         self.token_types: list[int] = list(tt) if tt is not None else []
+        sc = _field(reader, "tokenizer.ggml.scores")
+        self.scores: list[float] = [float(x) for x in sc] if sc is not None else []
+        self.add_space_prefix = bool(_field(reader, "tokenizer.ggml.add_space_prefix", True))
+        self.bos_id = _field(reader, "tokenizer.ggml.bos_token_id")
         merges = _field(reader, "tokenizer.ggml.merges")
         self.merges: list[str] = list(merges) if merges is not None else []
         self.chat_template = _field(reader, "tokenizer.chat_template", "")
@@ -105,7 +129,7 @@ class Reference:
         a = arch
         n_embd = int(_field(reader, f"{a}.embedding_length"))
         n_head = int(_field(reader, f"{a}.attention.head_count"))
-        head_dim = n_embd // n_head
+        head_dim = int(_field(reader, f"{a}.attention.key_length", n_embd // n_head))
         embd = self.w["token_embd.weight"]
         self.hp = HParams(
             arch=a,
@@ -121,6 +145,12 @@ class Reference:
             rms_eps=float(_field(reader, f"{a}.attention.layer_norm_rms_epsilon", 1e-5)),
             n_ctx=int(_field(reader, f"{a}.context_length", 2048)),
         )
+        if arch == "gemma3":
+            self.hp.sliding_window = int(_field(reader, f"{a}.attention.sliding_window"))
+            self.hp.swa_pattern = int(_field(reader, f"{a}.attention.sliding_window_pattern", 6))
+            self.hp.rope_base_local = float(_field(reader, f"{a}.rope.freq_base_swa", 10000.0))
+            if _field(reader, f"{a}.rope.scaling.type", "none") == "linear":
+                self.hp.rope_linear = float(_field(reader, f"{a}.rope.scaling.factor"))
         assert embd.shape[1] == n_embd
 
     # -- pieces -------------------------------------------------------------
@@ -139,13 +169,14 @@ class Reference:
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight
 
     def _rope(self, x: np.ndarray, pos: np.ndarray, mode: str, base: float,
-              factors: np.ndarray | None) -> np.ndarray:
+              factors: np.ndarray | None, linear: float = 1.0) -> np.ndarray:
         # x: [n_tok, n_heads, head_dim]
         n_rot = self.hp.n_rot
         half = n_rot // 2
         inv = base ** (-2.0 * np.arange(half, dtype=np.float64) / n_rot)
         if factors is not None:
             inv = inv / factors.astype(np.float64)
+        inv = inv / linear
         theta = pos[:, None].astype(np.float64) * inv[None, :]          # [n_tok, half]
         cos = np.cos(theta)[:, None, :]
         sin = np.sin(theta)[:, None, :]
@@ -180,6 +211,12 @@ class Reference:
         most recent window - sinks positions; the sinks are placed right before the oldest
         visible window position (their keys are rotated at lo - sinks + j, computed here
         from the un-rotated keys, independently of how the engine does it)."""
+
+        if self.hp.arch == "gemma3":
+            return self._forward_gemma3(ids, last_only=last_only, act_quant=act_quant,
+                                        f32_matmul=f32_matmul, rms_eps=rms_eps,
+                                        rope_base=rope_base, rope_mode=rope_mode,
+                                        kv_dtype=kv_dtype)
         hp = self.hp
         ids = np.asarray(ids, dtype=np.int64)
         n = len(ids)
@@ -262,6 +299,80 @@ class Reference:
                 pr = np.exp(s - s.max())
                 att[p_, hq, :] = (pr / pr.sum()) @ vv[:, hq // group, :]
         return att
+
+    def _forward_gemma3(self, ids, *, last_only: bool, act_quant: bool, f32_matmul: bool,
+                        rms_eps: float | None, rope_base: float | None, rope_mode: str | None,
+                        window: int | None = None, qk_norm: bool = True, post_norms: bool = True,
+                        local_base: float | None = None, embed_scale: bool = True,
+                        linear: float | None = None, linear_local: bool = False,
+                        kv_dtype: str = "f16") -> np.ndarray:
+        """Gemma 3 forward (module doc). The extra keywords switch single features off
+        for the sensitivity checks (call it directly)."""
+        hp = self.hp
+        ids = np.asarray(ids, dtype=np.int64)
+        n = len(ids)
+        eps = hp.rms_eps if rms_eps is None else rms_eps
+        base = hp.rope_base if rope_base is None else rope_base
+        base_local = hp.rope_base_local if local_base is None else local_base
+        mode = "neox" if rope_mode is None else rope_mode
+        win = hp.sliding_window if window is None else window
+        lin = hp.rope_linear if linear is None else linear
+        pos = np.arange(n)
+        hd = hp.head_dim
+        group = hp.n_head // hp.n_head_kv
+        scale = 1.0 / math.sqrt(hd)
+        diff = pos[:, None] - pos[None, :]                      # pos_q - pos_k
+        causal = np.where(diff >= 0, 0.0, -np.inf)
+        windowed = np.where((diff >= 0) & (diff < win), 0.0, -np.inf) if win > 0 else causal
+
+        def norm(v, name):
+            return self._rmsnorm(v, self.w[name], eps)
+
+        def mm(v, name):
+            return self._mm(v, name, act_quant, f32_matmul)
+
+        x = self.w["token_embd.weight"][ids].astype(np.float64)
+        if embed_scale:
+            x = x * math.sqrt(hp.n_embd)
+        for il in range(hp.n_layer):
+            p = f"blk.{il}."
+            local = win > 0 and (il + 1) % hp.swa_pattern != 0
+            h = norm(x, p + "attn_norm.weight")
+            q = mm(h, p + "attn_q.weight").reshape(n, hp.n_head, hd)
+            k = mm(h, p + "attn_k.weight").reshape(n, hp.n_head_kv, hd)
+            v = mm(h, p + "attn_v.weight").reshape(n, hp.n_head_kv, hd)
+            if qk_norm:
+                q = norm(q, p + "attn_q_norm.weight")
+                k = norm(k, p + "attn_k_norm.weight")
+            if local:
+                q = self._rope(q, pos, mode, base_local, None, lin if linear_local else 1.0)
+                k = self._rope(k, pos, mode, base_local, None, lin if linear_local else 1.0)
+            else:
+                q = self._rope(q, pos, mode, base, None, lin)
+                k = self._rope(k, pos, mode, base, None, lin)
+            mask = windowed if local else causal
+            k, v = _kv_round(k, kv_dtype), _kv_round(v, kv_dtype)
+            att = np.empty((n, hp.n_head, hd))
+            for hq in range(hp.n_head):
+                kvh = hq // group
+                s = (q[:, hq, :] @ k[:, kvh, :].T) * scale + mask
+                s = s - s.max(axis=1, keepdims=True)
+                pr = np.exp(s)
+                pr /= pr.sum(axis=1, keepdims=True)
+                att[:, hq, :] = pr @ v[:, kvh, :]
+            o = mm(att.reshape(n, hp.n_head * hd), p + "attn_output.weight")
+            x = x + (norm(o, p + "post_attention_norm.weight") if post_norms else o)
+            h = norm(x, p + "ffn_norm.weight")
+            g = mm(h, p + "ffn_gate.weight")
+            u = mm(h, p + "ffn_up.weight")
+            gelu = 0.5 * g * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (g + 0.044715 * g ** 3)))
+            y = mm(gelu * u, p + "ffn_down.weight")
+            x = x + (norm(y, p + "post_ffw_norm.weight") if post_norms else y)
+        if last_only:
+            x = x[-1:]
+        x = norm(x, "output_norm.weight")
+        out_name = "output.weight" if "output.weight" in self.w else "token_embd.weight"
+        return mm(x, out_name)
 
     def greedy(self, ids, n_new: int, stop_ids=()) -> list[int]:
         """Greedy continuation (recomputes the whole sequence each step)."""

@@ -81,7 +81,7 @@ def test_int8_act_flag_effect(pllm_bin, tiny_models_paths, tiny_ref_cache, work_
             f"{name}: --int8-act seems to be ignored: {format_stats(s)}"
 
 
-CONSISTENCY_MODELS = ["llama-F32", "qwen2-Q4_K", "llama-Q8_0", "qwen2-Q4_1"]
+CONSISTENCY_MODELS = ["llama-F32", "qwen2-Q4_K", "llama-Q8_0", "qwen2-Q4_1", "gemma3-Q5_0"]
 
 
 @pytest.mark.parametrize("mode", tol.MODES)
@@ -134,12 +134,19 @@ def test_run_json_smoke(pllm_bin, tiny_models_paths, name):
     assert isinstance(obj["text"], str)
 
 
-@pytest.mark.parametrize("name", ["llama-F32", "qwen2-Q6_K", "llama-untied-Q8_0"])
+@pytest.mark.parametrize("name", ["llama-F32", "qwen2-Q6_K", "llama-untied-Q8_0", "gemma3-swa2-F32"])
 def test_info_json(pllm_bin, tiny_models_paths, name):
     proc = pllm_cli.check_ok(pllm_cli.run_cli(pllm_bin, ["info", "-m", tiny_models_paths[name],
                                                          "--json"]))
     obj = json.loads(proc.stdout.decode("utf-8"))
     assert isinstance(obj, dict) and obj, "info --json should print a JSON object"
+    cfg = CONFIGS[name]
+    if cfg.gemma:
+        hp = obj["hparams"]
+        assert obj["supported_architecture"] is True
+        assert (hp["head_dim"], hp["sliding_window"], hp["sliding_window_pattern"]) == \
+            (cfg.dims.head_dim, cfg.sliding_window, cfg.swa_pattern or 6)
+        assert hp["rope_order"] == "neox" and hp["rope_freq_base_local"] == 10000.0
     text = pllm_cli.check_ok(pllm_cli.run_cli(pllm_bin, ["info", "-m", tiny_models_paths[name]]))
     assert text.stdout.strip(), "info should print something"
 
@@ -152,3 +159,48 @@ def test_logits_rows_are_not_all_equal(pllm_bin, tiny_models_paths, tiny_ref_cac
     got = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, work_dir / "l.f32",
                               ref.hp.n_vocab)
     assert np.std(got, axis=0).mean() > 0.1 * np.std(got)
+
+
+# --- Gemma 3: the sliding window on the decode path, and the chat layout ---------------
+
+GEMMA_WINDOW_MODELS = ["gemma3-F32", "gemma3-mix-Q5_0", "gemma3-swa2-F32"]
+
+
+@pytest.mark.parametrize("chunk", [1, 5])
+@pytest.mark.parametrize("name", GEMMA_WINDOW_MODELS)
+def test_gemma3_chunked_logits_match_reference(pllm_bin, tiny_models_paths, tiny_ref_cache,
+                                               work_dir, name, chunk):
+    """24 positions = 3 sliding windows of 8, appended one token (the decode path: the
+    window slides over the KV cache) or 5 tokens at a time; exact-mode bound."""
+    cfg = CONFIGS[name]
+    ref = _ref(tiny_ref_cache, tiny_models_paths, name)
+    ids = tm.sample_ids(cfg, 24, seed=3)
+    want = ref.forward(ids)
+    got = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, work_dir / "c.f32",
+                              ref.hp.n_vocab, chunk=chunk)
+    max_rel, rms_rel = tol.tol_for(cfg.wtype, tol.EXACT)
+    tol.assert_logits_close(got, want, max_rel, rms_rel, tol.argmax_min_fraction(cfg.wtype),
+                            what=f"{name} chunk={chunk}")
+
+
+def test_gemma3_chat_layout_without_template(pllm_bin, tiny_models_paths, tiny_ref_cache):
+    """No tokenizer.chat_template in the file: arch gemma3 selects the gemma layout
+    (system text opening the first user turn), and the prompt is tokenised with the turn
+    markers as special tokens."""
+    from mini_bpe import MiniBPE
+    name = "gemma3-F32"
+    ref = _ref(tiny_ref_cache, tiny_models_paths, name)
+    bpe = MiniBPE(ref.tokens, ref.merges, ref.token_types)
+    for args, rendered in [
+        (["-p", "hello world"],
+         "<start_of_turn>user\nhello world<end_of_turn>\n<start_of_turn>model\n"),
+        (["--system", "the cat", "-p", "hello world"],
+         "<start_of_turn>user\nthe cat\n\nhello world<end_of_turn>\n<start_of_turn>model\n"),
+    ]:
+        proc = pllm_cli.check_ok(pllm_cli.run_cli(pllm_bin, ["run", "-m", tiny_models_paths[name],
+                                                             "--temp", "0", "-n", "1", "--json"]
+                                                  + args))
+        obj = json.loads(proc.stdout.decode("utf-8"))
+        want = bpe.encode(rendered)
+        assert ref.tokens.index("<start_of_turn>") in want
+        assert obj["prompt_tokens"] == len(want), f"{args}: expected {rendered!r}"

@@ -19,6 +19,18 @@ Models (see `model_configs()`):
                         eps is big enough relative to the activations' mean square
                         that ignoring it changes the logits measurably).
 
+  * "gemma3-<TYPE>" for TYPE in GEMMA_TYPES: Gemma 3 (GEMMA dims: 6 layers so that
+    layers 0-4 are local and layer 5 global with the default sliding-window pattern 6,
+    sliding_window 8 so that 16-token tests exercise the window, head_dim 64 with
+    2 heads != n_embd / n_head, 1 kv head), rms eps 1e-6, rope base 1e6 (global
+    layers; local layers use 10000), per-head q/k norms, post-attention and
+    post-ffw norms, tied output, the gemma turn markers in the vocabulary and no chat
+    template (the engine must pick the gemma chat layout from the architecture).
+    Variants: gemma3-swa2-F32 (sliding_window_pattern 2 written to the file and
+    linear rope scaling 4 that applies to global layers only) and gemma3-mix-Q5_0
+    (per-tensor types like the real Q4_K_M file, restricted to 32-element blocks:
+    token_embd/attn_v Q8_0, attn_output Q5_1, ffn_down Q4_0, the rest Q5_0).
+
 Dims: n_embd 256, n_ff 512 (row lengths multiples of 256 so K-quants work),
 2 layers, 4 heads, 2 kv heads (GQA), head_dim 64, context 128.
 
@@ -46,7 +58,9 @@ import numpy as np
 import gguf_bytes as gb
 
 WEIGHT_TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K"]
-QUANTIZED_TYPES = {"Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K", "Q5_K"}
+# Gemma's attn_output rows are q_dim = 128 long: 32-element block types only.
+GEMMA_TYPES = ["F32", "F16", "Q8_0", "Q5_0", "Q5_1", "Q4_0"]
+QUANTIZED_TYPES = {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q6_K", "Q5_K"}
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
@@ -67,6 +81,7 @@ class Dims:
 
 
 TINY = Dims()
+GEMMA = Dims(n_embd=256, n_ff=512, n_layer=6, n_head=2, n_head_kv=1, head_dim=64, n_ctx=128)
 # Even smaller, F32 only: the base file of the malformed-GGUF corpus.
 MINI = Dims(n_embd=64, n_ff=128, n_layer=1, n_head=2, n_head_kv=1, head_dim=32, n_ctx=64)
 
@@ -84,6 +99,15 @@ class ModelConfig:
     dims: Dims = TINY
     specials_first: bool = True   # special tokens at ids 0..2 (SmolLM2) or at the end (Qwen)
     pre: str = "smollm"
+    # gemma3
+    sliding_window: int = 0       # attention.sliding_window
+    swa_pattern: int = 0          # attention.sliding_window_pattern written when > 0
+    rope_linear: float = 0.0      # rope.scaling (linear) factor written when > 0
+    type_overrides: tuple = ()    # (tensor name suffix, type) pairs overriding wtype
+
+    @property
+    def gemma(self) -> bool:
+        return self.arch == "gemma3"
 
     @property
     def seed(self) -> int:
@@ -97,6 +121,13 @@ def model_configs() -> dict[str, ModelConfig]:
         cfgs.append(ModelConfig(name=f"qwen2-{t}", arch="qwen2", wtype=t, tied=False,
                                 rope_base=1000000.0, rms_eps=1e-6, bias=True,
                                 specials_first=False, pre="qwen2"))
+    gemma = dict(arch="gemma3", rope_base=1000000.0, rms_eps=1e-6, dims=GEMMA, sliding_window=8)
+    for t in GEMMA_TYPES:
+        cfgs.append(ModelConfig(name=f"gemma3-{t}", wtype=t, **gemma))
+    cfgs.append(ModelConfig(name="gemma3-swa2-F32", wtype="F32", swa_pattern=2, rope_linear=4.0, **gemma))
+    cfgs.append(ModelConfig(name="gemma3-mix-Q5_0", wtype="Q5_0", **gemma, type_overrides=(
+        ("token_embd.weight", "Q8_0"), ("attn_v.weight", "Q8_0"), ("attn_output.weight", "Q5_1"),
+        ("ffn_down.weight", "Q4_0"))))
     for t in ["F32", "Q8_0"]:
         cfgs.append(ModelConfig(name=f"llama-untied-{t}", wtype=t, tied=False))
         cfgs.append(ModelConfig(name=f"llama-ropefreqs-{t}", wtype=t, rope_freqs=True))
@@ -138,6 +169,7 @@ def bytes_to_unicode() -> dict[int, str]:
 
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+GEMMA_SPECIALS = ["<start_of_turn>", "<end_of_turn>"]
 
 # (left, right) pairs in priority order; each merged token is left+right.
 _MERGE_PAIRS = [
@@ -152,8 +184,8 @@ _MERGE_PAIRS = [
 ]
 
 
-def tiny_vocab(specials_first: bool) -> tuple[list[str], list[int], list[str]]:
-    """Returns (tokens, token_types, merges)."""
+def tiny_vocab(specials_first: bool, gemma: bool = False) -> tuple[list[str], list[int], list[str]]:
+    """Returns (tokens, token_types, merges); gemma adds the turn markers as specials."""
     b2u = bytes_to_unicode()
     normal = [b2u[b] for b in range(256)]
     merges = []
@@ -162,12 +194,13 @@ def tiny_vocab(specials_first: bool) -> tuple[list[str], list[int], list[str]]:
         merges.append(f"{left} {right}")
         if left + right not in normal:
             normal.append(left + right)
+    specials = SPECIALS + (GEMMA_SPECIALS if gemma else [])
     if specials_first:
-        tokens = SPECIALS + normal
-        types = [3] * len(SPECIALS) + [1] * len(normal)
+        tokens = specials + normal
+        types = [3] * len(specials) + [1] * len(normal)
     else:
-        tokens = normal + SPECIALS
-        types = [1] * len(normal) + [3] * len(SPECIALS)
+        tokens = normal + specials
+        types = [1] * len(normal) + [3] * len(specials)
     return tokens, types, merges
 
 
@@ -270,7 +303,7 @@ def build_spec(cfg: ModelConfig) -> ModelSpec:
     rng = np.random.default_rng(cfg.seed)
     d = cfg.dims
     a = cfg.arch
-    tokens, types, merges = tiny_vocab(cfg.specials_first)
+    tokens, types, merges = tiny_vocab(cfg.specials_first, cfg.gemma)
     ids = {t: i for i, t in enumerate(tokens)}
     n_vocab = len(tokens)
 
@@ -297,13 +330,23 @@ def build_spec(cfg: ModelConfig) -> ModelSpec:
         gb.KV("tokenizer.ggml.eos_token_id", gb.U32, ids["<|im_end|>"]),
         gb.KV("tokenizer.ggml.padding_token_id", gb.U32, ids["<|endoftext|>"]),
         gb.KV("tokenizer.ggml.add_bos_token", gb.BOOL, False),
-        gb.KV("tokenizer.chat_template", gb.STRING, CHATML_TEMPLATE),
     ]
+    if cfg.gemma:  # no chat template: the engine picks the gemma layout from the arch
+        kvs += [gb.KV(f"{a}.attention.key_length", gb.U32, d.head_dim),
+                gb.KV(f"{a}.attention.value_length", gb.U32, d.head_dim),
+                gb.KV(f"{a}.attention.sliding_window", gb.U32, cfg.sliding_window)]
+        if cfg.swa_pattern:
+            kvs.append(gb.KV(f"{a}.attention.sliding_window_pattern", gb.U32, cfg.swa_pattern))
+        if cfg.rope_linear:
+            kvs += [gb.KV(f"{a}.rope.scaling.type", gb.STRING, "linear"),
+                    gb.KV(f"{a}.rope.scaling.factor", gb.F32, cfg.rope_linear)]
+    else:
+        kvs.append(gb.KV("tokenizer.chat_template", gb.STRING, CHATML_TEMPLATE))
 
     tensors: list[gb.Tensor] = []
 
     def mat(name: str, ne0: int, ne1: int, std: float, wtype: str | None = None):
-        wt = wtype or cfg.wtype
+        wt = wtype or next((t for sfx, t in cfg.type_overrides if name.endswith(sfx)), cfg.wtype)
         raw = encode_matrix(rng, wt, ne1, ne0, std)
         tensors.append(gb.Tensor(name, wt, [ne0, ne1], raw.tobytes()))
 
@@ -311,12 +354,32 @@ def build_spec(cfg: ModelConfig) -> ModelSpec:
         tensors.append(gb.Tensor(name, "F32", [len(values)],
                                  np.asarray(values, dtype=np.float32).tobytes()))
 
-    def norm(name: str, centre: float):
-        vec(name, centre * (1.0 + 0.1 * rng.standard_normal(d.n_embd)))
+    def norm(name: str, centre: float, n: int = d.n_embd):
+        vec(name, centre * (1.0 + 0.1 * rng.standard_normal(n)))
 
     q_dim = d.n_head * d.head_dim
     kv_dim = d.n_head_kv * d.head_dim
     mat("token_embd.weight", d.n_embd, n_vocab, 0.05)
+    if cfg.gemma:
+        # embeddings * sqrt(256) -> rms 0.8; q/k normed per head (scores std ~1); each
+        # post-norm adds an update of rms ~0.5 to the residual; logits std ~3.
+        for i in range(d.n_layer):
+            p = f"blk.{i}."
+            norm(p + "attn_norm.weight", 1.0)
+            mat(p + "attn_q.weight", d.n_embd, q_dim, 0.07)
+            mat(p + "attn_k.weight", d.n_embd, kv_dim, 0.07)
+            mat(p + "attn_v.weight", d.n_embd, kv_dim, 0.06)
+            norm(p + "attn_q_norm.weight", 1.0, d.head_dim)
+            norm(p + "attn_k_norm.weight", 1.0, d.head_dim)
+            mat(p + "attn_output.weight", q_dim, d.n_embd, 0.06)
+            norm(p + "post_attention_norm.weight", 0.5)
+            norm(p + "ffn_norm.weight", 1.0)
+            mat(p + "ffn_gate.weight", d.n_embd, d.n_ff, 0.06)
+            mat(p + "ffn_up.weight", d.n_embd, d.n_ff, 0.06)
+            mat(p + "ffn_down.weight", d.n_ff, d.n_embd, 0.06)
+            norm(p + "post_ffw_norm.weight", 0.5)
+        norm("output_norm.weight", 4.0)
+        return ModelSpec(cfg, kvs, tensors)
     if cfg.rope_freqs:
         vec("rope_freqs.weight", llama3_rope_factors(cfg.rope_base, d.head_dim))
     for i in range(d.n_layer):
@@ -420,7 +483,7 @@ def generate_all(out_dir: Path, names: list[str] | None = None) -> dict[str, Pat
 
 def sample_ids(cfg: ModelConfig, n: int, seed: int = 0) -> list[int]:
     """Deterministic token ids for a logits test: random normal/merge tokens, no specials."""
-    tokens, types, _ = tiny_vocab(cfg.specials_first)
+    tokens, types, _ = tiny_vocab(cfg.specials_first, cfg.gemma)
     normal = [i for i, t in enumerate(types) if t == 1]
     rng = np.random.default_rng(cfg.seed + 7919 * seed)
     return [int(x) for x in rng.choice(normal, size=n, replace=True)]

@@ -1,16 +1,18 @@
 // NEON (AArch64 Advanced SIMD, baseline ARMv8.0) KV-cache segment kernels
 // (KernelTable::attn_seg_*): the chunked online softmax of
-// generic/attention_kv_scalar.cpp with the cache decoded in registers; same structure as
-// x86/attention_kv_avx2.cpp with 4-lane registers:
-//   scores 4 tokens at a time, four accumulators per token (16 partial sums) and one
-//   pairwise-add reduction for all four (a partial last block re-reads the chunk's last
-//   row and masks those lanes to -inf); one rescale per chunk; vectorised exp;
-//   acc += p_t v_t in blocks of 32 output dims x two tokens (16 FMA chains).
-//   q8: the query quantised once per call like kv_quantize_q8 (FCVTNS rounds to nearest
+// generic/attention_kv_scalar.cpp for n_q query heads sharing one kv head, with the cache
+// decoded in registers; same structure as x86/attention_kv_avx2.cpp with 4-lane registers:
+//   scores 4 tokens at a time for every head, four accumulators per token (16 partial
+//   sums) and one pairwise-add reduction for all four (with several heads the block's f16
+//   / q4 key rows are decoded once into a small f32 tile; a partial last block re-reads
+//   the chunk's last row and masks those lanes to -inf); per head one rescale per chunk
+//   and a vectorised exp; acc_h += p_ht v_t in blocks of 16 output dims for up to 4 heads
+//   at once, each value row decoded once per block of heads.
+//   q8: each query quantised once per call like kv_quantize_q8 (FCVTNS rounds to nearest
 //       even); q.k with SMULL/SMLAL2 (two products <= 2 * 127 * 127 fit int16) and
 //       SADALP into int32: exact. Baseline ARMv8.0 only, so both NEON tables use it.
 //   q4: keys as q'.code + bias (q'_c = q_c * k_scale_c, bias = sum q_c * k_min_c, once
-//       per call); values as (p_t * scale_tb) * code plus sum_t p_t * min_tb per block.
+//       per call and head); values as (p_t * scale_tb) * code plus sum_t p_t * min_tb.
 #include <arm_neon.h>
 
 #include <cmath>
@@ -24,7 +26,9 @@ namespace {
 
 #define PLLM_AI inline __attribute__((always_inline))
 
-constexpr int kChunk = 64;  // tokens per online-softmax step (multiple of 4)
+constexpr int kChunk = 64;     // tokens per online-softmax step (multiple of 4)
+constexpr int kMaxQ = 16;      // query heads per call
+constexpr int kHeadBlock = 4;  // heads whose accumulators are held in registers together
 
 PLLM_AI float32x4_t ld4(const float* p) { return vld1q_f32(p); }
 PLLM_AI float32x4_t ld4(const uint16_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
@@ -55,94 +59,164 @@ PLLM_AI float32x4_t reduce4(const float32x4_t* v) {
   return vpaddq_f32(vpaddq_f32(v[0], v[1]), vpaddq_f32(v[2], v[3]));
 }
 
-// The chunked online softmax over n tokens. Src::scores4(t, row) returns the unscaled
-// scores of tokens t + row[i]; Src::accumulate(t, p, cn, acc) adds sum_{j < cn} p[j] v_{t+j}.
+// Lane i = q . row i over hd dims (rows of f32 or f16), four chains per row.
+template <class T>
+PLLM_AI float32x4_t dot4(const float* q, const T* const* kr, int hd) {
+  float32x4_t a[4][4];
+  for (int i = 0; i < 4; ++i)
+    for (int c = 0; c < 4; ++c) a[i][c] = vdupq_n_f32(0.0f);
+  for (int d = 0; d < hd; d += 16) {
+    float32x4_t qd[4];
+    for (int c = 0; c < 4; ++c) qd[c] = vld1q_f32(q + d + 4 * c);
+    for (int i = 0; i < 4; ++i)
+      for (int c = 0; c < 4; ++c) a[i][c] = vfmaq_f32(a[i][c], qd[c], ld4(kr[i] + d + 4 * c));
+  }
+  float32x4_t s[4];
+  for (int i = 0; i < 4; ++i) s[i] = vaddq_f32(vaddq_f32(a[i][0], a[i][1]), vaddq_f32(a[i][2], a[i][3]));
+  return reduce4(s);
+}
+
+// The chunked online softmax over n tokens for n_q heads (see attention_kv_avx512.cpp for
+// Src; score blocks of 4 tokens).
 template <class Src>
-PLLM_AI void fold_segment(const Src& src, int n, int hd, float scale, AttnAccum& a) {
-  alignas(16) float s[kChunk];
-  float m = a.m, l = a.l;
+PLLM_AI void fold_segment(const Src& src, int n_q, int n, int hd, float scale, AttnAccum* a) {
+  alignas(16) float s[kMaxQ * kChunk];
   const float32x4_t ninf = vdupq_n_f32(-INFINITY);
   const int32x4_t iota = {0, 1, 2, 3};
   for (int t0 = 0; t0 < n; t0 += kChunk) {
     const int cn = n - t0 < kChunk ? n - t0 : kChunk;
-    const int cn4 = (cn + 3) & ~3;
-    float32x4_t vm = ninf;
     for (int j = 0; j < cn; j += 4) {
       int row[4];
       for (int i = 0; i < 4; ++i) row[i] = j + i < cn ? j + i : cn - 1;  // past the end: repeat the last
-      float32x4_t sc = vmulq_n_f32(src.scores4(t0, row), scale);
-      sc = vbslq_f32(vcgtq_s32(vdupq_n_s32(cn - j), iota), sc, ninf);
-      vst1q_f32(s + j, sc);
-      vm = vmaxq_f32(vm, sc);
+      src.scores4(t0, row, n_q, s + j);
     }
-    const float cm = vmaxvq_f32(vm);
-    if (cm > m) {  // new running maximum: rescale once per chunk (exp(-inf) = 0 at the start)
-      const float r = std::exp(m - cm);
-      for (int d = 0; d < hd; d += 4) vst1q_f32(a.acc + d, vmulq_n_f32(vld1q_f32(a.acc + d), r));
-      l *= r;
-      m = cm;
+    for (int h = 0; h < n_q; ++h) {
+      AttnAccum& A = a[h];
+      float* sh = s + h * kChunk;
+      float32x4_t vm = ninf;
+      for (int j = 0; j < cn; j += 4) {
+        const float32x4_t sc = vbslq_f32(vcgtq_s32(vdupq_n_s32(cn - j), iota), vmulq_n_f32(vld1q_f32(sh + j), scale), ninf);
+        vst1q_f32(sh + j, sc);
+        vm = vmaxq_f32(vm, sc);
+      }
+      const float cm = vmaxvq_f32(vm);
+      if (cm > A.m) {  // new running maximum: rescale once per chunk (exp(-inf) = 0 at the start)
+        const float r = std::exp(A.m - cm);
+        for (int d = 0; d < hd; d += 4) vst1q_f32(A.acc + d, vmulq_n_f32(vld1q_f32(A.acc + d), r));
+        A.l *= r;
+        A.m = cm;
+      }
+      const float32x4_t vmax = vdupq_n_f32(A.m);
+      float32x4_t vl = vdupq_n_f32(0.0f);
+      for (int j = 0; j < cn; j += 4) {
+        const float32x4_t p = exp_neg(vsubq_f32(vld1q_f32(sh + j), vmax));
+        vst1q_f32(sh + j, p);
+        vl = vaddq_f32(vl, p);
+      }
+      A.l += vaddvq_f32(vl);
     }
-    const float32x4_t vmax = vdupq_n_f32(m);
-    float32x4_t vl = vdupq_n_f32(0.0f);
-    for (int j = 0; j < cn4; j += 4) {
-      const float32x4_t p = exp_neg(vsubq_f32(vld1q_f32(s + j), vmax));
-      vst1q_f32(s + j, p);
-      vl = vaddq_f32(vl, p);
-    }
-    l += vaddvq_f32(vl);
-    src.accumulate(t0, s, cn, a.acc);
+    src.accumulate(t0, s, cn, n_q, a);
   }
-  a.m = m;
-  a.l = l;
+}
+
+// acc_h[d, d + 16) += sum_{j < cn} w_hj v_{t0+j}[d, d + 16) for H heads (p + h * kChunk,
+// a[h]); Src::vrow(t, d, v, mul, add) as in attention_kv_avx512.cpp (four registers).
+// Each row is decoded once for the H heads; two tokens per step for one or two heads.
+template <int H, class Src>
+void acc_block(const Src& src, int t0, int d, const float* p, int cn, AttnAccum* a) {
+  constexpr int U = H <= 2 ? 2 : 1;
+  float32x4_t x[U][H][4];
+  float bias[H];
+  for (int h = 0; h < H; ++h) {
+    bias[h] = 0.0f;
+    for (int c = 0; c < 4; ++c) {
+      x[0][h][c] = vld1q_f32(a[h].acc + d + 4 * c);
+      for (int u = 1; u < U; ++u) x[u][h][c] = vdupq_n_f32(0.0f);
+    }
+  }
+  int j = 0;
+  for (; j + U <= cn; j += U) {
+#pragma GCC unroll 2
+    for (int u = 0; u < U; ++u) {
+      float32x4_t v[4];
+      float mul, add;
+      src.vrow(t0 + j + u, d, v, mul, add);
+      for (int h = 0; h < H; ++h) {
+        float w = p[h * kChunk + j + u];
+        if constexpr (Src::kAffine) bias[h] += w * add;
+        if constexpr (Src::kScaled) w *= mul;
+        for (int c = 0; c < 4; ++c) x[u][h][c] = vfmaq_n_f32(x[u][h][c], v[c], w);
+      }
+    }
+  }
+  for (; j < cn; ++j) {
+    float32x4_t v[4];
+    float mul, add;
+    src.vrow(t0 + j, d, v, mul, add);
+    for (int h = 0; h < H; ++h) {
+      float w = p[h * kChunk + j];
+      if constexpr (Src::kAffine) bias[h] += w * add;
+      if constexpr (Src::kScaled) w *= mul;
+      for (int c = 0; c < 4; ++c) x[0][h][c] = vfmaq_n_f32(x[0][h][c], v[c], w);
+    }
+  }
+  for (int h = 0; h < H; ++h)
+    for (int c = 0; c < 4; ++c) {
+      float32x4_t r = x[0][h][c];
+      for (int u = 1; u < U; ++u) r = vaddq_f32(r, x[u][h][c]);
+      if constexpr (Src::kAffine) r = vaddq_f32(r, vdupq_n_f32(bias[h]));
+      vst1q_f32(a[h].acc + d + 4 * c, r);
+    }
+}
+
+// All hd dims (blocks of 16) for all n_q heads, kHeadBlock heads at a time.
+template <class Src>
+PLLM_AI void accumulate_heads(const Src& src, int t0, const float* p, int cn, int n_q, int hd, AttnAccum* a) {
+  for (int d = 0; d < hd; d += 16) {
+    int h = 0;
+    for (; h + kHeadBlock <= n_q; h += kHeadBlock) acc_block<kHeadBlock>(src, t0, d, p + h * kChunk, cn, a + h);
+    switch (n_q - h) {
+      case 1: acc_block<1>(src, t0, d, p + h * kChunk, cn, a + h); break;
+      case 2: acc_block<2>(src, t0, d, p + h * kChunk, cn, a + h); break;
+      case 3: acc_block<3>(src, t0, d, p + h * kChunk, cn, a + h); break;
+      default: break;
+    }
+  }
 }
 
 // ---- f32 / f16 rows ----
 template <class T>
 struct PlainSrc {
-  const float* q;
+  static constexpr bool kScaled = false, kAffine = false;
+  const float* q;  // n_q heads, q + h * hd
   const T* k;
   const T* v;
   int64_t stride;
   int hd;
 
-  PLLM_AI float32x4_t scores4(int t0, const int* row) const {
+  PLLM_AI void scores4(int t0, const int* row, int n_q, float* s) const {
     const T* kr[4];
     for (int i = 0; i < 4; ++i) kr[i] = k + (t0 + row[i]) * stride;
-    float32x4_t a[4][4];
-    for (int i = 0; i < 4; ++i)
-      for (int c = 0; c < 4; ++c) a[i][c] = vdupq_n_f32(0.0f);
-    for (int d = 0; d < hd; d += 16) {
-      float32x4_t qd[4];
-      for (int c = 0; c < 4; ++c) qd[c] = vld1q_f32(q + d + 4 * c);
-      for (int i = 0; i < 4; ++i)
-        for (int c = 0; c < 4; ++c) a[i][c] = vfmaq_f32(a[i][c], qd[c], ld4(kr[i] + d + 4 * c));
+    if (sizeof(T) == sizeof(float) || n_q == 1) {  // rows read in place
+      for (int h = 0; h < n_q; ++h) vst1q_f32(s + h * kChunk, dot4(q + h * hd, kr, hd));
+      return;
     }
-    float32x4_t s[4];
-    for (int i = 0; i < 4; ++i) s[i] = vaddq_f32(vaddq_f32(a[i][0], a[i][1]), vaddq_f32(a[i][2], a[i][3]));
-    return reduce4(s);
+    alignas(16) float tile[4 * 256];  // the block's keys decoded once for all heads
+    const float* tr[4];
+    for (int i = 0; i < 4; ++i) {
+      for (int d = 0; d < hd; d += 4) vst1q_f32(tile + i * hd + d, ld4(kr[i] + d));
+      tr[i] = tile + i * hd;
+    }
+    for (int h = 0; h < n_q; ++h) vst1q_f32(s + h * kChunk, dot4(q + h * hd, tr, hd));
   }
 
-  template <int NV>
-  PLLM_AI void accumulate_block(const float* p, const T* vt, int cn, float* acc) const {
-    float32x4_t x[NV], y[NV];
-    for (int c = 0; c < NV; ++c) x[c] = vld1q_f32(acc + 4 * c), y[c] = vdupq_n_f32(0.0f);
-    int j = 0;
-    for (; j + 2 <= cn; j += 2, vt += 2 * stride) {
-      for (int c = 0; c < NV; ++c) {
-        x[c] = vfmaq_n_f32(x[c], ld4(vt + 4 * c), p[j]);
-        y[c] = vfmaq_n_f32(y[c], ld4(vt + stride + 4 * c), p[j + 1]);
-      }
-    }
-    if (j < cn)
-      for (int c = 0; c < NV; ++c) x[c] = vfmaq_n_f32(x[c], ld4(vt + 4 * c), p[j]);
-    for (int c = 0; c < NV; ++c) vst1q_f32(acc + 4 * c, vaddq_f32(x[c], y[c]));
+  PLLM_AI void vrow(int t, int d, float32x4_t* x, float&, float&) const {
+    const T* vt = v + t * stride + d;
+    for (int c = 0; c < 4; ++c) x[c] = ld4(vt + 4 * c);
   }
 
-  PLLM_AI void accumulate(int t0, const float* p, int cn, float* acc) const {
-    const T* v0 = v + t0 * stride;
-    int d = 0;
-    for (; d + 32 <= hd; d += 32) accumulate_block<8>(p, v0 + d, cn, acc + d);
-    if (d < hd) accumulate_block<4>(p, v0 + d, cn, acc + d);  // hd % 32 == 16
+  void accumulate(int t0, const float* p, int cn, int n_q, AttnAccum* a) const {
+    accumulate_heads(*this, t0, p, cn, n_q, hd, a);
   }
 };
 
@@ -163,8 +237,9 @@ PLLM_AI void i8x16_to_ps(const int8_t* p, float32x4_t* f) {
 }
 
 struct Q8Src {
-  const int8_t* qi;  // query codes
-  const float* dq;   // query scale per group
+  static constexpr bool kScaled = true, kAffine = false;
+  const int8_t* qi;  // query codes, head h at qi + h * 256
+  const float* dq;   // query scale per head and group, [h * 4 + g]
   const int8_t* k;
   const float* ks;
   const int8_t* v;
@@ -172,188 +247,180 @@ struct Q8Src {
   int64_t stride, sstride;
   int hd;
 
-  PLLM_AI float32x4_t scores4(int t0, const int* row) const {
+  PLLM_AI void scores4(int t0, const int* row, int n_q, float* s) const {
     const int8_t* kr[4];
     const float* sr[4];
     for (int i = 0; i < 4; ++i) {
       kr[i] = k + (t0 + row[i]) * stride;
       sr[i] = ks + (t0 + row[i]) * sstride;
     }
-    float32x4_t s = vdupq_n_f32(0.0f);
-    for (int g = 0; g < hd / kKvQ8Group; ++g) {
-      const int8_t* qg = qi + g * kKvQ8Group;
-      const int8x16_t q0 = vld1q_s8(qg), q1 = vld1q_s8(qg + 16), q2 = vld1q_s8(qg + 32), q3 = vld1q_s8(qg + 48);
-      int32x4_t acc[4];
-      for (int i = 0; i < 4; ++i) {
-        const int8_t* kg = kr[i] + g * kKvQ8Group;
-        int32x4_t a0 = dot16_i8(vdupq_n_s32(0), q0, vld1q_s8(kg));
-        int32x4_t a1 = dot16_i8(vdupq_n_s32(0), q1, vld1q_s8(kg + 16));
-        a0 = dot16_i8(a0, q2, vld1q_s8(kg + 32));
-        a1 = dot16_i8(a1, q3, vld1q_s8(kg + 48));
-        acc[i] = vaddq_s32(a0, a1);
+    for (int h = 0; h < n_q; ++h) {
+      float32x4_t sc = vdupq_n_f32(0.0f);
+      for (int g = 0; g < hd / kKvQ8Group; ++g) {
+        const int8_t* qg = qi + h * 256 + g * kKvQ8Group;
+        const int8x16_t q0 = vld1q_s8(qg), q1 = vld1q_s8(qg + 16), q2 = vld1q_s8(qg + 32), q3 = vld1q_s8(qg + 48);
+        int32x4_t acc[4];
+        for (int i = 0; i < 4; ++i) {
+          const int8_t* kg = kr[i] + g * kKvQ8Group;
+          int32x4_t a0 = dot16_i8(vdupq_n_s32(0), q0, vld1q_s8(kg));
+          int32x4_t a1 = dot16_i8(vdupq_n_s32(0), q1, vld1q_s8(kg + 16));
+          a0 = dot16_i8(a0, q2, vld1q_s8(kg + 32));
+          a1 = dot16_i8(a1, q3, vld1q_s8(kg + 48));
+          acc[i] = vaddq_s32(a0, a1);
+        }
+        const int32x4_t isum = vpaddq_s32(vpaddq_s32(acc[0], acc[1]), vpaddq_s32(acc[2], acc[3]));
+        const float32x4_t dk = {sr[0][g], sr[1][g], sr[2][g], sr[3][g]};
+        sc = vfmaq_f32(sc, vcvtq_f32_s32(isum), vmulq_n_f32(dk, dq[h * 4 + g]));
       }
-      const int32x4_t isum = vpaddq_s32(vpaddq_s32(acc[0], acc[1]), vpaddq_s32(acc[2], acc[3]));
-      const float32x4_t dk = {sr[0][g], sr[1][g], sr[2][g], sr[3][g]};
-      s = vfmaq_f32(s, vcvtq_f32_s32(isum), vmulq_n_f32(dk, dq[g]));
+      vst1q_f32(s + h * kChunk, sc);
     }
-    return s;
   }
 
-  // 32 dims (half a group, eight registers) x two tokens per step.
-  PLLM_AI void accumulate(int t0, const float* p, int cn, float* acc) const {
-    for (int d = 0; d < hd; d += 32) {
-      const int g = d / kKvQ8Group;
-      float32x4_t x[8], y[8];
-      for (int c = 0; c < 8; ++c) x[c] = vld1q_f32(acc + d + 4 * c), y[c] = vdupq_n_f32(0.0f);
-      const int8_t* vt = v + t0 * stride + d;
-      const float* st = vs + t0 * sstride + g;
-      int j = 0;
-      for (; j + 2 <= cn; j += 2, vt += 2 * stride, st += 2 * sstride) {
-        const float w0 = p[j] * st[0], w1 = p[j + 1] * st[sstride];
-        float32x4_t f[8];
-        i8x16_to_ps(vt, f);
-        i8x16_to_ps(vt + 16, f + 4);
-        for (int c = 0; c < 8; ++c) x[c] = vfmaq_n_f32(x[c], f[c], w0);
-        i8x16_to_ps(vt + stride, f);
-        i8x16_to_ps(vt + stride + 16, f + 4);
-        for (int c = 0; c < 8; ++c) y[c] = vfmaq_n_f32(y[c], f[c], w1);
-      }
-      if (j < cn) {
-        const float w0 = p[j] * st[0];
-        float32x4_t f[8];
-        i8x16_to_ps(vt, f);
-        i8x16_to_ps(vt + 16, f + 4);
-        for (int c = 0; c < 8; ++c) x[c] = vfmaq_n_f32(x[c], f[c], w0);
-      }
-      for (int c = 0; c < 8; ++c) vst1q_f32(acc + d + 4 * c, vaddq_f32(x[c], y[c]));
-    }
+  // 16 dims of one 64-channel group, weight p_t * scale_tg.
+  PLLM_AI void vrow(int t, int d, float32x4_t* x, float& mul, float&) const {
+    mul = vs[t * sstride + d / kKvQ8Group];
+    i8x16_to_ps(v + t * stride + d, x);
+  }
+
+  void accumulate(int t0, const float* p, int cn, int n_q, AttnAccum* a) const {
+    accumulate_heads(*this, t0, p, cn, n_q, hd, a);
   }
 };
 
 // ---- q4 ----
+// 16 nibbles (low or high halves of 16 bytes) -> 4 x f32x4 in channel order.
+PLLM_AI void u8x16_to_ps(uint8x16_t b, float32x4_t* f) {
+  const uint16x8_t lo = vmovl_u8(vget_low_u8(b)), hi = vmovl_high_u8(b);
+  f[0] = vcvtq_f32_u32(vmovl_u16(vget_low_u16(lo)));
+  f[1] = vcvtq_f32_u32(vmovl_high_u16(lo));
+  f[2] = vcvtq_f32_u32(vmovl_u16(vget_low_u16(hi)));
+  f[3] = vcvtq_f32_u32(vmovl_high_u16(hi));
+}
 // Codes of 32 channels (16 bytes, ggml nibble order) -> 8 x f32x4 in channel order.
 PLLM_AI void q4_decode32(const uint8_t* p, float32x4_t* f) {
   const uint8x16_t b = vld1q_u8(p);
-  const uint8x16_t lo = vandq_u8(b, vdupq_n_u8(0x0F)), hi = vshrq_n_u8(b, 4);
-  const uint16x8_t w[4] = {vmovl_u8(vget_low_u8(lo)), vmovl_high_u8(lo), vmovl_u8(vget_low_u8(hi)),
-                           vmovl_high_u8(hi)};
-  for (int i = 0; i < 4; ++i) {
-    f[2 * i] = vcvtq_f32_u32(vmovl_u16(vget_low_u16(w[i])));
-    f[2 * i + 1] = vcvtq_f32_u32(vmovl_high_u16(w[i]));
-  }
+  u8x16_to_ps(vandq_u8(b, vdupq_n_u8(0x0F)), f);
+  u8x16_to_ps(vshrq_n_u8(b, 4), f + 4);
 }
 
 struct Q4Src {
-  const float* qp;  // q_c * k_scale_c
-  float bias;       // sum_c q_c * k_min_c
+  static constexpr bool kScaled = true, kAffine = true;
+  const float* qp;    // q_c * k_scale_c per head, qp + h * hd
+  const float* bias;  // sum_c q_c * k_min_c per head
   const KvQ4GroupView* g;
   int hd;
   int base;  // group token of the segment's first token
 
-  PLLM_AI float32x4_t scores4(int t0, const int* row) const {
+  PLLM_AI void scores4(int t0, const int* row, int n_q, float* s) const {
     t0 += base;
     const uint8_t* kr[4];
     for (int i = 0; i < 4; ++i) kr[i] = g->k_codes + (t0 + row[i]) * g->code_stride;
-    float32x4_t a[4][2];
-    for (int i = 0; i < 4; ++i) a[i][0] = a[i][1] = vdupq_n_f32(0.0f);
-    for (int b = 0; b < hd / 32; ++b) {
-      const float* qb = qp + 32 * b;
-      for (int i = 0; i < 4; ++i) {
+    if (n_q == 1) {  // decode inside the dot product
+      float32x4_t a[4][2];
+      for (int i = 0; i < 4; ++i) a[i][0] = a[i][1] = vdupq_n_f32(0.0f);
+      for (int b = 0; b < hd / 32; ++b) {
+        const float* qb = qp + 32 * b;
+        for (int i = 0; i < 4; ++i) {
+          float32x4_t f[8];
+          q4_decode32(kr[i] + 16 * b, f);
+          for (int c = 0; c < 8; ++c) a[i][c & 1] = vfmaq_f32(a[i][c & 1], vld1q_f32(qb + 4 * c), f[c]);
+        }
+      }
+      float32x4_t sc[4];
+      for (int i = 0; i < 4; ++i) sc[i] = vaddq_f32(a[i][0], a[i][1]);
+      vst1q_f32(s, vaddq_f32(reduce4(sc), vdupq_n_f32(bias[0])));
+      return;
+    }
+    alignas(16) float tile[4 * 256];  // the block's key codes as f32, decoded once for all heads
+    const float* tr[4];
+    for (int i = 0; i < 4; ++i) {
+      for (int b = 0; b < hd / 32; ++b) {
         float32x4_t f[8];
         q4_decode32(kr[i] + 16 * b, f);
-        for (int c = 0; c < 8; ++c) a[i][c & 1] = vfmaq_f32(a[i][c & 1], vld1q_f32(qb + 4 * c), f[c]);
+        for (int c = 0; c < 8; ++c) vst1q_f32(tile + i * hd + 32 * b + 4 * c, f[c]);
       }
+      tr[i] = tile + i * hd;
     }
-    float32x4_t s[4];
-    for (int i = 0; i < 4; ++i) s[i] = vaddq_f32(a[i][0], a[i][1]);
-    return vaddq_f32(reduce4(s), vdupq_n_f32(bias));
+    for (int h = 0; h < n_q; ++h)
+      vst1q_f32(s + h * kChunk, vaddq_f32(dot4(qp + h * hd, tr, hd), vdupq_n_f32(bias[h])));
   }
 
-  PLLM_AI void accumulate(int t0, const float* p, int cn, float* acc) const {
-    t0 += base;
-    for (int b = 0; b < hd / 32; ++b) {
-      float32x4_t x[8], y[8];
-      for (int c = 0; c < 8; ++c) x[c] = vld1q_f32(acc + 32 * b + 4 * c), y[c] = vdupq_n_f32(0.0f);
-      float bias = 0.0f;  // sum_t p_t * min_tb, added once for the block
-      int j = 0;
-      for (; j + 2 <= cn; j += 2) {
-        const int64_t t = t0 + j;
-        const uint16_t* sc = g->v_scale + t * g->vs_stride + b;
-        const uint16_t* mn = g->v_min + t * g->vs_stride + b;
-        const float w0 = p[j] * h2f(sc[0]), w1 = p[j + 1] * h2f(sc[g->vs_stride]);
-        bias += p[j] * h2f(mn[0]) + p[j + 1] * h2f(mn[g->vs_stride]);
-        float32x4_t f[8];
-        q4_decode32(g->v_codes + t * g->code_stride + 16 * b, f);
-        for (int c = 0; c < 8; ++c) x[c] = vfmaq_n_f32(x[c], f[c], w0);
-        q4_decode32(g->v_codes + (t + 1) * g->code_stride + 16 * b, f);
-        for (int c = 0; c < 8; ++c) y[c] = vfmaq_n_f32(y[c], f[c], w1);
-      }
-      if (j < cn) {
-        const int64_t t = t0 + j;
-        const float w0 = p[j] * h2f(g->v_scale[t * g->vs_stride + b]);
-        bias += p[j] * h2f(g->v_min[t * g->vs_stride + b]);
-        float32x4_t f[8];
-        q4_decode32(g->v_codes + t * g->code_stride + 16 * b, f);
-        for (int c = 0; c < 8; ++c) x[c] = vfmaq_n_f32(x[c], f[c], w0);
-      }
-      const float32x4_t vb = vdupq_n_f32(bias);
-      for (int c = 0; c < 8; ++c) vst1q_f32(acc + 32 * b + 4 * c, vaddq_f32(vaddq_f32(x[c], y[c]), vb));
-    }
+  // 16 channels of one 32-channel block (low nibbles for its first half, high for the
+  // second), weight p_t * scale_tb, plus p_t * min_tb.
+  PLLM_AI void vrow(int t, int d, float32x4_t* x, float& mul, float& add) const {
+    const int64_t tt = base + t;
+    const int b = d / 32;
+    mul = h2f(g->v_scale[tt * g->vs_stride + b]);
+    add = h2f(g->v_min[tt * g->vs_stride + b]);
+    const uint8x16_t c = vld1q_u8(g->v_codes + tt * g->code_stride + 16 * b);
+    u8x16_to_ps((d & 16) ? vshrq_n_u8(c, 4) : vandq_u8(c, vdupq_n_u8(0x0F)), x);
+  }
+
+  void accumulate(int t0, const float* p, int cn, int n_q, AttnAccum* a) const {
+    accumulate_heads(*this, t0, p, cn, n_q, hd, a);
   }
 };
 
-void attn_seg_f32(const float* q, const float* k, const float* v, int64_t stride, int n, int hd, float scale,
-                  AttnAccum& a) {
+void attn_seg_f32(const float* q, int n_q, const float* k, const float* v, int64_t stride, int n, int hd,
+                  float scale, AttnAccum* a) {
   if (n <= 0) return;
-  fold_segment(PlainSrc<float>{q, k, v, stride, hd}, n, hd, scale, a);
+  fold_segment(PlainSrc<float>{q, k, v, stride, hd}, n_q, n, hd, scale, a);
 }
 
-void attn_seg_f16(const float* q, const uint16_t* k, const uint16_t* v, int64_t stride, int n, int hd, float scale,
-                  AttnAccum& a) {
+void attn_seg_f16(const float* q, int n_q, const uint16_t* k, const uint16_t* v, int64_t stride, int n, int hd,
+                  float scale, AttnAccum* a) {
   if (n <= 0) return;
-  fold_segment(PlainSrc<uint16_t>{q, k, v, stride, hd}, n, hd, scale, a);
+  fold_segment(PlainSrc<uint16_t>{q, k, v, stride, hd}, n_q, n, hd, scale, a);
 }
 
-void attn_seg_q8(const float* q, const int8_t* k, const float* k_scale, const int8_t* v, const float* v_scale,
-                 int64_t stride, int64_t scale_stride, int n, int hd, float scale, AttnAccum& a) {
+void attn_seg_q8(const float* q, int n_q, const int8_t* k, const float* k_scale, const int8_t* v,
+                 const float* v_scale, int64_t stride, int64_t scale_stride, int n, int hd, float scale,
+                 AttnAccum* a) {
   if (n <= 0) return;
-  // The query in the cache's format, as kv_quantize_q8 does it: scale amax / 127 (a true
+  // Each query in the cache's format, as kv_quantize_q8 does it: scale amax / 127 (a true
   // division), codes round-to-nearest-even of q / scale, an all-zero group gets codes 0.
-  alignas(16) int8_t qi[256];
-  float dq[256 / kKvQ8Group];
-  for (int g = 0; g < hd / kKvQ8Group; ++g) {
-    float32x4_t x[16], amax = vdupq_n_f32(0.0f);
-    for (int c = 0; c < 16; ++c) {
-      x[c] = vld1q_f32(q + g * kKvQ8Group + 4 * c);
-      amax = vmaxq_f32(amax, vabsq_f32(x[c]));
-    }
-    const float s = vmaxvq_f32(amax) / 127.0f;
-    dq[g] = s;
-    for (int c = 0; c < 16; c += 2) {
-      int32x4_t c0 = vdupq_n_s32(0), c1 = c0;
-      if (s != 0.0f) {
-        const float32x4_t vs = vdupq_n_f32(s);
-        c0 = vcvtnq_s32_f32(vdivq_f32(x[c], vs));
-        c1 = vcvtnq_s32_f32(vdivq_f32(x[c + 1], vs));
+  alignas(16) int8_t qi[kMaxQ * 256];
+  float dq[kMaxQ * 4];
+  for (int h = 0; h < n_q; ++h)
+    for (int g = 0; g < hd / kKvQ8Group; ++g) {
+      const float* qg = q + h * hd + g * kKvQ8Group;
+      float32x4_t x[16], amax = vdupq_n_f32(0.0f);
+      for (int c = 0; c < 16; ++c) {
+        x[c] = vld1q_f32(qg + 4 * c);
+        amax = vmaxq_f32(amax, vabsq_f32(x[c]));
       }
-      int8x8_t b = vqmovn_s16(vcombine_s16(vqmovn_s32(c0), vqmovn_s32(c1)));
-      b = vmax_s8(b, vdup_n_s8(-127));
-      vst1_s8(qi + g * kKvQ8Group + 4 * c, b);
+      const float s = vmaxvq_f32(amax) / 127.0f;
+      dq[h * 4 + g] = s;
+      for (int c = 0; c < 16; c += 2) {
+        int32x4_t c0 = vdupq_n_s32(0), c1 = c0;
+        if (s != 0.0f) {
+          const float32x4_t vs = vdupq_n_f32(s);
+          c0 = vcvtnq_s32_f32(vdivq_f32(x[c], vs));
+          c1 = vcvtnq_s32_f32(vdivq_f32(x[c + 1], vs));
+        }
+        int8x8_t b = vqmovn_s16(vcombine_s16(vqmovn_s32(c0), vqmovn_s32(c1)));
+        b = vmax_s8(b, vdup_n_s8(-127));
+        vst1_s8(qi + h * 256 + g * kKvQ8Group + 4 * c, b);
+      }
     }
-  }
-  fold_segment(Q8Src{qi, dq, k, k_scale, v, v_scale, stride, scale_stride, hd}, n, hd, scale, a);
+  fold_segment(Q8Src{qi, dq, k, k_scale, v, v_scale, stride, scale_stride, hd}, n_q, n, hd, scale, a);
 }
 
-void attn_seg_q4(const float* q, const KvQ4GroupView& g, int t0, int t1, int hd, float scale, AttnAccum& a) {
+void attn_seg_q4(const float* q, int n_q, const KvQ4GroupView& g, int t0, int t1, int hd, float scale,
+                 AttnAccum* a) {
   if (t1 <= t0) return;
-  alignas(16) float qp[256];
-  float32x4_t vb = vdupq_n_f32(0.0f);
-  for (int d = 0; d < hd; d += 4) {
-    const float32x4_t qd = vld1q_f32(q + d);
-    vst1q_f32(qp + d, vmulq_f32(qd, ld4(g.k_scale + d)));
-    vb = vfmaq_f32(vb, qd, ld4(g.k_min + d));
+  alignas(16) float qp[kMaxQ * 256];
+  float bias[kMaxQ];
+  for (int h = 0; h < n_q; ++h) {
+    float32x4_t vb = vdupq_n_f32(0.0f);
+    for (int d = 0; d < hd; d += 4) {
+      const float32x4_t qd = vld1q_f32(q + h * hd + d);
+      vst1q_f32(qp + h * hd + d, vmulq_f32(qd, ld4(g.k_scale + d)));
+      vb = vfmaq_f32(vb, qd, ld4(g.k_min + d));
+    }
+    bias[h] = vaddvq_f32(vb);
   }
-  fold_segment(Q4Src{qp, vaddvq_f32(vb), &g, hd, t0}, t1 - t0, hd, scale, a);
+  fold_segment(Q4Src{qp, bias, &g, hd, t0}, n_q, t1 - t0, hd, scale, a);
 }
 
 #undef PLLM_AI

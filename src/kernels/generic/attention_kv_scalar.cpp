@@ -123,27 +123,33 @@ struct Q4Src {
   }
 };
 
-void attn_seg_f32(const float* q, const float* k, const float* v, int64_t stride, int n, int hd, float scale,
-                  AttnAccum& a) {
-  fold_segment(PlainSrc<float>{q, k, v, stride, hd, scale}, n, hd, a);
+// Several query heads: each is folded on its own, exactly as one call per head would
+// (the SIMD kernels share the loads and decoding of the cache between the heads).
+void attn_seg_f32(const float* q, int n_q, const float* k, const float* v, int64_t stride, int n, int hd,
+                  float scale, AttnAccum* a) {
+  for (int h = 0; h < n_q; ++h) fold_segment(PlainSrc<float>{q + h * hd, k, v, stride, hd, scale}, n, hd, a[h]);
 }
 
-void attn_seg_f16(const float* q, const uint16_t* k, const uint16_t* v, int64_t stride, int n, int hd, float scale,
-                  AttnAccum& a) {
-  fold_segment(PlainSrc<uint16_t>{q, k, v, stride, hd, scale}, n, hd, a);
+void attn_seg_f16(const float* q, int n_q, const uint16_t* k, const uint16_t* v, int64_t stride, int n, int hd,
+                  float scale, AttnAccum* a) {
+  for (int h = 0; h < n_q; ++h) fold_segment(PlainSrc<uint16_t>{q + h * hd, k, v, stride, hd, scale}, n, hd, a[h]);
 }
 
-void attn_seg_q8(const float* q, const int8_t* k, const float* k_scale, const int8_t* v, const float* v_scale,
-                 int64_t stride, int64_t scale_stride, int n, int hd, float scale, AttnAccum& a) {
+void attn_seg_q8(const float* q, int n_q, const int8_t* k, const float* k_scale, const int8_t* v,
+                 const float* v_scale, int64_t stride, int64_t scale_stride, int n, int hd, float scale,
+                 AttnAccum* a) {
   if (n <= 0) return;
-  int8_t qi[256];
-  float dq[256 / kKvQ8Group];
-  kv_quantize_q8(q, hd, qi, dq);  // the query in the cache's own format (same rounding rule)
-  fold_segment(Q8Src{qi, dq, k, k_scale, v, v_scale, stride, scale_stride, hd, scale}, n, hd, a);
+  for (int h = 0; h < n_q; ++h) {
+    int8_t qi[256];
+    float dq[256 / kKvQ8Group];
+    kv_quantize_q8(q + h * hd, hd, qi, dq);  // the query in the cache's own format (same rounding rule)
+    fold_segment(Q8Src{qi, dq, k, k_scale, v, v_scale, stride, scale_stride, hd, scale}, n, hd, a[h]);
+  }
 }
 
-void attn_seg_q4(const float* q, const KvQ4GroupView& g, int t0, int t1, int hd, float scale, AttnAccum& a) {
-  fold_segment(Q4Src{q, &g, t0, hd, scale}, t1 - t0, hd, a);
+void attn_seg_q4(const float* q, int n_q, const KvQ4GroupView& g, int t0, int t1, int hd, float scale,
+                 AttnAccum* a) {
+  for (int h = 0; h < n_q; ++h) fold_segment(Q4Src{q + h * hd, &g, t0, hd, scale}, t1 - t0, hd, a[h]);
 }
 
 }  // namespace

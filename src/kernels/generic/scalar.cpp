@@ -50,6 +50,12 @@ void dequant_q4_0(const void* w, float* y, int64_t n) {
 void dequant_q4_1(const void* w, float* y, int64_t n) {
   ref::dequantize_row_q4_1(static_cast<const block_q4_1*>(w), y, n);
 }
+void dequant_q5_0(const void* w, float* y, int64_t n) {
+  ref::dequantize_row_q5_0(static_cast<const block_q5_0*>(w), y, n);
+}
+void dequant_q5_1(const void* w, float* y, int64_t n) {
+  ref::dequantize_row_q5_1(static_cast<const block_q5_1*>(w), y, n);
+}
 void dequant_q8_0(const void* w, float* y, int64_t n) {
   ref::dequantize_row_q8_0(static_cast<const block_q8_0*>(w), y, n);
 }
@@ -112,6 +118,37 @@ float vec_dot_q4_1(int64_t n, const void* w_row, const void* xq) {
     // sum_j (d q_j + m) a_d a_j = d a_d sumi + m * (a_d * sum a_j) = ... + m * s
     acc += static_cast<double>(fp16_to_fp32(w[b].d)) * a[b].d * sumi;
     acc += static_cast<double>(fp16_to_fp32(w[b].m)) * a[b].s;
+  }
+  return static_cast<float>(acc);
+}
+
+// The 5-bit quant of element j (0..31) of a Q5_0 / Q5_1 block.
+inline int q5(const uint8_t* qs, const uint8_t* qh, int j) {
+  const int lo = j < 16 ? (qs[j] & 0xF) : (qs[j - 16] >> 4);
+  return lo | (((qh[j / 8] >> (j % 8)) & 1) << 4);
+}
+
+float vec_dot_q5_0(int64_t n, const void* w_row, const void* xq) {
+  const block_q5_0* w = static_cast<const block_q5_0*>(w_row);
+  const block_q8_0* a = static_cast<const block_q8_0*>(xq);
+  double acc = 0.0;
+  for (int64_t b = 0; b < n / QK5_0; ++b) {
+    int sumi = 0;
+    for (int j = 0; j < QK5_0; ++j) sumi += (q5(w[b].qs, w[b].qh, j) - 16) * a[b].qs[j];
+    acc += static_cast<double>(fp16_to_fp32(w[b].d)) * fp16_to_fp32(a[b].d) * sumi;
+  }
+  return static_cast<float>(acc);
+}
+
+float vec_dot_q5_1(int64_t n, const void* w_row, const void* xq) {
+  const block_q5_1* w = static_cast<const block_q5_1*>(w_row);
+  const block_q8_1* a = static_cast<const block_q8_1*>(xq);
+  double acc = 0.0;
+  for (int64_t b = 0; b < n / QK5_1; ++b) {
+    int sumi = 0;
+    for (int j = 0; j < QK5_1; ++j) sumi += q5(w[b].qs, w[b].qh, j) * a[b].qs[j];
+    acc += static_cast<double>(fp16_to_fp32(w[b].d)) * a[b].d * sumi;
+    acc += static_cast<double>(fp16_to_fp32(w[b].m)) * a[b].s;  // as Q4_1
   }
   return static_cast<float>(acc);
 }
@@ -251,6 +288,8 @@ void fill_scalar(KernelTable& t) {
   set(t, T::BF16, T::F32, act_bytes_f32, quantize_act_f32, vec_dot_bf16, dequant_bf16);
   set(t, T::Q4_0, T::Q8_0, act_bytes_q8_0, quantize_act_q8_0, vec_dot_q4_0, dequant_q4_0);
   set(t, T::Q4_1, T::Q8_1, act_bytes_q8_1, quantize_act_q8_1, vec_dot_q4_1, dequant_q4_1);
+  set(t, T::Q5_0, T::Q8_0, act_bytes_q8_0, quantize_act_q8_0, vec_dot_q5_0, dequant_q5_0);
+  set(t, T::Q5_1, T::Q8_1, act_bytes_q8_1, quantize_act_q8_1, vec_dot_q5_1, dequant_q5_1);
   set(t, T::Q8_0, T::Q8_0, act_bytes_q8_0, quantize_act_q8_0, vec_dot_q8_0, dequant_q8_0);
   set(t, T::Q4_K, T::Q8_K, act_bytes_q8_K, quantize_act_q8_K, vec_dot_q4_K, dequant_q4_K);
   set(t, T::Q6_K, T::Q8_K, act_bytes_q8_K, quantize_act_q8_K, vec_dot_q6_K, dequant_q6_K);
@@ -259,6 +298,8 @@ void fill_scalar(KernelTable& t) {
   set_exact<32, 32 * sizeof(uint16_t), dequant_bf16>(t, T::BF16);
   set_exact<QK4_0, sizeof(block_q4_0), dequant_q4_0>(t, T::Q4_0);
   set_exact<QK4_1, sizeof(block_q4_1), dequant_q4_1>(t, T::Q4_1);
+  set_exact<QK5_0, sizeof(block_q5_0), dequant_q5_0>(t, T::Q5_0);
+  set_exact<QK5_1, sizeof(block_q5_1), dequant_q5_1>(t, T::Q5_1);
   set_exact<QK8_0, sizeof(block_q8_0), dequant_q8_0>(t, T::Q8_0);
   set_exact<QK_K, sizeof(block_q4_K), dequant_q4_K>(t, T::Q4_K);
   set_exact<QK_K, sizeof(block_q6_K), dequant_q6_K>(t, T::Q6_K);

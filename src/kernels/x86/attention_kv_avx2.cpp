@@ -1,15 +1,18 @@
 // AVX2 + FMA + F16C KV-cache segment kernels (KernelTable::attn_seg_*): the chunked
-// online softmax of generic/attention_kv_scalar.cpp with the cache decoded in registers;
-// same structure as x86/attention_kv_avx512.cpp with 8-lane registers:
-//   scores 8 tokens at a time, one accumulator per token and one hadd transpose-
-//   reduction for all eight (a partial last block re-reads the chunk's last row and
-//   masks those lanes to -inf); one rescale per chunk; vectorised exp; acc += p_t v_t
-//   in blocks of 32 output dims x two tokens (eight FMA chains).
-//   q8: the query quantised once per call like kv_quantize_q8; q.k per 32 bytes with the
+// online softmax of generic/attention_kv_scalar.cpp for n_q query heads sharing one kv
+// head, with the cache decoded in registers; same structure as x86/attention_kv_avx512.cpp
+// with 8-lane registers:
+//   scores 8 tokens at a time for every head, one accumulator per token and one hadd
+//   transpose-reduction for all eight (with several heads the block's f16 / q4 key rows
+//   are decoded once into a small f32 tile; a partial last block re-reads the chunk's last
+//   row and masks those lanes to -inf); per head one rescale per chunk and a vectorised
+//   exp; acc_h += p_ht v_t in blocks of 16 output dims for up to 4 heads at once, each
+//   value row decoded once per block of heads (more tokens per step when fewer heads).
+//   q8: each query quantised once per call like kv_quantize_q8; q.k per 32 bytes with the
 //       usual sign trick (|k| unsigned x sign(q, k) signed -> VPMADDUBSW, pairs of
 //       products <= 2 * 127 * 127 so no int16 saturation; VPMADDWD by 1 widens): exact.
 //   q4: keys as q'.code + bias (q'_c = q_c * k_scale_c, bias = sum q_c * k_min_c, once
-//       per call); values as (p_t * scale_tb) * code plus sum_t p_t * min_tb per block.
+//       per call and head); values as (p_t * scale_tb) * code plus sum_t p_t * min_tb.
 //
 // As in avx2.cpp: anonymous namespace only, no shared inline functions.
 #include <immintrin.h>
@@ -25,7 +28,9 @@ namespace {
 
 #define PLLM_AI inline __attribute__((always_inline))
 
-constexpr int kChunk = 64;  // tokens per online-softmax step (multiple of 8)
+constexpr int kChunk = 64;     // tokens per online-softmax step (multiple of 8)
+constexpr int kMaxQ = 16;      // query heads per call
+constexpr int kHeadBlock = 4;  // heads whose accumulators are held in registers together
 
 PLLM_AI __m256 ld8(const float* p) { return _mm256_loadu_ps(p); }
 PLLM_AI __m256 ld8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
@@ -78,115 +83,165 @@ PLLM_AI __m256i reduce8i(const __m256i* v) {  // same for int32 (exact)
   return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-// Rows of an 8-token score block at chunk token j; rows past cn - 1 repeat it.
-PLLM_AI void block_rows(int j, int cn, int* row) {
-  for (int i = 0; i < 8; ++i) row[i] = j + i < cn ? j + i : cn - 1;
+// Lane i = q . row i over hd dims (rows of f32 or f16), one chain per row.
+template <class T>
+PLLM_AI __m256 dot8(const float* q, const T* const* kr, int hd) {
+  __m256 acc[8];
+  for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_ps();
+  for (int d = 0; d < hd; d += 8) {
+    const __m256 qd = _mm256_loadu_ps(q + d);
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) acc[i] = _mm256_fmadd_ps(qd, ld8(kr[i] + d), acc[i]);
+  }
+  return reduce8(acc);
 }
 
-// The chunked online softmax over n tokens (see attention_kv_avx512.cpp for Src).
+// The chunked online softmax over n tokens for n_q heads (see attention_kv_avx512.cpp for
+// Src; score blocks of 8 tokens).
 template <class Src>
-PLLM_AI void fold_segment(const Src& src, int n, int hd, float scale, AttnAccum& a) {
-  alignas(32) float s[kChunk];
-  float m = a.m, l = a.l;
+PLLM_AI void fold_segment(const Src& src, int n_q, int n, int hd, float scale, AttnAccum* a) {
+  alignas(32) float s[kMaxQ * kChunk];
   const __m256 vscale = _mm256_set1_ps(scale), ninf = _mm256_set1_ps(-INFINITY);
   const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   for (int t0 = 0; t0 < n; t0 += kChunk) {
     const int cn = n - t0 < kChunk ? n - t0 : kChunk;
-    const int cn8 = (cn + 7) & ~7;
-    __m256 vm = ninf;
     for (int j = 0; j < cn; j += 8) {
-      int row[8];
-      block_rows(j, cn, row);
-      __m256 sc = _mm256_mul_ps(src.scores8(t0, row), vscale);
-      const __m256 valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(cn - j), iota));
-      sc = _mm256_blendv_ps(ninf, sc, valid);
-      _mm256_store_ps(s + j, sc);
-      vm = _mm256_max_ps(vm, sc);
+      int row[8];  // rows past the chunk's last token cn - 1 repeat it (their scores are masked off)
+      for (int i = 0; i < 8; ++i) row[i] = j + i < cn ? j + i : cn - 1;
+      src.scores8(t0, row, n_q, s + j);
     }
-    const float cm = hmax(vm);
-    if (cm > m) {  // new running maximum: rescale once per chunk (exp(-inf) = 0 at the start)
-      const float r = std::exp(m - cm);
-      const __m256 vr = _mm256_set1_ps(r);
-      for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(a.acc + d, _mm256_mul_ps(_mm256_loadu_ps(a.acc + d), vr));
-      l *= r;
-      m = cm;
+    for (int h = 0; h < n_q; ++h) {
+      AttnAccum& A = a[h];
+      float* sh = s + h * kChunk;
+      __m256 vm = ninf;
+      for (int j = 0; j < cn; j += 8) {
+        const __m256 valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(cn - j), iota));
+        const __m256 sc = _mm256_blendv_ps(ninf, _mm256_mul_ps(_mm256_load_ps(sh + j), vscale), valid);
+        _mm256_store_ps(sh + j, sc);
+        vm = _mm256_max_ps(vm, sc);
+      }
+      const float cm = hmax(vm);
+      if (cm > A.m) {  // new running maximum: rescale once per chunk (exp(-inf) = 0 at the start)
+        const float r = std::exp(A.m - cm);
+        const __m256 vr = _mm256_set1_ps(r);
+        for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(A.acc + d, _mm256_mul_ps(_mm256_loadu_ps(A.acc + d), vr));
+        A.l *= r;
+        A.m = cm;
+      }
+      const __m256 vmax = _mm256_set1_ps(A.m);
+      __m256 vl = _mm256_setzero_ps();
+      for (int j = 0; j < cn; j += 8) {
+        const __m256 p = exp_neg(_mm256_sub_ps(_mm256_load_ps(sh + j), vmax));
+        _mm256_store_ps(sh + j, p);
+        vl = _mm256_add_ps(vl, p);
+      }
+      A.l += hsum(vl);
     }
-    const __m256 vmax = _mm256_set1_ps(m);
-    __m256 vl = _mm256_setzero_ps();
-    for (int j = 0; j < cn8; j += 8) {
-      const __m256 p = exp_neg(_mm256_sub_ps(_mm256_load_ps(s + j), vmax));
-      _mm256_store_ps(s + j, p);
-      vl = _mm256_add_ps(vl, p);
-    }
-    l += hsum(vl);
-    src.accumulate(t0, s, cn, a.acc);
+    src.accumulate(t0, s, cn, n_q, a);
   }
-  a.m = m;
-  a.l = l;
+}
+
+// acc_h[d, d + 16) += sum_{j < cn} w_hj v_{t0+j}[d, d + 16) for H heads (p + h * kChunk,
+// a[h]); Src::vrow(t, d, v, mul, add) as in attention_kv_avx512.cpp (two registers).
+// Each row is decoded once for the H heads; U tokens per step keep 8 FMA chains.
+template <int H, class Src>
+void acc_block(const Src& src, int t0, int d, const float* p, int cn, AttnAccum* a) {
+  constexpr int U = H == 1 ? 4 : H == 2 ? 2 : 1;
+  __m256 x[U][H][2];
+  float bias[H];
+  for (int h = 0; h < H; ++h) {
+    bias[h] = 0.0f;
+    for (int c = 0; c < 2; ++c) {
+      x[0][h][c] = _mm256_loadu_ps(a[h].acc + d + 8 * c);
+      for (int u = 1; u < U; ++u) x[u][h][c] = _mm256_setzero_ps();
+    }
+  }
+  int j = 0;
+  for (; j + U <= cn; j += U) {
+#pragma GCC unroll 4
+    for (int u = 0; u < U; ++u) {
+      __m256 v[2];
+      float mul, add;
+      src.vrow(t0 + j + u, d, v, mul, add);
+      for (int h = 0; h < H; ++h) {
+        float w = p[h * kChunk + j + u];
+        if constexpr (Src::kAffine) bias[h] += w * add;
+        if constexpr (Src::kScaled) w *= mul;
+        const __m256 vw = _mm256_set1_ps(w);
+        for (int c = 0; c < 2; ++c) x[u][h][c] = _mm256_fmadd_ps(vw, v[c], x[u][h][c]);
+      }
+    }
+  }
+  for (; j < cn; ++j) {
+    __m256 v[2];
+    float mul, add;
+    src.vrow(t0 + j, d, v, mul, add);
+    for (int h = 0; h < H; ++h) {
+      float w = p[h * kChunk + j];
+      if constexpr (Src::kAffine) bias[h] += w * add;
+      if constexpr (Src::kScaled) w *= mul;
+      const __m256 vw = _mm256_set1_ps(w);
+      for (int c = 0; c < 2; ++c) x[0][h][c] = _mm256_fmadd_ps(vw, v[c], x[0][h][c]);
+    }
+  }
+  for (int h = 0; h < H; ++h)
+    for (int c = 0; c < 2; ++c) {
+      __m256 r = x[0][h][c];
+      for (int u = 1; u < U; ++u) r = _mm256_add_ps(r, x[u][h][c]);
+      if constexpr (Src::kAffine) r = _mm256_add_ps(r, _mm256_set1_ps(bias[h]));
+      _mm256_storeu_ps(a[h].acc + d + 8 * c, r);
+    }
+}
+
+// All hd dims (blocks of 16) for all n_q heads, kHeadBlock heads at a time.
+template <class Src>
+PLLM_AI void accumulate_heads(const Src& src, int t0, const float* p, int cn, int n_q, int hd, AttnAccum* a) {
+  for (int d = 0; d < hd; d += 16) {
+    int h = 0;
+    for (; h + kHeadBlock <= n_q; h += kHeadBlock) acc_block<kHeadBlock>(src, t0, d, p + h * kChunk, cn, a + h);
+    switch (n_q - h) {
+      case 1: acc_block<1>(src, t0, d, p + h * kChunk, cn, a + h); break;
+      case 2: acc_block<2>(src, t0, d, p + h * kChunk, cn, a + h); break;
+      case 3: acc_block<3>(src, t0, d, p + h * kChunk, cn, a + h); break;
+      default: break;
+    }
+  }
 }
 
 // ---- f32 / f16 rows ----
 template <class T>
 struct PlainSrc {
-  const float* q;
+  static constexpr bool kScaled = false, kAffine = false;
+  const float* q;  // n_q heads, q + h * hd
   const T* k;
   const T* v;
   int64_t stride;
   int hd;
 
-  PLLM_AI __m256 scores8(int t0, const int* row) const {
+  PLLM_AI void scores8(int t0, const int* row, int n_q, float* s) const {
     const T* kr[8];
     for (int i = 0; i < 8; ++i) kr[i] = k + (t0 + row[i]) * stride;
-    __m256 acc[8];
-    for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_ps();
-    for (int d = 0; d < hd; d += 8) {
-      const __m256 qd = _mm256_loadu_ps(q + d);
-#pragma GCC unroll 8
-      for (int i = 0; i < 8; ++i) acc[i] = _mm256_fmadd_ps(qd, ld8(kr[i] + d), acc[i]);
+    if (sizeof(T) == sizeof(float) || n_q == 1) {  // rows read in place
+      for (int h = 0; h < n_q; ++h) _mm256_store_ps(s + h * kChunk, dot8(q + h * hd, kr, hd));
+      return;
     }
-    return reduce8(acc);
+    alignas(32) float tile[8 * 256];  // the block's keys decoded once for all heads
+    const float* tr[8];
+    for (int i = 0; i < 8; ++i) {
+      for (int d = 0; d < hd; d += 8) _mm256_store_ps(tile + i * hd + d, ld8(kr[i] + d));
+      tr[i] = tile + i * hd;
+    }
+    for (int h = 0; h < n_q; ++h) _mm256_store_ps(s + h * kChunk, dot8(q + h * hd, tr, hd));
   }
 
-  // acc += sum_{j < cn} p[j] v_{t0+j}: blocks of 32 dims x two tokens, then 16 dims.
-  PLLM_AI void accumulate(int t0, const float* p, int cn, float* acc) const {
-    const T* v0 = v + t0 * stride;
-    int d = 0;
-    for (; d + 32 <= hd; d += 32) {
-      __m256 x[4], y[4];
-      for (int c = 0; c < 4; ++c) x[c] = _mm256_loadu_ps(acc + d + 8 * c), y[c] = _mm256_setzero_ps();
-      const T* vt = v0 + d;
-      int j = 0;
-      for (; j + 2 <= cn; j += 2, vt += 2 * stride) {
-        const __m256 p0 = _mm256_broadcast_ss(p + j), p1 = _mm256_broadcast_ss(p + j + 1);
-        for (int c = 0; c < 4; ++c) x[c] = _mm256_fmadd_ps(p0, ld8(vt + 8 * c), x[c]);
-        for (int c = 0; c < 4; ++c) y[c] = _mm256_fmadd_ps(p1, ld8(vt + stride + 8 * c), y[c]);
-      }
-      if (j < cn) {
-        const __m256 p0 = _mm256_broadcast_ss(p + j);
-        for (int c = 0; c < 4; ++c) x[c] = _mm256_fmadd_ps(p0, ld8(vt + 8 * c), x[c]);
-      }
-      for (int c = 0; c < 4; ++c) _mm256_storeu_ps(acc + d + 8 * c, _mm256_add_ps(x[c], y[c]));
-    }
-    if (d < hd) {  // hd % 32 == 16
-      __m256 x0 = _mm256_loadu_ps(acc + d), x1 = _mm256_loadu_ps(acc + d + 8);
-      __m256 y0 = _mm256_setzero_ps(), y1 = y0;
-      const T* vt = v0 + d;
-      int j = 0;
-      for (; j + 2 <= cn; j += 2, vt += 2 * stride) {
-        const __m256 p0 = _mm256_broadcast_ss(p + j), p1 = _mm256_broadcast_ss(p + j + 1);
-        x0 = _mm256_fmadd_ps(p0, ld8(vt), x0);
-        x1 = _mm256_fmadd_ps(p0, ld8(vt + 8), x1);
-        y0 = _mm256_fmadd_ps(p1, ld8(vt + stride), y0);
-        y1 = _mm256_fmadd_ps(p1, ld8(vt + stride + 8), y1);
-      }
-      if (j < cn) {
-        const __m256 p0 = _mm256_broadcast_ss(p + j);
-        x0 = _mm256_fmadd_ps(p0, ld8(vt), x0);
-        x1 = _mm256_fmadd_ps(p0, ld8(vt + 8), x1);
-      }
-      _mm256_storeu_ps(acc + d, _mm256_add_ps(x0, y0));
-      _mm256_storeu_ps(acc + d + 8, _mm256_add_ps(x1, y1));
-    }
+  PLLM_AI void vrow(int t, int d, __m256* x, float&, float&) const {
+    const T* vt = v + t * stride + d;
+    x[0] = ld8(vt);
+    x[1] = ld8(vt + 8);
+  }
+
+  void accumulate(int t0, const float* p, int cn, int n_q, AttnAccum* a) const {
+    accumulate_heads(*this, t0, p, cn, n_q, hd, a);
   }
 };
 
@@ -201,8 +256,9 @@ PLLM_AI __m256 i8x8_to_ps(const int8_t* p) {
 }
 
 struct Q8Src {
-  const int8_t* qi;  // query codes (32-byte aligned)
-  const float* dq;   // query scale per group
+  static constexpr bool kScaled = true, kAffine = false;
+  const int8_t* qi;  // query codes, head h at qi + h * 256 (32-byte aligned)
+  const float* dq;   // query scale per head and group, [h * 4 + g]
   const int8_t* k;
   const float* ks;
   const int8_t* v;
@@ -210,52 +266,45 @@ struct Q8Src {
   int64_t stride, sstride;
   int hd;
 
-  PLLM_AI __m256 scores8(int t0, const int* row) const {
+  PLLM_AI void scores8(int t0, const int* row, int n_q, float* s) const {
     const int8_t* kr[8];
     for (int i = 0; i < 8; ++i) kr[i] = k + (t0 + row[i]) * stride;
     const __m256i sidx =
         _mm256_mullo_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row)), _mm256_set1_epi32(int32_t(sstride)));
     const float* ks0 = ks + t0 * sstride;
-    __m256 s = _mm256_setzero_ps();
-    for (int g = 0; g < hd / kKvQ8Group; ++g) {
-      const int8_t* qg = qi + g * kKvQ8Group;
-      const __m256i q0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(qg));
-      const __m256i q1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(qg + 32));
-      __m256i acc[8];
+    const int ng = hd / kKvQ8Group;
+    __m256 dk[256 / kKvQ8Group];  // key scales of the block, per group
+    for (int g = 0; g < ng; ++g) dk[g] = _mm256_i32gather_ps(ks0 + g, sidx, 4);
+    for (int h = 0; h < n_q; ++h) {
+      __m256 sc = _mm256_setzero_ps();
+      for (int g = 0; g < ng; ++g) {
+        const int8_t* qg = qi + h * 256 + g * kKvQ8Group;
+        const __m256i q0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(qg));
+        const __m256i q1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(qg + 32));
+        __m256i acc[8];
 #pragma GCC unroll 8
-      for (int i = 0; i < 8; ++i) {
-        const int8_t* kg = kr[i] + g * kKvQ8Group;
-        acc[i] = _mm256_add_epi32(dot32_i8(q0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kg))),
-                                  dot32_i8(q1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kg + 32))));
+        for (int i = 0; i < 8; ++i) {
+          const int8_t* kg = kr[i] + g * kKvQ8Group;
+          acc[i] = _mm256_add_epi32(dot32_i8(q0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kg))),
+                                    dot32_i8(q1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kg + 32))));
+        }
+        sc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8i(acc)), _mm256_mul_ps(dk[g], _mm256_set1_ps(dq[h * 4 + g])),
+                             sc);
       }
-      const __m256 dk = _mm256_i32gather_ps(ks0 + g, sidx, 4);
-      s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8i(acc)), _mm256_mul_ps(dk, _mm256_set1_ps(dq[g])), s);
+      _mm256_store_ps(s + h * kChunk, sc);
     }
-    return s;
   }
 
-  // Half a group (32 dims, four registers) x two tokens per step.
-  PLLM_AI void accumulate(int t0, const float* p, int cn, float* acc) const {
-    for (int d = 0; d < hd; d += 32) {
-      const int g = d / kKvQ8Group;
-      __m256 x[4], y[4];
-      for (int c = 0; c < 4; ++c) x[c] = _mm256_loadu_ps(acc + d + 8 * c), y[c] = _mm256_setzero_ps();
-      const int8_t* vt = v + t0 * stride + d;
-      const float* st = vs + t0 * sstride + g;
-      int j = 0;
-      for (; j + 2 <= cn; j += 2, vt += 2 * stride, st += 2 * sstride) {
-        const __m256 w0 = _mm256_set1_ps(p[j] * st[0]), w1 = _mm256_set1_ps(p[j + 1] * st[sstride]);
-        for (int c = 0; c < 4; ++c) {
-          x[c] = _mm256_fmadd_ps(w0, i8x8_to_ps(vt + 8 * c), x[c]);
-          y[c] = _mm256_fmadd_ps(w1, i8x8_to_ps(vt + stride + 8 * c), y[c]);
-        }
-      }
-      if (j < cn) {
-        const __m256 w0 = _mm256_set1_ps(p[j] * st[0]);
-        for (int c = 0; c < 4; ++c) x[c] = _mm256_fmadd_ps(w0, i8x8_to_ps(vt + 8 * c), x[c]);
-      }
-      for (int c = 0; c < 4; ++c) _mm256_storeu_ps(acc + d + 8 * c, _mm256_add_ps(x[c], y[c]));
-    }
+  // 16 dims of one 64-channel group, weight p_t * scale_tg.
+  PLLM_AI void vrow(int t, int d, __m256* x, float& mul, float&) const {
+    const int8_t* vt = v + t * stride + d;
+    mul = vs[t * sstride + d / kKvQ8Group];
+    x[0] = i8x8_to_ps(vt);
+    x[1] = i8x8_to_ps(vt + 8);
+  }
+
+  void accumulate(int t0, const float* p, int cn, int n_q, AttnAccum* a) const {
+    accumulate_heads(*this, t0, p, cn, n_q, hd, a);
   }
 };
 
@@ -272,124 +321,132 @@ PLLM_AI void q4_decode32(const uint8_t* p, __m256* c) {
 }
 
 struct Q4Src {
-  const float* qp;  // q_c * k_scale_c (32-byte aligned)
-  float bias;       // sum_c q_c * k_min_c
+  static constexpr bool kScaled = true, kAffine = true;
+  const float* qp;    // q_c * k_scale_c per head, qp + h * hd (32-byte aligned)
+  const float* bias;  // sum_c q_c * k_min_c per head
   const KvQ4GroupView* g;
   int hd;
   int base;  // group token of the segment's first token
 
-  PLLM_AI __m256 scores8(int t0, const int* row) const {
+  PLLM_AI void scores8(int t0, const int* row, int n_q, float* s) const {
     t0 += base;
     const uint8_t* kr[8];
     for (int i = 0; i < 8; ++i) kr[i] = g->k_codes + (t0 + row[i]) * g->code_stride;
-    __m256 acc[8];
-    for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_ps();
-    for (int b = 0; b < hd / 32; ++b) {
-      const float* qb = qp + 32 * b;
+    if (n_q == 1) {  // decode inside the dot product
+      __m256 acc[8];
+      for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_ps();
+      for (int b = 0; b < hd / 32; ++b) {
+        const float* qb = qp + 32 * b;
 #pragma GCC unroll 8
-      for (int i = 0; i < 8; ++i) {
-        __m256 c[4];
-        q4_decode32(kr[i] + 16 * b, c);
-        __m256 x = _mm256_fmadd_ps(_mm256_load_ps(qb), c[0], acc[i]);
-        x = _mm256_fmadd_ps(_mm256_load_ps(qb + 8), c[1], x);
-        x = _mm256_fmadd_ps(_mm256_load_ps(qb + 16), c[2], x);
-        acc[i] = _mm256_fmadd_ps(_mm256_load_ps(qb + 24), c[3], x);
-      }
-    }
-    return _mm256_add_ps(reduce8(acc), _mm256_set1_ps(bias));
-  }
-
-  PLLM_AI void accumulate(int t0, const float* p, int cn, float* acc) const {
-    t0 += base;
-    for (int b = 0; b < hd / 32; ++b) {
-      __m256 x[4], y[4];
-      for (int c = 0; c < 4; ++c) x[c] = _mm256_loadu_ps(acc + 32 * b + 8 * c), y[c] = _mm256_setzero_ps();
-      float bias = 0.0f;  // sum_t p_t * min_tb, added once for the block
-      int j = 0;
-      for (; j + 2 <= cn; j += 2) {
-        const int64_t t = t0 + j;
-        const uint16_t* sc = g->v_scale + t * g->vs_stride + b;
-        const uint16_t* mn = g->v_min + t * g->vs_stride + b;
-        const __m256 w0 = _mm256_set1_ps(p[j] * h2f(sc[0])), w1 = _mm256_set1_ps(p[j + 1] * h2f(sc[g->vs_stride]));
-        bias += p[j] * h2f(mn[0]) + p[j + 1] * h2f(mn[g->vs_stride]);
-        __m256 c0[4], c1[4];
-        q4_decode32(g->v_codes + t * g->code_stride + 16 * b, c0);
-        q4_decode32(g->v_codes + (t + 1) * g->code_stride + 16 * b, c1);
-        for (int c = 0; c < 4; ++c) {
-          x[c] = _mm256_fmadd_ps(w0, c0[c], x[c]);
-          y[c] = _mm256_fmadd_ps(w1, c1[c], y[c]);
+        for (int i = 0; i < 8; ++i) {
+          __m256 c[4];
+          q4_decode32(kr[i] + 16 * b, c);
+          __m256 x = _mm256_fmadd_ps(_mm256_load_ps(qb), c[0], acc[i]);
+          x = _mm256_fmadd_ps(_mm256_load_ps(qb + 8), c[1], x);
+          x = _mm256_fmadd_ps(_mm256_load_ps(qb + 16), c[2], x);
+          acc[i] = _mm256_fmadd_ps(_mm256_load_ps(qb + 24), c[3], x);
         }
       }
-      if (j < cn) {
-        const int64_t t = t0 + j;
-        const __m256 w0 = _mm256_set1_ps(p[j] * h2f(g->v_scale[t * g->vs_stride + b]));
-        bias += p[j] * h2f(g->v_min[t * g->vs_stride + b]);
-        __m256 c0[4];
-        q4_decode32(g->v_codes + t * g->code_stride + 16 * b, c0);
-        for (int c = 0; c < 4; ++c) x[c] = _mm256_fmadd_ps(w0, c0[c], x[c]);
-      }
-      const __m256 vb = _mm256_set1_ps(bias);
-      for (int c = 0; c < 4; ++c) _mm256_storeu_ps(acc + 32 * b + 8 * c, _mm256_add_ps(_mm256_add_ps(x[c], y[c]), vb));
+      _mm256_store_ps(s, _mm256_add_ps(reduce8(acc), _mm256_set1_ps(bias[0])));
+      return;
     }
+    alignas(32) float tile[8 * 256];  // the block's key codes as f32, decoded once for all heads
+    const float* tr[8];
+    for (int i = 0; i < 8; ++i) {
+      for (int b = 0; b < hd / 32; ++b) {
+        __m256 c[4];
+        q4_decode32(kr[i] + 16 * b, c);
+        for (int e = 0; e < 4; ++e) _mm256_store_ps(tile + i * hd + 32 * b + 8 * e, c[e]);
+      }
+      tr[i] = tile + i * hd;
+    }
+    for (int h = 0; h < n_q; ++h)
+      _mm256_store_ps(s + h * kChunk, _mm256_add_ps(dot8(qp + h * hd, tr, hd), _mm256_set1_ps(bias[h])));
+  }
+
+  // 16 channels of one 32-channel block (low nibbles for its first half, high for the
+  // second), weight p_t * scale_tb, plus p_t * min_tb.
+  PLLM_AI void vrow(int t, int d, __m256* x, float& mul, float& add) const {
+    const int64_t tt = base + t;
+    const int b = d / 32;
+    mul = h2f(g->v_scale[tt * g->vs_stride + b]);
+    add = h2f(g->v_min[tt * g->vs_stride + b]);
+    __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g->v_codes + tt * g->code_stride + 16 * b));
+    if (d & 16) c = _mm_srli_epi16(c, 4);
+    c = _mm_and_si128(c, _mm_set1_epi8(0x0F));
+    x[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(c));
+    x[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(c, c)));
+  }
+
+  void accumulate(int t0, const float* p, int cn, int n_q, AttnAccum* a) const {
+    accumulate_heads(*this, t0, p, cn, n_q, hd, a);
   }
 };
 
-void attn_seg_f32(const float* q, const float* k, const float* v, int64_t stride, int n, int hd, float scale,
-                  AttnAccum& a) {
+void attn_seg_f32(const float* q, int n_q, const float* k, const float* v, int64_t stride, int n, int hd,
+                  float scale, AttnAccum* a) {
   if (n <= 0) return;
-  fold_segment(PlainSrc<float>{q, k, v, stride, hd}, n, hd, scale, a);
+  fold_segment(PlainSrc<float>{q, k, v, stride, hd}, n_q, n, hd, scale, a);
 }
 
-void attn_seg_f16(const float* q, const uint16_t* k, const uint16_t* v, int64_t stride, int n, int hd, float scale,
-                  AttnAccum& a) {
+void attn_seg_f16(const float* q, int n_q, const uint16_t* k, const uint16_t* v, int64_t stride, int n, int hd,
+                  float scale, AttnAccum* a) {
   if (n <= 0) return;
-  fold_segment(PlainSrc<uint16_t>{q, k, v, stride, hd}, n, hd, scale, a);
+  fold_segment(PlainSrc<uint16_t>{q, k, v, stride, hd}, n_q, n, hd, scale, a);
 }
 
-void attn_seg_q8(const float* q, const int8_t* k, const float* k_scale, const int8_t* v, const float* v_scale,
-                 int64_t stride, int64_t scale_stride, int n, int hd, float scale, AttnAccum& a) {
+void attn_seg_q8(const float* q, int n_q, const int8_t* k, const float* k_scale, const int8_t* v,
+                 const float* v_scale, int64_t stride, int64_t scale_stride, int n, int hd, float scale,
+                 AttnAccum* a) {
   if (n <= 0) return;
-  // The query in the cache's format, as kv_quantize_q8 does it: scale amax / 127 (a true
+  // Each query in the cache's format, as kv_quantize_q8 does it: scale amax / 127 (a true
   // division), codes round-to-nearest-even of q / scale (cvtps2dq, default MXCSR mode),
   // an all-zero group gets codes 0.
-  alignas(32) int8_t qi[256];
-  float dq[256 / kKvQ8Group];
+  alignas(32) int8_t qi[kMaxQ * 256];
+  float dq[kMaxQ * 4];
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  for (int g = 0; g < hd / kKvQ8Group; ++g) {
-    __m256 x[8], amax = _mm256_setzero_ps();
-    for (int c = 0; c < 8; ++c) {
-      x[c] = _mm256_loadu_ps(q + g * kKvQ8Group + 8 * c);
-      amax = _mm256_max_ps(amax, _mm256_and_ps(x[c], absmask));
-    }
-    const float s = hmax(amax) / 127.0f;
-    dq[g] = s;
-    for (int c = 0; c < 8; c += 2) {
-      __m256i c0 = _mm256_setzero_si256(), c1 = c0;
-      if (s != 0.0f) {
-        const __m256 vs = _mm256_set1_ps(s);
-        c0 = _mm256_cvtps_epi32(_mm256_div_ps(x[c], vs));
-        c1 = _mm256_cvtps_epi32(_mm256_div_ps(x[c + 1], vs));
+  for (int h = 0; h < n_q; ++h)
+    for (int g = 0; g < hd / kKvQ8Group; ++g) {
+      const float* qg = q + h * hd + g * kKvQ8Group;
+      __m256 x[8], amax = _mm256_setzero_ps();
+      for (int c = 0; c < 8; ++c) {
+        x[c] = _mm256_loadu_ps(qg + 8 * c);
+        amax = _mm256_max_ps(amax, _mm256_and_ps(x[c], absmask));
       }
-      // int32 -> int8 with saturation, then clamp to the symmetric range [-127, 127].
-      const __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(c0, c1), 0xD8);  // 16 x int16, in order
-      __m128i b = _mm_packs_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
-      b = _mm_max_epi8(b, _mm_set1_epi8(-127));
-      _mm_store_si128(reinterpret_cast<__m128i*>(qi + g * kKvQ8Group + 8 * c), b);
+      const float s = hmax(amax) / 127.0f;
+      dq[h * 4 + g] = s;
+      for (int c = 0; c < 8; c += 2) {
+        __m256i c0 = _mm256_setzero_si256(), c1 = c0;
+        if (s != 0.0f) {
+          const __m256 vs = _mm256_set1_ps(s);
+          c0 = _mm256_cvtps_epi32(_mm256_div_ps(x[c], vs));
+          c1 = _mm256_cvtps_epi32(_mm256_div_ps(x[c + 1], vs));
+        }
+        // int32 -> int8 with saturation, then clamp to the symmetric range [-127, 127].
+        const __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(c0, c1), 0xD8);  // 16 x int16, in order
+        __m128i b = _mm_packs_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+        b = _mm_max_epi8(b, _mm_set1_epi8(-127));
+        _mm_store_si128(reinterpret_cast<__m128i*>(qi + h * 256 + g * kKvQ8Group + 8 * c), b);
+      }
     }
-  }
-  fold_segment(Q8Src{qi, dq, k, k_scale, v, v_scale, stride, scale_stride, hd}, n, hd, scale, a);
+  fold_segment(Q8Src{qi, dq, k, k_scale, v, v_scale, stride, scale_stride, hd}, n_q, n, hd, scale, a);
 }
 
-void attn_seg_q4(const float* q, const KvQ4GroupView& g, int t0, int t1, int hd, float scale, AttnAccum& a) {
+void attn_seg_q4(const float* q, int n_q, const KvQ4GroupView& g, int t0, int t1, int hd, float scale,
+                 AttnAccum* a) {
   if (t1 <= t0) return;
-  alignas(32) float qp[256];
-  __m256 vb = _mm256_setzero_ps();
-  for (int d = 0; d < hd; d += 8) {
-    const __m256 qd = _mm256_loadu_ps(q + d);
-    _mm256_store_ps(qp + d, _mm256_mul_ps(qd, ld8(g.k_scale + d)));
-    vb = _mm256_fmadd_ps(qd, ld8(g.k_min + d), vb);
+  alignas(32) float qp[kMaxQ * 256];
+  float bias[kMaxQ];
+  for (int h = 0; h < n_q; ++h) {
+    __m256 vb = _mm256_setzero_ps();
+    for (int d = 0; d < hd; d += 8) {
+      const __m256 qd = _mm256_loadu_ps(q + h * hd + d);
+      _mm256_store_ps(qp + h * hd + d, _mm256_mul_ps(qd, ld8(g.k_scale + d)));
+      vb = _mm256_fmadd_ps(qd, ld8(g.k_min + d), vb);
+    }
+    bias[h] = hsum(vb);
   }
-  fold_segment(Q4Src{qp, hsum(vb), &g, hd, t0}, t1 - t0, hd, scale, a);
+  fold_segment(Q4Src{qp, bias, &g, hd, t0}, n_q, t1 - t0, hd, scale, a);
 }
 
 #undef PLLM_AI

@@ -1,21 +1,24 @@
 // AVX-512 (F, BW, VL, VNNI) KV-cache segment kernels (KernelTable::attn_seg_*): the
-// chunked online softmax of generic/attention_kv_scalar.cpp, with every cache format
-// decoded in registers while the segment is streamed once.
+// chunked online softmax of generic/attention_kv_scalar.cpp for n_q query heads sharing
+// one kv head, every cache format decoded in registers while the segment is streamed once.
 //
-// Per chunk of kChunk tokens: (1) scores 16 tokens at a time, one 16-lane accumulator
-// per token (16 independent chains) and one transpose-reduction for all sixteen, so
-// the horizontal sums cost < 3 shuffles+adds per token; a partial last block re-reads
-// the chunk's last row (never reads past the segment) and masks those lanes to -inf;
-// (2) the chunk maximum and at most one rescale of acc and l; (3) p = exp(s - m), a
-// 16-lane Cephes polynomial; (4) acc += p_t v_t in blocks of 64 (f32/f16/q8) or 32 (q4)
-// output dims, two tokens per step.
-//   q8: the query is quantised once per call exactly like kv_quantize_q8; q.k per group
+// Per chunk of kChunk tokens: (1) scores 16 tokens at a time for every head, one 16-lane
+// accumulator per token (16 independent chains) and one transpose-reduction for all
+// sixteen; with several heads the block's key rows are decoded once into a small f32
+// tile (f16, q4; f32 rows and q8 codes are read in place, L1-resident after the first
+// head); a partial last block re-reads the chunk's last row (never reads past the
+// segment) and its lanes are masked to -inf; (2) per head the chunk maximum and at most
+// one rescale of acc and l; (3) p = exp(s - m), a 16-lane Cephes polynomial; (4) acc_h +=
+// p_ht v_t in blocks of 64 (f32/f16/q8) or 32 (q4) output dims for up to 4 heads at
+// once: each value row is decoded once per block of heads (two tokens per step when the
+// heads' accumulators leave room for a second set of chains).
+//   q8: each query is quantised once per call exactly like kv_quantize_q8; q.k per group
 //       is VPDPBUSD of (k XOR 0x80) as unsigned bytes with the signed query codes, i.e.
-//       q.k + 128 * sum(q), corrected by the per-call constant: exact in int32.
+//       q.k + 128 * sum(q), corrected by the per-head constant: exact in int32.
 //       Values: acc += (p_t * scale_tg) * code.
 //   q4: keys as q'.code + bias with q'_c = q_c * k_scale_c and bias = sum q_c * k_min_c
-//       computed once per call; values as acc += (p_t * scale_tb) * code per token and
-//       sum_t p_t * min_tb added once per 32-channel block.
+//       computed once per call and head; values as acc += (p_t * scale_tb) * code per
+//       token and sum_t p_t * min_tb added once per 32-channel block.
 //
 // As in avx512.cpp: anonymous namespace only, no shared inline functions.
 #include <immintrin.h>
@@ -32,6 +35,8 @@ namespace {
 #define PLLM_AI inline __attribute__((always_inline))
 
 constexpr int kChunk = 64;  // tokens per online-softmax step (multiple of 16)
+constexpr int kMaxQ = 16;   // query heads per call
+constexpr int kHeadBlock = 4;  // heads whose accumulators are held in registers together
 
 PLLM_AI __m512 ld16(const float* p) { return _mm512_loadu_ps(p); }
 PLLM_AI __m512 ld16(const uint16_t* p) {
@@ -91,117 +96,182 @@ PLLM_AI __m512i reduce16i(const __m512i* v) {
   return _mm512_add_epi32(_mm512_shuffle_i32x4(y0, y1, 0x88), _mm512_shuffle_i32x4(y0, y1, 0xDD));
 }
 
-// Token rows of a 16-token score block starting at chunk token j: rows past the chunk's
-// last token cn - 1 repeat it (their scores are masked off).
-PLLM_AI void block_rows(int j, int cn, int* row) {
-  for (int i = 0; i < 16; ++i) row[i] = j + i < cn ? j + i : cn - 1;
+// Lane i = q . row i over hd dims (rows of f32 or f16), one chain per row.
+template <class T>
+PLLM_AI __m512 dot16(const float* q, const T* const* kr, int hd) {
+  __m512 acc[16];
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+  for (int d = 0; d < hd; d += 16) {
+    const __m512 qd = _mm512_loadu_ps(q + d);
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) acc[i] = _mm512_fmadd_ps(qd, ld16(kr[i] + d), acc[i]);
+  }
+  return reduce16(acc);
 }
 
-// The chunked online softmax over n tokens. Src::scores16(t, row, out) returns the
-// unscaled scores of tokens t + row[i]; Src::accumulate(t, p, cn, acc) adds
-// sum_{j < cn} p[j] v_{t+j} to acc.
+// The chunked online softmax over n tokens for n_q heads. Src::scores16(t, row, n_q, s)
+// stores the unscaled scores of tokens t + row[i] for head h at s[h * kChunk + i];
+// Src::accumulate(t, p, cn, n_q, a) adds sum_{j < cn} p[h * kChunk + j] v_{t+j} to a[h].acc.
 template <class Src>
-PLLM_AI void fold_segment(const Src& src, int n, int hd, float scale, AttnAccum& a) {
-  alignas(64) float s[kChunk];
-  float m = a.m, l = a.l;
+PLLM_AI void fold_segment(const Src& src, int n_q, int n, int hd, float scale, AttnAccum* a) {
+  alignas(64) float s[kMaxQ * kChunk];
   const __m512 vscale = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-INFINITY);
   for (int t0 = 0; t0 < n; t0 += kChunk) {
     const int cn = n - t0 < kChunk ? n - t0 : kChunk;
-    const int cn16 = (cn + 15) & ~15;
-    __m512 vm = ninf;
     for (int j = 0; j < cn; j += 16) {
-      int row[16];
-      block_rows(j, cn, row);
-      __m512 sc = _mm512_mul_ps(src.scores16(t0, row), vscale);
-      const __mmask16 valid = cn - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (cn - j)) - 1);
-      sc = _mm512_mask_mov_ps(ninf, valid, sc);
-      _mm512_store_ps(s + j, sc);
-      vm = _mm512_max_ps(vm, sc);
+      int row[16];  // rows past the chunk's last token cn - 1 repeat it (their scores are masked off)
+      for (int i = 0; i < 16; ++i) row[i] = j + i < cn ? j + i : cn - 1;
+      src.scores16(t0, row, n_q, s + j);
     }
-    const float cm = _mm512_reduce_max_ps(vm);
-    if (cm > m) {  // new running maximum: rescale once per chunk (exp(-inf) = 0 at the start)
-      const float r = std::exp(m - cm);
-      const __m512 vr = _mm512_set1_ps(r);
-      for (int d = 0; d < hd; d += 16) _mm512_storeu_ps(a.acc + d, _mm512_mul_ps(_mm512_loadu_ps(a.acc + d), vr));
-      l *= r;
-      m = cm;
+    for (int h = 0; h < n_q; ++h) {
+      AttnAccum& A = a[h];
+      float* sh = s + h * kChunk;
+      __m512 vm = ninf;
+      for (int j = 0; j < cn; j += 16) {
+        const __mmask16 valid = cn - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (cn - j)) - 1);
+        const __m512 sc = _mm512_mask_mov_ps(ninf, valid, _mm512_mul_ps(_mm512_load_ps(sh + j), vscale));
+        _mm512_store_ps(sh + j, sc);
+        vm = _mm512_max_ps(vm, sc);
+      }
+      const float cm = _mm512_reduce_max_ps(vm);
+      if (cm > A.m) {  // new running maximum: rescale once per chunk (exp(-inf) = 0 at the start)
+        const float r = std::exp(A.m - cm);
+        const __m512 vr = _mm512_set1_ps(r);
+        for (int d = 0; d < hd; d += 16) _mm512_storeu_ps(A.acc + d, _mm512_mul_ps(_mm512_loadu_ps(A.acc + d), vr));
+        A.l *= r;
+        A.m = cm;
+      }
+      const __m512 vmax = _mm512_set1_ps(A.m);
+      __m512 vl = _mm512_setzero_ps();
+      for (int j = 0; j < cn; j += 16) {
+        const __m512 p = exp_neg(_mm512_sub_ps(_mm512_load_ps(sh + j), vmax));
+        _mm512_store_ps(sh + j, p);
+        vl = _mm512_add_ps(vl, p);
+      }
+      A.l += _mm512_reduce_add_ps(vl);
     }
-    const __m512 vmax = _mm512_set1_ps(m);
-    __m512 vl = _mm512_setzero_ps();
-    for (int j = 0; j < cn16; j += 16) {
-      const __m512 p = exp_neg(_mm512_sub_ps(_mm512_load_ps(s + j), vmax));
-      _mm512_store_ps(s + j, p);
-      vl = _mm512_add_ps(vl, p);
-    }
-    l += _mm512_reduce_add_ps(vl);
-    src.accumulate(t0, s, cn, a.acc);
+    src.accumulate(t0, s, cn, n_q, a);
   }
-  a.m = m;
-  a.l = l;
+}
+
+// acc_h[d, d + 16 NV) += sum_{j < cn} w_hj v_{t0+j}[d, ...) for H heads (p + h * kChunk,
+// a[h]). Src::vrow(t, d, v, mul, add): token t's dims d.. as NV registers of codes with
+// v = mul * codes + add (plain rows: codes = values, mul and add unused); the weight of
+// head h is then p_h * mul and sum p_h * add is added once at the end. Each row is
+// decoded once for the H heads; U tokens per step give independent FMA chains.
+template <int NV, int H, class Src>
+void acc_block(const Src& src, int t0, int d, const float* p, int cn, AttnAccum* a) {
+  constexpr int U = H * NV <= 8 ? 2 : 1;
+  __m512 x[U][H][NV];
+  float bias[H];
+  for (int h = 0; h < H; ++h) {
+    bias[h] = 0.0f;
+    for (int c = 0; c < NV; ++c) {
+      x[0][h][c] = _mm512_loadu_ps(a[h].acc + d + 16 * c);
+      for (int u = 1; u < U; ++u) x[u][h][c] = _mm512_setzero_ps();
+    }
+  }
+  int j = 0;
+  for (; j + U <= cn; j += U) {
+#pragma GCC unroll 2
+    for (int u = 0; u < U; ++u) {
+      __m512 v[NV];
+      float mul, add;
+      src.template vrow<NV>(t0 + j + u, d, v, mul, add);
+      for (int h = 0; h < H; ++h) {
+        float w = p[h * kChunk + j + u];
+        if constexpr (Src::kAffine) bias[h] += w * add;
+        if constexpr (Src::kScaled) w *= mul;
+        const __m512 vw = _mm512_set1_ps(w);
+        for (int c = 0; c < NV; ++c) x[u][h][c] = _mm512_fmadd_ps(vw, v[c], x[u][h][c]);
+      }
+    }
+  }
+  for (; j < cn; ++j) {
+    __m512 v[NV];
+    float mul, add;
+    src.template vrow<NV>(t0 + j, d, v, mul, add);
+    for (int h = 0; h < H; ++h) {
+      float w = p[h * kChunk + j];
+      if constexpr (Src::kAffine) bias[h] += w * add;
+      if constexpr (Src::kScaled) w *= mul;
+      const __m512 vw = _mm512_set1_ps(w);
+      for (int c = 0; c < NV; ++c) x[0][h][c] = _mm512_fmadd_ps(vw, v[c], x[0][h][c]);
+    }
+  }
+  for (int h = 0; h < H; ++h)
+    for (int c = 0; c < NV; ++c) {
+      __m512 r = x[0][h][c];
+      for (int u = 1; u < U; ++u) r = _mm512_add_ps(r, x[u][h][c]);
+      if constexpr (Src::kAffine) r = _mm512_add_ps(r, _mm512_set1_ps(bias[h]));
+      _mm512_storeu_ps(a[h].acc + d + 16 * c, r);
+    }
+}
+
+// Dims [d, d + 16 NV) for all n_q heads, kHeadBlock heads at a time.
+template <int NV, class Src>
+PLLM_AI void acc_heads(const Src& src, int t0, int d, const float* p, int cn, int n_q, AttnAccum* a) {
+  int h = 0;
+  for (; h + kHeadBlock <= n_q; h += kHeadBlock) acc_block<NV, kHeadBlock>(src, t0, d, p + h * kChunk, cn, a + h);
+  switch (n_q - h) {
+    case 1: acc_block<NV, 1>(src, t0, d, p + h * kChunk, cn, a + h); break;
+    case 2: acc_block<NV, 2>(src, t0, d, p + h * kChunk, cn, a + h); break;
+    case 3: acc_block<NV, 3>(src, t0, d, p + h * kChunk, cn, a + h); break;
+    default: break;
+  }
 }
 
 // ---- f32 / f16 rows ----
 template <class T>
 struct PlainSrc {
-  const float* q;
+  static constexpr bool kScaled = false, kAffine = false;
+  const float* q;  // n_q heads, q + h * hd
   const T* k;
   const T* v;
   int64_t stride;
   int hd;
 
-  PLLM_AI __m512 scores16(int t0, const int* row) const {
+  PLLM_AI void scores16(int t0, const int* row, int n_q, float* s) const {
     const T* kr[16];
     for (int i = 0; i < 16; ++i) kr[i] = k + (t0 + row[i]) * stride;
-    __m512 acc[16];
-    for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
-    for (int d = 0; d < hd; d += 16) {
-      const __m512 qd = _mm512_loadu_ps(q + d);
-#pragma GCC unroll 16
-      for (int i = 0; i < 16; ++i) acc[i] = _mm512_fmadd_ps(qd, ld16(kr[i] + d), acc[i]);
+    if (sizeof(T) == sizeof(float) || n_q == 1) {  // rows read in place
+      for (int h = 0; h < n_q; ++h) _mm512_store_ps(s + h * kChunk, dot16(q + h * hd, kr, hd));
+      return;
     }
-    return reduce16(acc);
+    alignas(64) float tile[16 * 256];  // the block's keys decoded once for all heads
+    const float* tr[16];
+    for (int i = 0; i < 16; ++i) {
+      for (int d = 0; d < hd; d += 16) _mm512_store_ps(tile + i * hd + d, ld16(kr[i] + d));
+      tr[i] = tile + i * hd;
+    }
+    for (int h = 0; h < n_q; ++h) _mm512_store_ps(s + h * kChunk, dot16(q + h * hd, tr, hd));
   }
 
-  // acc[0..hd) += sum_{j < cn} p[j] * v_{t0+j}: blocks of 64 dims x two tokens
-  // (eight FMA chains), then single 16-dim registers for the rest.
-  PLLM_AI void accumulate(int t0, const float* p, int cn, float* acc) const {
-    const T* v0 = v + t0 * stride;
+  template <int NV>
+  PLLM_AI void vrow(int t, int d, __m512* x, float&, float&) const {
+    const T* vt = v + t * stride + d;
+    for (int c = 0; c < NV; ++c) x[c] = ld16(vt + 16 * c);
+  }
+
+  // Blocks of 64 dims, then the rest (hd % 64 in {16, 32, 48}).
+  void accumulate(int t0, const float* p, int cn, int n_q, AttnAccum* a) const {
     int d = 0;
-    for (; d + 64 <= hd; d += 64) {
-      __m512 x[4], y[4];
-      for (int c = 0; c < 4; ++c) x[c] = _mm512_loadu_ps(acc + d + 16 * c), y[c] = _mm512_setzero_ps();
-      const T* vt = v0 + d;
-      int j = 0;
-      for (; j + 2 <= cn; j += 2, vt += 2 * stride) {
-        const __m512 p0 = _mm512_set1_ps(p[j]), p1 = _mm512_set1_ps(p[j + 1]);
-        for (int c = 0; c < 4; ++c) x[c] = _mm512_fmadd_ps(p0, ld16(vt + 16 * c), x[c]);
-        for (int c = 0; c < 4; ++c) y[c] = _mm512_fmadd_ps(p1, ld16(vt + stride + 16 * c), y[c]);
-      }
-      if (j < cn) {
-        const __m512 p0 = _mm512_set1_ps(p[j]);
-        for (int c = 0; c < 4; ++c) x[c] = _mm512_fmadd_ps(p0, ld16(vt + 16 * c), x[c]);
-      }
-      for (int c = 0; c < 4; ++c) _mm512_storeu_ps(acc + d + 16 * c, _mm512_add_ps(x[c], y[c]));
-    }
-    for (; d < hd; d += 16) {
-      __m512 x = _mm512_loadu_ps(acc + d), y = _mm512_setzero_ps();
-      const T* vt = v0 + d;
-      int j = 0;
-      for (; j + 2 <= cn; j += 2, vt += 2 * stride) {
-        x = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), ld16(vt), x);
-        y = _mm512_fmadd_ps(_mm512_set1_ps(p[j + 1]), ld16(vt + stride), y);
-      }
-      if (j < cn) x = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), ld16(vt), x);
-      _mm512_storeu_ps(acc + d, _mm512_add_ps(x, y));
+    for (; d + 64 <= hd; d += 64) acc_heads<4>(*this, t0, d, p, cn, n_q, a);
+    switch ((hd - d) / 16) {
+      case 1: acc_heads<1>(*this, t0, d, p, cn, n_q, a); break;
+      case 2: acc_heads<2>(*this, t0, d, p, cn, n_q, a); break;
+      case 3: acc_heads<3>(*this, t0, d, p, cn, n_q, a); break;
+      default: break;
     }
   }
 };
 
 // ---- q8 ----
 struct Q8Src {
-  const int8_t* qi;      // query codes (64-byte aligned)
-  const float* dq;       // query scale per group
-  const int32_t* corr;   // 128 * sum of the query codes per group
+  static constexpr bool kScaled = true, kAffine = false;
+  const int8_t* qi;     // query codes, head h at qi + h * 256 (64-byte aligned)
+  const float* dq;      // query scale per head and group, [h * 4 + g]
+  const int32_t* corr;  // 128 * sum of the query codes per head and group
   const int8_t* k;
   const float* ks;
   const int8_t* v;
@@ -209,56 +279,43 @@ struct Q8Src {
   int64_t stride, sstride;
   int hd;
 
-  PLLM_AI __m512 scores16(int t0, const int* row) const {
+  PLLM_AI void scores16(int t0, const int* row, int n_q, float* s) const {
     const int8_t* kr[16];
     for (int i = 0; i < 16; ++i) kr[i] = k + (t0 + row[i]) * stride;
-    const __m512i vrow = _mm512_loadu_si512(row);
-    const __m512i sidx = _mm512_mullo_epi32(vrow, _mm512_set1_epi32(int32_t(sstride)));
+    const __m512i sidx = _mm512_mullo_epi32(_mm512_loadu_si512(row), _mm512_set1_epi32(int32_t(sstride)));
     const float* ks0 = ks + t0 * sstride;
+    const int ng = hd / kKvQ8Group;
+    __m512 dk[256 / kKvQ8Group];  // key scales of the block, per group
+    for (int g = 0; g < ng; ++g) dk[g] = _mm512_i32gather_ps(sidx, ks0 + g, 4);
     const __m512i flip = _mm512_set1_epi8(char(0x80));
-    __m512 s = _mm512_setzero_ps();
-    for (int g = 0; g < hd / kKvQ8Group; ++g) {
-      const __m512i qg = _mm512_load_si512(qi + g * kKvQ8Group);
-      __m512i acc[16];
+    for (int h = 0; h < n_q; ++h) {
+      __m512 sc = _mm512_setzero_ps();
+      for (int g = 0; g < ng; ++g) {
+        const __m512i qg = _mm512_load_si512(qi + h * 256 + g * kKvQ8Group);
+        __m512i acc[16];
 #pragma GCC unroll 16
-      for (int i = 0; i < 16; ++i) {
-        const __m512i kb = _mm512_xor_si512(_mm512_loadu_si512(kr[i] + g * kKvQ8Group), flip);
-        acc[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), kb, qg);
+        for (int i = 0; i < 16; ++i) {
+          const __m512i kb = _mm512_xor_si512(_mm512_loadu_si512(kr[i] + g * kKvQ8Group), flip);
+          acc[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), kb, qg);
+        }
+        const __m512i isum = _mm512_sub_epi32(reduce16i(acc), _mm512_set1_epi32(corr[h * 4 + g]));
+        sc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dk[g], _mm512_set1_ps(dq[h * 4 + g])), sc);
       }
-      const __m512i isum = _mm512_sub_epi32(reduce16i(acc), _mm512_set1_epi32(corr[g]));
-      const __m512 dk = _mm512_i32gather_ps(sidx, ks0 + g, 4);
-      s = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dk, _mm512_set1_ps(dq[g])), s);
+      _mm512_store_ps(s + h * kChunk, sc);
     }
-    return s;
   }
 
-  // One 64-channel group = four registers; two tokens per step.
-  PLLM_AI void accumulate(int t0, const float* p, int cn, float* acc) const {
-    for (int g = 0; g < hd / kKvQ8Group; ++g) {
-      const int d = g * kKvQ8Group;
-      __m512 x[4], y[4];
-      for (int c = 0; c < 4; ++c) x[c] = _mm512_loadu_ps(acc + d + 16 * c), y[c] = _mm512_setzero_ps();
-      const int8_t* vt = v + t0 * stride + d;
-      const float* st = vs + t0 * sstride + g;
-      int j = 0;
-      for (; j + 2 <= cn; j += 2, vt += 2 * stride, st += 2 * sstride) {
-        const __m512 w0 = _mm512_set1_ps(p[j] * st[0]), w1 = _mm512_set1_ps(p[j + 1] * st[sstride]);
-        for (int c = 0; c < 4; ++c) {
-          const __m128i b0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(vt + 16 * c));
-          const __m128i b1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(vt + stride + 16 * c));
-          x[c] = _mm512_fmadd_ps(w0, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b0)), x[c]);
-          y[c] = _mm512_fmadd_ps(w1, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b1)), y[c]);
-        }
-      }
-      if (j < cn) {
-        const __m512 w0 = _mm512_set1_ps(p[j] * st[0]);
-        for (int c = 0; c < 4; ++c) {
-          const __m128i b0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(vt + 16 * c));
-          x[c] = _mm512_fmadd_ps(w0, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b0)), x[c]);
-        }
-      }
-      for (int c = 0; c < 4; ++c) _mm512_storeu_ps(acc + d + 16 * c, _mm512_add_ps(x[c], y[c]));
-    }
+  // NV = 4: one 64-channel group, weight p_t * scale_tg.
+  template <int NV>
+  PLLM_AI void vrow(int t, int d, __m512* x, float& mul, float&) const {
+    const int8_t* vt = v + t * stride + d;
+    mul = vs[t * sstride + d / kKvQ8Group];
+    for (int c = 0; c < NV; ++c)
+      x[c] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(vt + 16 * c))));
+  }
+
+  void accumulate(int t0, const float* p, int cn, int n_q, AttnAccum* a) const {
+    for (int d = 0; d < hd; d += kKvQ8Group) acc_heads<4>(*this, t0, d, p, cn, n_q, a);
   }
 };
 
@@ -272,121 +329,124 @@ PLLM_AI void q4_decode32(const uint8_t* p, __m512& lo, __m512& hi) {
 }
 
 struct Q4Src {
-  const float* qp;  // q_c * k_scale_c (64-byte aligned)
-  float bias;       // sum_c q_c * k_min_c
+  static constexpr bool kScaled = true, kAffine = true;
+  const float* qp;    // q_c * k_scale_c per head, qp + h * hd (64-byte aligned)
+  const float* bias;  // sum_c q_c * k_min_c per head
   const KvQ4GroupView* g;
   int hd;
   int base;  // group token of the segment's first token
 
-  PLLM_AI __m512 scores16(int t0, const int* row) const {
+  PLLM_AI void scores16(int t0, const int* row, int n_q, float* s) const {
     t0 += base;
     const uint8_t* kr[16];
     for (int i = 0; i < 16; ++i) kr[i] = g->k_codes + (t0 + row[i]) * g->code_stride;
-    __m512 acc[16];
-    for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
-    for (int b = 0; b < hd / 32; ++b) {
-      const __m512 qa = _mm512_load_ps(qp + 32 * b), qb = _mm512_load_ps(qp + 32 * b + 16);
+    if (n_q == 1) {  // decode inside the dot product
+      __m512 acc[16];
+      for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+      for (int b = 0; b < hd / 32; ++b) {
+        const __m512 qa = _mm512_load_ps(qp + 32 * b), qb = _mm512_load_ps(qp + 32 * b + 16);
 #pragma GCC unroll 16
-      for (int i = 0; i < 16; ++i) {
+        for (int i = 0; i < 16; ++i) {
+          __m512 lo, hi;
+          q4_decode32(kr[i] + 16 * b, lo, hi);
+          acc[i] = _mm512_fmadd_ps(qb, hi, _mm512_fmadd_ps(qa, lo, acc[i]));
+        }
+      }
+      _mm512_store_ps(s, _mm512_add_ps(reduce16(acc), _mm512_set1_ps(bias[0])));
+      return;
+    }
+    alignas(64) float tile[16 * 256];  // the block's key codes as f32, decoded once for all heads
+    const float* tr[16];
+    for (int i = 0; i < 16; ++i) {
+      for (int b = 0; b < hd / 32; ++b) {
         __m512 lo, hi;
         q4_decode32(kr[i] + 16 * b, lo, hi);
-        acc[i] = _mm512_fmadd_ps(qb, hi, _mm512_fmadd_ps(qa, lo, acc[i]));
+        _mm512_store_ps(tile + i * hd + 32 * b, lo);
+        _mm512_store_ps(tile + i * hd + 32 * b + 16, hi);
       }
+      tr[i] = tile + i * hd;
     }
-    return _mm512_add_ps(reduce16(acc), _mm512_set1_ps(bias));
+    for (int h = 0; h < n_q; ++h)
+      _mm512_store_ps(s + h * kChunk, _mm512_add_ps(dot16(qp + h * hd, tr, hd), _mm512_set1_ps(bias[h])));
   }
 
-  PLLM_AI void accumulate(int t0, const float* p, int cn, float* acc) const {
-    t0 += base;
-    for (int b = 0; b < hd / 32; ++b) {
-      __m512 x0 = _mm512_loadu_ps(acc + 32 * b), x1 = _mm512_loadu_ps(acc + 32 * b + 16);
-      __m512 y0 = _mm512_setzero_ps(), y1 = y0;
-      float bias = 0.0f;  // sum_t p_t * min_tb, added once for the block
-      int j = 0;
-      for (; j + 2 <= cn; j += 2) {
-        const int64_t t = t0 + j;
-        const uint16_t* sc = g->v_scale + t * g->vs_stride + b;
-        const uint16_t* mn = g->v_min + t * g->vs_stride + b;
-        const __m512 w0 = _mm512_set1_ps(p[j] * h2f(sc[0])), w1 = _mm512_set1_ps(p[j + 1] * h2f(sc[g->vs_stride]));
-        bias += p[j] * h2f(mn[0]) + p[j + 1] * h2f(mn[g->vs_stride]);
-        __m512 lo, hi;
-        q4_decode32(g->v_codes + t * g->code_stride + 16 * b, lo, hi);
-        x0 = _mm512_fmadd_ps(w0, lo, x0);
-        x1 = _mm512_fmadd_ps(w0, hi, x1);
-        q4_decode32(g->v_codes + (t + 1) * g->code_stride + 16 * b, lo, hi);
-        y0 = _mm512_fmadd_ps(w1, lo, y0);
-        y1 = _mm512_fmadd_ps(w1, hi, y1);
-      }
-      if (j < cn) {
-        const int64_t t = t0 + j;
-        const __m512 w0 = _mm512_set1_ps(p[j] * h2f(g->v_scale[t * g->vs_stride + b]));
-        bias += p[j] * h2f(g->v_min[t * g->vs_stride + b]);
-        __m512 lo, hi;
-        q4_decode32(g->v_codes + t * g->code_stride + 16 * b, lo, hi);
-        x0 = _mm512_fmadd_ps(w0, lo, x0);
-        x1 = _mm512_fmadd_ps(w0, hi, x1);
-      }
-      const __m512 vb = _mm512_set1_ps(bias);
-      _mm512_storeu_ps(acc + 32 * b, _mm512_add_ps(_mm512_add_ps(x0, y0), vb));
-      _mm512_storeu_ps(acc + 32 * b + 16, _mm512_add_ps(_mm512_add_ps(x1, y1), vb));
-    }
+  // NV = 2: one 32-channel block, weight p_t * scale_tb, plus p_t * min_tb.
+  template <int NV>
+  PLLM_AI void vrow(int t, int d, __m512* x, float& mul, float& add) const {
+    const int64_t tt = base + t;
+    const int b = d / 32;
+    mul = h2f(g->v_scale[tt * g->vs_stride + b]);
+    add = h2f(g->v_min[tt * g->vs_stride + b]);
+    q4_decode32(g->v_codes + tt * g->code_stride + 16 * b, x[0], x[1]);
+  }
+
+  void accumulate(int t0, const float* p, int cn, int n_q, AttnAccum* a) const {
+    for (int d = 0; d < hd; d += 32) acc_heads<2>(*this, t0, d, p, cn, n_q, a);
   }
 };
 
-void attn_seg_f32(const float* q, const float* k, const float* v, int64_t stride, int n, int hd, float scale,
-                  AttnAccum& a) {
+void attn_seg_f32(const float* q, int n_q, const float* k, const float* v, int64_t stride, int n, int hd,
+                  float scale, AttnAccum* a) {
   if (n <= 0) return;
-  fold_segment(PlainSrc<float>{q, k, v, stride, hd}, n, hd, scale, a);
+  fold_segment(PlainSrc<float>{q, k, v, stride, hd}, n_q, n, hd, scale, a);
 }
 
-void attn_seg_f16(const float* q, const uint16_t* k, const uint16_t* v, int64_t stride, int n, int hd, float scale,
-                  AttnAccum& a) {
+void attn_seg_f16(const float* q, int n_q, const uint16_t* k, const uint16_t* v, int64_t stride, int n, int hd,
+                  float scale, AttnAccum* a) {
   if (n <= 0) return;
-  fold_segment(PlainSrc<uint16_t>{q, k, v, stride, hd}, n, hd, scale, a);
+  fold_segment(PlainSrc<uint16_t>{q, k, v, stride, hd}, n_q, n, hd, scale, a);
 }
 
-void attn_seg_q8(const float* q, const int8_t* k, const float* k_scale, const int8_t* v, const float* v_scale,
-                 int64_t stride, int64_t scale_stride, int n, int hd, float scale, AttnAccum& a) {
+void attn_seg_q8(const float* q, int n_q, const int8_t* k, const float* k_scale, const int8_t* v,
+                 const float* v_scale, int64_t stride, int64_t scale_stride, int n, int hd, float scale,
+                 AttnAccum* a) {
   if (n <= 0) return;
-  // The query in the cache's format, as kv_quantize_q8 does it: scale amax / 127 (a true
+  // Each query in the cache's format, as kv_quantize_q8 does it: scale amax / 127 (a true
   // division), codes round-to-nearest-even of q / scale (cvtps2dq in the default MXCSR
   // mode), an all-zero group gets codes 0.
-  alignas(64) int8_t qi[256];
-  float dq[256 / kKvQ8Group];
-  int32_t corr[256 / kKvQ8Group];
-  for (int g = 0; g < hd / kKvQ8Group; ++g) {
-    __m512 x[4], amax = _mm512_setzero_ps();
-    for (int c = 0; c < 4; ++c) {
-      x[c] = _mm512_loadu_ps(q + g * kKvQ8Group + 16 * c);
-      amax = _mm512_max_ps(amax, _mm512_abs_ps(x[c]));
-    }
-    const float s = _mm512_reduce_max_ps(amax) / 127.0f;
-    dq[g] = s;
-    __m512i sum = _mm512_setzero_si512();
-    for (int c = 0; c < 4; ++c) {
-      __m512i ci = _mm512_setzero_si512();
-      if (s != 0.0f) {
-        ci = _mm512_cvtps_epi32(_mm512_div_ps(x[c], _mm512_set1_ps(s)));
-        ci = _mm512_max_epi32(_mm512_min_epi32(ci, _mm512_set1_epi32(127)), _mm512_set1_epi32(-127));
+  alignas(64) int8_t qi[kMaxQ * 256];
+  float dq[kMaxQ * 4];
+  int32_t corr[kMaxQ * 4];
+  for (int h = 0; h < n_q; ++h)
+    for (int g = 0; g < hd / kKvQ8Group; ++g) {
+      const float* qg = q + h * hd + g * kKvQ8Group;
+      __m512 x[4], amax = _mm512_setzero_ps();
+      for (int c = 0; c < 4; ++c) {
+        x[c] = _mm512_loadu_ps(qg + 16 * c);
+        amax = _mm512_max_ps(amax, _mm512_abs_ps(x[c]));
       }
-      sum = _mm512_add_epi32(sum, ci);
-      _mm_store_si128(reinterpret_cast<__m128i*>(qi + g * kKvQ8Group + 16 * c), _mm512_cvtepi32_epi8(ci));
+      const float s = _mm512_reduce_max_ps(amax) / 127.0f;
+      dq[h * 4 + g] = s;
+      __m512i sum = _mm512_setzero_si512();
+      for (int c = 0; c < 4; ++c) {
+        __m512i ci = _mm512_setzero_si512();
+        if (s != 0.0f) {
+          ci = _mm512_cvtps_epi32(_mm512_div_ps(x[c], _mm512_set1_ps(s)));
+          ci = _mm512_max_epi32(_mm512_min_epi32(ci, _mm512_set1_epi32(127)), _mm512_set1_epi32(-127));
+        }
+        sum = _mm512_add_epi32(sum, ci);
+        _mm_store_si128(reinterpret_cast<__m128i*>(qi + h * 256 + g * kKvQ8Group + 16 * c), _mm512_cvtepi32_epi8(ci));
+      }
+      corr[h * 4 + g] = 128 * _mm512_reduce_add_epi32(sum);
     }
-    corr[g] = 128 * _mm512_reduce_add_epi32(sum);
-  }
-  fold_segment(Q8Src{qi, dq, corr, k, k_scale, v, v_scale, stride, scale_stride, hd}, n, hd, scale, a);
+  fold_segment(Q8Src{qi, dq, corr, k, k_scale, v, v_scale, stride, scale_stride, hd}, n_q, n, hd, scale, a);
 }
 
-void attn_seg_q4(const float* q, const KvQ4GroupView& g, int t0, int t1, int hd, float scale, AttnAccum& a) {
+void attn_seg_q4(const float* q, int n_q, const KvQ4GroupView& g, int t0, int t1, int hd, float scale,
+                 AttnAccum* a) {
   if (t1 <= t0) return;
-  alignas(64) float qp[256];
-  __m512 vb = _mm512_setzero_ps();
-  for (int d = 0; d < hd; d += 16) {
-    const __m512 qd = _mm512_loadu_ps(q + d);
-    _mm512_store_ps(qp + d, _mm512_mul_ps(qd, ld16(g.k_scale + d)));
-    vb = _mm512_fmadd_ps(qd, ld16(g.k_min + d), vb);
+  alignas(64) float qp[kMaxQ * 256];
+  float bias[kMaxQ];
+  for (int h = 0; h < n_q; ++h) {
+    __m512 vb = _mm512_setzero_ps();
+    for (int d = 0; d < hd; d += 16) {
+      const __m512 qd = _mm512_loadu_ps(q + h * hd + d);
+      _mm512_store_ps(qp + h * hd + d, _mm512_mul_ps(qd, ld16(g.k_scale + d)));
+      vb = _mm512_fmadd_ps(qd, ld16(g.k_min + d), vb);
+    }
+    bias[h] = _mm512_reduce_add_ps(vb);
   }
-  fold_segment(Q4Src{qp, _mm512_reduce_add_ps(vb), &g, hd, t0}, t1 - t0, hd, scale, a);
+  fold_segment(Q4Src{qp, bias, &g, hd, t0}, n_q, t1 - t0, hd, scale, a);
 }
 
 #undef PLLM_AI

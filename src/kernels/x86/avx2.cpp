@@ -38,6 +38,21 @@ inline __m256i nibbles32(const uint8_t* p) {
   return _mm256_and_si256(b, _mm256_set1_epi8(0x0F));
 }
 
+// The fifth bits of a Q5_0 / Q5_1 block (element j's is bit j of the little-endian word
+// qh) as 32 bytes in element order: 0x10 where the bit is set, else 0.
+inline __m256i q5_high(const uint8_t* qh) {
+  uint32_t h;
+  __builtin_memcpy(&h, qh, 4);
+  // byte j takes qh byte j / 8 (the shuffle indexes within each 128-bit half, and both
+  // halves hold the four bytes), then keeps bit j % 8
+  const __m256i sel = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                       2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(h)), sel);
+  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
 // sum of u8 * s8 products, 4 adjacent bytes per i32 lane (pairs can't saturate here:
 // callers keep |u8| * |s8| * 2 <= 32767).
 inline __m256i dot_u8s8(__m256i u, __m256i s) {
@@ -165,6 +180,53 @@ float vec_dot_q4_1(int64_t n, const void* w_row, const void* xq) {
   }
   for (; b < nb; ++b) {
     const __m256i p = dot_u8s8(nibbles32(w[b].qs), load256(a[b].qs));
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d) * a[b].d), _mm256_cvtepi32_ps(p), acc0);
+    summ += h2f(w[b].m) * a[b].s;
+  }
+  return hsum(_mm256_add_ps(acc0, acc1)) + summ;
+}
+
+// Q5_0: q - 16 fits in s8 (-16..15), so the sign trick of Q8_0 applies.
+float vec_dot_q5_0(int64_t n, const void* w_row, const void* xq) {
+  const block_q5_0* w = static_cast<const block_q5_0*>(w_row);
+  const block_q8_0* a = static_cast<const block_q8_0*>(xq);
+  const int64_t nb = n / QK5_0;
+  const __m256i sixteen = _mm256_set1_epi8(16);
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    const __m256i q0 = _mm256_sub_epi8(_mm256_or_si256(nibbles32(w[b].qs), q5_high(w[b].qh)), sixteen);
+    const __m256i q1 = _mm256_sub_epi8(_mm256_or_si256(nibbles32(w[b + 1].qs), q5_high(w[b + 1].qh)), sixteen);
+    const __m256i p0 = dot_s8s8(q0, load256(a[b].qs));
+    const __m256i p1 = dot_s8s8(q1, load256(a[b + 1].qs));
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d) * h2f(a[b].d)), _mm256_cvtepi32_ps(p0), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b + 1].d) * h2f(a[b + 1].d)), _mm256_cvtepi32_ps(p1), acc1);
+  }
+  for (; b < nb; ++b) {
+    const __m256i q = _mm256_sub_epi8(_mm256_or_si256(nibbles32(w[b].qs), q5_high(w[b].qh)), sixteen);
+    const __m256i p = dot_s8s8(q, load256(a[b].qs));
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d) * h2f(a[b].d)), _mm256_cvtepi32_ps(p), acc0);
+  }
+  return hsum(_mm256_add_ps(acc0, acc1));
+}
+
+// Q5_1: unsigned q (0..31) times s8 (31 * 127 * 2 < 32767: maddubs cannot saturate).
+float vec_dot_q5_1(int64_t n, const void* w_row, const void* xq) {
+  const block_q5_1* w = static_cast<const block_q5_1*>(w_row);
+  const block_q8_1* a = static_cast<const block_q8_1*>(xq);
+  const int64_t nb = n / QK5_1;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  float summ = 0.0f;
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    const __m256i p0 = dot_u8s8(_mm256_or_si256(nibbles32(w[b].qs), q5_high(w[b].qh)), load256(a[b].qs));
+    const __m256i p1 = dot_u8s8(_mm256_or_si256(nibbles32(w[b + 1].qs), q5_high(w[b + 1].qh)), load256(a[b + 1].qs));
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d) * a[b].d), _mm256_cvtepi32_ps(p0), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b + 1].d) * a[b + 1].d), _mm256_cvtepi32_ps(p1), acc1);
+    summ += h2f(w[b].m) * a[b].s + h2f(w[b + 1].m) * a[b + 1].s;
+  }
+  for (; b < nb; ++b) {
+    const __m256i p = dot_u8s8(_mm256_or_si256(nibbles32(w[b].qs), q5_high(w[b].qh)), load256(a[b].qs));
     acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d) * a[b].d), _mm256_cvtepi32_ps(p), acc0);
     summ += h2f(w[b].m) * a[b].s;
   }
@@ -523,6 +585,64 @@ struct DecQ4_1 : DecQuant {
   }
 };
 
+// Q5_0 / Q5_1: the Q4 nibbles plus the fifth bit (bit j of the word qh) at 16.
+// Eight elements starting at element 8k: bits 8k..8k+7 of the word, each moved to 0x10.
+PLLM_AI __m256i q5_high8(__m256i hword, int k) {
+  const __m256i shifts = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(8 * k));
+  return _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(hword, shifts), _mm256_set1_epi32(1)), 4);
+}
+
+// reference d * (q - 16): (q - 16) * d is exact (5 by 11 bits), so fma(q, d, -16d) rounds to it.
+struct DecQ5_0 : DecQuant {
+  static constexpr int kUnits = 1;
+  const block_q5_0* w;
+  const uint8_t* q = nullptr;
+  __m256i h;
+  __m256 d, m16d;
+  explicit DecQ5_0(const void* row) : w(static_cast<const block_q5_0*>(row)) {}
+  PLLM_AI void block(int64_t b) {
+    q = w[b].qs;
+    uint32_t hw;
+    __builtin_memcpy(&hw, w[b].qh, 4);
+    h = _mm256_set1_epi32(static_cast<int>(hw));
+    const float df = h2f(w[b].d);
+    d = _mm256_set1_ps(df);
+    m16d = _mm256_set1_ps(-16.0f * df);
+  }
+  PLLM_AI void unit(int, __m256 v[4]) {
+    const __m256i a = zx8(q), b = zx8(q + 8), m4 = _mm256_set1_epi32(0x0F);
+    v[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_or_si256(_mm256_and_si256(a, m4), q5_high8(h, 0))), d, m16d);
+    v[1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_or_si256(_mm256_and_si256(b, m4), q5_high8(h, 1))), d, m16d);
+    v[2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_or_si256(_mm256_srli_epi32(a, 4), q5_high8(h, 2))), d, m16d);
+    v[3] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_or_si256(_mm256_srli_epi32(b, 4), q5_high8(h, 3))), d, m16d);
+  }
+};
+
+// reference d * q + m; d * q is exact, so fma(q, d, m) rounds identically.
+struct DecQ5_1 : DecQuant {
+  static constexpr int kUnits = 1;
+  const block_q5_1* w;
+  const uint8_t* q = nullptr;
+  __m256i h;
+  __m256 d, m;
+  explicit DecQ5_1(const void* row) : w(static_cast<const block_q5_1*>(row)) {}
+  PLLM_AI void block(int64_t b) {
+    q = w[b].qs;
+    uint32_t hw;
+    __builtin_memcpy(&hw, w[b].qh, 4);
+    h = _mm256_set1_epi32(static_cast<int>(hw));
+    d = _mm256_set1_ps(h2f(w[b].d));
+    m = _mm256_set1_ps(h2f(w[b].m));
+  }
+  PLLM_AI void unit(int, __m256 v[4]) {
+    const __m256i a = zx8(q), b = zx8(q + 8), m4 = _mm256_set1_epi32(0x0F);
+    v[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_or_si256(_mm256_and_si256(a, m4), q5_high8(h, 0))), d, m);
+    v[1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_or_si256(_mm256_and_si256(b, m4), q5_high8(h, 1))), d, m);
+    v[2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_or_si256(_mm256_srli_epi32(a, 4), q5_high8(h, 2))), d, m);
+    v[3] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_or_si256(_mm256_srli_epi32(b, 4), q5_high8(h, 3))), d, m);
+  }
+};
+
 struct DecQ8_0 : DecQuant {
   static constexpr int kUnits = 1;
   const block_q8_0* w;
@@ -677,6 +797,8 @@ void fill_avx2(KernelTable& t) {
   set_fused<DecBF16>(at(TensorType::BF16));
   set_fused<DecQ4_0>(at(TensorType::Q4_0));
   set_fused<DecQ4_1>(at(TensorType::Q4_1));
+  set_fused<DecQ5_0>(at(TensorType::Q5_0));
+  set_fused<DecQ5_1>(at(TensorType::Q5_1));
   set_fused<DecQ8_0>(at(TensorType::Q8_0));
   set_fused<DecQ4_K>(at(TensorType::Q4_K));
   set_fused<DecQ6_K>(at(TensorType::Q6_K));
@@ -691,6 +813,10 @@ void fill_avx2(KernelTable& t) {
   at(TensorType::Q4_1).quantize_act = quantize_act_q8_1;
   at(TensorType::Q4_1).vec_dot = vec_dot_q4_1;
   at(TensorType::Q4_1).dequantize_row = dequant_q4_1;
+  at(TensorType::Q5_0).quantize_act = quantize_act_q8_0;
+  at(TensorType::Q5_0).vec_dot = vec_dot_q5_0;
+  at(TensorType::Q5_1).quantize_act = quantize_act_q8_1;
+  at(TensorType::Q5_1).vec_dot = vec_dot_q5_1;
   at(TensorType::Q8_0).quantize_act = quantize_act_q8_0;
   at(TensorType::Q8_0).vec_dot = vec_dot_q8_0;
   at(TensorType::Q8_0).dequantize_row = dequant_q8_0;

@@ -124,6 +124,67 @@ float vec_dot_q4_1(int64_t n, const void* w_row, const void* xq) {
   return _mm512_reduce_add_ps(acc) + summ;
 }
 
+// The fifth-bit words of two Q5 blocks as one 64-bit mask (bit j: element j of the pair).
+inline __mmask64 q5_mask2(const uint8_t* qh0, const uint8_t* qh1) {
+  uint32_t h0, h1 = 0;
+  __builtin_memcpy(&h0, qh0, 4);
+  if (qh1) __builtin_memcpy(&h1, qh1, 4);
+  return static_cast<__mmask64>(h0) | (static_cast<__mmask64>(h1) << 32);
+}
+
+// Q5_0: with q the unsigned 5-bit value, sum (q - 16) a = dpbusd(q, a) - dpbusd(16, a).
+float vec_dot_q5_0(int64_t n, const void* w_row, const void* xq) {
+  const block_q5_0* w = static_cast<const block_q5_0*>(w_row);
+  const block_q8_0* a = static_cast<const block_q8_0*>(xq);
+  const int64_t nb = n / QK5_0;
+  const __m512i sixteen = _mm512_set1_epi8(16), zero = _mm512_setzero_si512();
+  __m512 acc = _mm512_setzero_ps();
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    const __m512i lo = combine(nibbles32(w[b].qs), nibbles32(w[b + 1].qs));
+    const __m512i q = _mm512_or_si512(lo, _mm512_maskz_mov_epi8(q5_mask2(w[b].qh, w[b + 1].qh), sixteen));
+    const __m512i y = combine(load256(a[b].qs), load256(a[b + 1].qs));
+    const __m512i p = _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, q, y), _mm512_dpbusd_epi32(zero, sixteen, y));
+    const __m512 d = scales2(h2f(w[b].d) * h2f(a[b].d), h2f(w[b + 1].d) * h2f(a[b + 1].d));
+    acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc);
+  }
+  if (b < nb) {  // odd block out: upper halves zero, contributing nothing
+    const __m512i lo = _mm512_zextsi256_si512(nibbles32(w[b].qs));
+    const __m512i q = _mm512_or_si512(lo, _mm512_maskz_mov_epi8(q5_mask2(w[b].qh, nullptr), sixteen));
+    const __m512i y = _mm512_zextsi256_si512(load256(a[b].qs));
+    const __m512i p = _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, q, y), _mm512_dpbusd_epi32(zero, sixteen, y));
+    acc = _mm512_fmadd_ps(scales2(h2f(w[b].d) * h2f(a[b].d), 0.0f), _mm512_cvtepi32_ps(p), acc);
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+
+float vec_dot_q5_1(int64_t n, const void* w_row, const void* xq) {
+  const block_q5_1* w = static_cast<const block_q5_1*>(w_row);
+  const block_q8_1* a = static_cast<const block_q8_1*>(xq);
+  const int64_t nb = n / QK5_1;
+  const __m512i sixteen = _mm512_set1_epi8(16), zero = _mm512_setzero_si512();
+  __m512 acc = _mm512_setzero_ps();
+  float summ = 0.0f;
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    const __m512i lo = combine(nibbles32(w[b].qs), nibbles32(w[b + 1].qs));
+    const __m512i q = _mm512_or_si512(lo, _mm512_maskz_mov_epi8(q5_mask2(w[b].qh, w[b + 1].qh), sixteen));
+    const __m512i y = combine(load256(a[b].qs), load256(a[b + 1].qs));
+    const __m512 d = scales2(h2f(w[b].d) * a[b].d, h2f(w[b + 1].d) * a[b + 1].d);
+    acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(zero, q, y)), acc);
+    summ += h2f(w[b].m) * a[b].s + h2f(w[b + 1].m) * a[b + 1].s;
+  }
+  if (b < nb) {
+    const __m512i lo = _mm512_zextsi256_si512(nibbles32(w[b].qs));
+    const __m512i q = _mm512_or_si512(lo, _mm512_maskz_mov_epi8(q5_mask2(w[b].qh, nullptr), sixteen));
+    const __m512i y = _mm512_zextsi256_si512(load256(a[b].qs));
+    const __m512 d = scales2(h2f(w[b].d) * a[b].d, 0.0f);
+    acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(zero, q, y)), acc);
+    summ += h2f(w[b].m) * a[b].s;
+  }
+  return _mm512_reduce_add_ps(acc) + summ;
+}
+
 // Q8_0: sum w a = dpbusd(w + 128, a) - dpbusd(128, a)   (w + 128 as unsigned byte).
 float vec_dot_q8_0(int64_t n, const void* w_row, const void* xq) {
   const block_q8_0* w = static_cast<const block_q8_0*>(w_row);
@@ -309,6 +370,42 @@ struct Dec512Q4_1 {
   }
 };
 
+// Q5: elements 0..15 are the low nibbles of qs with bits 0..15 of the word qh as their
+// fifth bit, elements 16..31 the high nibbles with bits 16..31.
+PLLM_AI void q5_units(const uint8_t* qs, const uint8_t* qh, __m512i u[2]) {
+  uint32_t h;
+  __builtin_memcpy(&h, qh, 4);
+  const __m512i a = zx16(qs), sixteen = _mm512_set1_epi32(16);
+  u[0] = _mm512_or_si512(_mm512_and_si512(a, _mm512_set1_epi32(0x0F)),
+                         _mm512_maskz_mov_epi32(static_cast<__mmask16>(h & 0xFFFF), sixteen));
+  u[1] = _mm512_or_si512(_mm512_srli_epi32(a, 4), _mm512_maskz_mov_epi32(static_cast<__mmask16>(h >> 16), sixteen));
+}
+
+struct Dec512Q5_0 {  // fma(q, d, -16d) is the exact (q - 16) * d, as the reference's product
+  const block_q5_0* w;
+  explicit Dec512Q5_0(const void* row) : w(static_cast<const block_q5_0*>(row)) {}
+  PLLM_AI void unit(int64_t b, __m512 v[2]) {
+    const float df = h2f(w[b].d);
+    const __m512 d = _mm512_set1_ps(df), m16d = _mm512_set1_ps(-16.0f * df);
+    __m512i u[2];
+    q5_units(w[b].qs, w[b].qh, u);
+    v[0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(u[0]), d, m16d);
+    v[1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(u[1]), d, m16d);
+  }
+};
+
+struct Dec512Q5_1 {
+  const block_q5_1* w;
+  explicit Dec512Q5_1(const void* row) : w(static_cast<const block_q5_1*>(row)) {}
+  PLLM_AI void unit(int64_t b, __m512 v[2]) {
+    const __m512 d = _mm512_set1_ps(h2f(w[b].d)), m = _mm512_set1_ps(h2f(w[b].m));
+    __m512i u[2];
+    q5_units(w[b].qs, w[b].qh, u);
+    v[0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(u[0]), d, m);
+    v[1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(u[1]), d, m);
+  }
+};
+
 struct Dec512Q8_0 {
   const block_q8_0* w;
   explicit Dec512Q8_0(const void* row) : w(static_cast<const block_q8_0*>(row)) {}
@@ -382,6 +479,8 @@ void fill_avx512(KernelTable& t) {
   // the AVX2 kernels on Zen 4, bench/kernels); the K-quants and float types keep AVX2.
   set_fused512<Dec512Q4_0>(at(TensorType::Q4_0));
   set_fused512<Dec512Q4_1>(at(TensorType::Q4_1));
+  set_fused512<Dec512Q5_0>(at(TensorType::Q5_0));
+  set_fused512<Dec512Q5_1>(at(TensorType::Q5_1));
   set_fused512<Dec512Q8_0>(at(TensorType::Q8_0));
   at(TensorType::F32).vec_dot = vec_dot_f32;
   at(TensorType::F16).vec_dot = vec_dot_f16;
@@ -390,6 +489,10 @@ void fill_avx512(KernelTable& t) {
   at(TensorType::Q4_0).vec_dot = vec_dot_q4_0;
   at(TensorType::Q4_1).quantize_act = quantize_act_q8_1;
   at(TensorType::Q4_1).vec_dot = vec_dot_q4_1;
+  at(TensorType::Q5_0).quantize_act = quantize_act_q8_0;
+  at(TensorType::Q5_0).vec_dot = vec_dot_q5_0;
+  at(TensorType::Q5_1).quantize_act = quantize_act_q8_1;
+  at(TensorType::Q5_1).vec_dot = vec_dot_q5_1;
   at(TensorType::Q8_0).quantize_act = quantize_act_q8_0;
   at(TensorType::Q8_0).vec_dot = vec_dot_q8_0;
   at(TensorType::Q4_K).quantize_act = quantize_act_q8_K;
