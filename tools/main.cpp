@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   reg(cli::add_info(app));
   reg(cli::add_logits(app));
   reg(cli::add_bench(app));
+  reg(cli::add_perplexity(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

@@ -62,6 +62,9 @@ int32_t pllm_model_n_ctx_train(const pllm_model* model);
 pllm_token pllm_model_bos(const pllm_model* model); /* -1 if none */
 pllm_token pllm_model_eos(const pllm_model* model); /* -1 if none */
 int pllm_model_is_eog(const pllm_model* model, pllm_token token);
+/* 1 if pllm_tokenize with add_special prepends BOS (tokenizer.ggml.add_bos_token, else the
+ * tokenizer type's default), else 0. */
+int pllm_model_add_bos(const pllm_model* model);
 
 /* Describe a GGUF file as JSON (architecture, hyper-parameters, tokenizer, tensors with
  * types and bytes) without loading weights. Free *json_out with pllm_string_free. */

@@ -104,6 +104,7 @@ pllm_token pllm_model_eos(const pllm_model* m) { return m ? m->model->tokenizer(
 int pllm_model_is_eog(const pllm_model* m, pllm_token t) {
   return m && m->model->tokenizer().is_end_of_generation(t) ? 1 : 0;
 }
+int pllm_model_add_bos(const pllm_model* m) { return m && m->model->tokenizer().add_bos() ? 1 : 0; }
 
 pllm_status pllm_inspect_file(const char* path, char** json_out) {
   return guarded([&] {

@@ -33,6 +33,9 @@ class Tokenizer {
   virtual int32_t n_vocab() const = 0;
   virtual TokenId bos() const = 0;  // -1 if none
   virtual TokenId eos() const = 0;  // -1 if none
+  // Whether encode(add_special = true) prepends BOS (tokenizer.ggml.add_bos_token or the
+  // model type's default).
+  virtual bool add_bos() const = 0;
   virtual bool is_end_of_generation(TokenId id) const = 0;  // EOS, EOT, <|im_end|>, <|eot_id|>...
   // Exact token for a text such as "<|im_end|>"; -1 if none.
   virtual TokenId find_token(std::string_view text) const = 0;

@@ -122,7 +122,7 @@ class VocabTokenizer final : public Tokenizer {
   TokenId eom() const { return eom_; }
   TokenId unk() const { return unk_; }
   TokenId pad() const { return pad_; }
-  bool add_bos() const { return add_bos_; }
+  bool add_bos() const override { return add_bos_; }
   bool add_eos() const { return add_eos_; }
   bool add_space_prefix() const { return add_space_prefix_; }
   bool is_spm() const { return spm_; }
