@@ -91,7 +91,7 @@ std::function<int()> add_perplexity(CLI::App& app) {
       app.add_subcommand("perplexity", "perplexity of a text (llama-perplexity's method), KL against a baseline");
   struct Opts {
     std::string model, file, save_logits, kl_base;
-    int ctx = 512, batch = 0, chunks = 0;
+    int ctx = 512, chunks = 0, buckets = 0;
     bool score_all = false, json = false, allow_long = false;
     SessionOptions sess;
   };
@@ -99,7 +99,8 @@ std::function<int()> add_perplexity(CLI::App& app) {
   cmd->add_option("-m,--model", o->model, "GGUF model");
   cmd->add_option("-f,--file", o->file, "text file to score")->required();
   cmd->add_option("-c,--ctx-size", o->ctx, "tokens per chunk (default 512)");
-  cmd->add_option("-b,--batch-size", o->batch, "tokens per evaluation call (default min(ctx, 512))");
+  cmd->add_option("--buckets", o->buckets,
+                  "also report the perplexity of every N consecutive scored tokens (flatness over a long window)");
   cmd->add_option("--chunks", o->chunks, "score at most N chunks (default all)");
   cmd->add_flag("--score-all", o->score_all,
                 "score every token after the first of a chunk (default: the second half, as llama.cpp)");
@@ -112,8 +113,10 @@ std::function<int()> add_perplexity(CLI::App& app) {
   return [o]() {
     const int ctx = o->ctx;
     if (ctx < 16 || ctx > (1 << 20)) fail("-c must be between 16 and 1048576 tokens (got " + std::to_string(ctx) + ")");
-    const int batch = o->batch == 0 ? std::min(ctx, 512) : o->batch;
+    // -b (SessionOptions): tokens per evaluation call, which is also the session's batch.
+    const int batch = o->sess.batch == 0 ? std::min(ctx, 512) : o->sess.batch;
     if (batch < 1 || batch > ctx) fail("-b must be between 1 and -c (" + std::to_string(ctx) + ")");
+    if (o->buckets < 0) fail("--buckets must be 0 (off) or more");
     if (o->chunks < 0) fail("--chunks must be 0 (all) or more");
     if (o->sess.threads < 0 || o->sess.threads > 256) fail("-t must be between 0 and 256");
     if (!o->save_logits.empty() && o->save_logits == o->kl_base)
@@ -125,9 +128,10 @@ std::function<int()> add_perplexity(CLI::App& app) {
     Model model(model_path, false);
     const int n_vocab = pllm_model_n_vocab(model.p);
     const int n_ctx_train = pllm_model_n_ctx_train(model.p);
-    if (n_ctx_train > 0 && ctx > n_ctx_train && !o->allow_long)
+    // A sliding window (--kv-window) keeps every attention span within it: no limit then.
+    if (n_ctx_train > 0 && ctx > n_ctx_train && !o->allow_long && o->sess.kv_window == 0)
       fail("-c " + std::to_string(ctx) + " exceeds the model's training context of " + std::to_string(n_ctx_train) +
-           " (pass --allow-long to score past it)");
+           " (pass --allow-long to score past it, or use --kv-window)");
     const bool add_bos = pllm_model_add_bos(model.p) != 0;
     const pllm_token bos = pllm_model_bos(model.p);
     const std::vector<pllm_token> tokens = tokenize(model, text, true, false);
@@ -165,6 +169,7 @@ std::function<int()> add_perplexity(CLI::App& app) {
 
     SessionOptions so = o->sess;
     so.n_ctx = ctx;
+    so.batch = batch;
     Session session(model, so);
     std::vector<float> logits;
     try {
@@ -184,6 +189,7 @@ std::function<int()> add_perplexity(CLI::App& app) {
 
     NllStats nll, base_nll;
     std::vector<double> kls, chunk_ppl;
+    std::vector<NllStats> bucket;  // --buckets: NLL of each run of N consecutive scored tokens
     size_t top1 = 0;
     const size_t total_tokens = n_chunks * size_t(ctx);
     const auto t0 = Clock::now();
@@ -214,6 +220,10 @@ std::function<int()> add_perplexity(CLI::App& app) {
           const pllm_token target = chunk[size_t(j) + 1];
           int32_t am = 0;
           const double lse = logsumexp(row, n_vocab, &am);
+          if (o->buckets > 0) {
+            if (nll.n % size_t(o->buckets) == 0) bucket.emplace_back();
+            bucket.back().add(lse - double(row[target]));
+          }
           nll.add(lse - double(row[target]));
           if (saver) saver->write_row(target, am, row, lse);
           if (base) {
@@ -271,9 +281,18 @@ std::function<int()> add_perplexity(CLI::App& app) {
                                   {"bos", add_bos},
                                   {"file_tokens", tokens.size()},
                                   {"int8_act", o->sess.int8_act},
+                                  {"kv_type", o->sess.kv_type},
+                                  {"kv_window", o->sess.kv_window},
+                                  {"kv_sinks", o->sess.kv_window > 0 ? o->sess.kv_sinks : 0},
                                   {"seconds", seconds},
                                   {"eval_tps", eval_tps},
                                   {"chunk_ppl", chunk_ppl}};
+      if (o->buckets > 0) {
+        std::vector<double> b;
+        for (const NllStats& s : bucket) b.push_back(s.ppl());
+        j["bucket_tokens"] = o->buckets;
+        j["ppl_buckets"] = b;
+      }
       if (base) {
         j["ppl_base"] = base_nll.ppl();
         j["kl_mean"] = kl_mean;
@@ -286,6 +305,9 @@ std::function<int()> add_perplexity(CLI::App& app) {
       return 0;
     }
     std::printf("Final estimate: PPL = %.4f +/- %.5f\n", nll.ppl(), nll.ppl_err());
+    for (size_t i = 0; i < bucket.size(); ++i)
+      std::printf("  scored tokens %zu..%zu: PPL %.4f\n", i * size_t(o->buckets),
+                  i * size_t(o->buckets) + bucket[i].n - 1, bucket[i].ppl());
     std::printf("scored %zu tokens in %zu chunk%s of %d; %.1f s, %.1f tokens/s evaluated\n", nll.n, n_chunks,
                 n_chunks == 1 ? "" : "s", ctx, seconds, eval_tps);
     if (base)

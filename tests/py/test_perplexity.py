@@ -228,3 +228,22 @@ def test_real_model_end_to_end(pllm_bin, smollm2_path, work_dir):
     b = json.loads(pllm_cli.check_ok(pllm_cli.run_cli(pllm_bin, args + ["--int8-act", "--kl-base", base])).stdout)
     assert 0 < b["kl_mean"] < 0.1 and b["top1_agree"] > 0.8, b
     assert b["ppl_base"] == pytest.approx(a["ppl"], rel=1e-3)
+
+
+def test_windowed_ppl_and_buckets_match_numpy_reference(pllm_bin, models, text_file):
+    """One chunk scored on every token through a sliding window with sinks (the ring wraps,
+    batch 5), against the reference's StreamingLLM attention; --buckets splits the same
+    NLLs into runs of 10 scored tokens."""
+    name = "llama-F32"
+    chunks = chunk_ids(pllm_bin, models[name], text_file, False, bos=1)[:1]
+    ref = Reference(models[name])
+    logits = [ref.forward(chunks[0], kv_dtype="f32", window=12, sinks=2)]
+    _, ppl, _, n = expected(logits, chunks, 0)
+    got = ppl_json(pllm_bin, models[name], text_file, "--chunks", "1", "--score-all", "--kv-type", "f32",
+                   "--kv-window", "12", "--kv-sinks", "2", "-b", "5", "--buckets", "10")
+    assert got["tokens"] == n and got["kv_window"] == 12 and got["kv_sinks"] == 2
+    assert got["ppl"] == pytest.approx(ppl, rel=1e-4)
+    lp = log_softmax(logits[0])
+    nll = [-lp[j, chunks[0][j + 1]] for j in range(CTX - 1)]
+    want = [math.exp(np.mean(nll[i:i + 10])) for i in range(0, len(nll), 10)]
+    assert got["ppl_buckets"] == pytest.approx(want, rel=1e-4)
