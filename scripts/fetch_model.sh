@@ -4,3 +4,4 @@
 source "$(dirname "$0")/common.sh"
 fetch_model
 echo "$DEFAULT_MODEL"
+if [ "${1:-}" = "--gemma3" ]; then fetch_gemma3; echo "$GEMMA3_MODEL"; fi

@@ -5,6 +5,7 @@ source "$(dirname "$0")/common.sh"
 install_deps
 setup_venv
 fetch_model
+fetch_gemma3
 export POCKETLLM_MODELS="$MODELS_DIR"
 
 log "release build"
