@@ -116,7 +116,6 @@ class KvCache {
   // Positions [lo, hi), all in one storage area, for n_q query heads (q + j * head_dim, a[j]).
   void attend_range(const Layer& L, int lo, int hi, int kv_head, int n_q, const float* q, float scale,
                     AttnAccum* a) const;
-  void attend_range1(const Layer& L, int lo, int hi, int kv_head, const float* q, float scale, AttnAccum& a) const;
 
   KvType type_;
   int kv_dim_, head_dim_, n_ctx_;
