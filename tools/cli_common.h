@@ -40,10 +40,11 @@ struct SessionOptions {
   int n_ctx = 0;
   int threads = 0;
   bool int8_act = false;
+  bool f16_act = false;
   bool no_fuse = false;
   bool profile = false;
   std::string trace_out = "pocketllm-trace.json";
-  // Registers --int8-act, --no-fuse, --profile and --trace-out on a subcommand.
+  // Registers --int8-act, --f16-act, --no-fuse, --profile and --trace-out on a subcommand.
   void add_to(CLI::App* cmd);
 };
 

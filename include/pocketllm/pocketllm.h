@@ -96,6 +96,9 @@ typedef struct pllm_session_params {
                                small rounding differences); 0: exact f32 activations */
   int32_t no_fuse;          /* 1: run Q/K/V and gate/up as separate jobs (to measure fusion) */
   int32_t profile;          /* 1: record per-op timings, read with pllm_session_profile */
+  int32_t f16_activations;  /* 1: W4A16 -- round activations to fp16 once per row for Q4_0/Q4_1/Q8_0
+                               weights (fp16 FMLA on ARM with FP16 arithmetic); exclusive with
+                               int8_activations (pllm_session_create fails if both are set) */
 } pllm_session_params;
 
 pllm_session_params pllm_session_default_params(void);
