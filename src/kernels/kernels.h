@@ -59,7 +59,7 @@ struct TypeKernels {
   void (*vec_dot_f32_rows)(int64_t n, const void* w, size_t w_stride, int n_rows, const float* x, float* out) = nullptr;
   // ---- end decode matvec
 
-  // ---- W4A16: fp16 activations (kernels: generic/f16act_scalar.cpp, x86/f16act_avx*.cpp,
+  // ---- W4A16: fp16 activations (kernels: generic/f16act_scalar.cpp, x86/f16act_avx2.cpp,
   // arm/f16act_neon*.cpp). Activation format: the f32 row rounded once to IEEE half
   // (KernelTable::f32_to_f16_row), n uint16_t. Weights are decoded in registers. Set for
   // Q4_0, Q4_1 and Q8_0 only; null elsewhere (those types take the exact path).
