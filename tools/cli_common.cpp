@@ -66,7 +66,9 @@ Model::Model(const std::string& path, bool vocab_only) {
 }
 
 void SessionOptions::add_to(CLI::App* cmd) {
-  cmd->add_flag("--int8-act", int8_act, "W4A8: quantise activations to int8 (faster, not bit-faithful)");
+  auto* int8 = cmd->add_flag("--int8-act", int8_act, "W4A8: quantise activations to int8 (faster, not bit-faithful)");
+  cmd->add_flag("--f16-act", f16_act, "W4A16: round activations to fp16 (Q4_0/Q4_1/Q8_0 weights; fp16 math on ARM)")
+      ->excludes(int8);
   cmd->add_flag("--no-fuse", no_fuse, "run Q/K/V and gate/up as separate jobs (to measure fusion)");
   cmd->add_flag("--profile", profile, "per-op time table on stderr and a Chrome trace (see --trace-out)");
   cmd->add_option("--trace-out", trace_out, "Chrome trace file written by --profile (opens in Perfetto)");
@@ -85,6 +87,7 @@ Session::Session(Model& m, const SessionOptions& o) {
   sp.n_ctx = o.n_ctx;
   sp.n_threads = o.threads;
   sp.int8_activations = o.int8_act ? 1 : 0;
+  sp.f16_activations = o.f16_act ? 1 : 0;
   sp.no_fuse = o.no_fuse ? 1 : 0;
   sp.profile = o.profile ? 1 : 0;
   sp.kv_type = o.kv_type == "q8"    ? PLLM_KV_Q8

@@ -40,6 +40,7 @@ struct SessionOptions {
   int n_ctx = 0;
   int threads = 0;
   bool int8_act = false;
+  bool f16_act = false;
   bool no_fuse = false;
   bool profile = false;
   std::string trace_out = "pocketllm-trace.json";
@@ -47,7 +48,7 @@ struct SessionOptions {
   int kv_window = 0;
   int kv_sinks = 4;
   int batch = 0;
-  // Registers --int8-act, --no-fuse, --profile, --trace-out and the KV options on a subcommand.
+  // Registers --int8-act, --f16-act, --no-fuse, --profile, --trace-out and the KV options on a subcommand.
   void add_to(CLI::App* cmd);
 };
 

@@ -259,6 +259,7 @@ std::function<int()> add_bench(CLI::App& app) {
                           {"n_gen", o->n_gen},
                           {"reps", o->reps},
                           {"int8_act", o->sess.int8_act},
+                          {"f16_act", o->sess.f16_act},
                           {"fuse", !o->sess.no_fuse},
                           {"kv_type", o->sess.kv_type},
                           {"kv_window", o->sess.kv_window},
@@ -288,7 +289,8 @@ std::function<int()> add_bench(CLI::App& app) {
       return 0;
     }
     std::printf("model            %s\n", path.c_str());
-    std::printf("isa / threads    %s / %d%s\n", pllm_isa(), threads, o->sess.int8_act ? " (int8 activations)" : "");
+    const char* act = o->sess.int8_act ? " (int8 activations)" : o->sess.f16_act ? " (f16 activations)" : "";
+    std::printf("isa / threads    %s / %d%s\n", pllm_isa(), threads, act);
     std::printf("reps             %d (after one warm-up)\n", o->reps);
     std::printf("%-16s %12s %10s\n", "test", "tok/s", "sd");
     std::printf("%-16s %12.2f %10.2f\n", ("pp" + std::to_string(o->n_prompt)).c_str(), pp_mean, pp_sd);

@@ -91,7 +91,7 @@ void run(benchmark::State& st, const KernelTable* kt, Kind kind, int hd, int n_p
 }  // namespace
 
 int main(int argc, char** argv) {
-  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon_dotprod}) {
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon_dotprod, Isa::neon_i8mm}) {
     const KernelTable* kt = kernels_for(isa);
     if (!kt) continue;
     for (int n_pos : {512, 2048}) {

@@ -88,7 +88,7 @@ void run(benchmark::State& st, const TypeKernels* k, TensorType t, int64_t rows,
 }
 
 void register_all() {
-  const Isa isas[] = {Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon_dotprod};
+  const Isa isas[] = {Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon_dotprod, Isa::neon_i8mm};
   const TensorType types[] = {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q8_0};
   const int64_t shapes[][2] = {{1536, 576}, {576, 1536}};
   for (Isa isa : isas) {

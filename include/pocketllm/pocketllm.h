@@ -113,6 +113,9 @@ typedef struct pllm_session_params {
                                conversation never runs out of context and memory stays flat */
   int32_t kv_sinks;         /* positions kept forever with a window (default 4); < kv_window */
   int32_t n_batch;          /* most tokens per forward pass in prefill; 0 = 64 */
+  int32_t f16_activations;  /* 1: W4A16 -- round activations to fp16 once per row for Q4_0/Q4_1/Q8_0
+                               weights (fp16 FMLA on ARM with FP16 arithmetic); exclusive with
+                               int8_activations (pllm_session_create fails if both are set) */
 } pllm_session_params;
 
 pllm_session_params pllm_session_default_params(void);

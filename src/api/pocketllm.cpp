@@ -180,6 +180,7 @@ pllm_status pllm_session_create(pllm_model* m, const pllm_session_params* params
     cfg.n_ctx = p.n_ctx;
     cfg.n_threads = p.n_threads;
     cfg.int8_activations = p.int8_activations != 0;
+    cfg.f16_activations = p.f16_activations != 0;
     cfg.fuse = p.no_fuse == 0;
     cfg.profile = p.profile != 0;
     switch (p.kv_type) {

@@ -10,13 +10,19 @@
 #ifndef HWCAP_ASIMDDP
 #define HWCAP_ASIMDDP (1 << 20)
 #endif
+#ifndef HWCAP_ASIMDHP
+#define HWCAP_ASIMDHP (1 << 10)
+#endif
+#ifndef HWCAP2_I8MM
+#define HWCAP2_I8MM (1 << 13)
+#endif
 #endif
 
 namespace pllm {
 
 namespace {
 
-constexpr int kNumIsa = 5;
+constexpr int kNumIsa = 6;
 
 bool cpu_supports(Isa isa) {
   switch (isa) {
@@ -42,9 +48,43 @@ bool cpu_supports(Isa isa) {
 #else
       return false;
 #endif
+    case Isa::neon_i8mm:  // SMMLA; the rest of the table is the dotprod one
+#if defined(__linux__)
+      return cpu_supports(Isa::neon_dotprod) && (getauxval(AT_HWCAP2) & HWCAP2_I8MM) != 0;
+#else
+      return false;
+#endif
 #endif
     default:
       return false;
+  }
+}
+
+// FP16 arithmetic (FMLA .8h) for the W4A16 kernels; independent of the ISA level.
+bool cpu_has_fp16_arith() {
+#if defined(PLLM_HAVE_ARM_KERNELS) && defined(__aarch64__) && defined(__linux__)
+  return (getauxval(AT_HWCAP) & HWCAP_ASIMDHP) != 0;
+#else
+  return false;
+#endif
+}
+
+// W4A16 kernels of each table (filled after everything else).
+void fill_f16act(KernelTable& k, Isa isa) {
+  switch (isa) {
+#if defined(PLLM_HAVE_X86_KERNELS)
+    case Isa::avx2:
+    case Isa::avx512: kern::fill_f16act_avx2(k); break;  // 256-bit: faster on Zen 4 (f16act_avx2.cpp)
+#endif
+#if defined(PLLM_HAVE_ARM_KERNELS)
+    case Isa::neon:
+    case Isa::neon_dotprod:
+    case Isa::neon_i8mm:
+      kern::fill_f16act_neon(k);
+      if (cpu_has_fp16_arith()) kern::fill_f16act_neon_fp16(k);
+      break;
+#endif
+    default: break;  // scalar: already filled with the twins
   }
 }
 
@@ -60,6 +100,7 @@ Tables build_tables() {
   kern::fill_attention_kv_scalar(t.table[0]);
   kern::fill_gemm_scalar(t.table[0]);
   kern::fill_rows_scalar(t.table[0]);
+  kern::fill_f16act_scalar(t.table[0]);
   t.ok[0] = true;
   for (int i = 1; i < kNumIsa; ++i) {
     const Isa isa = static_cast<Isa>(i);
@@ -73,9 +114,11 @@ Tables build_tables() {
 #if defined(PLLM_HAVE_ARM_KERNELS)
       case Isa::neon: kern::fill_neon(k); kern::fill_attention_neon(k); kern::fill_attention_kv_neon(k); kern::fill_gemm_neon(k); kern::fill_rows_neon(k); break;
       case Isa::neon_dotprod: kern::fill_neon(k); kern::fill_neon_dotprod(k); kern::fill_attention_neon(k); kern::fill_attention_kv_neon(k); kern::fill_gemm_neon_dotprod(k); kern::fill_rows_neon_dotprod(k); break;
+      case Isa::neon_i8mm: kern::fill_neon(k); kern::fill_neon_dotprod(k); kern::fill_attention_neon(k); kern::fill_attention_kv_neon(k); kern::fill_gemm_neon_i8mm(k); kern::fill_rows_neon_i8mm(k); break;
 #endif
       default: continue;
     }
+    fill_f16act(k, isa);
     k.isa = isa;
     t.table[i] = k;
     t.ok[i] = true;
@@ -95,6 +138,7 @@ int rank(Isa isa) {
     case Isa::neon: return 1;
     case Isa::avx512:
     case Isa::neon_dotprod: return 2;
+    case Isa::neon_i8mm: return 3;
   }
   return 0;
 }
@@ -118,17 +162,19 @@ const char* isa_name(Isa isa) {
     case Isa::avx512: return "avx512";
     case Isa::neon: return "neon";
     case Isa::neon_dotprod: return "dotprod";
+    case Isa::neon_i8mm: return "i8mm";
   }
   return "unknown";
 }
 
 Isa select_isa(const char* request, bool* unknown) {
   if (unknown) *unknown = false;
-  int cap = 2;
+  int cap = 3;  // the highest rank
   if (request && *request) {
     static const struct { const char* name; Isa isa; } kNames[] = {
         {"scalar", Isa::scalar}, {"avx2", Isa::avx2},          {"avx512", Isa::avx512},
         {"neon", Isa::neon},     {"dotprod", Isa::neon_dotprod}, {"neon_dotprod", Isa::neon_dotprod},
+        {"i8mm", Isa::neon_i8mm}, {"neon_i8mm", Isa::neon_i8mm},
     };
     bool found = false;
     for (const auto& e : kNames) {

@@ -46,4 +46,14 @@ void fill_rows_avx512(KernelTable& t);         // x86/rows_avx512.cpp
 void fill_rows_neon(KernelTable& t);           // arm/rows_neon.cpp (baseline NEON)
 void fill_rows_neon_dotprod(KernelTable& t);   // arm/rows_neon.cpp (int8 kernels need dotprod)
 
+// ARM i8mm level: the dotprod table plus SMMLA prefill GEMM (arm/gemm_i8mm.cpp, +i8mm flags).
+void fill_gemm_neon_i8mm(KernelTable& t);
+void fill_rows_neon_i8mm(KernelTable& t);  // arm/rows_neon.cpp (the dotprod kernels, own loop slot)
+
+// W4A16 (TypeKernels::vec_dot_f16act*, KernelTable::f32_to_f16_row), filled last.
+void fill_f16act_scalar(KernelTable& t);     // generic/f16act_scalar.cpp
+void fill_f16act_avx2(KernelTable& t);       // x86/f16act_avx2.cpp (F16C loads, f32 FMA; both x86 tables)
+void fill_f16act_neon(KernelTable& t);       // arm/f16act_neon.cpp (baseline: widen to f32, f32 FMA)
+void fill_f16act_neon_fp16(KernelTable& t);  // arm/f16act_neon_fp16.cpp (FP16 FMLA; needs ASIMDHP)
+
 }  // namespace pllm::kern

@@ -13,7 +13,7 @@
 
 namespace pllm {
 
-enum class Isa : int { scalar = 0, avx2 = 1, avx512 = 2, neon = 3, neon_dotprod = 4 };
+enum class Isa : int { scalar = 0, avx2 = 1, avx512 = 2, neon = 3, neon_dotprod = 4, neon_i8mm = 5 };
 const char* isa_name(Isa isa);
 
 struct TypeKernels {
@@ -58,6 +58,23 @@ struct TypeKernels {
   // up to rounding (same decoded weights, >= 8 f32 lanes per row as for vec_dot_f32).
   void (*vec_dot_f32_rows)(int64_t n, const void* w, size_t w_stride, int n_rows, const float* x, float* out) = nullptr;
   // ---- end decode matvec
+
+  // ---- W4A16: fp16 activations (kernels: generic/f16act_scalar.cpp, x86/f16act_avx2.cpp,
+  // arm/f16act_neon*.cpp). Activation format: the f32 row rounded once to IEEE half
+  // (KernelTable::f32_to_f16_row), n uint16_t. Weights are decoded in registers. Set for
+  // Q4_0, Q4_1 and Q8_0 only; null elsewhere (those types take the exact path).
+  // The scalar twins give the dot of dequantize_row's weights with the half activations
+  // (accumulated in double); x86 kernels accumulate in f32 with >= 8 lanes (as vec_dot_f32);
+  // ARM kernels with FP16 arithmetic accumulate 4 products per fp16 lane within each 32-element
+  // block and widen to f32 once per block (error <= ~4 * 2^-11 relative per block term, see
+  // tests/cpp/test_f16act.cpp). An fp16 overflow (|x| beyond ~2000) is detected and that row
+  // recomputed with f32 accumulation.
+  float (*vec_dot_f16act)(int64_t n, const void* w_row, const uint16_t* xh) = nullptr;
+  // Several activation rows (as vec_dot_f32_multi): out[j * out_stride] = vec_dot_f16act(n, w_row,
+  // xh + j * x_stride) up to rounding, for j < n_x; each weight block decoded once per group of rows.
+  void (*vec_dot_f16act_multi)(int64_t n, const void* w_row, const uint16_t* xh, int64_t x_stride, int n_x,
+                               float* out, int64_t out_stride) = nullptr;
+  // ---- end W4A16
 };
 
 struct KernelTable {
@@ -68,6 +85,9 @@ struct KernelTable {
   float (*dot_f32)(const float* a, const float* b, int64_t n) = nullptr;
   // y += a * x
   void (*axpy_f32)(float a, const float* x, float* y, int64_t n) = nullptr;
+  // W4A16 activation format: y[i] = x[i] rounded to IEEE half (nearest even; overflow -> inf).
+  // Bit-identical on every ISA.
+  void (*f32_to_f16_row)(const float* x, uint16_t* y, int64_t n) = nullptr;
 
   // --- attention (generic/attention_scalar.cpp, x86/attention_*.cpp, arm/attention_neon.cpp) ---
   // Causal attention of ONE query head over n_pos cached positions (single pass, online
@@ -115,7 +135,7 @@ struct KernelTable {
 };
 
 // The table for the best ISA this CPU supports, capped by the environment
-// variable PLLM_ISA (scalar|avx2|avx512|neon|dotprod) if set. Filled on first call
+// variable PLLM_ISA (scalar|avx2|avx512|neon|dotprod|i8mm) if set. Filled on first call
 // (thread-safe); immutable afterwards.
 const KernelTable& kernels();
 
@@ -135,7 +155,7 @@ inline void attn_accum_finish(const AttnAccum& a, int head_dim, float* out) {
 const KernelTable* kernels_for(Isa isa);
 
 // The ISA kernels() selects for a PLLM_ISA value (nullptr or "" = unset): the best
-// runnable level whose rank (scalar 0; avx2, neon 1; avx512, dotprod 2) does not
+// runnable level whose rank (scalar 0; avx2, neon 1; avx512, dotprod 2; i8mm 3) does not
 // exceed the requested one. An unrecognised value sets *unknown (if non-null) and
 // yields the best runnable level. Pure: does not print and does not read the env.
 Isa select_isa(const char* request, bool* unknown);

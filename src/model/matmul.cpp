@@ -26,6 +26,7 @@ constexpr int kGroup = 4;  // token rows per fused exact-mode kernel call
 struct Plan {
   const TypeKernels* tk[kMaxTargets];
   int act_slot[kMaxTargets];  // int8 activation buffer slot, or -1 for the exact f32 path
+  bool f16[kMaxTargets];      // W4A16 kernels (f16 mode, type has them)
   int64_t first_task[kMaxTargets + 1];
   TensorType slot_type[kMaxActFormats];
   const TypeKernels* slot_tk[kMaxActFormats];
@@ -55,10 +56,13 @@ void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_t
 
   Plan p;
   p.first_task[0] = 0;
+  bool any_f16 = false;
   for (int i = 0; i < n_targets; ++i) {
     const TypeKernels& tk = kt.for_type(targets[i].W->type);
     p.tk[i] = &tk;
     p.act_slot[i] = -1;
+    p.f16[i] = mode == ActMode::f16 && tk.vec_dot_f16act != nullptr;
+    any_f16 = any_f16 || p.f16[i];
     if (mode == ActMode::int8 && tk.act_type != TensorType::F32) {
       int slot = 0;
       while (slot < p.n_slots && p.slot_type[slot] != tk.act_type) ++slot;
@@ -72,6 +76,19 @@ void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_t
   }
 
   const size_t slot_bytes = size_t(s.n_batch) * s.act_row_stride;
+  // f16 mode: every token row rounded to halves once, into slot 0 (rows act_row_stride apart).
+  const size_t h_stride = s.act_row_stride / sizeof(uint16_t);
+  const uint16_t* xh = reinterpret_cast<const uint16_t*>(s.act_q);
+  if (any_f16) {
+    auto convert = [&](int64_t t) {
+      kt.f32_to_f16_row(X + t * cols, reinterpret_cast<uint16_t*>(s.act_q + t * s.act_row_stride), cols);
+    };
+    if (n_tok <= 2) {  // as for int8 below: cheaper here than a hand-off
+      for (int t = 0; t < n_tok; ++t) convert(t);
+    } else {
+      pool.run(n_tok, convert);
+    }
+  }
   if (p.n_slots > 0) {
     auto quantize = [&](int64_t task) {
       const int slot = int(task / n_tok), t = int(task % n_tok);
@@ -107,6 +124,18 @@ void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_t
       }
       for (int64_t r = r0; r < r1; ++r)
         for (int t = 0; t < n_tok; ++t) Y[t * rows + r] = tk.vec_dot(cols, W.row(r), xq + t * s.act_row_stride);
+      return;
+    }
+    if (p.f16[i]) {  // W4A16: each weight block decoded once per group of up to kGroup token rows
+      for (int t0 = 0; t0 < n_tok; t0 += kGroup) {
+        const int nt = std::min(kGroup, n_tok - t0);
+        const uint16_t* x = xh + int64_t(t0) * h_stride;
+        float* y = Y + int64_t(t0) * rows;
+        for (int64_t r = r0; r < r1; ++r) {
+          if (nt == 1) y[r] = tk.vec_dot_f16act(cols, W.row(r), x);
+          else tk.vec_dot_f16act_multi(cols, W.row(r), x, int64_t(h_stride), nt, y + r, rows);
+        }
+      }
       return;
     }
     if (n_tok == 1) {  // decode, exact: several weight rows share each activation vector

@@ -14,13 +14,17 @@ namespace pllm {
 //   int8:  activations are quantised per block to int8 and dotted with integer kernels
 //          (W4A8/W8A8 as llama.cpp does): on small models the rounding can flip
 //          near-tied greedy choices.
-enum class ActMode { exact, int8 };
+//   f16:   W4A16: activations are rounded once per row to IEEE half and weight blocks
+//          decoded in registers (fp16 FMLA on ARM with FP16 arithmetic, F16C loads + f32
+//          FMA on x86) for Q4_0, Q4_1 and Q8_0; other weight types take the exact path.
+enum class ActMode { exact, int8, f16 };
 
 // Distinct int8 activation formats a group may need at once (Q8_0, Q8_1-style, Q8_K).
 inline constexpr int kMaxActFormats = 3;
 
 struct MatmulScratch {
   uint8_t* act_q;         // [kMaxActFormats][n_batch][act_row_stride] quantised activations
+                          // (f16 mode: slot 0 holds the half rows)
   size_t act_row_stride;
   int n_batch;
 };

@@ -18,6 +18,7 @@ struct SessionConfig {
   int n_threads = 0;  // 0: default_thread_count()
   int n_batch = 64;   // tokens per forward() during prefill
   bool int8_activations = false;  // W4A8/W8A8 integer kernels instead of exact f32 activations
+  bool f16_activations = false;   // W4A16: fp16 activations (Q4_0/Q4_1/Q8_0); exclusive with int8
   bool fuse = true;               // one pool job for Q/K/V and for gate/up (false: --no-fuse)
   bool profile = false;           // record per-op timings (Tracer)
   KvOptions kv;                   // KV storage type, sliding window and sinks

@@ -177,6 +177,26 @@ TEST_F(Api, SameSeedSameTokens) {
   EXPECT_NE(run(5), run(6));
 }
 
+// W4A16 session parameter: greedy "Paris" survives fp16 activations; int8 + f16 is refused.
+TEST_F(Api, F16ActivationsSession) {
+  pllm_session_params sp = pllm_session_default_params();
+  sp.n_ctx = 256;
+  sp.f16_activations = 1;
+  pllm_session* s = nullptr;
+  ASSERT_EQ(pllm_session_create(model_, &sp, &s), PLLM_OK) << pllm_last_error();
+  auto ids = chat_prompt("What is the capital of France?");
+  Collected c;
+  auto gp = greedy(16);
+  EXPECT_EQ(pllm_generate(s, ids.data(), ids.size(), &gp, collect, &c, nullptr), PLLM_OK) << pllm_last_error();
+  EXPECT_NE(c.text.find("Paris"), std::string::npos) << c.text;
+  pllm_session_free(s);
+  sp.int8_activations = 1;
+  s = nullptr;
+  EXPECT_EQ(pllm_session_create(model_, &sp, &s), PLLM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(s, nullptr);
+  EXPECT_NE(std::string(pllm_last_error()).find("f16"), std::string::npos) << pllm_last_error();
+}
+
 TEST(ApiLoad, ProgressCallbackCanAbort) {
   if (access(real_model_path().c_str(), R_OK) != 0) GTEST_SKIP() << "model not found";
   pllm_model_params mp = pllm_model_default_params();

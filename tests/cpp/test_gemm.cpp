@@ -222,7 +222,8 @@ TEST_P(GemmIsa, TableEntries) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllIsas, GemmIsa,
-                         ::testing::Values(Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon_dotprod),
+                         ::testing::Values(Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon_dotprod,
+                                           Isa::neon_i8mm),
                          [](const testing::TestParamInfo<Isa>& i) { return std::string(isa_name(i.param)); });
 
 }  // namespace

@@ -35,6 +35,7 @@
 
 #include <cfloat>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -495,18 +496,31 @@ TEST_P(KernelIsa, ZerosGiveZero) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllIsas, KernelIsa,
-                         ::testing::Values(Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon_dotprod),
+                         ::testing::Values(Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon_dotprod,
+                                           Isa::neon_i8mm),
                          [](const ::testing::TestParamInfo<Isa>& info) { return std::string(isa_name(info.param)); });
+
+// The documented ranks (kernels.h): scalar 0; avx2, neon 1; avx512, dotprod 2; i8mm 3.
+int rank_of(Isa i) {
+  switch (i) {
+    case Isa::scalar: return 0;
+    case Isa::avx2: case Isa::neon: return 1;
+    case Isa::avx512: case Isa::neon_dotprod: return 2;
+    case Isa::neon_i8mm: return 3;
+  }
+  return -1;
+}
 
 TEST(Dispatch, SelectionRules) {
   bool unknown = true;
   const Isa best = select_isa(nullptr, &unknown);
   EXPECT_FALSE(unknown);
   EXPECT_NE(kernels_for(best), nullptr);
-  for (Isa i : {Isa::avx2, Isa::avx512, Isa::neon, Isa::neon_dotprod}) {
+  const Isa all[] = {Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon_dotprod, Isa::neon_i8mm};
+  for (Isa i : all) {
+    // the best is a strictly higher level than anything else runnable
     if (kernels_for(i) && i != best) {
-      // the best is at least as high a level as anything runnable
-      EXPECT_TRUE((i == Isa::avx2 || i == Isa::neon)) << isa_name(i) << " runnable but best is " << isa_name(best);
+      EXPECT_LT(rank_of(i), rank_of(best)) << isa_name(i) << " vs " << isa_name(best);
     }
   }
   EXPECT_EQ(select_isa("", &unknown), best);
@@ -514,11 +528,21 @@ TEST(Dispatch, SelectionRules) {
   EXPECT_FALSE(unknown);
   EXPECT_EQ(select_isa("bogus", &unknown), best);
   EXPECT_TRUE(unknown);
-  // Requests never yield a table that cannot run, and cap at the requested level.
-  for (const char* r : {"avx2", "avx512", "neon", "dotprod"}) {
-    const Isa s = select_isa(r, &unknown);
-    EXPECT_FALSE(unknown) << r;
-    EXPECT_NE(kernels_for(s), nullptr) << r;
+  // Requests never yield a table that cannot run, and cap at the requested level: the
+  // result is the highest runnable level whose rank does not exceed the request's.
+  const struct { const char* name; int rank; } kReq[] = {{"avx2", 1},    {"avx512", 2},       {"neon", 1},
+                                                          {"dotprod", 2}, {"neon_dotprod", 2}, {"i8mm", 3},
+                                                          {"neon_i8mm", 3}};
+  for (const auto& r : kReq) {
+    const Isa s = select_isa(r.name, &unknown);
+    EXPECT_FALSE(unknown) << r.name;
+    EXPECT_NE(kernels_for(s), nullptr) << r.name;
+    EXPECT_LE(rank_of(s), r.rank) << r.name;
+    for (Isa i : all) {
+      if (kernels_for(i) && rank_of(i) <= r.rank) {
+        EXPECT_GE(rank_of(s), rank_of(i)) << r.name << " " << isa_name(i);
+      }
+    }
   }
   if (kernels_for(Isa::avx2)) {
     EXPECT_EQ(select_isa("avx2", nullptr), Isa::avx2);
@@ -526,10 +550,26 @@ TEST(Dispatch, SelectionRules) {
   if (kernels_for(Isa::neon)) {
     EXPECT_EQ(select_isa("neon", nullptr), Isa::neon);
   }
+  if (kernels_for(Isa::neon_dotprod)) {
+    EXPECT_EQ(select_isa("dotprod", nullptr), Isa::neon_dotprod);
+  }
+  if (kernels_for(Isa::neon_i8mm)) {
+    EXPECT_EQ(best, Isa::neon_i8mm);
+    EXPECT_EQ(select_isa("i8mm", nullptr), Isa::neon_i8mm);
+    EXPECT_NE(kernels_for(Isa::neon_dotprod), nullptr) << "i8mm is only enabled together with dotprod";
+  }
+  EXPECT_STREQ(isa_name(Isa::neon_i8mm), "i8mm");
   EXPECT_EQ(kernels_for(static_cast<Isa>(17)), nullptr);
+  EXPECT_EQ(kernels_for(static_cast<Isa>(6)), nullptr);
   // kernels() honours PLLM_ISA as seen by this process
   EXPECT_EQ(kernels().isa, select_isa(std::getenv("PLLM_ISA"), nullptr));
   EXPECT_EQ(&kernels(), kernels_for(kernels().isa));
+}
+
+// Which table kernels() picked (scripts/test_arm.sh greps this line under each qemu CPU).
+TEST(Dispatch, Selected) {
+  std::printf("[ selected ] %s\n", isa_name(kernels().isa));
+  EXPECT_EQ(kernels().isa, select_isa(std::getenv("PLLM_ISA"), nullptr));
 }
 
 }  // namespace

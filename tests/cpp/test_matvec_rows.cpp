@@ -233,7 +233,8 @@ TEST_P(MatvecRows, MatchesScalarRowLoop) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllIsas, MatvecRows,
-                         ::testing::Values(Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon_dotprod),
+                         ::testing::Values(Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon_dotprod,
+                                           Isa::neon_i8mm),
                          [](const ::testing::TestParamInfo<Isa>& info) { return std::string(isa_name(info.param)); });
 
 }  // namespace

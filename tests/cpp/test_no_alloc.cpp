@@ -46,7 +46,7 @@ void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
 namespace pllm {
 namespace {
 
-void expect_no_alloc_decoding(bool int8) {
+void expect_no_alloc_decoding(bool int8, bool f16 = false) {
   if (!PLLM_COUNT_ALLOCS) GTEST_SKIP() << "allocation counting is off under AddressSanitizer (release build runs it)";
   if (access(real_model_path().c_str(), R_OK) != 0) GTEST_SKIP() << "model not found at " << real_model_path();
   auto m = Model::load(real_model_path(), false);
@@ -55,6 +55,7 @@ void expect_no_alloc_decoding(bool int8) {
   cfg.n_ctx = 256;
   cfg.n_threads = 2;
   cfg.int8_activations = int8;
+  cfg.f16_activations = f16;
   auto s = Session::create(m.value(), cfg);
   ASSERT_TRUE(s.ok()) << s.error().message;
   Session& session = *s.value();
@@ -82,6 +83,7 @@ void expect_no_alloc_decoding(bool int8) {
 
 TEST(NoAlloc, DecodeExact) { expect_no_alloc_decoding(false); }
 TEST(NoAlloc, DecodeInt8) { expect_no_alloc_decoding(true); }
+TEST(NoAlloc, DecodeF16) { expect_no_alloc_decoding(false, true); }
 
 TEST(NoAlloc, CounterWorks) {
   if (!PLLM_COUNT_ALLOCS) GTEST_SKIP() << "allocation counting is off under AddressSanitizer";

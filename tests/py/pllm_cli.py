@@ -39,10 +39,7 @@ def gemma3_path() -> Path:
     return (Path(env) if env else REPO / "models") / GEMMA3_NAME
 
 
-def available_isas() -> list[str]:
-    """Dispatch levels to exercise through PLLM_ISA ("default" = variable unset)."""
-    isas = ["default", "scalar"]
-    machine = platform.machine().lower()
+def _cpu_flags() -> set[str]:
     try:
         cpuinfo = Path("/proc/cpuinfo").read_text()
     except OSError:
@@ -51,6 +48,14 @@ def available_isas() -> list[str]:
     for line in cpuinfo.splitlines():
         if line.startswith(("flags", "Features")):
             flags.update(line.split(":", 1)[1].split())
+    return flags
+
+
+def available_isas() -> list[str]:
+    """Dispatch levels to exercise through PLLM_ISA ("default" = variable unset)."""
+    isas = ["default", "scalar"]
+    machine = platform.machine().lower()
+    flags = _cpu_flags()
     if machine in ("x86_64", "amd64"):
         if {"avx2", "fma", "f16c"} <= flags:
             isas.append("avx2")
@@ -60,7 +65,16 @@ def available_isas() -> list[str]:
         isas.append("neon")
         if "asimddp" in flags:
             isas.append("dotprod")
+            if "i8mm" in flags:
+                isas.append("i8mm")
     return isas
+
+
+def fp16_arith(isa: str) -> bool:
+    """Whether the W4A16 (--f16-act) kernels of this level accumulate in fp16: every NEON
+    level on a CPU with FP16 arithmetic (asimdhp); never the scalar twins or x86."""
+    machine = platform.machine().lower()
+    return machine in ("aarch64", "arm64") and isa != "scalar" and "asimdhp" in _cpu_flags()
 
 
 def isa_env(isa: str) -> dict[str, str]:
@@ -110,13 +124,14 @@ def assert_clean_error(proc: subprocess.CompletedProcess) -> str:
 
 def run_logits(binary: Path, model: Path, ids: list[int], out_file: Path, n_vocab: int, *,
                threads: int = 2, env: dict | None = None, int8_act: bool = False,
-               extra: list | tuple = (), chunk: int = 0) -> np.ndarray:
-    """Engine logits [len(ids), n_vocab] as float64; `int8_act` adds --int8-act; `chunk`
-    appends the ids in calls of that many tokens (1: each through the decode path);
-    `extra` more CLI arguments (e.g. KV options)."""
+               f16_act: bool = False, extra: list | tuple = (), chunk: int = 0) -> np.ndarray:
+    """Engine logits [len(ids), n_vocab] as float64; `int8_act` adds --int8-act, `f16_act`
+    --f16-act; `chunk` appends the ids in calls of that many tokens (1: each through the
+    decode path); `extra` more CLI arguments (e.g. KV options)."""
     proc = run_cli(binary, ["logits", "-m", model, "--ids", " ".join(map(str, ids)),
                             "--out", out_file, "-t", str(threads)]
                    + (["--int8-act"] if int8_act else [])
+                   + (["--f16-act"] if f16_act else [])
                    + (["--chunk", str(chunk)] if chunk else []) + [str(a) for a in extra], env=env)
     check_ok(proc)
     raw = np.fromfile(out_file, dtype="<f4")

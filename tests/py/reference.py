@@ -54,6 +54,14 @@ compared with.
 products accumulated in f32 by numpy's sgemm), the dominant rounding of the
 engine's default (exact) mode; it is used to check the exact-mode tolerances'
 headroom the same way.
+
+`act_f16=True` rounds the input of every matmul whose weight is Q4_0, Q4_1 or Q8_0
+to IEEE half (round to nearest even) -- exactly the activation format of the
+engine's W4A16 mode (`--f16-act`); matmuls with other weight types keep float64
+inputs, as the engine keeps f32 for them. Unlike act_quant this *is* what the
+engine computes (up to its f32 / fp16 accumulation), so f16-act logits are compared
+with forward(act_f16=True) under a tight bound, and forward(act_f16=True) with the
+plain forward checks the bound derived from the rounding (tolerances.py).
 """
 from __future__ import annotations
 
@@ -66,6 +74,8 @@ import numpy as np
 SUPPORTED_ARCHS = {"llama": "normal", "qwen2": "neox", "gemma3": "neox"}
 FLOAT_TYPES = {"F32", "F16", "BF16"}
 K_TYPES = {"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"}
+# Weight types with W4A16 kernels (fp16 activations); the rest keep f32 activations.
+F16_ACT_TYPES = {"Q4_0", "Q4_1", "Q8_0"}
 
 
 @dataclass
@@ -156,10 +166,12 @@ class Reference:
     # -- pieces -------------------------------------------------------------
 
     def _mm(self, x: np.ndarray, name: str, act_quant: bool,
-            f32_matmul: bool = False) -> np.ndarray:
+            f32_matmul: bool = False, act_f16: bool = False) -> np.ndarray:
         w = self.w[name]
         if act_quant:
             x = simulate_act_quant(x, self.wtype[name])
+        if act_f16 and self.wtype[name] in F16_ACT_TYPES:
+            x = x.astype(np.float16).astype(np.float64)  # IEEE round to nearest even
         if f32_matmul:
             return (x.astype(np.float32) @ w.T).astype(np.float64)
         return x @ w.T.astype(np.float64)
@@ -198,7 +210,7 @@ class Reference:
     # -- forward ------------------------------------------------------------
 
     def forward(self, ids, *, last_only: bool = False, act_quant: bool = False,
-                f32_matmul: bool = False, rms_eps: float | None = None,
+                f32_matmul: bool = False, act_f16: bool = False, rms_eps: float | None = None,
                 rope_base: float | None = None, rope_mode: str | None = None, use_rope_freqs: bool = True,
                 use_bias: bool = True, output_name: str | None = None,
                 kv_dtype: str = "f16", window: int = 0, sinks: int = 0) -> np.ndarray:
@@ -216,7 +228,7 @@ class Reference:
             return self._forward_gemma3(ids, last_only=last_only, act_quant=act_quant,
                                         f32_matmul=f32_matmul, rms_eps=rms_eps,
                                         rope_base=rope_base, rope_mode=rope_mode,
-                                        kv_dtype=kv_dtype)
+                                        kv_dtype=kv_dtype, act_f16=act_f16)
         hp = self.hp
         ids = np.asarray(ids, dtype=np.int64)
         n = len(ids)
@@ -234,9 +246,9 @@ class Reference:
         for il in range(hp.n_layer):
             p = f"blk.{il}."
             h = self._rmsnorm(x, self.w[p + "attn_norm.weight"], eps)
-            q = self._mm(h, p + "attn_q.weight", act_quant, f32_matmul)
-            k = self._mm(h, p + "attn_k.weight", act_quant, f32_matmul)
-            v = self._mm(h, p + "attn_v.weight", act_quant, f32_matmul)
+            q = self._mm(h, p + "attn_q.weight", act_quant, f32_matmul, act_f16)
+            k = self._mm(h, p + "attn_k.weight", act_quant, f32_matmul, act_f16)
+            v = self._mm(h, p + "attn_v.weight", act_quant, f32_matmul, act_f16)
             if use_bias:
                 if p + "attn_q.bias" in self.w:
                     q = q + self.w[p + "attn_q.bias"]
@@ -267,19 +279,19 @@ class Reference:
                 pr /= pr.sum(axis=1, keepdims=True)
                 att[:, hq, :] = pr @ v[:, kvh, :]
             x = x + self._mm(att.reshape(n, hp.n_head * hd), p + "attn_output.weight",
-                             act_quant, f32_matmul)
+                             act_quant, f32_matmul, act_f16)
             h = self._rmsnorm(x, self.w[p + "ffn_norm.weight"], eps)
-            g = self._mm(h, p + "ffn_gate.weight", act_quant, f32_matmul)
-            u = self._mm(h, p + "ffn_up.weight", act_quant, f32_matmul)
+            g = self._mm(h, p + "ffn_gate.weight", act_quant, f32_matmul, act_f16)
+            u = self._mm(h, p + "ffn_up.weight", act_quant, f32_matmul, act_f16)
             x = x + self._mm(g / (1.0 + np.exp(-g)) * u, p + "ffn_down.weight",
-                             act_quant, f32_matmul)
+                             act_quant, f32_matmul, act_f16)
         if last_only:
             x = x[-1:]
         x = self._rmsnorm(x, self.w["output_norm.weight"], eps)
         out_name = "output.weight" if "output.weight" in self.w else "token_embd.weight"
         if output_name is not None:
             out_name = output_name
-        return self._mm(x, out_name, act_quant, f32_matmul)
+        return self._mm(x, out_name, act_quant, f32_matmul, act_f16)
 
     def _windowed_attention(self, q, k, v, k_raw, window, sinks, scale, mode, base, factors,
                             kv_dtype):
@@ -305,7 +317,7 @@ class Reference:
                         window: int | None = None, qk_norm: bool = True, post_norms: bool = True,
                         local_base: float | None = None, embed_scale: bool = True,
                         linear: float | None = None, linear_local: bool = False,
-                        kv_dtype: str = "f16") -> np.ndarray:
+                        kv_dtype: str = "f16", act_f16: bool = False) -> np.ndarray:
         """Gemma 3 forward (module doc). The extra keywords switch single features off
         for the sensitivity checks (call it directly)."""
         hp = self.hp
@@ -329,7 +341,7 @@ class Reference:
             return self._rmsnorm(v, self.w[name], eps)
 
         def mm(v, name):
-            return self._mm(v, name, act_quant, f32_matmul)
+            return self._mm(v, name, act_quant, f32_matmul, act_f16)
 
         x = self.w["token_embd.weight"][ids].astype(np.float64)
         if embed_scale:

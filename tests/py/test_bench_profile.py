@@ -18,6 +18,18 @@ def test_bench_json_contract(pllm_bin, smollm2_path):
     assert j["peak_rss_mb"] > 50
 
 
+def test_bench_f16_act_flag(pllm_bin, smollm2_path):
+    """`bench --f16-act` runs and reports the mode (json key and the text header)."""
+    base = [str(pllm_bin), "bench", "-m", str(smollm2_path), "-p", "8", "-n", "2", "-r", "1", "-t", "2",
+            "--bw-mib", "16"]
+    p = subprocess.run(base + ["--f16-act", "--json"], capture_output=True, timeout=300)
+    assert p.returncode == 0, p.stderr.decode(errors="replace")
+    j = json.loads(p.stdout)
+    assert j["f16_act"] is True and j["int8_act"] is False and j["tg_tps"] > 0
+    p = subprocess.run(base + ["--f16-act"], capture_output=True, timeout=300)
+    assert p.returncode == 0 and "(f16 activations)" in p.stdout.decode()
+
+
 def test_profile_writes_trace_and_table(pllm_bin, smollm2_path, tmp_path):
     trace = tmp_path / "trace.json"
     p = subprocess.run([str(pllm_bin), "run", "-m", str(smollm2_path), "-p", "Hi", "--temp", "0", "-n", "4",

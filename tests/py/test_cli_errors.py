@@ -52,6 +52,10 @@ def _cases(m_ok, m_gptj, m_q5k, missing, work):
         "no_prompt_tokenize": ["tokenize", "-m", m_ok],
         "prompt_and_file_both": ["run", "-m", m_ok, "-p", "hi", "-f", work / "p.txt", "-n", "1"],
         "prompt_file_missing": ["run", "-m", m_ok, "-f", work / "no-such-prompt.txt", "-n", "1"],
+        # activation modes are exclusive
+        "int8_and_f16_act": ["run", "-m", m_ok, "-p", "hi", "-n", "1", "--int8-act", "--f16-act"],
+        "logits_int8_and_f16_act": ["logits", "-m", m_ok, "--ids", "1 2", "--out", work / "o.f32",
+                                    "--f16-act", "--int8-act"],
     }
 
 
@@ -79,3 +83,6 @@ def test_error_tests_use_working_inputs(pllm_bin, tiny_models_paths, work_dir):
                                                   "-n", "2", "--temp", "0.5", "-t", "2"]))
     pllm_cli.check_ok(pllm_cli.run_cli(pllm_bin, ["logits", "-m", m, "--ids", "1 2",
                                                   "--out", work_dir / "o.f32"]))
+    for act in ("--int8-act", "--f16-act"):
+        pllm_cli.check_ok(pllm_cli.run_cli(pllm_bin, ["run", "-m", m, "-p", "hi", "-n", "1",
+                                                      "--temp", "0", act]))

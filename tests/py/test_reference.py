@@ -9,7 +9,9 @@
 * the int8-mode (W8A8/W4A8) tolerances leave headroom over a simulation of the
   int8 rounding, which in turn is far outside the exact-mode bounds;
 * the exact-mode tolerances leave >= 10x headroom over the reference run with
-  float32 matmuls.
+  float32 matmuls;
+* the f16-mode (W4A16) tolerances leave >= 2x headroom over the reference with its
+  matmul inputs rounded to fp16, and stay below the int8 effect.
 """
 from __future__ import annotations
 
@@ -234,6 +236,36 @@ def test_act_quant_headroom_tiny(tiny_models_paths, tiny_ref_cache, name):
     # and int8 rounding is far outside the exact-mode bound, so exact-mode tests
     # would notice int8 activations
     assert s["max_rel"] > 5 * tol.tol_for(cfg.wtype, tol.EXACT)[0]
+
+
+@pytest.mark.parametrize("name", [n for n, c in CONFIGS.items()
+                                  if c.wtype in tol.F16_ACT_TYPES])
+def test_act_f16_headroom_tiny(tiny_models_paths, tiny_ref_cache, name):
+    """F16-mode bound (f32 accumulation) vs the reference rounding its matmul inputs to
+    fp16; that rounding is far outside the exact f32 noise and inside the int8 effect."""
+    cfg = CONFIGS[name]
+    ref = _ref(tiny_ref_cache, tiny_models_paths, name)
+    ids = tm.sample_ids(cfg, 16)
+    exact = ref.forward(ids)
+    s = compare(ref.forward(ids, act_f16=True), exact)
+    max_rel, rms_rel = tol.tol_for(cfg.wtype, tol.F16)
+    print(f"{name} simulated fp16 activations: {format_stats(s)}")
+    assert s["max_rel"] <= max_rel / 2 and s["rms_rel"] <= rms_rel / 2
+    assert s["max_rel"] > 1e-4  # what test_f16_act_flag_effect relies on
+    # the loosest f16 bound (fp16 accumulation) stays below the int8 effect
+    s8 = compare(ref.forward(ids, act_quant=True), exact)
+    assert tol.tol_for(cfg.wtype, tol.F16, fp16_acc=True)[0] < s8["max_rel"] / 2
+
+
+def test_act_f16_headroom_smollm2(smollm2_ref):
+    from pllm_cli import SMOLLM2_SHORT_IDS as SHORT_IDS
+    exact = smollm2_ref.forward(SHORT_IDS)
+    s = compare(smollm2_ref.forward(SHORT_IDS, act_f16=True), exact)
+    print("SmolLM2 simulated fp16 activations:", format_stats(s))
+    max_rel, rms_rel = tol.smollm2_tol(tol.F16)
+    assert s["max_rel"] <= max_rel / 2 and s["rms_rel"] <= rms_rel / 2
+    s8 = compare(smollm2_ref.forward(SHORT_IDS, act_quant=True), exact)
+    assert tol.smollm2_tol(tol.F16, fp16_acc=True)[0] < s8["max_rel"] / 2
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))

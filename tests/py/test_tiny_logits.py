@@ -1,6 +1,7 @@
 """End-to-end logits of every tiny model (arch x weight type, plus variants) vs the
-numpy reference, at every kernel dispatch level, in both activation modes (default
-exact f32 activations, and `--int8-act`). Tolerances: see tolerances.py."""
+numpy reference, at every kernel dispatch level, in all three activation modes
+(default exact f32 activations, `--int8-act`, `--f16-act`). Tolerances: see
+tolerances.py."""
 from __future__ import annotations
 
 import json
@@ -24,19 +25,29 @@ def _ref(cache: dict, paths: dict, name: str) -> Reference:
     return cache[name]
 
 
+def _logits(pllm_bin, tiny_models_paths, name, ids, out, n_vocab, mode, **kw):
+    return pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, out, n_vocab,
+                               int8_act=mode == tol.INT8, f16_act=mode == tol.F16, **kw)
+
+
 def _check_vs_reference(pllm_bin, tiny_models_paths, tiny_ref_cache, work_dir, name, isa,
                         mode):
     cfg = CONFIGS[name]
     ref = _ref(tiny_ref_cache, tiny_models_paths, name)
     ids = tm.sample_ids(cfg, N_IDS)
     want = ref.forward(ids)
-    got = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, work_dir / "logits.f32",
-                              ref.hp.n_vocab, env=pllm_cli.isa_env(isa),
-                              int8_act=mode == tol.INT8)
-    max_rel, rms_rel = tol.tol_for(cfg.wtype, mode)
+    got = _logits(pllm_bin, tiny_models_paths, name, ids, work_dir / "logits.f32",
+                  ref.hp.n_vocab, mode, env=pllm_cli.isa_env(isa))
+    max_rel, rms_rel = tol.tol_for(cfg.wtype, mode, pllm_cli.fp16_arith(isa))
     tol.assert_logits_close(got, want, max_rel, rms_rel,
                             tol.argmax_min_fraction(cfg.wtype, mode),
                             what=f"{name} isa={isa} mode={mode}")
+    if mode == tol.F16:
+        # also against the reference with its matmul inputs rounded to fp16 the same
+        # way: the same bound (see tolerances.py on why it is not much closer)
+        tol.assert_logits_close(got, ref.forward(ids, act_f16=True), max_rel, rms_rel,
+                                tol.argmax_min_fraction(cfg.wtype, mode),
+                                what=f"{name} isa={isa} mode={mode} vs act_f16 reference")
 
 
 @pytest.mark.parametrize("isa", ISAS)
@@ -57,6 +68,39 @@ def test_logits_match_reference_int8_act(pllm_bin, tiny_models_paths, tiny_ref_c
     bounds); float weights keep f32 activations and the float bound."""
     _check_vs_reference(pllm_bin, tiny_models_paths, tiny_ref_cache, work_dir, name, isa,
                         tol.INT8)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_logits_match_reference_f16_act(pllm_bin, tiny_models_paths, tiny_ref_cache,
+                                        work_dir, name, isa):
+    """`logits --f16-act`: W4A16 for Q4_0/Q4_1/Q8_0 (bound derived from the fp16
+    rounding of activations); every other type is exact mode."""
+    _check_vs_reference(pllm_bin, tiny_models_paths, tiny_ref_cache, work_dir, name, isa,
+                        tol.F16)
+
+
+@pytest.mark.parametrize("name", ["llama-F32", "qwen2-BF16", "qwen2-F16", "llama-Q4_K",
+                                  "qwen2-Q6_K", "llama-Q4_0", "qwen2-Q4_1", "llama-Q8_0"])
+def test_f16_act_flag_effect(pllm_bin, tiny_models_paths, tiny_ref_cache, work_dir, name):
+    """--f16-act leaves models without W4A16 kernels (float, K-quants) bit-identical
+    to exact mode and really switches Q4_0/Q4_1/Q8_0 ones (their logits then move by
+    the fp16 rounding of activations: measured max_rel >= 1e-3, far above exact
+    mode's f32 noise of ~1e-6)."""
+    cfg = CONFIGS[name]
+    ref = _ref(tiny_ref_cache, tiny_models_paths, name)
+    ids = tm.sample_ids(cfg, N_IDS)
+    exact = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, work_dir / "e.f32",
+                                ref.hp.n_vocab)
+    f16 = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, work_dir / "h.f32",
+                              ref.hp.n_vocab, f16_act=True)
+    if cfg.wtype not in tol.F16_ACT_TYPES:
+        assert np.array_equal(exact, f16), \
+            f"{name}: --f16-act changed logits of a type without W4A16 kernels: " \
+            f"{format_stats(compare(f16, exact))}"
+    else:
+        s = compare(f16, exact)
+        assert s["max_rel"] > 1e-4, f"{name}: --f16-act seems to be ignored: {format_stats(s)}"
 
 
 @pytest.mark.parametrize("name", ["llama-F32", "qwen2-BF16", "qwen2-F16",
@@ -90,13 +134,13 @@ def test_thread_count_does_not_change_logits(pllm_bin, tiny_models_paths, tiny_r
                                              work_dir, name, mode):
     ref = _ref(tiny_ref_cache, tiny_models_paths, name)
     ids = tm.sample_ids(CONFIGS[name], N_IDS)
-    int8 = mode == tol.INT8
-    one = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, work_dir / "t1.f32",
-                              ref.hp.n_vocab, threads=1, int8_act=int8)
-    two = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, work_dir / "t2.f32",
-                              ref.hp.n_vocab, threads=2, int8_act=int8)
-    three = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, work_dir / "t3.f32",
-                                ref.hp.n_vocab, threads=3, int8_act=int8)
+    n_vocab = ref.hp.n_vocab
+    one = _logits(pllm_bin, tiny_models_paths, name, ids, work_dir / "t1.f32", n_vocab, mode,
+                  threads=1)
+    two = _logits(pllm_bin, tiny_models_paths, name, ids, work_dir / "t2.f32", n_vocab, mode,
+                  threads=2)
+    three = _logits(pllm_bin, tiny_models_paths, name, ids, work_dir / "t3.f32", n_vocab, mode,
+                    threads=3)
     for other, t in ((two, 2), (three, 3)):
         tol.assert_logits_close(other, one, tol.CONSISTENCY_MAX_REL, tol.CONSISTENCY_MAX_REL,
                                 1.0, what=f"{name} mode={mode} -t {t} vs -t 1")
@@ -110,12 +154,11 @@ def test_prefix_logits_are_causal(pllm_bin, tiny_models_paths, tiny_ref_cache, w
     dependence on batch size), down to a single token."""
     ref = _ref(tiny_ref_cache, tiny_models_paths, name)
     ids = tm.sample_ids(CONFIGS[name], N_IDS)
-    int8 = mode == tol.INT8
-    full = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, work_dir / "full.f32",
-                               ref.hp.n_vocab, int8_act=int8)
+    full = _logits(pllm_bin, tiny_models_paths, name, ids, work_dir / "full.f32",
+                   ref.hp.n_vocab, mode)
     for k in (1, 5):
-        part = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids[:k],
-                                   work_dir / f"p{k}.f32", ref.hp.n_vocab, int8_act=int8)
+        part = _logits(pllm_bin, tiny_models_paths, name, ids[:k], work_dir / f"p{k}.f32",
+                       ref.hp.n_vocab, mode)
         tol.assert_logits_close(part, full[:k], tol.CONSISTENCY_MAX_REL,
                                 tol.CONSISTENCY_MAX_REL, 1.0,
                                 what=f"{name} mode={mode} prefix {k}")

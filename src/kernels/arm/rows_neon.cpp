@@ -8,5 +8,6 @@ namespace pllm::kern {
 
 void fill_rows_neon(KernelTable& t) { fill_rows_loop(t, Isa::neon); }
 void fill_rows_neon_dotprod(KernelTable& t) { fill_rows_loop(t, Isa::neon_dotprod); }
+void fill_rows_neon_i8mm(KernelTable& t) { fill_rows_loop(t, Isa::neon_i8mm); }
 
 }  // namespace pllm::kern

@@ -15,7 +15,7 @@ namespace pllm::kern {
 
 namespace {
 
-constexpr int kIsas = 5;
+constexpr int kIsas = 6;
 using DotFn = float (*)(int64_t, const void*, const void*);
 DotFn g_dot[kIsas][32] = {};
 
@@ -50,6 +50,7 @@ void fill_gemm_vec_dot_loop(KernelTable& t, Isa isa) {
     case Isa::avx512: set_loops<2>(t); break;
     case Isa::neon: set_loops<3>(t); break;
     case Isa::neon_dotprod: set_loops<4>(t); break;
+    case Isa::neon_i8mm: set_loops<5>(t); break;
   }
 }
 
