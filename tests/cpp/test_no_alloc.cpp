@@ -46,7 +46,7 @@ void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
 namespace pllm {
 namespace {
 
-void expect_no_alloc_decoding(bool int8, bool f16 = false) {
+void expect_no_alloc_decoding(bool int8, bool f16 = false, KvOptions kv = {}) {
   if (!PLLM_COUNT_ALLOCS) GTEST_SKIP() << "allocation counting is off under AddressSanitizer (release build runs it)";
   if (access(real_model_path().c_str(), R_OK) != 0) GTEST_SKIP() << "model not found at " << real_model_path();
   auto m = Model::load(real_model_path(), false);
@@ -56,6 +56,8 @@ void expect_no_alloc_decoding(bool int8, bool f16 = false) {
   cfg.n_threads = 2;
   cfg.int8_activations = int8;
   cfg.f16_activations = f16;
+  cfg.kv = kv;
+  if (kv.window > 0) cfg.n_batch = 4;  // a small ring: 75 positions wrap it
   auto s = Session::create(m.value(), cfg);
   ASSERT_TRUE(s.ok()) << s.error().message;
   Session& session = *s.value();
@@ -84,6 +86,10 @@ void expect_no_alloc_decoding(bool int8, bool f16 = false) {
 TEST(NoAlloc, DecodeExact) { expect_no_alloc_decoding(false); }
 TEST(NoAlloc, DecodeInt8) { expect_no_alloc_decoding(true); }
 TEST(NoAlloc, DecodeF16) { expect_no_alloc_decoding(false, true); }
+// Windows whose rings (24 slots for q8; 64 = two q4 groups) wrap within the 75 positions
+// the test writes; q4 also quantises a group every 32 positions.
+TEST(NoAlloc, DecodeWindowedQ8) { expect_no_alloc_decoding(false, false, {KvType::q8, 24, 4}); }
+TEST(NoAlloc, DecodeWindowedQ4) { expect_no_alloc_decoding(false, false, {KvType::q4, 16, 4}); }
 
 TEST(NoAlloc, CounterWorks) {
   if (!PLLM_COUNT_ALLOCS) GTEST_SKIP() << "allocation counting is off under AddressSanitizer";
