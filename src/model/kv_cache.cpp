@@ -83,6 +83,9 @@ KvCache::KvCache(const ModelConfig& c, const KvOptions& o, int n_ctx, int n_batc
       L.sinks = 0;
       L.ring = type_ == KvType::q4 ? round_up(n_ctx, G) : n_ctx;
     }
+    // q4: the f16 rows hold the group being filled plus a batch, so every query of a batch
+    // finds its own incomplete group there after the whole batch was stored.
+    if (type_ == KvType::q4) L.recent = round_up(G + n_batch, G);
     const size_t slots = size_t(L.sinks) + size_t(L.ring);
     const size_t D = size_t(kv_dim_);
     L.k = off = align_up(off);
@@ -104,8 +107,8 @@ KvCache::KvCache(const ModelConfig& c, const KvOptions& o, int n_ctx, int n_batc
       case KvType::q4:
         L.v = align_up(L.k + size_t(L.sinks) * D * 2);
         L.tail_k = align_up(L.v + size_t(L.sinks) * D * 2);
-        L.tail_v = align_up(L.tail_k + size_t(G) * D * 2);
-        L.groups = align_up(L.tail_v + size_t(G) * D * 2);
+        L.tail_v = align_up(L.tail_k + size_t(L.recent) * D * 2);
+        L.groups = align_up(L.tail_v + size_t(L.recent) * D * 2);
         off = L.groups + size_t(L.ring / G) * group_bytes();
         break;
     }
@@ -135,6 +138,11 @@ int KvCache::q4_tail_start(const Layer& L) const {
   return L.sinks + (end_ - L.sinks) / G * G;
 }
 
+int KvCache::q4_tail_for(const Layer& L, int pos) {
+  if (pos + 1 <= L.sinks) return L.sinks;
+  return L.sinks + (pos + 1 - L.sinks) / G * G;
+}
+
 int KvCache::oldest_kept(const Layer& L) const {
   if (L.window == 0) return 0;
   const int newest_group = type_ == KvType::q4 ? q4_tail_start(L) : end_;
@@ -145,8 +153,10 @@ int KvCache::truncate(int n) {
   int m = std::clamp(n, 0, end_);
   for (int pass = 0; pass < 2; ++pass) {
     for (const Layer& L : layers_) {
-      if (type_ == KvType::q4 && m > L.sinks && m < q4_tail_start(L) && (m - L.sinks) % G != 0)
-        m = L.sinks + (m - L.sinks) / G * G;  // a quantised group resumes only at its start
+      // Resuming inside a quantised group needs that group's f16 rows before m (its later
+      // queries read them until the group is complete again): else resume at its start.
+      const int g0 = m > L.sinks ? L.sinks + (m - L.sinks) / G * G : m;
+      if (type_ == KvType::q4 && m > g0 && g0 < end_ - L.recent) m = g0;
       if (m > L.sinks && window_lo(L, m) < oldest_kept(L)) m = L.sinks;  // overwritten already
     }
   }
@@ -167,8 +177,9 @@ void KvCache::store(int l, int pos, const float* k, const float* v) {
       vd = reinterpret_cast<uint16_t*>(base + L.v) + size_t(pos) * D;
     } else {
       t = (pos - L.sinks) % G;
-      kd = reinterpret_cast<uint16_t*>(base + L.tail_k) + size_t(t) * D;
-      vd = reinterpret_cast<uint16_t*>(base + L.tail_v) + size_t(t) * D;
+      const size_t row = size_t((pos - L.sinks) % L.recent);
+      kd = reinterpret_cast<uint16_t*>(base + L.tail_k) + row * D;
+      vd = reinterpret_cast<uint16_t*>(base + L.tail_v) + row * D;
     }
     for (size_t i = 0; i < D; ++i) {
       kd[i] = fp32_to_fp16(k[i]);
@@ -182,8 +193,10 @@ void KvCache::store(int l, int pos, const float* k, const float* v) {
       uint16_t* vsc = reinterpret_cast<uint16_t*>(kc + align_up(G * D / 2));
       uint16_t* vmn = vsc + size_t(G) * (D / kKvQ4ValueBlock);
       uint8_t* vc = reinterpret_cast<uint8_t*>(vsc) + align_up(G * (D / kKvQ4ValueBlock) * 4);
-      const uint16_t* tk = reinterpret_cast<const uint16_t*>(base + L.tail_k);
-      const uint16_t* tv = reinterpret_cast<const uint16_t*>(base + L.tail_v);
+      // The group's rows are contiguous in the f16 ring (recent is a multiple of G).
+      const size_t first = size_t((pos - G + 1 - L.sinks) % L.recent) * D;
+      const uint16_t* tk = reinterpret_cast<const uint16_t*>(base + L.tail_k) + first;
+      const uint16_t* tv = reinterpret_cast<const uint16_t*>(base + L.tail_v) + first;
       kv_quantize_q4_keys(tk, int64_t(D), int(D), kc, int64_t(D / 2), ks, ks + D);
       float* row = scratch_.data();
       for (int j = 0; j < G; ++j) {
@@ -224,8 +237,8 @@ void KvCache::store(int l, int pos, const float* k, const float* v) {
 // Positions [lo, hi) of one storage area: all sinks (< S), or all in the ring (may wrap), or
 // (q4) split further into quantised groups and the f16 tail; for the n_q query heads sharing
 // kv_head (q + j * head_dim, a[j]) in one kernel call per piece, so the piece is read once.
-void KvCache::attend_range(const Layer& L, int lo, int hi, int kv_head, int n_q, const float* q, float scale,
-                           AttnAccum* a) const {
+void KvCache::attend_range(const Layer& L, int pos, int lo, int hi, int kv_head, int n_q, const float* q,
+                           float scale, AttnAccum* a) const {
   if (hi <= lo) return;
   const KernelTable& kt = kernels();
   const int hd = head_dim_;
@@ -240,7 +253,7 @@ void KvCache::attend_range(const Layer& L, int lo, int hi, int kv_head, int n_q,
   };
   if (type_ == KvType::q4) {
     if (hi <= L.sinks) return f16_rows(L.k, L.v, lo, hi - lo);
-    const int tail = q4_tail_start(L);
+    const int tail = q4_tail_for(L, pos);
     for (int p = lo; p < std::min(hi, tail);) {
       const int r = (p - L.sinks) % L.ring;
       const int g = r / G, t0 = r % G;
@@ -262,7 +275,12 @@ void KvCache::attend_range(const Layer& L, int lo, int hi, int kv_head, int n_q,
       kt.attn_seg_q4(q, n_q, view, t0, t1, hd, scale, a);
       p += t1 - t0;
     }
-    if (hi > tail) f16_rows(L.tail_k, L.tail_v, std::max(lo, tail) - tail, hi - std::max(lo, tail));
+    if (hi > tail) {  // the f16 rows, a ring of L.recent: at most one wrap
+      const int from = std::max(lo, tail), n = hi - from;
+      const int r0 = (from - L.sinks) % L.recent, first = std::min(n, L.recent - r0);
+      f16_rows(L.tail_k, L.tail_v, r0, first);
+      if (n > first) f16_rows(L.tail_k, L.tail_v, 0, n - first);
+    }
     return;
   }
   // Slot ranges: sinks map 1:1; ring positions may wrap once.
@@ -331,13 +349,13 @@ void KvCache::attend_part(int l, int pos, int kv_head, int n_q, const float* q, 
       std::memcpy(qr, q, size_t(n_q) * size_t(head_dim_) * sizeof(float));
       for (int j = 0; j < n_q; ++j)
         rope_f32(qr + size_t(j) * size_t(head_dim_), rope.n_rot, rope.inv_freq, -double(lo - L.sinks), rope.neox);
-      attend_range(L, b, hi, kv_head, n_q, qr, scale, a);
+      attend_range(L, pos, b, hi, kv_head, n_q, qr, scale, a);
     } else {
-      attend_range(L, b, hi, kv_head, n_q, q, scale, a);
+      attend_range(L, pos, b, hi, kv_head, n_q, q, scale, a);
     }
   }
   const int w0 = std::max(lo, L.sinks) - n_sink;  // window index i is position i + w0
-  if (e > n_sink) attend_range(L, std::max(b, n_sink) + w0, e + w0, kv_head, n_q, q, scale, a);
+  if (e > n_sink) attend_range(L, pos, std::max(b, n_sink) + w0, e + w0, kv_head, n_q, q, scale, a);
 }
 
 void KvCache::attend(int l, int pos, int kv_head, const float* q, float scale, const RopeSpec& rope,

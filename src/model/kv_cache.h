@@ -17,7 +17,9 @@
 //
 // Types (kernels/kv_format.h): f32 (exact, for tests), f16 (default), q8 (int8 per 64
 // channels), q4 (KIVI: keys per channel over groups of 32 tokens, values per token; the
-// newest, incomplete group and the sinks stay in an f16 tail until the group is full).
+// sinks and the newest positions also stay as f16 rows, and a query reads its own,
+// incomplete group from those, so what it sees never depends on later positions or on
+// how the prompt was split into batches).
 //
 // Each layer's arrays start on a 128-byte boundary and a decode step reads each once,
 // front to back. Stores are single-threaded (the forward pass writes a batch's keys and
@@ -99,11 +101,12 @@ class KvCache {
     int sinks = 0;   // S
     int window = 0;  // 0: none
     int ring = 0;    // R, ring slots (a multiple of kKvQ4GroupTokens for q4)
+    int recent = 0;  // q4: f16 rows of the newest positions (a multiple of the group, >= group + batch)
     uint8_t* base = nullptr;  // 128-byte aligned start of this layer's arrays in storage_
     // Offsets in bytes from base; which are used depends on the type.
     size_t k = 0, v = 0;                    // f32/f16/q8 rows [slots][kv_dim]; q4: f16 sinks [S][kv_dim]
     size_t ks = 0, vs = 0;                  // q8 scales [slots][kv_dim / 64]
-    size_t tail_k = 0, tail_v = 0;          // q4: f16 rows of the newest group [G][kv_dim]
+    size_t tail_k = 0, tail_v = 0;          // q4: f16 rows of the newest positions [recent][kv_dim]
     size_t groups = 0;                      // q4: ring / G group blocks of group_bytes
   };
   // The oldest position a query at pos sees in the window part (>= sinks).
@@ -113,8 +116,11 @@ class KvCache {
   size_t group_bytes() const;
   // q4: positions >= this are in the f16 tail (the incomplete newest group).
   int q4_tail_start(const Layer& L) const;
+  // q4: what a query at pos reads from the f16 rows (positions >= this) rather than from
+  // quantised groups: the group it is in is incomplete for it, whatever the batch stored.
+  static int q4_tail_for(const Layer& L, int pos);
   // Positions [lo, hi), all in one storage area, for n_q query heads (q + j * head_dim, a[j]).
-  void attend_range(const Layer& L, int lo, int hi, int kv_head, int n_q, const float* q, float scale,
+  void attend_range(const Layer& L, int pos, int lo, int hi, int kv_head, int n_q, const float* q, float scale,
                     AttnAccum* a) const;
 
   KvType type_;

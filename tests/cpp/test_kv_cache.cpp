@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <map>
+#include <tuple>
 #include <random>
 #include <vector>
 
@@ -47,8 +48,9 @@ void rotate(std::vector<double>& x, const std::vector<float>& inv_freq, double p
   }
 }
 
-// What the cache gives back for position j's key/value row, given which positions form
-// complete q4 groups at the time of the query (queries see the state after their batch).
+// What the cache gives back for position j's key/value row to a query at position p: for
+// q4, j is read from its quantised group only if that group is complete at p (else f16),
+// whatever else the batch stored.
 struct Emulator {
   KvType type;
   int sinks, window;
@@ -56,20 +58,24 @@ struct Emulator {
   const std::vector<std::vector<float>>& V;
 
   // Rows already emulated for the current batch (the state only changes between batches).
-  mutable std::map<std::pair<int, bool>, std::vector<double>> memo;
+  mutable std::map<std::tuple<int, bool, bool>, std::vector<double>> memo;
   mutable int memo_end = -1;
 
-  const std::vector<double>& row(int j, int end, bool key) const {
+  // end: the batch's end (values may change between batches after a truncation).
+  const std::vector<double>& row(int j, int p, int end, bool key) const {
     if (end != memo_end) {
       memo.clear();
       memo_end = end;
     }
-    auto it = memo.find({j, key});
-    if (it == memo.end()) it = memo.emplace(std::make_pair(j, key), compute(j, end, key)).first;
+    const int S = sinks;
+    const int tail_start = p + 1 <= S ? S : S + (p + 1 - S) / G * G;
+    const bool grouped = type == KvType::q4 && j >= S && j < tail_start;
+    auto it = memo.find({j, key, grouped});
+    if (it == memo.end()) it = memo.emplace(std::make_tuple(j, key, grouped), compute(j, grouped, key)).first;
     return it->second;
   }
 
-  std::vector<double> compute(int j, int end, bool key) const {
+  std::vector<double> compute(int j, bool grouped, bool key) const {
     const std::vector<float>& src = key ? K[size_t(j)] : V[size_t(j)];
     std::vector<double> out(kDim);
     auto f16 = [](float x) { return double(fp16_to_fp32(fp32_to_fp16(x))); };
@@ -91,8 +97,7 @@ struct Emulator {
       case KvType::q4: break;
     }
     const int S = sinks;
-    const int tail_start = end <= S ? S : S + (end - S) / G * G;
-    if (j < S || j >= tail_start) {
+    if (!grouped) {
       for (int i = 0; i < kDim; ++i) out[size_t(i)] = f16(src[size_t(i)]);
       return out;
     }
@@ -206,7 +211,7 @@ void run_scenario(const Scenario& sc, int n_pos, const std::vector<std::pair<int
           double mx = -1e300;
           for (size_t t = 0; t < vis.size(); ++t) {
             const int j = vis[t];
-            const std::vector<double>& krow = em.row(j, end, true);
+            const std::vector<double>& krow = em.row(j, p, end, true);
             std::vector<double> k(krow.begin() + h * kHd, krow.begin() + (h + 1) * kHd);
             std::vector<double> qj = qq;
             if (j < S && lo > S) {
@@ -228,7 +233,7 @@ void run_scenario(const Scenario& sc, int n_pos, const std::vector<std::pair<int
           for (size_t t = 0; t < vis.size(); ++t) {
             const double w = std::exp(s[t] - mx);
             l += w;
-            const std::vector<double>& vrow = em.row(vis[t], end, false);
+            const std::vector<double>& vrow = em.row(vis[t], p, end, false);
             for (int d = 0; d < kHd; ++d) want[size_t(d)] += w * vrow[size_t(h * kHd + d)];
           }
           for (int d = 0; d < kHd; ++d) {
@@ -296,11 +301,14 @@ TEST(KvCache, TruncateRules) {
     EXPECT_EQ(kv.truncate(35), 2);
     EXPECT_EQ(kv.end(), 2);
   }
-  {  // q4 without a window: a quantised group resumes only at its start; the tail anywhere.
+  {  // q4 without a window: resuming inside a quantised group needs its f16 rows, which
+     // the last G + batch positions keep (40 with batch 8); older groups resume at their start.
     KvCache kv(c, {KvType::q4, 0, 4}, 256, 8, {});
-    fill(kv, 2 * G + 5);
-    EXPECT_EQ(kv.truncate(2 * G + 3), 2 * G + 3);  // inside the f16 tail
-    EXPECT_EQ(kv.truncate(G + 7), G);              // inside a quantised group
+    fill(kv, 3 * G + 5);
+    EXPECT_EQ(kv.truncate(3 * G + 3), 3 * G + 3);  // in the incomplete group
+    EXPECT_EQ(kv.truncate(2 * G + 7), 2 * G + 7);  // quantised, but its f16 rows are still kept
+    fill(kv, 3 * G + 5);
+    EXPECT_EQ(kv.truncate(G + 7), G);              // too old: back to the group's start
     EXPECT_EQ(kv.truncate(0), 0);
   }
 }
