@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "model/kv_snapshot.h"
+
 namespace pllm {
 
 Session::Session(std::shared_ptr<const Model> model, int n_ctx, int n_threads, const SessionConfig& cfg)
@@ -68,6 +70,27 @@ Result<void> Session::run(std::span<const int32_t> tokens, float* logits, bool a
 void Session::truncate(size_t n) {
   if (n >= history_.size()) return;
   history_.resize(size_t(state_->kv.truncate(int(n))));
+}
+
+Result<std::vector<uint8_t>> Session::save_prefix(size_t n) const {
+  if (n > history_.size())
+    return make_error(Status::out_of_range, "snapshot of " + std::to_string(n) + " tokens, but the session holds " +
+                                                std::to_string(history_.size()));
+  return make_kv_snapshot(state_->kv, model_->identity(), std::span<const int32_t>(history_.data(), n));
+}
+
+Result<void> Session::restore_prefix(std::span<const uint8_t> snapshot) {
+  PLLM_ASSIGN(const KvSnapshotView view, parse_kv_snapshot(snapshot));
+  if (!unbounded() && size_t(view.n_pos) >= size_t(n_ctx()))
+    return make_error(Status::out_of_range, "snapshot of " + std::to_string(view.n_pos) +
+                                                " tokens does not fit the context of " + std::to_string(n_ctx()));
+  const int n_vocab = model_->config().n_vocab;
+  std::vector<int32_t> ids = view.token_ids();
+  for (int32_t id : ids)
+    if (id < 0 || id >= n_vocab) return make_error(Status::bad_format, "KV snapshot holds an invalid token id");
+  PLLM_TRY(restore_kv_snapshot(state_->kv, model_->identity(), view));
+  history_.assign(ids.begin(), ids.end());
+  return {};
 }
 
 Result<void> Session::eval(std::span<const int32_t> tokens, float* logits_all) {

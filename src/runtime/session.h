@@ -47,6 +47,15 @@ class Session {
   bool unbounded() const { return state_->kv.unbounded(); }
   const KvCache& kv_cache() const { return state_->kv; }
 
+  // KV snapshot (model/kv_snapshot.h) of the first n history tokens: their KV slots plus the
+  // tokens. Errors when the cache has a window, n > history().size(), or (q4) n is not a
+  // point the cache can resume from.
+  Result<std::vector<uint8_t>> save_prefix(size_t n) const;
+  // Replaces the KV cache and history by a snapshot's n tokens, after checking it (corrupt,
+  // truncated, other model, other KV type, other format version: an error, and the session
+  // is unchanged).
+  Result<void> restore_prefix(std::span<const uint8_t> snapshot);
+
   // Op timings when created with profile = true, else null.
   Tracer* tracer() { return tracer_.get(); }
 
