@@ -25,7 +25,10 @@ class Hasher {
       }
     }
     for (; n >= 8; n -= 8, p += 8) mix(load(p));
-    while (n-- > 0) buf_[fill_++] = *p++;
+    if (n > 0) {  // here fill_ == 0 and n < 8
+      std::memcpy(buf_, p, n);
+      fill_ = n;
+    }
   }
   void update_u64(uint64_t v) { update(&v, 8); }
 

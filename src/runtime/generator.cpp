@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "runtime/prefix_cache.h"
+
 namespace pllm {
 namespace {
 
@@ -48,9 +50,27 @@ Result<GenerateStats> generate(Session& s, std::span<const int32_t> prompt, cons
   size_t common = 0;
   while (common < hist.size() && common + 1 < prompt.size() && hist[common] == prompt[common]) ++common;
   s.truncate(common);
+  common = s.history().size();  // the cache may resume earlier (q4 group, window)
+
+  // Prefix cache: restore the longest cached block-aligned prefix the session does not
+  // hold yet (leaving at least the last prompt token to run for its logits).
+  PrefixCache* pc = s.snapshots_supported() ? s.prefix_cache() : nullptr;
+  const KvType kv_type = s.kv_cache().type();
+  const auto t0 = Clock::now();
+  if (pc) {
+    auto hit = pc->lookup(kv_type, prompt, common, prompt.size() - 1);
+    if (hit.snapshot) {
+      auto rr = s.restore_prefix(*hit.snapshot);
+      if (rr.ok()) {  // the session now holds exactly hit.n_tokens prompt tokens
+        st.n_restored = int(hit.n_tokens);
+        common = hit.n_tokens;
+      } else {  // the session is unchanged; forget the entry
+        pc->drop(hit.key, rr.error().message);
+      }
+    }
+  }
   st.n_reused = int(common);
 
-  const auto t0 = Clock::now();
   auto r = s.eval_last(prompt.subspan(common));
   if (!r.ok()) {
     if (r.error().code == Status::cancelled) {
@@ -60,6 +80,16 @@ Result<GenerateStats> generate(Session& s, std::span<const int32_t> prompt, cons
     return r.error();
   }
   const double prefill_ms = ms_since(t0);
+  if (pc) {
+    // Offer the prompt's longest block-aligned prefix (a group boundary for q4, so always
+    // exportable); skip the copy when RAM has it already.
+    const size_t nb = prompt.size() / PrefixCache::kBlock * PrefixCache::kBlock;
+    if (nb > 0 && !pc->contains(kv_type, prompt.first(nb))) {
+      auto snap = s.save_prefix(nb);
+      if (snap.ok()) pc->insert(kv_type, prompt.first(nb), std::move(*snap));
+    }
+    pc->count_tokens(size_t(st.n_restored), prompt.size() - common);
+  }
   st.prefill_tps = prefill_ms > 0 ? double(prompt.size() - common) * 1000.0 / prefill_ms : 0.0;
 
   Sampler sampler(params.sampling, model.config().n_vocab);

@@ -24,7 +24,8 @@ struct GenerateParams {
 
 struct GenerateStats {
   int n_prompt = 0;
-  int n_reused = 0;
+  int n_reused = 0;    // prompt tokens the session already held
+  int n_restored = 0;  // prompt tokens restored from the prefix cache (included in n_reused)
   int n_generated = 0;
   double ttft_ms = 0;
   double prefill_tps = 0;

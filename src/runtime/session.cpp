@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "model/kv_snapshot.h"
+#include "runtime/prefix_cache.h"
 
 namespace pllm {
 

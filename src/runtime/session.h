@@ -13,6 +13,8 @@
 
 namespace pllm {
 
+class PrefixCache;
+
 struct SessionConfig {
   int n_ctx = 0;      // 0: min(training context, 4096)
   int n_threads = 0;  // 0: default_thread_count()
@@ -56,6 +58,12 @@ class Session {
   // is unchanged).
   Result<void> restore_prefix(std::span<const uint8_t> snapshot);
 
+  // Whether save_prefix can work at all (no sliding window).
+  bool snapshots_supported() const { return state_->kv.prefix_bytes(0).ok(); }
+  // The prefix cache generate() consults and fills (runtime/prefix_cache.h); null: none.
+  void set_prefix_cache(std::shared_ptr<PrefixCache> cache) { prefix_cache_ = std::move(cache); }
+  PrefixCache* prefix_cache() const { return prefix_cache_.get(); }
+
   // Op timings when created with profile = true, else null.
   Tracer* tracer() { return tracer_.get(); }
 
@@ -74,6 +82,7 @@ class Session {
   std::vector<int32_t> history_;
   std::vector<float> logits_;  // [n_vocab]
   std::atomic<bool> cancel_{false};
+  std::shared_ptr<PrefixCache> prefix_cache_;
 };
 
 }  // namespace pllm
