@@ -35,7 +35,9 @@ struct KvSnapshotView {
 };
 
 // Checks magic, version, sizes (checked arithmetic) and checksum; the view points into bytes.
-Result<KvSnapshotView> parse_kv_snapshot(std::span<const uint8_t> bytes);
+// verify_checksum = false only for bytes this process made or already verified (the prefix
+// cache's RAM tier): the checksum pass is most of a restore's cost.
+Result<KvSnapshotView> parse_kv_snapshot(std::span<const uint8_t> bytes, bool verify_checksum = true);
 // Snapshot of the first tokens.size() positions of kv (which must hold exactly those tokens).
 Result<std::vector<uint8_t>> make_kv_snapshot(const KvCache& kv, uint64_t model_id, std::span<const int32_t> tokens);
 // Replaces kv's contents with the snapshot after checking that it was taken with the same

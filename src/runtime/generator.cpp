@@ -60,7 +60,7 @@ Result<GenerateStats> generate(Session& s, std::span<const int32_t> prompt, cons
   if (pc) {
     auto hit = pc->lookup(kv_type, prompt, common, prompt.size() - 1);
     if (hit.snapshot) {
-      auto rr = s.restore_prefix(*hit.snapshot);
+      auto rr = s.restore_prefix(*hit.snapshot, /*verified=*/true);
       if (rr.ok()) {  // the session now holds exactly hit.n_tokens prompt tokens
         st.n_restored = int(hit.n_tokens);
         common = hit.n_tokens;
@@ -80,16 +80,6 @@ Result<GenerateStats> generate(Session& s, std::span<const int32_t> prompt, cons
     return r.error();
   }
   const double prefill_ms = ms_since(t0);
-  if (pc) {
-    // Offer the prompt's longest block-aligned prefix (a group boundary for q4, so always
-    // exportable); skip the copy when RAM has it already.
-    const size_t nb = prompt.size() / PrefixCache::kBlock * PrefixCache::kBlock;
-    if (nb > 0 && !pc->contains(kv_type, prompt.first(nb))) {
-      auto snap = s.save_prefix(nb);
-      if (snap.ok()) pc->insert(kv_type, prompt.first(nb), std::move(*snap));
-    }
-    pc->count_tokens(size_t(st.n_restored), prompt.size() - common);
-  }
   st.prefill_tps = prefill_ms > 0 ? double(prompt.size() - common) * 1000.0 / prefill_ms : 0.0;
 
   Sampler sampler(params.sampling, model.config().n_vocab);
@@ -145,6 +135,17 @@ Result<GenerateStats> generate(Session& s, std::span<const int32_t> prompt, cons
       }
       return e.error();
     }
+  }
+  if (pc) {
+    // Offer the prompt's longest block-aligned prefix (a group boundary for q4, so always
+    // exportable; generated tokens come after it). Done after decoding so it adds nothing to
+    // the time to first token; skipped when RAM has it already.
+    const size_t nb = prompt.size() / PrefixCache::kBlock * PrefixCache::kBlock;
+    if (nb > 0 && s.history().size() >= nb && !pc->contains(kv_type, prompt.first(nb))) {
+      auto snap = s.save_prefix(nb);
+      if (snap.ok()) pc->insert(kv_type, prompt.first(nb), std::move(*snap));
+    }
+    pc->count_tokens(size_t(st.n_restored), prompt.size() - common);
   }
   // Flush what remains (held-back stop-string prefixes, a partial UTF-8 tail) as token -1.
   std::string tail = pending + decoder.flush();

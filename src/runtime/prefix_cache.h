@@ -72,7 +72,8 @@ class PrefixCache {
     uint64_t key = 0;
   };
   // The longest cached block-aligned prefix of tokens with min_tokens < n <= max_tokens
-  // (RAM first, then disk); snapshot null when there is none.
+  // (RAM first, then disk); snapshot null when there is none. A returned snapshot has been
+  // checksummed (when read from disk) or was made by this process.
   Hit lookup(KvType type, std::span<const int32_t> tokens, size_t min_tokens, size_t max_tokens);
   // Whether tokens (a whole number of blocks) is cached in RAM (disk: not checked).
   bool contains(KvType type, std::span<const int32_t> tokens);

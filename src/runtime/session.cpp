@@ -80,8 +80,8 @@ Result<std::vector<uint8_t>> Session::save_prefix(size_t n) const {
   return make_kv_snapshot(state_->kv, model_->identity(), std::span<const int32_t>(history_.data(), n));
 }
 
-Result<void> Session::restore_prefix(std::span<const uint8_t> snapshot) {
-  PLLM_ASSIGN(const KvSnapshotView view, parse_kv_snapshot(snapshot));
+Result<void> Session::restore_prefix(std::span<const uint8_t> snapshot, bool verified) {
+  PLLM_ASSIGN(const KvSnapshotView view, parse_kv_snapshot(snapshot, !verified));
   if (!unbounded() && size_t(view.n_pos) >= size_t(n_ctx()))
     return make_error(Status::out_of_range, "snapshot of " + std::to_string(view.n_pos) +
                                                 " tokens does not fit the context of " + std::to_string(n_ctx()));

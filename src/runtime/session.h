@@ -56,7 +56,8 @@ class Session {
   // Replaces the KV cache and history by a snapshot's n tokens, after checking it (corrupt,
   // truncated, other model, other KV type, other format version: an error, and the session
   // is unchanged).
-  Result<void> restore_prefix(std::span<const uint8_t> snapshot);
+  // verified: the bytes were checksummed already (see parse_kv_snapshot).
+  Result<void> restore_prefix(std::span<const uint8_t> snapshot, bool verified = false);
 
   // Whether save_prefix can work at all (no sliding window).
   bool snapshots_supported() const { return state_->kv.prefix_bytes(0).ok(); }
