@@ -187,6 +187,17 @@ pllm_status pllm_generate(pllm_session* session, const pllm_token* prompt, size_
                           const pllm_sampling_params* sampling, pllm_token_fn on_token, void* user_data,
                           pllm_generation_stats* stats);
 
+/* Prewarm: start computing the KV cache for `tokens` (a prompt's known beginning: system prompt,
+ * document, conversation so far) on a background thread and return at once; the next
+ * pllm_generate whose prompt starts with them reuses the work. Supersedes a prewarm still
+ * running; any other call on the session (generate, eval, reset, free, ...) first stops a
+ * running prewarm, keeping what it finished. Uses the session's prefix cache like
+ * pllm_generate. Tokens (not text) so the prompt's tokenisation is the one that is cached. */
+pllm_status pllm_session_prewarm(pllm_session* session, const pllm_token* tokens, size_t n_tokens);
+/* Waits for the session's prewarm to finish: PLLM_OK, PLLM_ERR_CANCELLED when it was stopped,
+ * or its error (e.g. PLLM_ERR_OUT_OF_RANGE when the tokens do not fit the context). */
+pllm_status pllm_session_prewarm_wait(pllm_session* session);
+
 /* Ask a running pllm_generate/pllm_session_eval on this session to stop (any thread). */
 void pllm_session_cancel(pllm_session* session);
 

@@ -223,6 +223,27 @@ uint64_t pllm_session_kv_bytes(const pllm_session* s) { return s ? s->session->k
 void pllm_session_reset(pllm_session* s) {
   if (s) s->session->reset();
 }
+pllm_status pllm_session_prewarm(pllm_session* s, const pllm_token* tokens, size_t n_tokens) {
+  return guarded([&] {
+    if (!s || (!tokens && n_tokens)) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_session_prewarm: null argument");
+    const int32_t n_vocab = s->session->model().config().n_vocab;
+    for (size_t i = 0; i < n_tokens; ++i)
+      if (tokens[i] < 0 || tokens[i] >= n_vocab)
+        return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_session_prewarm: token id out of range");
+    s->session->prewarm(std::vector<int32_t>(tokens, tokens + n_tokens));
+    return PLLM_OK;
+  });
+}
+
+pllm_status pllm_session_prewarm_wait(pllm_session* s) {
+  return guarded([&] {
+    if (!s) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_session_prewarm_wait: null session");
+    auto r = s->session->wait_prewarm();
+    if (!r.ok()) return fail(r.error());
+    return PLLM_OK;
+  });
+}
+
 void pllm_session_cancel(pllm_session* s) {
   if (s) s->session->request_cancel();
 }

@@ -225,6 +225,25 @@ TEST_F(Api, PrefixCacheRestoresInAnotherSession) {
   EXPECT_EQ(pllm_prefix_cache_stats(nullptr, nullptr), PLLM_ERR_INVALID_ARGUMENT);
 }
 
+TEST_F(Api, PrewarmThenGenerate) {
+  auto ids = chat_prompt("What is the capital of France?");
+  auto sp = greedy(8);
+  Collected a, b;
+  ASSERT_EQ(pllm_generate(session_, ids.data(), ids.size(), &sp, collect, &a, nullptr), PLLM_OK);
+  pllm_session_reset(session_);
+  ASSERT_EQ(pllm_session_prewarm(session_, ids.data(), ids.size() - 2), PLLM_OK);
+  ASSERT_EQ(pllm_session_prewarm_wait(session_), PLLM_OK) << pllm_last_error();
+  pllm_generation_stats st{};
+  ASSERT_EQ(pllm_generate(session_, ids.data(), ids.size(), &sp, collect, &b, &st), PLLM_OK);
+  EXPECT_EQ(st.n_reused_tokens, int(ids.size()) - 2);
+  EXPECT_EQ(a.tokens, b.tokens);
+  const pllm_token bad = -1;
+  EXPECT_EQ(pllm_session_prewarm(session_, &bad, 1), PLLM_ERR_INVALID_ARGUMENT);
+  std::vector<pllm_token> too_long(300, 28);  // n_ctx is 256
+  ASSERT_EQ(pllm_session_prewarm(session_, too_long.data(), too_long.size()), PLLM_OK);
+  EXPECT_EQ(pllm_session_prewarm_wait(session_), PLLM_ERR_OUT_OF_RANGE);
+}
+
 TEST(ApiLoad, ProgressCallbackCanAbort) {
   if (access(real_model_path().c_str(), R_OK) != 0) GTEST_SKIP() << "model not found";
   pllm_model_params mp = pllm_model_default_params();
