@@ -116,6 +116,44 @@ void Session::report_profile(const SessionOptions& o) const {
   std::fprintf(stderr, "Chrome trace written to %s (open it in https://ui.perfetto.dev)\n", o.trace_out.c_str());
 }
 
+void CacheOptions::add_to(CLI::App* cmd) {
+  cmd->add_option("--cache-dir", dir,
+                  "prefix cache directory: prompts that start like an earlier one restore that part of the KV "
+                  "cache instead of computing it (default: $POCKETLLM_CACHE_DIR)");
+  cmd->add_option("--cache-ram", ram_mb, "prefix cache RAM budget in MB (default 256 when a cache is used)")
+      ->check(CLI::Range(0.0, 1e7));
+  cmd->add_option("--cache-disk", disk_mb, "prefix cache disk budget in MB (default 1024)")->check(CLI::Range(0.0, 1e9));
+  cmd->add_flag("--no-cache", no_cache, "do not use a prefix cache");
+}
+
+std::string CacheOptions::effective_dir() const {
+  if (!dir.empty()) return dir;
+  const char* env = std::getenv("POCKETLLM_CACHE_DIR");
+  return env ? env : "";
+}
+
+bool CacheOptions::enabled() const { return !no_cache && (!effective_dir().empty() || ram_mb >= 0); }
+
+PrefixCache::PrefixCache(Model& m, const CacheOptions& o) {
+  if (!o.enabled()) return;
+  pllm_prefix_cache_params cp = pllm_prefix_cache_default_params();
+  if (o.ram_mb >= 0) cp.ram_bytes = uint64_t(o.ram_mb * 1024 * 1024);
+  const std::string dir = o.effective_dir();
+  cp.dir = dir.empty() ? nullptr : dir.c_str();
+  cp.disk_bytes = uint64_t(o.disk_mb * 1024 * 1024);
+  check(pllm_prefix_cache_create(m.p, &cp, &p), "creating the prefix cache");
+}
+
+void PrefixCache::attach(Session& s) const {
+  if (p) check(pllm_session_set_prefix_cache(s.p, p), "attaching the prefix cache");
+}
+
+pllm_prefix_cache_counters PrefixCache::stats() const {
+  pllm_prefix_cache_counters st{};
+  if (p) check(pllm_prefix_cache_stats(p, &st), "reading prefix cache counters");
+  return st;
+}
+
 std::vector<pllm_token> tokenize(const Model& m, const std::string& text, bool add_special, bool parse_special) {
   size_t n = 0;
   std::vector<pllm_token> ids(text.size() + 8);

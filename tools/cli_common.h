@@ -62,6 +62,30 @@ struct Session {
   Session& operator=(const Session&) = delete;
 };
 
+// --cache-dir / --cache-ram / --cache-disk / --no-cache: the prefix cache of run, chat, bench.
+// A cache is used when a directory (--cache-dir, else $POCKETLLM_CACHE_DIR) or --cache-ram
+// is given, unless --no-cache.
+struct CacheOptions {
+  std::string dir;
+  double ram_mb = -1;  // < 0: 256 MiB when a cache is used
+  double disk_mb = 1024;
+  bool no_cache = false;
+  void add_to(CLI::App* cmd);
+  std::string effective_dir() const;
+  bool enabled() const;
+};
+
+// RAII owner of a prefix cache (null p when the options disable it).
+struct PrefixCache {
+  pllm_prefix_cache* p = nullptr;
+  PrefixCache(Model& m, const CacheOptions& o);
+  void attach(Session& s) const;
+  pllm_prefix_cache_counters stats() const;
+  ~PrefixCache() { pllm_prefix_cache_free(p); }
+  PrefixCache(const PrefixCache&) = delete;
+  PrefixCache& operator=(const PrefixCache&) = delete;
+};
+
 std::vector<pllm_token> tokenize(const Model& m, const std::string& text, bool add_special, bool parse_special);
 std::string apply_template(const Model& m, const std::vector<std::pair<std::string, std::string>>& messages);
 

@@ -154,6 +154,7 @@ std::function<int()> add_bench(CLI::App& app) {
     int n_prompt = 512, n_gen = 128, threads = 0, reps = 3;
     bool json = false, tg_empty = false;
     SessionOptions sess;  // --int8-act, --no-fuse, --profile
+    CacheOptions cache;   // with a prefix cache: also time restoring the prompt vs computing it
     int bw_mib = 1024;
   };
   auto o = std::make_shared<Opts>();
@@ -163,6 +164,7 @@ std::function<int()> add_bench(CLI::App& app) {
   cmd->add_option("-t,--threads", o->threads, "threads (default: physical performance cores)");
   cmd->add_option("-r,--reps", o->reps, "repetitions (default 3)");
   o->sess.add_to(cmd);
+  o->cache.add_to(cmd);
   cmd->add_flag("--tg-empty", o->tg_empty,
                 "also time N decoded tokens from an empty context, as llama-bench's tg test does (tg0_tps)");
   cmd->add_option("--bw-mib", o->bw_mib, "buffer for the bandwidth measurement in MiB (default 1024, 0 = skip)");
@@ -180,6 +182,8 @@ std::function<int()> add_bench(CLI::App& app) {
     double pp_mean = 0, pp_sd = 0, tg_mean = 0, tg_sd = 0, ttft_mean = 0, rss = 0;
     uint64_t weight_bytes = 0, token_bytes = 0, kv_bytes = 0;
     double tg0_mean = 0, tg0_sd = 0;
+    double cold_ttft = 0, warm_ttft = 0;
+    int cached_tokens = 0;
     std::vector<double> pp, tg, ttft, tg0;
     {
       Model model(path, false);
@@ -243,6 +247,24 @@ std::function<int()> add_bench(CLI::App& app) {
       pp_mean = p.mean, pp_sd = p.sd, tg_mean = g.mean, tg_sd = g.sd, ttft_mean = f.mean;
       const MeanSd g0 = mean_sd(tg0);
       tg0_mean = g0.mean, tg0_sd = g0.sd;
+      if (o->cache.enabled()) {
+        // TTFT of the prompt computed (and inserted), then restored by a fresh session
+        // state: what a cached prefix saves.
+        PrefixCache cache(model, o->cache);
+        cache.attach(session);
+        pllm_sampling_params sp = pllm_sampling_default_params();
+        sp.temperature = 0;
+        sp.max_tokens = 1;
+        pllm_generation_stats st{};
+        pllm_session_reset(session.p);
+        check(pllm_generate(session.p, prompt.data(), prompt.size(), &sp, nullptr, nullptr, &st), "cache cold run");
+        cold_ttft = st.ttft_ms;
+        pllm_session_reset(session.p);
+        check(pllm_generate(session.p, prompt.data(), prompt.size(), &sp, nullptr, nullptr, &st), "cache warm run");
+        warm_ttft = st.ttft_ms;
+        cached_tokens = st.n_cached_tokens;
+        check(pllm_session_set_prefix_cache(session.p, nullptr), "detaching the prefix cache");
+      }
       rss = peak_rss_mb();
       session.report_profile(o->sess);
     }
@@ -280,6 +302,8 @@ std::function<int()> add_bench(CLI::App& app) {
                           {"pp_runs", pp},
                           {"tg_runs", tg},
                           {"ttft_runs", ttft}};
+      if (o->cache.enabled())
+        j["cache"] = {{"cold_ttft_ms", cold_ttft}, {"warm_ttft_ms", warm_ttft}, {"cached_tokens", cached_tokens}};
       if (o->tg_empty) {
         j["tg0_tps"] = tg0_mean;
         j["tg0_sd"] = tg0_sd;
@@ -299,6 +323,9 @@ std::function<int()> add_bench(CLI::App& app) {
       std::printf("%-16s %12.2f %10.2f   (from an empty context)\n", ("tg" + std::to_string(o->n_gen) + "@0").c_str(),
                   tg0_mean, tg0_sd);
     std::printf("TTFT             %.1f ms (prefill of %d tokens + first token)\n", ttft_mean, o->n_prompt);
+    if (o->cache.enabled())
+      std::printf("prefix cache     TTFT %.1f ms computed, %.1f ms with %d tokens restored\n", cold_ttft, warm_ttft,
+                  cached_tokens);
     std::printf("peak RSS         %.1f MiB\n", rss);
     std::printf("KV cache         %.1f MB (%s%s)\n", double(kv_bytes) / 1e6, o->sess.kv_type.c_str(),
                 o->sess.kv_window > 0 ? (", window " + std::to_string(o->sess.kv_window) + " + " +

@@ -15,6 +15,8 @@ std::function<int()> add_chat(CLI::App& app) {
   return [o]() {
     Model model(resolve_model_path(o->model), false);
     Session session(model, o->session);
+    PrefixCache cache(model, o->cache);
+    cache.attach(session);
     const pllm_sampling_params sp = o->sampling();
     std::vector<std::pair<std::string, std::string>> history;
     auto reset = [&] {

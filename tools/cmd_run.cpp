@@ -36,6 +36,8 @@ std::function<int()> add_run(CLI::App& app) {
     }
     const std::vector<pllm_token> ids = tokenize_prompt(model, rendered);
     Session session(model, o->gen.session);
+    PrefixCache cache(model, o->gen.cache);
+    cache.attach(session);
     const GenerationResult r = generate(session, ids, o->gen.sampling(), !o->json);
     if (o->json) {
       nlohmann::json j = {{"text", r.text},
@@ -43,13 +45,23 @@ std::function<int()> add_run(CLI::App& app) {
                           {"prompt_tokens", r.stats.n_prompt_tokens},
                           {"ttft_ms", r.stats.ttft_ms},
                           {"prefill_tps", r.stats.prefill_tps},
-                          {"decode_tps", r.stats.decode_tps}};
+                          {"decode_tps", r.stats.decode_tps},
+                          {"cached_tokens", r.stats.n_cached_tokens}};
+      if (cache.p) {
+        const pllm_prefix_cache_counters c = cache.stats();
+        j["cache"] = {{"ram_hits", c.ram_hits},         {"ram_misses", c.ram_misses},
+                      {"disk_hits", c.disk_hits},       {"disk_misses", c.disk_misses},
+                      {"inserts", c.inserts},           {"ram_entries", c.ram_entries},
+                      {"ram_bytes", c.ram_bytes},       {"disk_bad_files", c.disk_bad_files},
+                      {"restored_tokens", c.restored_tokens}, {"computed_tokens", c.computed_tokens}};
+      }
       std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
       std::printf("\n");
     }
     std::fflush(stdout);
     session.report_profile(o->gen.session);
+    if (r.stats.n_cached_tokens > 0) std::fprintf(stderr, "[%d prompt tokens restored from the prefix cache]\n", r.stats.n_cached_tokens);
     std::fprintf(stderr, "[prompt %d tokens, prefill %.1f tok/s, TTFT %.1f ms, %d tokens at %.1f tok/s, %s]\n",
                  r.stats.n_prompt_tokens, r.stats.prefill_tps, r.stats.ttft_ms, r.stats.n_generated,
                  r.stats.decode_tps, pllm_isa());

@@ -22,6 +22,7 @@ void GenerationOptions::add_to(CLI::App* cmd) {
   cmd->add_option("-c,--ctx-size", session.n_ctx, "context size in tokens (default: min(model's, 4096))")
       ->check(CLI::Range(0, 1 << 20));
   session.add_to(cmd);
+  cache.add_to(cmd);
 }
 
 pllm_sampling_params GenerationOptions::sampling() const {

@@ -21,6 +21,7 @@ struct GenerationOptions {
   bool seed_given = false;
   bool ignore_eos = false;
   SessionOptions session;  // -t, -c, --int8-act, --no-fuse, --profile
+  CacheOptions cache;      // --cache-dir, --cache-ram, --cache-disk, --no-cache
 
   void add_to(CLI::App* cmd);
   pllm_sampling_params sampling() const;

@@ -176,6 +176,8 @@ typedef struct pllm_generation_stats {
   double prefill_tps;
   double decode_tps;
   pllm_stop_reason stop_reason;
+  int32_t n_cached_tokens; /* prompt tokens restored from the prefix cache, not computed (counted
+                              in n_reused_tokens too) */
 } pllm_generation_stats;
 
 /* Generate a reply to `prompt`, the whole context as tokens. The session reuses the longest
@@ -185,8 +187,61 @@ pllm_status pllm_generate(pllm_session* session, const pllm_token* prompt, size_
                           const pllm_sampling_params* sampling, pllm_token_fn on_token, void* user_data,
                           pllm_generation_stats* stats);
 
+/* Prewarm: start computing the KV cache for `tokens` (a prompt's known beginning: system prompt,
+ * document, conversation so far) on a background thread and return at once; the next
+ * pllm_generate whose prompt starts with them reuses the work. Supersedes a prewarm still
+ * running; any other call on the session (generate, eval, reset, free, ...) first stops a
+ * running prewarm, keeping what it finished. Uses the session's prefix cache like
+ * pllm_generate. Tokens (not text) so the prompt's tokenisation is the one that is cached. */
+pllm_status pllm_session_prewarm(pllm_session* session, const pllm_token* tokens, size_t n_tokens);
+/* Waits for the session's prewarm to finish: PLLM_OK, PLLM_ERR_CANCELLED when it was stopped,
+ * or its error (e.g. PLLM_ERR_OUT_OF_RANGE when the tokens do not fit the context). */
+pllm_status pllm_session_prewarm_wait(pllm_session* session);
+
 /* Ask a running pllm_generate/pllm_session_eval on this session to stop (any thread). */
 void pllm_session_cancel(pllm_session* session);
+
+/* ---- Prefix cache ---------------------------------------------------------- */
+
+/* A cache of KV-cache snapshots of block-aligned (64-token) prompt prefixes, shared by the
+ * sessions of one model: a prompt that starts like an earlier one (system prompt, document,
+ * earlier turns) restores that prefix instead of computing it; greedy output is unchanged.
+ * Tiers: RAM (LRU within ram_bytes) and, with dir set, a directory of files (one per entry,
+ * written in the background, checksummed and tagged with the model and format version;
+ * LRU by mtime within disk_bytes, entries older than ttl_seconds expire). Damaged or foreign
+ * files are deleted with a one-line warning on stderr. Sessions with a KV window bypass it. */
+typedef struct pllm_prefix_cache pllm_prefix_cache;
+
+typedef struct pllm_prefix_cache_params {
+  uint64_t ram_bytes;  /* RAM budget (default 256 MiB; 0: no RAM tier) */
+  const char* dir;     /* directory for the disk tier (created if missing); NULL or "": none */
+  uint64_t disk_bytes; /* disk budget (default 1 GiB) */
+  int64_t ttl_seconds; /* files unused for longer are removed (default 7 days; 0: never) */
+} pllm_prefix_cache_params;
+
+typedef struct pllm_prefix_cache_counters {
+  uint64_t ram_hits, ram_misses, disk_hits, disk_misses;
+  uint64_t inserts;         /* snapshots offered by generations */
+  uint64_t ram_entries, ram_bytes;
+  uint64_t disk_writes, disk_write_bytes, disk_evictions;
+  uint64_t disk_bad_files;  /* corrupt, truncated, foreign or old files deleted */
+  uint64_t disk_write_errors;
+  uint64_t restored_tokens; /* prompt tokens restored instead of computed */
+  uint64_t computed_tokens; /* prompt tokens computed by prefill (sessions using the cache) */
+} pllm_prefix_cache_counters;
+
+pllm_prefix_cache_params pllm_prefix_cache_default_params(void);
+pllm_status pllm_prefix_cache_create(const pllm_model* model, const pllm_prefix_cache_params* params,
+                                     pllm_prefix_cache** out);
+/* Releases the handle; sessions still using the cache keep it alive. When the last user is
+ * gone, queued disk writes are finished before it is destroyed. */
+void pllm_prefix_cache_free(pllm_prefix_cache* cache);
+/* Use cache (NULL: none) in this session's pllm_generate calls. It must belong to the
+ * session's model (PLLM_ERR_INVALID_ARGUMENT otherwise). */
+pllm_status pllm_session_set_prefix_cache(pllm_session* session, pllm_prefix_cache* cache);
+pllm_status pllm_prefix_cache_stats(const pllm_prefix_cache* cache, pllm_prefix_cache_counters* out);
+/* Blocks until the background writer has written everything queued so far. */
+void pllm_prefix_cache_flush(pllm_prefix_cache* cache);
 
 /* ---- Introspection for benchmarks ------------------------------------------ */
 

@@ -10,6 +10,7 @@
 #include "api/inspect.h"
 #include "kernels/kernels.h"
 #include "runtime/generator.h"
+#include "runtime/prefix_cache.h"
 #include "runtime/session.h"
 
 struct pllm_model {
@@ -18,6 +19,11 @@ struct pllm_model {
 
 struct pllm_session {
   std::unique_ptr<pllm::Session> session;
+};
+
+struct pllm_prefix_cache {
+  std::shared_ptr<pllm::PrefixCache> cache;
+  uint64_t model_id;
 };
 
 namespace {
@@ -217,6 +223,27 @@ uint64_t pllm_session_kv_bytes(const pllm_session* s) { return s ? s->session->k
 void pllm_session_reset(pllm_session* s) {
   if (s) s->session->reset();
 }
+pllm_status pllm_session_prewarm(pllm_session* s, const pllm_token* tokens, size_t n_tokens) {
+  return guarded([&] {
+    if (!s || (!tokens && n_tokens)) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_session_prewarm: null argument");
+    const int32_t n_vocab = s->session->model().config().n_vocab;
+    for (size_t i = 0; i < n_tokens; ++i)
+      if (tokens[i] < 0 || tokens[i] >= n_vocab)
+        return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_session_prewarm: token id out of range");
+    s->session->prewarm(std::vector<int32_t>(tokens, tokens + n_tokens));
+    return PLLM_OK;
+  });
+}
+
+pllm_status pllm_session_prewarm_wait(pllm_session* s) {
+  return guarded([&] {
+    if (!s) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_session_prewarm_wait: null session");
+    auto r = s->session->wait_prewarm();
+    if (!r.ok()) return fail(r.error());
+    return PLLM_OK;
+  });
+}
+
 void pllm_session_cancel(pllm_session* s) {
   if (s) s->session->request_cancel();
 }
@@ -276,9 +303,82 @@ pllm_status pllm_generate(pllm_session* s, const pllm_token* prompt, size_t n_pr
       stats->prefill_tps = r->prefill_tps;
       stats->decode_tps = r->decode_tps;
       stats->stop_reason = static_cast<pllm_stop_reason>(static_cast<int>(r->stop));
+      stats->n_cached_tokens = r->n_restored;
     }
     return PLLM_OK;
   });
+}
+
+pllm_prefix_cache_params pllm_prefix_cache_default_params(void) {
+  const pllm::PrefixCacheParams d;
+  pllm_prefix_cache_params p{};
+  p.ram_bytes = d.ram_bytes;
+  p.dir = nullptr;
+  p.disk_bytes = d.disk_bytes;
+  p.ttl_seconds = d.ttl_seconds;
+  return p;
+}
+
+pllm_status pllm_prefix_cache_create(const pllm_model* m, const pllm_prefix_cache_params* params,
+                                     pllm_prefix_cache** out) {
+  return guarded([&] {
+    if (!m || !out) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_prefix_cache_create: null argument");
+    *out = nullptr;
+    const pllm_prefix_cache_params cp = params ? *params : pllm_prefix_cache_default_params();
+    if (cp.ttl_seconds < 0) return fail(PLLM_ERR_INVALID_ARGUMENT, "prefix cache TTL must be >= 0");
+    pllm::PrefixCacheParams p;
+    p.ram_bytes = size_t(cp.ram_bytes);
+    p.dir = cp.dir ? cp.dir : "";
+    p.disk_bytes = cp.disk_bytes;
+    p.ttl_seconds = cp.ttl_seconds;
+    const uint64_t id = m->model->identity();
+    auto c = pllm::PrefixCache::create(id, p);
+    if (!c.ok()) return fail(c.error());
+    *out = new pllm_prefix_cache{std::move(*c), id};
+    return PLLM_OK;
+  });
+}
+
+void pllm_prefix_cache_free(pllm_prefix_cache* c) { delete c; }
+
+pllm_status pllm_session_set_prefix_cache(pllm_session* s, pllm_prefix_cache* c) {
+  return guarded([&] {
+    if (!s) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_session_set_prefix_cache: null session");
+    if (c && c->model_id != s->session->model().identity())
+      return fail(PLLM_ERR_INVALID_ARGUMENT, "the prefix cache belongs to another model");
+    s->session->set_prefix_cache(c ? c->cache : nullptr);
+    return PLLM_OK;
+  });
+}
+
+pllm_status pllm_prefix_cache_stats(const pllm_prefix_cache* c, pllm_prefix_cache_counters* out) {
+  return guarded([&] {
+    if (!c || !out) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_prefix_cache_stats: null argument");
+    const pllm::PrefixCacheStats st = c->cache->stats();
+    out->ram_hits = st.ram_hits;
+    out->ram_misses = st.ram_misses;
+    out->disk_hits = st.disk_hits;
+    out->disk_misses = st.disk_misses;
+    out->inserts = st.inserts;
+    out->ram_entries = st.ram_entries;
+    out->ram_bytes = st.ram_bytes;
+    out->disk_writes = st.disk_writes;
+    out->disk_write_bytes = st.disk_write_bytes;
+    out->disk_evictions = st.disk_evictions;
+    out->disk_bad_files = st.disk_bad_files;
+    out->disk_write_errors = st.disk_write_errors;
+    out->restored_tokens = st.restored_tokens;
+    out->computed_tokens = st.computed_tokens;
+    return PLLM_OK;
+  });
+}
+
+void pllm_prefix_cache_flush(pllm_prefix_cache* c) {
+  if (!c) return;
+  try {
+    c->cache->flush();
+  } catch (...) {  // nothing may cross the C API
+  }
 }
 
 uint64_t pllm_model_weight_bytes(const pllm_model* m) {

@@ -95,6 +95,24 @@ class KvCache {
 
   // Bytes the cache holds (all layers, K and V, scales, tails).
   size_t bytes() const { return total_bytes_; }
+  int n_layer() const { return int(layers_.size()); }
+  int kv_dim() const { return kv_dim_; }
+  int head_dim() const { return head_dim_; }
+  int n_ctx() const { return n_ctx_; }
+
+  // Snapshots of positions [0, n) in this cache's own storage format, per layer: f32/f16
+  // K rows then V rows; q8 K, V codes then K, V scales; q4 the n / 32 complete group blocks
+  // then the f16 K, V rows of the incomplete tail. Only without a window (a ring has
+  // already overwritten or will reuse the slots a prefix needs), and only at an n the cache
+  // can resume from exactly: n <= end() and, for q4, a group boundary or inside the newest
+  // group (an older group is already quantised; its tail rows are gone).
+  // Bytes of the snapshot of [0, n), or why it cannot be taken.
+  Result<size_t> prefix_bytes(int n) const;
+  // Writes prefix_bytes(n) bytes to out.
+  Result<void> export_prefix(int n, uint8_t* out) const;
+  // Replaces the cache's contents by a snapshot of [0, n) (len == what prefix_bytes(n)
+  // gives for this layout); afterwards end() == n.
+  Result<void> import_prefix(int n, const uint8_t* in, size_t len);
 
  private:
   struct Layer {
@@ -114,6 +132,8 @@ class KvCache {
   // The oldest window position still stored when end() == end (what truncate may rely on).
   int oldest_kept(const Layer& L) const;
   size_t group_bytes() const;
+  // Snapshot bytes of positions [0, n) of one layer (no window).
+  size_t layer_prefix_bytes(int n) const;
   // q4: positions >= this are in the f16 tail (the incomplete newest group).
   int q4_tail_start(const Layer& L) const;
   // q4: what a query at pos reads from the f16 rows (positions >= this) rather than from

@@ -1,9 +1,39 @@
 #include "model/model.h"
 
+#include <algorithm>
+
+#include "base/hash.h"
 #include "model/arch.h"
 #include "model/forward_state.h"
 
 namespace pllm {
+namespace {
+
+// Metadata of every tensor plus a sample of the data: cheap (2 MiB read), and different
+// files of the same architecture differ in their first or last weights.
+uint64_t compute_identity(const GgufFile& f) {
+  Hasher h(0x4d4f44454cull);
+  const uint8_t* lo = nullptr;
+  const uint8_t* hi = nullptr;
+  for (const TensorInfo& t : f.tensors()) {
+    h.update(t.name.data(), t.name.size());
+    h.update_u64(t.type);
+    h.update_u64(t.dims.size());
+    for (uint64_t d : t.dims) h.update_u64(d);
+    h.update_u64(t.offset);
+    if (t.n_bytes == 0) continue;
+    if (!lo || t.data < lo) lo = t.data;
+    if (!hi || t.data + t.n_bytes > hi) hi = t.data + t.n_bytes;
+  }
+  if (lo && hi > lo) {
+    const size_t span = size_t(hi - lo), mb = size_t(1) << 20;
+    h.update(lo, std::min(span, mb));
+    if (span > mb) h.update(hi - std::min(span - mb, mb), std::min(span - mb, mb));
+  }
+  return h.digest();
+}
+
+}  // namespace
 
 Result<std::shared_ptr<const Model>> Model::load(const std::string& path, bool vocab_only,
                                                  const Progress& progress) {
@@ -46,6 +76,7 @@ Result<std::shared_ptr<const Model>> Model::load(const std::string& path, bool v
     PLLM_ASSIGN(m->config_.arch, file->get_string_or("general.architecture", ""));
     m->config_.n_vocab = m->tokenizer_->n_vocab();
   }
+  m->identity_ = compute_identity(*file);
   if (!report(1.0f)) return make_error(Status::cancelled, path + ": load cancelled");
   return std::shared_ptr<const Model>(std::move(m));
 }

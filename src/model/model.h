@@ -63,6 +63,10 @@ class Model {
   bool vocab_only() const { return vocab_only_; }
   ChatFamily chat_family() const { return chat_family_; }
   const std::string& chat_template() const { return chat_template_; }
+  // 64-bit identity of the weights (hash of every tensor's name, type, shape and offset and
+  // of the first and last MiB of tensor data), computed once at load: KV snapshots and
+  // prefix-cache entries carry it so one model's cache is never restored into another.
+  uint64_t identity() const { return identity_; }
 
   // Runs n tokens at positions [pos0, pos0 + n) through the model, writing their K/V into
   // the state's cache. logits: nullptr, or n_vocab floats for the last token (all_logits
@@ -79,6 +83,7 @@ class Model {
   ChatFamily chat_family_ = ChatFamily::chatml;
   std::string chat_template_;
   bool vocab_only_ = false;
+  uint64_t identity_ = 0;
 };
 
 }  // namespace pllm

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "runtime/prefix_cache.h"
+
 namespace pllm {
 namespace {
 
@@ -25,7 +27,51 @@ size_t held_back(std::string_view text, const std::vector<std::string>& stops) {
   return hold;
 }
 
+// Restores the longest cached block-aligned prefix of tokens with common < n <= max (the
+// session holds tokens[0, common)); returns n, or 0 when nothing was restored.
+size_t restore_from_cache(Session& s, PrefixCache& pc, std::span<const int32_t> tokens, size_t common, size_t max) {
+  auto hit = pc.lookup(s.kv_cache().type(), tokens, common, max);
+  if (!hit.snapshot) return 0;
+  auto r = s.restore_prefix(*hit.snapshot, /*verified=*/true);
+  if (!r.ok()) {  // the session is unchanged; forget the entry
+    pc.drop(hit.key, r.error().message);
+    return 0;
+  }
+  return hit.n_tokens;  // the session now holds exactly these tokens
+}
+
+// Offers the snapshot of tokens' longest block-aligned prefix (a group boundary for q4, so
+// always exportable) unless RAM has it already. The session holds tokens[0, ...) first.
+void offer_to_cache(Session& s, PrefixCache& pc, std::span<const int32_t> tokens) {
+  const size_t nb = tokens.size() / PrefixCache::kBlock * PrefixCache::kBlock;
+  const KvType type = s.kv_cache().type();
+  if (nb == 0 || s.history().size() < nb || pc.contains(type, tokens.first(nb))) return;
+  auto snap = s.save_prefix(nb);
+  if (snap.ok()) pc.insert(type, tokens.first(nb), std::move(*snap));
+}
+
 }  // namespace
+
+Result<void> prefill_prefix(Session& s, std::span<const int32_t> tokens) {
+  const auto& hist = s.history();
+  size_t common = 0;
+  while (common < hist.size() && common < tokens.size() && hist[common] == tokens[common]) ++common;
+  s.truncate(common);
+  common = s.history().size();
+  if (common == tokens.size()) return {};
+  PrefixCache* pc = s.snapshots_supported() ? s.prefix_cache() : nullptr;
+  size_t restored = 0;
+  if (pc) {
+    restored = restore_from_cache(s, *pc, tokens, common, tokens.size());
+    if (restored > 0) common = restored;
+  }
+  if (common < tokens.size()) PLLM_TRY(s.eval(tokens.subspan(common), nullptr));
+  if (pc) {
+    offer_to_cache(s, *pc, tokens);
+    pc->count_tokens(restored, tokens.size() - common);
+  }
+  return {};
+}
 
 Result<GenerateStats> generate(Session& s, std::span<const int32_t> prompt, const GenerateParams& params,
                                const TokenCallback& on_token) {
@@ -41,6 +87,7 @@ Result<GenerateStats> generate(Session& s, std::span<const int32_t> prompt, cons
                                                 " (leave room for at least one generated token)");
   const Model& model = s.model();
   const Tokenizer& tok = model.tokenizer();
+  s.stop_prewarm();  // a prewarm's work so far is reused below like any history
   s.clear_cancel();
 
   // Reuse the cached prefix; at least the last prompt token is re-run to get its logits.
@@ -48,9 +95,18 @@ Result<GenerateStats> generate(Session& s, std::span<const int32_t> prompt, cons
   size_t common = 0;
   while (common < hist.size() && common + 1 < prompt.size() && hist[common] == prompt[common]) ++common;
   s.truncate(common);
+  common = s.history().size();  // the cache may resume earlier (q4 group, window)
+
+  // Prefix cache: restore the longest cached block-aligned prefix the session does not
+  // hold yet (leaving at least the last prompt token to run for its logits).
+  PrefixCache* pc = s.snapshots_supported() ? s.prefix_cache() : nullptr;
+  const auto t0 = Clock::now();
+  if (pc) {
+    st.n_restored = int(restore_from_cache(s, *pc, prompt, common, prompt.size() - 1));
+    if (st.n_restored > 0) common = size_t(st.n_restored);
+  }
   st.n_reused = int(common);
 
-  const auto t0 = Clock::now();
   auto r = s.eval_last(prompt.subspan(common));
   if (!r.ok()) {
     if (r.error().code == Status::cancelled) {
@@ -115,6 +171,11 @@ Result<GenerateStats> generate(Session& s, std::span<const int32_t> prompt, cons
       }
       return e.error();
     }
+  }
+  if (pc) {
+    // After decoding, so the snapshot copy adds nothing to the time to first token.
+    offer_to_cache(s, *pc, prompt);
+    pc->count_tokens(size_t(st.n_restored), prompt.size() - common);
   }
   // Flush what remains (held-back stop-string prefixes, a partial UTF-8 tail) as token -1.
   std::string tail = pending + decoder.flush();

@@ -24,7 +24,8 @@ struct GenerateParams {
 
 struct GenerateStats {
   int n_prompt = 0;
-  int n_reused = 0;
+  int n_reused = 0;    // prompt tokens the session already held
+  int n_restored = 0;  // prompt tokens restored from the prefix cache (included in n_reused)
   int n_generated = 0;
   double ttft_ms = 0;
   double prefill_tps = 0;
@@ -34,6 +35,11 @@ struct GenerateStats {
 
 // Called per generated token with the newly completed text; return false to stop.
 using TokenCallback = std::function<bool(int32_t token, std::string_view text)>;
+
+// Makes the session hold `tokens` (reusing its history, then the prefix cache, then
+// computing the rest; no logits) and offers the result to the prefix cache: the body of
+// Session::prewarm. Cancelled (Status::cancelled) when superseded; what was done stays.
+Result<void> prefill_prefix(Session& s, std::span<const int32_t> tokens);
 
 Result<GenerateStats> generate(Session& s, std::span<const int32_t> prompt, const GenerateParams& params,
                                const TokenCallback& on_token);

@@ -2,6 +2,10 @@
 
 #include <algorithm>
 
+#include "model/kv_snapshot.h"
+#include "runtime/generator.h"
+#include "runtime/prefix_cache.h"
+
 namespace pllm {
 
 Session::Session(std::shared_ptr<const Model> model, int n_ctx, int n_threads, const SessionConfig& cfg)
@@ -41,6 +45,35 @@ Result<std::unique_ptr<Session>> Session::create(std::shared_ptr<const Model> mo
   }
 }
 
+namespace {
+// The session whose prewarm this thread runs: its own calls must not wait for themselves.
+thread_local const Session* tl_prewarming = nullptr;
+}  // namespace
+
+Session::~Session() { stop_prewarm(); }
+
+void Session::stop_prewarm() {
+  if (tl_prewarming == this || !prewarm_.joinable()) return;
+  cancel_.store(true);
+  prewarm_.join();
+  cancel_.store(false);
+}
+
+Result<void> Session::wait_prewarm() {
+  if (tl_prewarming != this && prewarm_.joinable()) prewarm_.join();
+  return prewarm_result_;
+}
+
+void Session::prewarm(std::vector<int32_t> tokens) {
+  stop_prewarm();
+  prewarm_result_ = Result<void>();
+  prewarm_ = std::thread([this, t = std::move(tokens)] {
+    tl_prewarming = this;
+    prewarm_result_ = prefill_prefix(*this, t);
+    tl_prewarming = nullptr;
+  });
+}
+
 Result<void> Session::run(std::span<const int32_t> tokens, float* logits, bool all_logits) {
   if (tokens.empty()) return make_error(Status::invalid_argument, "no tokens to evaluate");
   if (!unbounded() && history_.size() + tokens.size() > size_t(n_ctx()))
@@ -66,14 +99,42 @@ Result<void> Session::run(std::span<const int32_t> tokens, float* logits, bool a
 }
 
 void Session::truncate(size_t n) {
+  stop_prewarm();
   if (n >= history_.size()) return;
   history_.resize(size_t(state_->kv.truncate(int(n))));
 }
 
+Result<std::vector<uint8_t>> Session::save_prefix(size_t n) {
+  stop_prewarm();
+  if (n > history_.size())
+    return make_error(Status::out_of_range, "snapshot of " + std::to_string(n) + " tokens, but the session holds " +
+                                                std::to_string(history_.size()));
+  return make_kv_snapshot(state_->kv, model_->identity(), std::span<const int32_t>(history_.data(), n));
+}
+
+Result<void> Session::restore_prefix(std::span<const uint8_t> snapshot, bool verified) {
+  stop_prewarm();
+  PLLM_ASSIGN(const KvSnapshotView view, parse_kv_snapshot(snapshot, !verified));
+  if (!unbounded() && size_t(view.n_pos) >= size_t(n_ctx()))
+    return make_error(Status::out_of_range, "snapshot of " + std::to_string(view.n_pos) +
+                                                " tokens does not fit the context of " + std::to_string(n_ctx()));
+  const int n_vocab = model_->config().n_vocab;
+  std::vector<int32_t> ids = view.token_ids();
+  for (int32_t id : ids)
+    if (id < 0 || id >= n_vocab) return make_error(Status::bad_format, "KV snapshot holds an invalid token id");
+  PLLM_TRY(restore_kv_snapshot(state_->kv, model_->identity(), view));
+  history_.assign(ids.begin(), ids.end());
+  return {};
+}
+
 Result<void> Session::eval(std::span<const int32_t> tokens, float* logits_all) {
+  stop_prewarm();
   return run(tokens, logits_all, logits_all != nullptr);
 }
 
-Result<void> Session::eval_last(std::span<const int32_t> tokens) { return run(tokens, logits_.data(), false); }
+Result<void> Session::eval_last(std::span<const int32_t> tokens) {
+  stop_prewarm();
+  return run(tokens, logits_.data(), false);
+}
 
 }  // namespace pllm

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <memory>
 #include <span>
+#include <thread>
 #include <vector>
 
 #include "base/result.h"
@@ -12,6 +13,8 @@
 #include "model/model.h"
 
 namespace pllm {
+
+class PrefixCache;
 
 struct SessionConfig {
   int n_ctx = 0;      // 0: min(training context, 4096)
@@ -27,6 +30,7 @@ struct SessionConfig {
 class Session {
  public:
   static Result<std::unique_ptr<Session>> create(std::shared_ptr<const Model> model, const SessionConfig& cfg);
+  ~Session();
 
   const Model& model() const { return *model_; }
   int n_ctx() const { return state_->n_ctx; }
@@ -47,6 +51,37 @@ class Session {
   bool unbounded() const { return state_->kv.unbounded(); }
   const KvCache& kv_cache() const { return state_->kv; }
 
+  // KV snapshot (model/kv_snapshot.h) of the first n history tokens: their KV slots plus the
+  // tokens. Errors when the cache has a window, n > history().size(), or (q4) n is not a
+  // point the cache can resume from.
+  Result<std::vector<uint8_t>> save_prefix(size_t n);
+  // Replaces the KV cache and history by a snapshot's n tokens, after checking it (corrupt,
+  // truncated, other model, other KV type, other format version: an error, and the session
+  // is unchanged).
+  // verified: the bytes were checksummed already (see parse_kv_snapshot).
+  Result<void> restore_prefix(std::span<const uint8_t> snapshot, bool verified = false);
+
+  // Whether save_prefix can work at all (no sliding window).
+  bool snapshots_supported() const { return state_->kv.prefix_bytes(0).ok(); }
+  // The prefix cache generate() consults and fills (runtime/prefix_cache.h); null: none.
+  void set_prefix_cache(std::shared_ptr<PrefixCache> cache) {
+    stop_prewarm();
+    prefix_cache_ = std::move(cache);
+  }
+  PrefixCache* prefix_cache() const { return prefix_cache_.get(); }
+
+  // Prewarm: prefill `tokens` (typically a prompt's known beginning: system prompt, document)
+  // on a background thread, so that the next generate() finds them in the cache. Supersedes
+  // a prewarm still running. Every other call that touches the cache (eval, truncate,
+  // generate, snapshots, set_prefix_cache, destruction) first stops a running prewarm; what
+  // it computed so far stays in the cache and is reused like any history. Uses the prefix
+  // cache like generate() (restores from it, offers to it).
+  void prewarm(std::vector<int32_t> tokens);
+  // Waits for the running prewarm (if any) and returns its result (cancelled when superseded).
+  Result<void> wait_prewarm();
+  // Cancels and joins a running prewarm; a no-op on the prewarm thread itself.
+  void stop_prewarm();
+
   // Op timings when created with profile = true, else null.
   Tracer* tracer() { return tracer_.get(); }
 
@@ -65,6 +100,9 @@ class Session {
   std::vector<int32_t> history_;
   std::vector<float> logits_;  // [n_vocab]
   std::atomic<bool> cancel_{false};
+  std::shared_ptr<PrefixCache> prefix_cache_;
+  std::thread prewarm_;
+  Result<void> prewarm_result_;
 };
 
 }  // namespace pllm

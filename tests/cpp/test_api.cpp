@@ -197,6 +197,53 @@ TEST_F(Api, F16ActivationsSession) {
   EXPECT_NE(std::string(pllm_last_error()).find("f16"), std::string::npos) << pllm_last_error();
 }
 
+// Prefix cache through the C API: a second session restores the first one's prompt prefix
+// and generates the same greedy tokens; the cache outlives its handle while in use.
+TEST_F(Api, PrefixCacheRestoresInAnotherSession) {
+  pllm_prefix_cache_params cp = pllm_prefix_cache_default_params();
+  pllm_prefix_cache* cache = nullptr;
+  ASSERT_EQ(pllm_prefix_cache_create(model_, &cp, &cache), PLLM_OK) << pllm_last_error();
+  ASSERT_EQ(pllm_session_set_prefix_cache(session_, cache), PLLM_OK);
+  std::vector<pllm_token> ids = chat_prompt("Tell me about the history of Paris, the capital of France.");
+  while (ids.size() < 140) ids.insert(ids.end() - 3, ids[5]);  // > 2 blocks of 64
+  auto sp = greedy(8);
+  Collected a, b;
+  pllm_generation_stats st{};
+  ASSERT_EQ(pllm_generate(session_, ids.data(), ids.size(), &sp, collect, &a, &st), PLLM_OK);
+  EXPECT_EQ(st.n_cached_tokens, 0);
+  pllm_session_params p = pllm_session_default_params();
+  p.n_ctx = 256;
+  pllm_session* other = nullptr;
+  ASSERT_EQ(pllm_session_create(model_, &p, &other), PLLM_OK);
+  ASSERT_EQ(pllm_session_set_prefix_cache(other, cache), PLLM_OK);
+  pllm_prefix_cache_free(cache);  // the sessions keep it alive
+  ASSERT_EQ(pllm_generate(other, ids.data(), ids.size(), &sp, collect, &b, &st), PLLM_OK);
+  EXPECT_EQ(st.n_cached_tokens, 128);
+  EXPECT_EQ(a.tokens, b.tokens);
+  pllm_session_free(other);
+  EXPECT_EQ(pllm_session_set_prefix_cache(session_, nullptr), PLLM_OK);
+  EXPECT_EQ(pllm_prefix_cache_stats(nullptr, nullptr), PLLM_ERR_INVALID_ARGUMENT);
+}
+
+TEST_F(Api, PrewarmThenGenerate) {
+  auto ids = chat_prompt("What is the capital of France?");
+  auto sp = greedy(8);
+  Collected a, b;
+  ASSERT_EQ(pllm_generate(session_, ids.data(), ids.size(), &sp, collect, &a, nullptr), PLLM_OK);
+  pllm_session_reset(session_);
+  ASSERT_EQ(pllm_session_prewarm(session_, ids.data(), ids.size() - 2), PLLM_OK);
+  ASSERT_EQ(pllm_session_prewarm_wait(session_), PLLM_OK) << pllm_last_error();
+  pllm_generation_stats st{};
+  ASSERT_EQ(pllm_generate(session_, ids.data(), ids.size(), &sp, collect, &b, &st), PLLM_OK);
+  EXPECT_EQ(st.n_reused_tokens, int(ids.size()) - 2);
+  EXPECT_EQ(a.tokens, b.tokens);
+  const pllm_token bad = -1;
+  EXPECT_EQ(pllm_session_prewarm(session_, &bad, 1), PLLM_ERR_INVALID_ARGUMENT);
+  std::vector<pllm_token> too_long(300, 28);  // n_ctx is 256
+  ASSERT_EQ(pllm_session_prewarm(session_, too_long.data(), too_long.size()), PLLM_OK);
+  EXPECT_EQ(pllm_session_prewarm_wait(session_), PLLM_ERR_OUT_OF_RANGE);
+}
+
 TEST(ApiLoad, ProgressCallbackCanAbort) {
   if (access(real_model_path().c_str(), R_OK) != 0) GTEST_SKIP() << "model not found";
   pllm_model_params mp = pllm_model_default_params();

@@ -1,0 +1,119 @@
+#include "model/kv_snapshot.h"
+
+#include <cstring>
+#include <string>
+
+#include "base/checked.h"
+#include "base/hash.h"
+
+namespace pllm {
+namespace {
+
+constexpr char kMagic[8] = {'P', 'L', 'L', 'M', 'K', 'V', 'S', 'N'};
+constexpr size_t kChecksumAt = 56;
+
+void put32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }
+void put64(uint8_t* p, uint64_t v) { std::memcpy(p, &v, 8); }
+uint32_t get32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+uint64_t get64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+uint64_t checksum(const uint8_t* header, std::span<const uint8_t> payload) {
+  Hasher h(0x4b56534eull);
+  h.update(header, kChecksumAt);
+  h.update(payload.data(), payload.size());
+  return h.digest();
+}
+
+Error bad(const std::string& what) { return make_error(Status::bad_format, "KV snapshot: " + what); }
+
+}  // namespace
+
+std::vector<int32_t> KvSnapshotView::token_ids() const {
+  std::vector<int32_t> ids(static_cast<size_t>(n_pos));
+  if (!ids.empty()) std::memcpy(ids.data(), tokens.data(), ids.size() * 4);
+  return ids;
+}
+
+Result<std::vector<uint8_t>> make_kv_snapshot(const KvCache& kv, uint64_t model_id, std::span<const int32_t> tokens) {
+  const int n = int(tokens.size());
+  PLLM_ASSIGN(const size_t kv_bytes, kv.prefix_bytes(n));
+  const size_t payload = tokens.size() * 4 + kv_bytes;
+  std::vector<uint8_t> out;
+  try {
+    out.resize(kKvSnapshotHeaderBytes + payload);
+  } catch (const std::bad_alloc&) {
+    return make_error(Status::out_of_memory, "KV snapshot of " + std::to_string(payload) + " bytes");
+  }
+  uint8_t* h = out.data();
+  std::memcpy(h, kMagic, 8);
+  put32(h + 8, kKvSnapshotVersion);
+  put32(h + 12, uint32_t(kv.type()));
+  put64(h + 16, model_id);
+  put32(h + 24, uint32_t(kv.n_layer()));
+  put32(h + 28, uint32_t(kv.kv_dim()));
+  put32(h + 32, uint32_t(kv.head_dim()));
+  put32(h + 36, uint32_t(n));
+  put32(h + 40, uint32_t(kKvQ4GroupTokens));
+  put32(h + 44, 0);
+  put64(h + 48, payload);
+  uint8_t* p = h + kKvSnapshotHeaderBytes;
+  if (n > 0) std::memcpy(p, tokens.data(), tokens.size() * 4);
+  PLLM_TRY(kv.export_prefix(n, p + tokens.size() * 4));
+  put64(h + kChecksumAt, checksum(h, std::span<const uint8_t>(p, payload)));
+  return out;
+}
+
+Result<KvSnapshotView> parse_kv_snapshot(std::span<const uint8_t> bytes, bool verify_checksum) {
+  if (bytes.size() < kKvSnapshotHeaderBytes) return bad("truncated header (" + std::to_string(bytes.size()) + " bytes)");
+  const uint8_t* h = bytes.data();
+  if (std::memcmp(h, kMagic, 8) != 0) return bad("not a snapshot (bad magic)");
+  KvSnapshotView s;
+  s.version = get32(h + 8);
+  if (s.version != kKvSnapshotVersion)
+    return bad("format version " + std::to_string(s.version) + ", this build reads " +
+               std::to_string(kKvSnapshotVersion));
+  const uint32_t type = get32(h + 12);
+  if (type > uint32_t(KvType::q4)) return bad("unknown KV type " + std::to_string(type));
+  s.type = KvType(type);
+  s.model_id = get64(h + 16);
+  const uint32_t n_layer = get32(h + 24), kv_dim = get32(h + 28), head_dim = get32(h + 32), n_pos = get32(h + 36);
+  if (n_layer > (1u << 16) || kv_dim > (1u << 20) || head_dim > (1u << 16) || n_pos > (1u << 24))
+    return bad("shape out of range");
+  if (get32(h + 40) != uint32_t(kKvQ4GroupTokens) || get32(h + 44) != 0) return bad("unsupported block size");
+  s.n_layer = int(n_layer);
+  s.kv_dim = int(kv_dim);
+  s.head_dim = int(head_dim);
+  s.n_pos = int(n_pos);
+  const uint64_t payload = get64(h + 48);
+  const auto total = checked_add(payload, kKvSnapshotHeaderBytes);
+  if (!total || *total != bytes.size())
+    return bad("payload of " + std::to_string(payload) + " bytes but " +
+               std::to_string(bytes.size() - kKvSnapshotHeaderBytes) + " present (truncated?)");
+  const auto tok_bytes = checked_mul(n_pos, 4);
+  if (!tok_bytes || *tok_bytes > payload) return bad("token list larger than the payload");
+  const auto body = bytes.subspan(kKvSnapshotHeaderBytes);
+  if (verify_checksum && checksum(h, body) != get64(h + kChecksumAt)) return bad("checksum mismatch (corrupt)");
+  s.tokens = body.subspan(0, size_t(*tok_bytes));
+  s.kv = body.subspan(size_t(*tok_bytes));
+  return s;
+}
+
+Result<void> restore_kv_snapshot(KvCache& kv, uint64_t model_id, const KvSnapshotView& s) {
+  if (s.model_id != model_id) return make_error(Status::invalid_argument, "KV snapshot was taken with another model");
+  if (s.type != kv.type())
+    return make_error(Status::invalid_argument, std::string("KV snapshot holds a ") + kv_type_name(s.type) +
+                                                    " cache, this session uses " + kv_type_name(kv.type()));
+  if (s.n_layer != kv.n_layer() || s.kv_dim != kv.kv_dim() || s.head_dim != kv.head_dim())
+    return make_error(Status::invalid_argument, "KV snapshot shapes do not match this model");
+  return kv.import_prefix(s.n_pos, s.kv.data(), s.kv.size());
+}
+
+}  // namespace pllm
