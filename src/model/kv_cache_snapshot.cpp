@@ -28,10 +28,11 @@ Result<size_t> KvCache::prefix_bytes(int n) const {
   if (n < 0 || n > end_)
     return make_error(Status::out_of_range, "KV snapshot of " + std::to_string(n) + " positions, but the cache holds " +
                                                 std::to_string(end_));
-  // q4: the partial group at n is only still in f16 when it is the newest one.
-  if (type_ == KvType::q4 && n % G != 0 && n / G != end_ / G)
+  // q4: the partial group at n is exported from its f16 rows, kept for the newest positions
+  // (a group + a batch): the same rule as truncate().
+  if (type_ == KvType::q4 && n % G != 0 && n / G * G < end_ - layers_.front().recent)
     return make_error(Status::invalid_argument, "a q4 KV snapshot must end on a group of " + std::to_string(G) +
-                                                    " positions or inside the newest group");
+                                                    " positions or inside a group whose f16 rows are still kept");
   return layer_prefix_bytes(n) * layers_.size();
 }
 
@@ -58,11 +59,13 @@ Result<void> KvCache::export_prefix(int n, uint8_t* out) const {
         put(L.ks, N * (D / kKvQ8Group) * 4, L);
         put(L.vs, N * (D / kKvQ8Group) * 4, L);
         break;
-      case KvType::q4:  // no window: no sinks, group g sits in ring slot g
+      case KvType::q4: {  // no window: no sinks, group g sits in ring slot g; its f16 rows at g*G % recent
+        const size_t row0 = size_t(n / G * G % L.recent) * D * 2;
         put(L.groups, size_t(n / G) * group_bytes(), L);
-        put(L.tail_k, size_t(n % G) * D * 2, L);
-        put(L.tail_v, size_t(n % G) * D * 2, L);
+        put(L.tail_k + row0, size_t(n % G) * D * 2, L);
+        put(L.tail_v + row0, size_t(n % G) * D * 2, L);
         break;
+      }
     }
   }
   return {};
@@ -99,11 +102,13 @@ Result<void> KvCache::import_prefix(int n, const uint8_t* in, size_t len) {
         get(L.ks, N * (D / kKvQ8Group) * 4, L);
         get(L.vs, N * (D / kKvQ8Group) * 4, L);
         break;
-      case KvType::q4:
+      case KvType::q4: {
+        const size_t row0 = size_t(n / G * G % L.recent) * D * 2;
         get(L.groups, size_t(n / G) * group_bytes(), L);
-        get(L.tail_k, size_t(n % G) * D * 2, L);
-        get(L.tail_v, size_t(n % G) * D * 2, L);
+        get(L.tail_k + row0, size_t(n % G) * D * 2, L);
+        get(L.tail_v + row0, size_t(n % G) * D * 2, L);
         break;
+      }
     }
   }
   end_ = n;

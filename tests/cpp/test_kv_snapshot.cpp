@@ -87,12 +87,19 @@ TEST_F(KvSnapshot, RoundTripIsBitIdenticalForEveryType) {
 }
 
 TEST_F(KvSnapshot, Q4OnlyWhereTheCacheCanResume) {
+  // A partial group is exported from its f16 rows, which the cache keeps for the newest
+  // group + one batch (32 + 64 = 96 positions here).
   auto a = session(KvType::q4);
   ASSERT_TRUE(a->eval_last(tokens(100)).ok());
-  EXPECT_FALSE(a->save_prefix(40).ok());  // inside a group already quantised
+  EXPECT_TRUE(a->save_prefix(40).ok());   // quantised group, f16 rows still kept
   EXPECT_TRUE(a->save_prefix(64).ok());
-  EXPECT_TRUE(a->save_prefix(98).ok());   // inside the newest group (still f16)
+  EXPECT_TRUE(a->save_prefix(98).ok());   // inside the newest group
   EXPECT_FALSE(a->save_prefix(101).ok()); // more than the session holds
+  auto b = session(KvType::q4);
+  ASSERT_TRUE(b->eval_last(tokens(200)).ok());
+  EXPECT_FALSE(b->save_prefix(40).ok());  // its f16 rows are gone: only group boundaries
+  EXPECT_TRUE(b->save_prefix(64).ok());
+  EXPECT_TRUE(b->save_prefix(130).ok());  // 128 >= 200 - 96
 }
 
 TEST_F(KvSnapshot, WindowedCacheRefuses) {
