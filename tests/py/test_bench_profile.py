@@ -56,3 +56,26 @@ def test_no_fuse_gives_identical_logits(pllm_bin, smollm2_path, tmp_path):
         assert p.returncode == 0, p.stderr.decode(errors="replace")
         outs.append(out.read_bytes())
     assert outs[0] == outs[1]  # grouping jobs must not change a single bit
+
+
+def test_chat_bench_modes(pllm_bin, tiny_models_paths, tmp_path):
+    """The scripted chat workload: per turn TTFT and reuse; the RAM cache restores the
+    system prompt for a fresh session per turn, the session mode reuses its own cache, and
+    the no-cache mode reuses nothing."""
+    import pllm_cli
+    text = tmp_path / "sys.txt"
+    text.write_text("The quick brown fox jumps over the lazy dog. " * 80)
+    model = tiny_models_paths["llama-F32"]
+    out = {}
+    for mode in ("none", "session", "ram"):
+        proc = pllm_cli.check_ok(pllm_cli.run_cli(pllm_bin, [
+            "chat-bench", "-m", model, "-f", text, "--system-tokens", "150", "--turns", "3", "-n", "2",
+            "--cps", "10000", "--mode", mode, "-t", "1", "-c", "1024", "--json"]))
+        out[mode] = json.loads(proc.stdout)
+        assert len(out[mode]["ttft_ms"]) == 3 and out[mode]["ttft_p95_ms"] >= out[mode]["ttft_p50_ms"] > 0
+    assert sum(out["none"]["reused_tokens"]) == 0
+    assert all(r > 0 for r in out["session"]["reused_tokens"][1:])
+    assert all(c >= 128 for c in out["ram"]["cached_tokens"][1:]), out["ram"]
+    assert out["ram"]["restored_tokens"] > 0
+    proc = pllm_cli.run_cli(pllm_bin, ["chat-bench", "-m", model, "-f", text, "--mode", "disk"])
+    assert "--mode disk needs --cache-dir" in pllm_cli.assert_clean_error(proc)
