@@ -1,5 +1,11 @@
 #include "base/thread_pool.h"
 
+#if defined(__linux__)
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #include <algorithm>
 #include <fstream>
 #include <set>
@@ -7,8 +13,20 @@
 
 namespace pllm {
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
-  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
+ThreadPool::ThreadPool(int n_threads, int nice) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+  for (int i = 1; i < n_threads_; ++i)
+    workers_.emplace_back([this, nice] {
+      if (nice > 0) lower_thread_priority(nice);
+      worker_loop();
+    });
+}
+
+void lower_thread_priority(int nice) {
+#if defined(__linux__)
+  setpriority(PRIO_PROCESS, id_t(syscall(SYS_gettid)), nice);  // best effort: failure leaves it as is
+#else
+  (void)nice;
+#endif
 }
 
 namespace {

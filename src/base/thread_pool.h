@@ -16,7 +16,10 @@ namespace pllm {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int n_threads);  // total threads including the caller; >= 1
+  // n_threads: total threads including the caller; >= 1. nice > 0: the workers run at that
+  // lower scheduling priority (Linux/Android per-thread nice; background work such as
+  // pre-warm must not take the cores from the UI or a foreground session).
+  explicit ThreadPool(int n_threads, int nice = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -55,6 +58,9 @@ class ThreadPool {
   int64_t n_tasks_ = 0;
   alignas(64) std::atomic<int64_t> next_{0};
 };
+
+// Lowers the calling thread's scheduling priority to `nice` (no-op where unsupported).
+void lower_thread_priority(int nice);
 
 // Number of threads to use by default: one per physical performance core, at least 1.
 // On heterogeneous CPUs (big.LITTLE) decode must not spill onto the little cores, whose

@@ -107,9 +107,9 @@ Result<void> load_gemma3_weights(const GgufFile& f, const ModelConfig& c, ModelW
 // Products sharing the normed input h: one pool job when fusing, one each otherwise.
 void run_group(ForwardState& st, std::initializer_list<MatmulTarget> targets, int n) {
   if (st.fuse) {
-    matmul_group({targets.begin(), targets.size()}, st.h.data(), n, st.act_mode, st.mm, st.pool);
+    matmul_group({targets.begin(), targets.size()}, st.h.data(), n, st.act_mode, st.mm, *st.pool);
   } else {
-    for (const MatmulTarget& t : targets) matmul(*t.W, st.h.data(), n, t.Y, st.act_mode, st.mm, st.pool);
+    for (const MatmulTarget& t : targets) matmul(*t.W, st.h.data(), n, t.Y, st.act_mode, st.mm, *st.pool);
   }
 }
 
@@ -118,7 +118,7 @@ Result<void> gemma3_forward(const Model& m, ForwardState& st, const int32_t* tok
   const ModelConfig& c = m.config();
   const ModelWeights& w = m.weights();
   const KernelTable& kt = kernels();
-  ThreadPool& pool = st.pool;
+  ThreadPool& pool = *st.pool;
   const int E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim(), HD = c.head_dim, F = c.n_ff;
   const int group = c.n_head / c.n_head_kv;
   Tracer* tr = st.tracer;

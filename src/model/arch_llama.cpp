@@ -24,9 +24,9 @@ Result<ModelConfig> read_llama_config(const GgufFile& f) { return read_llama_fam
 // Products sharing the normed input h: one pool job when fusing, one each otherwise.
 void run_group(ForwardState& st, std::initializer_list<MatmulTarget> targets, int n) {
   if (st.fuse) {
-    matmul_group({targets.begin(), targets.size()}, st.h.data(), n, st.act_mode, st.mm, st.pool);
+    matmul_group({targets.begin(), targets.size()}, st.h.data(), n, st.act_mode, st.mm, *st.pool);
   } else {
-    for (const MatmulTarget& t : targets) matmul(*t.W, st.h.data(), n, t.Y, st.act_mode, st.mm, st.pool);
+    for (const MatmulTarget& t : targets) matmul(*t.W, st.h.data(), n, t.Y, st.act_mode, st.mm, *st.pool);
   }
 }
 
@@ -39,7 +39,7 @@ void attention(ForwardState& st, int l, int n, int pos0, int group, float scale,
   // works on a long context; the slices' softmax states are merged afterwards.
   const int n_parts = n == 1 ? std::clamp(st.kv.n_visible(l, pos0) / 512, 1, ForwardState::kMaxAttnParts) : 1;
   if (n_parts == 1) {
-    st.pool.run(int64_t(n) * n_kv, [&](int64_t task) {
+    st.pool->run(int64_t(n) * n_kv, [&](int64_t task) {
       const int i = int(task / n_kv), g = int(task % n_kv);
       const size_t at = size_t(i) * QD + size_t(g) * group * HD;
       AttnAccum a[KvCache::kMaxGroup];
@@ -51,7 +51,7 @@ void attention(ForwardState& st, int l, int n, int pos0, int group, float scale,
     return;
   }
   AttnAccum* parts = st.attn_parts.data();  // [g][part][j]
-  st.pool.run(int64_t(n_kv) * n_parts, [&](int64_t task) {
+  st.pool->run(int64_t(n_kv) * n_parts, [&](int64_t task) {
     const int g = int(task / n_parts), p = int(task % n_parts);
     AttnAccum* a = parts + (size_t(g) * n_parts + p) * group;
     for (int j = 0; j < group; ++j) attn_accum_init(a[j], HD);
@@ -117,7 +117,7 @@ Result<void> llama_family_forward(const Model& m, ForwardState& st, const int32_
   const ModelConfig& c = m.config();
   const ModelWeights& w = m.weights();
   const KernelTable& kt = kernels();
-  ThreadPool& pool = st.pool;
+  ThreadPool& pool = *st.pool;
   const int E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim(), HD = c.head_dim, F = c.n_ff;
   const int group = c.n_head / c.n_head_kv;
   const bool neox = c.rope_order == RopeOrder::neox;

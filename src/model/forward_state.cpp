@@ -23,7 +23,7 @@ ForwardState::ForwardState(const ModelConfig& c, int n_ctx_, int n_batch_, Threa
       n_batch(n_batch_),
       kv_dim(c.kv_dim()),
       head_dim(c.head_dim),
-      pool(pool_),
+      pool(&pool_),
       act_mode(act_mode_),
       kv(c, kv_options, n_ctx_, n_batch_, layer_windows(c)) {
   const size_t B = size_t(n_batch);

@@ -22,7 +22,7 @@ struct ForwardState {
   int n_batch;
   int kv_dim;
   int head_dim;
-  ThreadPool& pool;
+  ThreadPool* pool;  // the session's pool; a background pool while pre-warming
   ActMode act_mode;
   bool fuse = true;  // group Q/K/V and gate/up into one pool job each (off: --no-fuse)
   const std::atomic<bool>* cancel = nullptr;  // checked between layers

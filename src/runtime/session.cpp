@@ -64,12 +64,19 @@ Result<void> Session::wait_prewarm() {
   return prewarm_result_;
 }
 
+// Scheduling priority of pre-warm work (Linux nice; 0 is normal, 19 the lowest).
+constexpr int kPrewarmNice = 10;
+
 void Session::prewarm(std::vector<int32_t> tokens) {
   stop_prewarm();
   prewarm_result_ = Result<void>();
+  if (!background_pool_) background_pool_ = std::make_unique<ThreadPool>(pool_.size(), kPrewarmNice);
   prewarm_ = std::thread([this, t = std::move(tokens)] {
     tl_prewarming = this;
+    lower_thread_priority(kPrewarmNice);
+    state_->pool = background_pool_.get();
     prewarm_result_ = prefill_prefix(*this, t);
+    state_->pool = &pool_;  // before the thread ends: whoever joins it sees the foreground pool
     tl_prewarming = nullptr;
   });
 }

@@ -101,6 +101,9 @@ class Session {
   std::vector<float> logits_;  // [n_vocab]
   std::atomic<bool> cancel_{false};
   std::shared_ptr<PrefixCache> prefix_cache_;
+  // Pre-warm runs on its own thread and this pool of lower-priority workers (nice 10,
+  // created on first use), so typing/UI threads and foreground sessions keep the cores.
+  std::unique_ptr<ThreadPool> background_pool_;
   std::thread prewarm_;
   Result<void> prewarm_result_;
 };

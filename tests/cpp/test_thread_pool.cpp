@@ -48,3 +48,25 @@ TEST(Cores, PicksBigCoresOnHeterogeneousCpus) {
 
 }  // namespace
 }  // namespace pllm
+
+#if defined(__linux__)
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+TEST(ThreadPool, BackgroundWorkersRunAtLowerPriority) {
+  const int base = getpriority(PRIO_PROCESS, 0);
+  pllm::ThreadPool pool(3, 10);
+  std::atomic<int> lowered{0}, seen{0};
+  // Enough tasks that the workers take some; each reports its own thread's nice value.
+  pool.run(64, [&](int64_t) {
+    const int me = getpriority(PRIO_PROCESS, id_t(syscall(SYS_gettid)));
+    seen++;
+    if (me >= std::min(19, base + 10)) lowered++;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  });
+  EXPECT_EQ(seen.load(), 64);
+  EXPECT_GT(lowered.load(), 0) << "no task ran on a lowered worker";
+  EXPECT_EQ(getpriority(PRIO_PROCESS, id_t(syscall(SYS_gettid))), base) << "the caller keeps its priority";
+}
+#endif
