@@ -148,6 +148,16 @@ void PrefixCache::attach(Session& s) const {
   if (p) check(pllm_session_set_prefix_cache(s.p, p), "attaching the prefix cache");
 }
 
+std::vector<std::pair<const char*, uint64_t>> counter_fields(const pllm_prefix_cache_counters& c) {
+  return {{"ram_hits", c.ram_hits},         {"ram_misses", c.ram_misses},
+          {"disk_hits", c.disk_hits},       {"disk_misses", c.disk_misses},
+          {"inserts", c.inserts},           {"ram_entries", c.ram_entries},
+          {"ram_bytes", c.ram_bytes},       {"disk_writes", c.disk_writes},
+          {"disk_write_bytes", c.disk_write_bytes}, {"disk_evictions", c.disk_evictions},
+          {"disk_bad_files", c.disk_bad_files},     {"restored_tokens", c.restored_tokens},
+          {"computed_tokens", c.computed_tokens}};
+}
+
 pllm_prefix_cache_counters PrefixCache::stats() const {
   pllm_prefix_cache_counters st{};
   if (p) check(pllm_prefix_cache_stats(p, &st), "reading prefix cache counters");

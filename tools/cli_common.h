@@ -86,6 +86,9 @@ struct PrefixCache {
   PrefixCache& operator=(const PrefixCache&) = delete;
 };
 
+// The prefix-cache counters as (name, value) pairs, for --json output.
+std::vector<std::pair<const char*, uint64_t>> counter_fields(const pllm_prefix_cache_counters& c);
+
 std::vector<pllm_token> tokenize(const Model& m, const std::string& text, bool add_special, bool parse_special);
 std::string apply_template(const Model& m, const std::vector<std::pair<std::string, std::string>>& messages);
 

@@ -184,6 +184,7 @@ std::function<int()> add_bench(CLI::App& app) {
     double tg0_mean = 0, tg0_sd = 0;
     double cold_ttft = 0, warm_ttft = 0;
     int cached_tokens = 0;
+    pllm_prefix_cache_counters counters{};
     std::vector<double> pp, tg, ttft, tg0;
     {
       Model model(path, false);
@@ -263,6 +264,7 @@ std::function<int()> add_bench(CLI::App& app) {
         check(pllm_generate(session.p, prompt.data(), prompt.size(), &sp, nullptr, nullptr, &st), "cache warm run");
         warm_ttft = st.ttft_ms;
         cached_tokens = st.n_cached_tokens;
+        counters = cache.stats();
         check(pllm_session_set_prefix_cache(session.p, nullptr), "detaching the prefix cache");
       }
       rss = peak_rss_mb();
@@ -302,8 +304,10 @@ std::function<int()> add_bench(CLI::App& app) {
                           {"pp_runs", pp},
                           {"tg_runs", tg},
                           {"ttft_runs", ttft}};
-      if (o->cache.enabled())
+      if (o->cache.enabled()) {
         j["cache"] = {{"cold_ttft_ms", cold_ttft}, {"warm_ttft_ms", warm_ttft}, {"cached_tokens", cached_tokens}};
+        for (const auto& [name, value] : counter_fields(counters)) j["cache"][name] = value;
+      }
       if (o->tg_empty) {
         j["tg0_tps"] = tg0_mean;
         j["tg0_sd"] = tg0_sd;
@@ -324,8 +328,11 @@ std::function<int()> add_bench(CLI::App& app) {
                   tg0_mean, tg0_sd);
     std::printf("TTFT             %.1f ms (prefill of %d tokens + first token)\n", ttft_mean, o->n_prompt);
     if (o->cache.enabled())
-      std::printf("prefix cache     TTFT %.1f ms computed, %.1f ms with %d tokens restored\n", cold_ttft, warm_ttft,
-                  cached_tokens);
+      std::printf("prefix cache     TTFT %.1f ms computed, %.1f ms with %d tokens restored; RAM hits %llu/%llu, "
+                  "disk hits %llu/%llu\n",
+                  cold_ttft, warm_ttft, cached_tokens, (unsigned long long)counters.ram_hits,
+                  (unsigned long long)(counters.ram_hits + counters.ram_misses), (unsigned long long)counters.disk_hits,
+                  (unsigned long long)(counters.disk_hits + counters.disk_misses));
     std::printf("peak RSS         %.1f MiB\n", rss);
     std::printf("KV cache         %.1f MB (%s%s)\n", double(kv_bytes) / 1e6, o->sess.kv_type.c_str(),
                 o->sess.kv_window > 0 ? (", window " + std::to_string(o->sess.kv_window) + " + " +

@@ -48,12 +48,7 @@ std::function<int()> add_run(CLI::App& app) {
                           {"decode_tps", r.stats.decode_tps},
                           {"cached_tokens", r.stats.n_cached_tokens}};
       if (cache.p) {
-        const pllm_prefix_cache_counters c = cache.stats();
-        j["cache"] = {{"ram_hits", c.ram_hits},         {"ram_misses", c.ram_misses},
-                      {"disk_hits", c.disk_hits},       {"disk_misses", c.disk_misses},
-                      {"inserts", c.inserts},           {"ram_entries", c.ram_entries},
-                      {"ram_bytes", c.ram_bytes},       {"disk_bad_files", c.disk_bad_files},
-                      {"restored_tokens", c.restored_tokens}, {"computed_tokens", c.computed_tokens}};
+        for (const auto& [name, value] : counter_fields(cache.stats())) j["cache"][name] = value;
       }
       std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {

@@ -173,8 +173,9 @@ Result<GenerateStats> generate(Session& s, std::span<const int32_t> prompt, cons
     }
   }
   if (pc) {
-    // After decoding, so the snapshot copy adds nothing to the time to first token.
-    offer_to_cache(s, *pc, prompt);
+    // After decoding, so the snapshot copy adds nothing to the time to first token. Without
+    // the last token: the same prompt again restores up to there and runs that token.
+    offer_to_cache(s, *pc, prompt.first(prompt.size() - 1));
     pc->count_tokens(size_t(st.n_restored), prompt.size() - common);
   }
   // Flush what remains (held-back stop-string prefixes, a partial UTF-8 tail) as token -1.
