@@ -1,11 +1,13 @@
 // Architecture registry: each arch_*.cpp describes how to read its config and weights
 // and which forward pass runs it.
 #pragma once
+#include <initializer_list>
 #include <string_view>
 
 #include "base/result.h"
 #include "gguf/gguf.h"
 #include "model/config.h"
+#include "model/matmul.h"
 
 namespace pllm {
 
@@ -31,6 +33,9 @@ const char* supported_arch_names();
 Result<void> llama_family_load_weights(const GgufFile& f, const ModelConfig& c, ModelWeights& w);
 Result<void> llama_family_forward(const Model& m, ForwardState& st, const int32_t* tokens, int n, int pos0,
                                   float* logits, bool all_logits);
+// Products sharing the normed input st.h ([n][cols]): one pool job when st.fuse, one per
+// product otherwise (--no-fuse). Shared by every architecture (arch_llama.cpp).
+void run_group(ForwardState& st, std::initializer_list<MatmulTarget> targets, int n);
 // Attention of n batch positions starting at pos0 over layer l's KV cache: st.q -> st.att,
 // query heads grouped `group` per kv head (GQA). Shared by every architecture.
 void attention(ForwardState& st, int l, int n, int pos0, int group, float scale, const RopeSpec& rope);

@@ -104,14 +104,6 @@ Result<void> load_gemma3_weights(const GgufFile& f, const ModelConfig& c, ModelW
   return {};
 }
 
-// Products sharing the normed input h: one pool job when fusing, one each otherwise.
-void run_group(ForwardState& st, std::initializer_list<MatmulTarget> targets, int n) {
-  if (st.fuse) {
-    matmul_group({targets.begin(), targets.size()}, st.h.data(), n, st.act_mode, st.mm, *st.pool);
-  } else {
-    for (const MatmulTarget& t : targets) matmul(*t.W, st.h.data(), n, t.Y, st.act_mode, st.mm, *st.pool);
-  }
-}
 
 Result<void> gemma3_forward(const Model& m, ForwardState& st, const int32_t* tokens, int n, int pos0,
                             float* logits, bool all_logits) {

@@ -21,7 +21,9 @@ namespace {
 Result<ModelConfig> read_llama_config(const GgufFile& f) { return read_llama_family_config(f, "llama"); }
 
 
-// Products sharing the normed input h: one pool job when fusing, one each otherwise.
+
+}  // namespace
+
 void run_group(ForwardState& st, std::initializer_list<MatmulTarget> targets, int n) {
   if (st.fuse) {
     matmul_group({targets.begin(), targets.size()}, st.h.data(), n, st.act_mode, st.mm, *st.pool);
@@ -29,8 +31,6 @@ void run_group(ForwardState& st, std::initializer_list<MatmulTarget> targets, in
     for (const MatmulTarget& t : targets) matmul(*t.W, st.h.data(), n, t.Y, st.act_mode, st.mm, *st.pool);
   }
 }
-
-}  // namespace
 
 void attention(ForwardState& st, int l, int n, int pos0, int group, float scale, const RopeSpec& rope) {
   const int n_kv = st.kv_dim / st.head_dim, HD = st.head_dim, QD = n_kv * group * HD;
