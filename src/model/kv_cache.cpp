@@ -133,11 +133,6 @@ int KvCache::window_lo(const Layer& L, int pos) {
   return std::max(L.sinks, pos - (L.window - L.sinks) + 1);
 }
 
-int KvCache::q4_tail_start(const Layer& L) const {
-  if (end_ <= L.sinks) return L.sinks;
-  return L.sinks + (end_ - L.sinks) / G * G;
-}
-
 int KvCache::q4_tail_for(const Layer& L, int pos) {
   if (pos + 1 <= L.sinks) return L.sinks;
   return L.sinks + (pos + 1 - L.sinks) / G * G;
@@ -145,7 +140,7 @@ int KvCache::q4_tail_for(const Layer& L, int pos) {
 
 int KvCache::oldest_kept(const Layer& L) const {
   if (L.window == 0) return 0;
-  const int newest_group = type_ == KvType::q4 ? q4_tail_start(L) : end_;
+  const int newest_group = type_ == KvType::q4 ? q4_tail_for(L, end_ - 1) : end_;  // its incomplete group
   return std::max(L.sinks, newest_group - L.ring);
 }
 

@@ -134,8 +134,6 @@ class KvCache {
   size_t group_bytes() const;
   // Snapshot bytes of positions [0, n) of one layer (no window).
   size_t layer_prefix_bytes(int n) const;
-  // q4: positions >= this are in the f16 tail (the incomplete newest group).
-  int q4_tail_start(const Layer& L) const;
   // q4: what a query at pos reads from the f16 rows (positions >= this) rather than from
   // quantised groups: the group it is in is incomplete for it, whatever the batch stored.
   static int q4_tail_for(const Layer& L, int pos);
