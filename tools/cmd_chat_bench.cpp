@@ -48,8 +48,8 @@ double percentile(std::vector<double> v, double p) {
   return v[lo] + (v[hi] - v[lo]) * (idx - double(lo));
 }
 
-// The rendered conversation as tokens; `open` renders up to the start of the next user
-// message (what is known while the user is still typing).
+// The rendered conversation as tokens; without the generation prompt it is what is known
+// while the user is still typing the next message.
 std::vector<pllm_token> render(const Model& m, const std::vector<std::pair<std::string, std::string>>& msgs,
                                bool generation_prompt) {
   std::vector<pllm_chat_message> cm;
