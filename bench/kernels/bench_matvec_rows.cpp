@@ -16,6 +16,7 @@
 
 #include "kernels/kernels.h"
 #include "quant/blocks.h"
+#include "quant/panel.h"
 #include "quant/reference.h"
 
 using namespace pllm;
@@ -62,6 +63,25 @@ Setup make(const TypeKernels& k, TensorType t, int64_t rows, int64_t cols, bool 
   return s;
 }
 
+// The same matrices repacked into 16-row panels (quant/panel.h), decoded by vec_dot_panels
+// in chunks of kChunk rows as matmul_group hands them out.
+void run_panels(benchmark::State& st, const TypeKernels* k, TensorType t, int64_t rows, int64_t cols, bool cold) {
+  Setup s = make(*k, t, rows, cols, cold);
+  std::vector<uint8_t> packed(s.w.size());
+  for (size_t r0 = 0; r0 < size_t(rows) * s.copies; r0 += kPanelRows)
+    pack_panel(t, s.w.data() + r0 * s.rb, s.rb, cols, packed.data() + r0 * s.rb);
+  int c = 0;
+  for (auto _ : st) {
+    const uint8_t* w = packed.data() + size_t(c) * s.mat_bytes;
+    if (++c == s.copies) c = 0;
+    for (int64_t r0 = 0; r0 < rows; r0 += kChunk)
+      k->vec_dot_panels(cols, w + r0 * s.rb, int(kChunk / kPanelRows), s.xq.data(), s.y.data() + r0);
+    benchmark::DoNotOptimize(s.y.data());
+    benchmark::ClobberMemory();
+  }
+  st.SetBytesProcessed(int64_t(st.iterations()) * int64_t(s.mat_bytes));
+}
+
 void run(benchmark::State& st, const TypeKernels* k, TensorType t, int64_t rows, int64_t cols, bool rows_kernel,
          bool f32, bool cold) {
   Setup s = make(*k, t, rows, cols, cold);
@@ -105,6 +125,14 @@ void register_all() {
                                        (rk ? "rows" : "loop") + (f32 ? "_f32" : "_int8") + (cold ? "/cold" : "/hot");
               benchmark::RegisterBenchmark(name.c_str(), run, k, t, sh[0], sh[1], rk != 0, f32 != 0, cold != 0);
             }
+      if (k->vec_dot_panels)
+        for (const auto& sh : shapes)
+          for (int cold = 0; cold < 2; ++cold) {
+            const std::string name = std::string(isa_name(isa)) + "/" + type_traits(static_cast<uint32_t>(t))->name +
+                                     "/" + std::to_string(sh[0]) + "x" + std::to_string(sh[1]) + "/panels_int8" +
+                                     (cold ? "/cold" : "/hot");
+            benchmark::RegisterBenchmark(name.c_str(), run_panels, k, t, sh[0], sh[1], cold != 0);
+          }
     }
   }
 }

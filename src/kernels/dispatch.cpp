@@ -101,15 +101,19 @@ Tables build_tables() {
   kern::fill_gemm_scalar(t.table[0]);
   kern::fill_rows_scalar(t.table[0]);
   kern::fill_f16act_scalar(t.table[0]);
+  kern::fill_panel_scalar(t.table[0]);
   t.ok[0] = true;
   for (int i = 1; i < kNumIsa; ++i) {
     const Isa isa = static_cast<Isa>(i);
     if (!cpu_supports(isa)) continue;
     KernelTable k = t.table[0];  // start from the scalar twins; lower levels layer first
+    // Repacked panels only where this ISA has its own kernel (else the model keeps the
+    // file's layout rather than run the scalar twin).
+    for (TypeKernels& tk : k.types) tk.vec_dot_panels = nullptr;
     switch (isa) {
 #if defined(PLLM_HAVE_X86_KERNELS)
       case Isa::avx2: kern::fill_avx2(k); kern::fill_attention_avx2(k); kern::fill_attention_kv_avx2(k); kern::fill_gemm_avx2(k); kern::fill_rows_avx2(k); break;
-      case Isa::avx512: kern::fill_avx2(k); kern::fill_avx512(k); kern::fill_attention_avx512(k); kern::fill_attention_kv_avx512(k); kern::fill_gemm_avx512(k); kern::fill_rows_avx512(k); break;
+      case Isa::avx512: kern::fill_avx2(k); kern::fill_avx512(k); kern::fill_attention_avx512(k); kern::fill_attention_kv_avx512(k); kern::fill_gemm_avx512(k); kern::fill_rows_avx512(k); kern::fill_panel_avx512(k); break;
 #endif
 #if defined(PLLM_HAVE_ARM_KERNELS)
       case Isa::neon: kern::fill_neon(k); kern::fill_attention_neon(k); kern::fill_attention_kv_neon(k); kern::fill_gemm_neon(k); kern::fill_rows_neon(k); break;

@@ -47,6 +47,9 @@ void fill_rows_neon(KernelTable& t);           // arm/rows_neon.cpp (baseline NE
 void fill_rows_neon_dotprod(KernelTable& t);   // arm/rows_neon.cpp (int8 kernels need dotprod)
 
 // ARM i8mm level: the dotprod table plus SMMLA prefill GEMM (arm/gemm_i8mm.cpp, +i8mm flags).
+void fill_panel_scalar(KernelTable& t);  // generic/panel_scalar.cpp
+void fill_panel_avx512(KernelTable& t);  // x86/panel_avx512.cpp
+
 void fill_gemm_neon_i8mm(KernelTable& t);
 void fill_rows_neon_i8mm(KernelTable& t);  // arm/rows_neon.cpp (the dotprod kernels, own loop slot)
 

@@ -57,6 +57,12 @@ struct TypeKernels {
   // Same for the exact path with f32 activations: out[r] = vec_dot_f32(n, w + r*w_stride, x)
   // up to rounding (same decoded weights, >= 8 f32 lanes per row as for vec_dot_f32).
   void (*vec_dot_f32_rows)(int64_t n, const void* w, size_t w_stride, int n_rows, const float* x, float* out) = nullptr;
+  // Decode over load-time repacked weights (quant/panel.h; Q4_0, Q4_1, Q8_0): n_panels
+  // panels of 16 rows (n elements each) back to back at w, against ONE activation row in
+  // quantize_act's format: out[16 p + i] = vec_dot(row i of panel p) up to f32 rounding
+  // (integer block sums exact). Null where this ISA has no panel kernel: the model then
+  // keeps the file's layout for that type.
+  void (*vec_dot_panels)(int64_t n, const void* w, int n_panels, const void* xq, float* out) = nullptr;
   // ---- end decode matvec
 
   // ---- W4A16: fp16 activations (kernels: generic/f16act_scalar.cpp, x86/f16act_avx2.cpp,

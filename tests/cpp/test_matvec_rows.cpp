@@ -24,6 +24,7 @@
 #include "base/fp16.h"
 #include "kernels/kernels.h"
 #include "quant/blocks.h"
+#include "quant/panel.h"
 #include "quant/reference.h"
 
 namespace pllm {
@@ -226,6 +227,55 @@ TEST_P(MatvecRows, MatchesScalarRowLoop) {
             EXPECT_NEAR(out_f[r], ref_f, tol_f) << tname << " n=" << n << " rows=" << n_rows << " row " << r
                                                 << " variant " << variant << " (f32 path)";
           }
+        }
+      }
+    }
+  }
+}
+
+// Load-time panels (quant/panel.h): pack_panel then unpack_panel_row gives the file's
+// bytes back exactly, and vec_dot_panels (on every table that has it, the scalar twin
+// included) equals the scalar one-row vec_dot on the file's layout within the int8
+// bound above. Raw random bytes reach every nibble / byte pattern; 3 panels per call.
+TEST_P(MatvecRows, PanelsMatchFileLayout) {
+  std::mt19937 rng(4242 + static_cast<int>(GetParam()));
+  for (TensorType t : {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q8_0}) {
+    const TypeKernels& k = table_->for_type(t);
+    const TypeKernels& ks = scalar_->for_type(t);
+    ASSERT_NE(ks.vec_dot_panels, nullptr) << "the scalar twin must exist";
+    const char* tname = type_traits(static_cast<uint32_t>(t))->name;
+    for (int64_t n : {int64_t(32), int64_t(576), int64_t(1536)}) {
+      const size_t rb = *row_bytes(static_cast<uint32_t>(t), n);
+      const int64_t nb = n / 32;
+      constexpr int kPanels = 3, kRows = kPanels * kPanelRows;
+      for (int variant = 0; variant < 2; ++variant) {
+        std::vector<uint8_t> w(rb * kRows);
+        for (int r = 0; r < kRows; ++r) fill_row(t, n, rng, variant == 1, w.data() + r * rb);
+        std::vector<uint8_t> packed(w.size());
+        const size_t panel_bytes = panel_block_bytes(t) * size_t(nb);
+        ASSERT_EQ(panel_bytes, rb * kPanelRows);
+        for (int p = 0; p < kPanels; ++p) pack_panel(t, w.data() + p * kPanelRows * rb, rb, n, packed.data() + p * panel_bytes);
+        std::vector<uint8_t> back(rb);
+        for (int r = 0; r < kRows; ++r) {
+          unpack_panel_row(t, packed.data() + (r / kPanelRows) * panel_bytes, n, r % kPanelRows, back.data());
+          ASSERT_EQ(0, std::memcmp(back.data(), w.data() + r * rb, rb)) << tname << " n=" << n << " row " << r;
+        }
+        if (!k.vec_dot_panels) continue;  // this ISA keeps the file's layout
+        const std::vector<float> x = random_floats(rng, n, 1.0f);
+        std::vector<uint8_t> xq(k.act_bytes(n) + 64);
+        k.quantize_act(x.data(), xq.data(), n);
+        const std::vector<double> a = act_values(k.act_type, xq.data(), x.data(), n);
+        const std::vector<float> out = guarded(kRows, [&](float* o) { k.vec_dot_panels(n, packed.data(), kPanels, xq.data(), o); }, "vec_dot_panels");
+        std::vector<float> deq(n);
+        for (int r = 0; r < kRows; ++r) {
+          const uint8_t* wr = w.data() + r * rb;
+          ks.dequantize_row(wr, deq.data(), n);
+          const std::vector<double> off = offsets(t, wr, n);
+          double s_q = 0.0;
+          for (int64_t i = 0; i < n; ++i) s_q += (std::fabs(double(deq[i])) + 2.0 * off[i]) * std::fabs(a[i]);
+          const double ref = ks.vec_dot(n, wr, xq.data());
+          const double tol = (2.0 * nb + 16.0) * kU * s_q + kU * std::fabs(ref) + 1e-30;
+          EXPECT_NEAR(out[r], ref, tol) << tname << " n=" << n << " row " << r << " variant " << variant;
         }
       }
     }
