@@ -31,7 +31,7 @@ std::string read_file(const std::string& path);
 // RAII owners for the C handles.
 struct Model {
   pllm_model* p = nullptr;
-  Model(const std::string& path, bool vocab_only);
+  Model(const std::string& path, bool vocab_only, bool repack = false);
   ~Model() { pllm_model_free(p); }
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -48,6 +48,8 @@ struct SessionOptions {
   int kv_window = 0;
   int kv_sinks = 4;
   int batch = 0;
+  std::string repack = "auto";  // --repack on|off|auto (auto: on with --int8-act)
+  bool repack_weights() const { return repack == "on" || (repack == "auto" && int8_act); }
   // Registers --int8-act, --f16-act, --no-fuse, --profile, --trace-out and the KV options on a subcommand.
   void add_to(CLI::App* cmd);
 };

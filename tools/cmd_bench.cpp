@@ -184,12 +184,14 @@ std::function<int()> add_bench(CLI::App& app) {
     double tg0_mean = 0, tg0_sd = 0;
     double cold_ttft = 0, warm_ttft = 0;
     int cached_tokens = 0;
+    int repacked = 0;
     pllm_prefix_cache_counters counters{};
     std::vector<double> pp, tg, ttft, tg0;
     {
-      Model model(path, false);
+      Model model(path, false, o->sess.repack_weights());
       weight_bytes = pllm_model_weight_bytes(model.p);
       token_bytes = pllm_model_weight_bytes_per_token(model.p);
+      repacked = pllm_model_n_repacked(model.p);
       const int32_t n_vocab = pllm_model_n_vocab(model.p);
       const int n_ctx_train = pllm_model_n_ctx_train(model.p);
       const long need = long(o->n_prompt) + long(o->n_gen);
@@ -284,6 +286,7 @@ std::function<int()> add_bench(CLI::App& app) {
                           {"reps", o->reps},
                           {"int8_act", o->sess.int8_act},
                           {"f16_act", o->sess.f16_act},
+                          {"repacked_tensors", repacked},
                           {"fuse", !o->sess.no_fuse},
                           {"kv_type", o->sess.kv_type},
                           {"kv_window", o->sess.kv_window},
@@ -318,7 +321,8 @@ std::function<int()> add_bench(CLI::App& app) {
     }
     std::printf("model            %s\n", path.c_str());
     const char* act = o->sess.int8_act ? " (int8 activations)" : o->sess.f16_act ? " (f16 activations)" : "";
-    std::printf("isa / threads    %s / %d%s\n", pllm_isa(), threads, act);
+    std::printf("isa / threads    %s / %d%s%s\n", pllm_isa(), threads, act,
+                repacked ? (", " + std::to_string(repacked) + " tensors repacked").c_str() : "");
     std::printf("reps             %d (after one warm-up)\n", o->reps);
     std::printf("%-16s %12s %10s\n", "test", "tok/s", "sd");
     std::printf("%-16s %12.2f %10.2f\n", ("pp" + std::to_string(o->n_prompt)).c_str(), pp_mean, pp_sd);

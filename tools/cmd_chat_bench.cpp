@@ -91,7 +91,7 @@ std::function<int()> add_chat_bench(CLI::App& app) {
   o->sess.add_to(cmd);
   return [o]() {
     if (o->mode == "disk" && o->cache_dir.empty()) fail("--mode disk needs --cache-dir");
-    Model model(resolve_model_path(o->model), false);
+    Model model(resolve_model_path(o->model), false, o->sess.repack_weights());
     std::ifstream in(o->file, std::ios::binary);
     if (!in) fail("cannot read " + o->file);
     std::stringstream ss;

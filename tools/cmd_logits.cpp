@@ -47,7 +47,7 @@ std::function<int()> add_logits(CLI::App& app) {
       ids.push_back(pllm_token(v));
     }
     if (ids.empty()) fail("no token ids given");
-    Model model(resolve_model_path(o->model), false);
+    Model model(resolve_model_path(o->model), false, o->sess.repack_weights());
     SessionOptions so = o->sess;
     if (so.n_ctx == 0) so.n_ctx = int(ids.size());
     Session session(model, so);

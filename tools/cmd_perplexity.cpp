@@ -125,7 +125,7 @@ std::function<int()> add_perplexity(CLI::App& app) {
     const std::string text = read_file(o->file);
     if (text.empty()) fail("the text file " + o->file + " is empty");
     const std::string model_path = resolve_model_path(o->model);
-    Model model(model_path, false);
+    Model model(model_path, false, o->sess.repack_weights());
     const int n_vocab = pllm_model_n_vocab(model.p);
     const int n_ctx_train = pllm_model_n_ctx_train(model.p);
     // A sliding window (--kv-window) keeps every attention span within it: no limit then.

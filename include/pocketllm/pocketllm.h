@@ -51,6 +51,11 @@ typedef struct pllm_model_params {
   int vocab_only;              /* load only the tokenizer (works on files without tensors) */
   pllm_progress_fn progress;   /* may be NULL */
   void* progress_user_data;
+  /* 1: hold the weights whose type has a panel decode kernel on this CPU (Q4_0/Q4_1/Q8_0
+   * with AVX-512 VNNI) as 16-row panels, copied once at load with the file's pages
+   * released: faster decode with int8_activations, same memory; the other paths unpack
+   * them on the fly (slower), so enable it for int8-activation sessions. Default 0. */
+  int repack_weights;
 } pllm_model_params;
 
 pllm_model_params pllm_model_default_params(void);
@@ -59,6 +64,8 @@ void pllm_model_free(pllm_model* model);
 
 int32_t pllm_model_n_vocab(const pllm_model* model);
 int32_t pllm_model_n_ctx_train(const pllm_model* model);
+/* Tensors held as repacked panels (0 without repack_weights or on CPUs without panel kernels). */
+int32_t pllm_model_n_repacked(const pllm_model* model);
 pllm_token pllm_model_bos(const pllm_model* model); /* -1 if none */
 pllm_token pllm_model_eos(const pllm_model* model); /* -1 if none */
 int pllm_model_is_eog(const pllm_model* model, pllm_token token);

@@ -94,7 +94,7 @@ pllm_status pllm_model_load(const char* path, const pllm_model_params* params, p
     const pllm_model_params p = params ? *params : pllm_model_default_params();
     pllm::Model::Progress progress;
     if (p.progress) progress = [&](float f) { return p.progress(f, p.progress_user_data) == 0; };
-    auto m = pllm::Model::load(path, p.vocab_only != 0, progress);
+    auto m = pllm::Model::load(path, p.vocab_only != 0, progress, p.repack_weights != 0);
     if (!m.ok()) return fail(m.error());
     *out = new pllm_model{std::move(m).value()};
     return PLLM_OK;
@@ -105,6 +105,7 @@ void pllm_model_free(pllm_model* model) { delete model; }
 
 int32_t pllm_model_n_vocab(const pllm_model* m) { return m ? m->model->config().n_vocab : 0; }
 int32_t pllm_model_n_ctx_train(const pllm_model* m) { return m ? m->model->config().n_ctx_train : 0; }
+int32_t pllm_model_n_repacked(const pllm_model* m) { return m ? m->model->repacked_tensors() : 0; }
 pllm_token pllm_model_bos(const pllm_model* m) { return m ? m->model->tokenizer().bos() : -1; }
 pllm_token pllm_model_eos(const pllm_model* m) { return m ? m->model->tokenizer().eos() : -1; }
 int pllm_model_is_eog(const pllm_model* m, pllm_token t) {

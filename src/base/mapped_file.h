@@ -19,6 +19,10 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Drops the resident pages lying wholly inside [p, p + n) (madvise DONTNEED): for data
+  // copied elsewhere (repacked weights) so it is not counted twice. The mapping stays
+  // valid; touching those bytes again reads them back from the file.
+  void release(const uint8_t* p, size_t n) const;
 
  private:
   MappedFile() = default;

@@ -53,6 +53,8 @@ class GgufFile {
   uint64_t alignment() const { return alignment_; }
   const std::string& path() const { return file_->path(); }
   uint64_t file_size() const { return file_->size(); }
+  // See MappedFile::release: for tensor data the caller has copied (repacked) elsewhere.
+  void release_pages(const uint8_t* p, size_t n) const { file_->release(p, n); }
 
   const GgufValue* find(std::string_view key) const;
   const std::map<std::string, GgufValue, std::less<>>& metadata() const { return kv_; }

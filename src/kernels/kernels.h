@@ -63,6 +63,11 @@ struct TypeKernels {
   // (integer block sums exact). Null where this ISA has no panel kernel: the model then
   // keeps the file's layout for that type.
   void (*vec_dot_panels)(int64_t n, const void* w, int n_panels, const void* xq, float* out) = nullptr;
+  // Prefill over repacked panels: gemm_q8 with w in panel layout (n_rows a multiple of 16,
+  // w_stride the file's row bytes, so rows r.. start at w + r * w_stride). Null where the
+  // ISA has none: matmul then unpacks the panels and calls gemm_q8.
+  void (*gemm_q8_panels)(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t xq_stride,
+                         int n_x, float* out, int64_t out_stride) = nullptr;
   // ---- end decode matvec
 
   // ---- W4A16: fp16 activations (kernels: generic/f16act_scalar.cpp, x86/f16act_avx2.cpp,

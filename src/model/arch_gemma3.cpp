@@ -123,7 +123,8 @@ Result<void> gemma3_forward(const Model& m, ForwardState& st, const int32_t* tok
       if (id < 0 || id >= w.token_embd.rows)
         return make_error(Status::invalid_argument, "token id " + std::to_string(id) + " is out of range");
       float* x = st.x.data() + size_t(i) * E;
-      kt.for_type(w.token_embd.type).dequantize_row(w.token_embd.row(id), x, E);
+      alignas(64) uint8_t buf[kMaxPanelRowBytes];
+      kt.for_type(w.token_embd.type).dequantize_row(file_row(w.token_embd, id, buf), x, E);
       for (int j = 0; j < E; ++j) x[j] *= emb_scale;
     }
   }

@@ -130,7 +130,8 @@ Result<void> llama_family_forward(const Model& m, ForwardState& st, const int32_
       const int32_t id = tokens[i];
       if (id < 0 || id >= w.token_embd.rows)
         return make_error(Status::invalid_argument, "token id " + std::to_string(id) + " is out of range");
-      kt.for_type(w.token_embd.type).dequantize_row(w.token_embd.row(id), st.x.data() + size_t(i) * E, E);
+      alignas(64) uint8_t buf[kMaxPanelRowBytes];
+      kt.for_type(w.token_embd.type).dequantize_row(file_row(w.token_embd, id, buf), st.x.data() + size_t(i) * E, E);
     }
   }
 

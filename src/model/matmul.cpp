@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/kernels.h"
+#include "quant/panel.h"
 
 namespace pllm {
 
@@ -52,7 +53,9 @@ void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_t
   int64_t chunk = std::max<int64_t>(16, (total_rows + n_chunks_target - 1) / n_chunks_target);
   // Prefill in int8 mode runs the tiled GEMM, which works on 16-row panels.
   const bool gemm = mode == ActMode::int8 && n_tok > 1;
-  if (gemm) chunk = (chunk + 15) / 16 * 16;
+  bool any_panels = false;
+  for (const MatmulTarget& t : targets) any_panels = any_panels || t.W->panels;
+  if (gemm || any_panels) chunk = (chunk + 15) / 16 * 16;  // (kPanelRows = 16)
 
   Plan p;
   p.first_task[0] = 0;
@@ -104,26 +107,24 @@ void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_t
     }
   }
 
-  pool.run(p.first_task[n_targets], [&](int64_t task) {
-    int i = 0;
-    while (task >= p.first_task[i + 1]) ++i;
-    const Matrix& W = *targets[i].W;
+  // Rows [r0, r1) of product i in the file's layout: row r at w + (r - r0) * row_bytes.
+  auto file_rows = [&](int i, const uint8_t* w, size_t rb, int64_t r0, int64_t r1) {
+    const int64_t rows = targets[i].W->rows;
     float* Y = targets[i].Y;
     const TypeKernels& tk = *p.tk[i];
-    const int64_t rows = W.rows;
-    const int64_t r0 = (task - p.first_task[i]) * chunk, r1 = std::min(rows, r0 + chunk);
+    auto row = [&](int64_t r) { return w + size_t(r - r0) * rb; };
     if (p.act_slot[i] >= 0) {
       const uint8_t* xq = s.act_q + p.act_slot[i] * slot_bytes;
       if (gemm && tk.gemm_q8) {  // all tokens at once: the kernel tiles rows x tokens itself
-        tk.gemm_q8(cols, W.row(r0), W.row_bytes, int(r1 - r0), xq, s.act_row_stride, n_tok, Y + r0, rows);
+        tk.gemm_q8(cols, w, rb, int(r1 - r0), xq, s.act_row_stride, n_tok, Y + r0, rows);
         return;
       }
       if (n_tok == 1) {  // decode: the kernel streams several weight rows per activation load
-        tk.vec_dot_rows(cols, W.row(r0), W.row_bytes, int(r1 - r0), xq, Y + r0);
+        tk.vec_dot_rows(cols, w, rb, int(r1 - r0), xq, Y + r0);
         return;
       }
       for (int64_t r = r0; r < r1; ++r)
-        for (int t = 0; t < n_tok; ++t) Y[t * rows + r] = tk.vec_dot(cols, W.row(r), xq + t * s.act_row_stride);
+        for (int t = 0; t < n_tok; ++t) Y[t * rows + r] = tk.vec_dot(cols, row(r), xq + t * s.act_row_stride);
       return;
     }
     if (p.f16[i]) {  // W4A16: each weight block decoded once per group of up to kGroup token rows
@@ -132,14 +133,14 @@ void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_t
         const uint16_t* x = xh + int64_t(t0) * h_stride;
         float* y = Y + int64_t(t0) * rows;
         for (int64_t r = r0; r < r1; ++r) {
-          if (nt == 1) y[r] = tk.vec_dot_f16act(cols, W.row(r), x);
-          else tk.vec_dot_f16act_multi(cols, W.row(r), x, int64_t(h_stride), nt, y + r, rows);
+          if (nt == 1) y[r] = tk.vec_dot_f16act(cols, row(r), x);
+          else tk.vec_dot_f16act_multi(cols, row(r), x, int64_t(h_stride), nt, y + r, rows);
         }
       }
       return;
     }
     if (n_tok == 1) {  // decode, exact: several weight rows share each activation vector
-      tk.vec_dot_f32_rows(cols, W.row(r0), W.row_bytes, int(r1 - r0), X, Y + r0);
+      tk.vec_dot_f32_rows(cols, w, rb, int(r1 - r0), X, Y + r0);
       return;
     }
     // Exact: weight blocks decoded in registers, FMA'd with f32 activations for up to
@@ -149,9 +150,37 @@ void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_t
       const float* x = X + int64_t(t0) * cols;
       float* y = Y + int64_t(t0) * rows;
       for (int64_t r = r0; r < r1; ++r) {
-        if (nt == 1) y[r] = tk.vec_dot_f32(cols, W.row(r), x);
-        else tk.vec_dot_f32_multi(cols, W.row(r), x, cols, nt, y + r, rows);
+        if (nt == 1) y[r] = tk.vec_dot_f32(cols, row(r), x);
+        else tk.vec_dot_f32_multi(cols, row(r), x, cols, nt, y + r, rows);
       }
+    }
+  };
+
+  pool.run(p.first_task[n_targets], [&](int64_t task) {
+    int i = 0;
+    while (task >= p.first_task[i + 1]) ++i;
+    const Matrix& W = *targets[i].W;
+    const int64_t r0 = (task - p.first_task[i]) * chunk, r1 = std::min(W.rows, r0 + chunk);
+    if (!W.panels) {
+      file_rows(i, W.row(r0), W.row_bytes, r0, r1);
+      return;
+    }
+    // Repacked (16-row panels; r0, r1 are panel boundaries). int8 decode reads the panels
+    // directly; every other path unpacks one panel at a time into the file's layout.
+    if (p.act_slot[i] >= 0 && n_tok == 1) {
+      p.tk[i]->vec_dot_panels(cols, W.panel(r0 / kPanelRows), int((r1 - r0) / kPanelRows),
+                              s.act_q + p.act_slot[i] * slot_bytes, targets[i].Y + r0);
+      return;
+    }
+    if (p.act_slot[i] >= 0 && gemm && p.tk[i]->gemm_q8_panels) {
+      p.tk[i]->gemm_q8_panels(cols, W.panel(r0 / kPanelRows), W.row_bytes, int(r1 - r0),
+                              s.act_q + p.act_slot[i] * slot_bytes, s.act_row_stride, n_tok, targets[i].Y + r0, W.rows);
+      return;
+    }
+    alignas(64) uint8_t tile[kPanelRows * kMaxPanelRowBytes];
+    for (int64_t q0 = r0; q0 < r1; q0 += kPanelRows) {
+      for (int j = 0; j < kPanelRows; ++j) unpack_panel_row(W.type, W.panel(q0 / kPanelRows), cols, j, tile + j * W.row_bytes);
+      file_rows(i, tile, W.row_bytes, q0, q0 + kPanelRows);
     }
   });
 }

@@ -5,6 +5,7 @@
 #include "base/hash.h"
 #include "model/arch.h"
 #include "model/forward_state.h"
+#include "model/repack.h"
 
 namespace pllm {
 namespace {
@@ -36,7 +37,7 @@ uint64_t compute_identity(const GgufFile& f) {
 }  // namespace
 
 Result<std::shared_ptr<const Model>> Model::load(const std::string& path, bool vocab_only,
-                                                 const Progress& progress) {
+                                                 const Progress& progress, bool repack) {
   auto report = [&](float p) { return !progress || progress(p); };
   if (!report(0.0f)) return make_error(Status::cancelled, path + ": load cancelled");
   PLLM_ASSIGN(auto file, GgufFile::open(path));
@@ -76,7 +77,11 @@ Result<std::shared_ptr<const Model>> Model::load(const std::string& path, bool v
     PLLM_ASSIGN(m->config_.arch, file->get_string_or("general.architecture", ""));
     m->config_.n_vocab = m->tokenizer_->n_vocab();
   }
-  m->identity_ = compute_identity(*file);
+  m->identity_ = compute_identity(*file);  // before repacking: it samples the file's bytes
+  if (repack && !vocab_only) {
+    const RepackResult r = repack_weights(m->weights_, kernels(), *file, m->repacked_);
+    m->repacked_tensors_ = r.tensors;
+  }
   if (!report(1.0f)) return make_error(Status::cancelled, path + ": load cancelled");
   return std::shared_ptr<const Model>(std::move(m));
 }

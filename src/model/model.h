@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "base/aligned_buffer.h"
 #include "base/result.h"
 #include "base/thread_pool.h"
 #include "gguf/gguf.h"
@@ -53,8 +54,10 @@ struct ArchDescriptor;
 class Model {
  public:
   using Progress = std::function<bool(float)>;  // return false to abort
+  // repack: hold the matrices that have a panel decode kernel on this CPU as 16-row panels
+  // (model/repack.h; faster int8-activation decode, same memory).
   static Result<std::shared_ptr<const Model>> load(const std::string& path, bool vocab_only,
-                                                   const Progress& progress = {});
+                                                   const Progress& progress = {}, bool repack = false);
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
@@ -67,6 +70,8 @@ class Model {
   // of the first and last MiB of tensor data), computed once at load: KV snapshots and
   // prefix-cache entries carry it so one model's cache is never restored into another.
   uint64_t identity() const { return identity_; }
+  // Tensors held as panels (0 unless loaded with repack on a CPU with panel kernels).
+  int repacked_tensors() const { return repacked_tensors_; }
 
   // Runs n tokens at positions [pos0, pos0 + n) through the model, writing their K/V into
   // the state's cache. logits: nullptr, or n_vocab floats for the last token (all_logits
@@ -84,6 +89,8 @@ class Model {
   std::string chat_template_;
   bool vocab_only_ = false;
   uint64_t identity_ = 0;
+  std::vector<AlignedBuffer<uint8_t>> repacked_;  // panel storage of repacked matrices
+  int repacked_tensors_ = 0;
 };
 
 }  // namespace pllm

@@ -1,6 +1,7 @@
 #include "model/weights.h"
 
 #include "kernels/kernels.h"
+#include "quant/panel.h"
 
 namespace pllm {
 
@@ -31,6 +32,12 @@ Result<Matrix> get_matrix(const GgufFile& f, const std::string& name, int64_t ro
   m.cols = cols;
   m.row_bytes = static_cast<size_t>(*row_bytes(t->type, uint64_t(cols)));
   return m;
+}
+
+const uint8_t* file_row(const Matrix& m, int64_t r, uint8_t* buf) {
+  if (!m.panels) return m.row(r);
+  unpack_panel_row(m.type, m.panel(r / kPanelRows), m.cols, int(r % kPanelRows), buf);
+  return buf;
 }
 
 Result<const float*> get_vector(const GgufFile& f, const std::string& name, int64_t n) {

@@ -13,14 +13,28 @@
 namespace pllm {
 
 // A 2-D weight stored as `rows` rows of `cols` elements each (GGUF dims [cols, rows]).
+// Either the file's layout (row r at data + r * row_bytes), or, after load-time repacking
+// (model/repack.h), 16-row panels (quant/panel.h): panel p at data + p * 16 * row_bytes.
 struct Matrix {
   const uint8_t* data = nullptr;
   TensorType type = TensorType::F32;
   int64_t rows = 0;
   int64_t cols = 0;
   size_t row_bytes = 0;
+  bool panels = false;
+  // File layout only.
   const uint8_t* row(int64_t r) const { return data + size_t(r) * row_bytes; }
+  // Panels only: the panel holding rows [16 p, 16 p + 16).
+  const uint8_t* panel(int64_t p) const { return data + size_t(p) * 16 * row_bytes; }
 };
+
+// Rows longer than this are never repacked: paths that need the file's layout unpack
+// panel rows onto the stack (matmul.cpp, the embedding lookup).
+inline constexpr size_t kMaxPanelRowBytes = 8192;
+
+// Row r in the file's layout, whatever the storage: a pointer into the matrix, or (panels)
+// the row unpacked into buf (row_bytes bytes).
+const uint8_t* file_row(const Matrix& m, int64_t r, uint8_t* buf);
 
 // Looks up `name`, checks its shape is exactly [cols, rows] and that the kernels support
 // its type. Errors name the tensor and the file.

@@ -28,6 +28,7 @@
 
 #include "base/fp16.h"
 #include "kernels/kernels.h"
+#include "quant/panel.h"
 #include "quant/blocks.h"
 #include "quant/reference.h"
 
@@ -218,6 +219,45 @@ TEST_P(GemmIsa, TableEntries) {
   for (const TypeKernels& k : kt->types) {
     if (!k.available) continue;
     EXPECT_EQ(k.gemm_q8 != nullptr, k.act_type != TensorType::F32);
+  }
+}
+
+// gemm_q8_panels (prefill over load-time repacked panels) must give exactly gemm_q8's
+// results on the same rows in the file's layout: it feeds the same micro-kernel with the
+// same unpacked quants and scales, so the results are bit-identical (a stronger check than
+// the tolerance above).
+TEST_P(GemmIsa, PanelsEqualFileLayout) {
+  std::mt19937 rng(99);
+  for (TensorType t : {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q8_0}) {
+    const TypeKernels& k = kt->for_type(t);
+    if (!k.gemm_q8_panels) continue;
+    const TypeKernels& sk = kernels_for(Isa::scalar)->for_type(t);
+    for (int64_t n : {int64_t(32), int64_t(96), int64_t(1280)})
+      for (int n_rows : {16, 48, 80})
+        for (int n_x : {1, 7, 9, 70}) {
+          SCOPED_TRACE(testing::Message() << type_traits(static_cast<uint32_t>(t))->name << " n=" << n
+                                          << " rows=" << n_rows << " n_x=" << n_x);
+          const size_t rb = *row_bytes(static_cast<uint32_t>(t), n);
+          std::vector<uint8_t> w(rb * n_rows), packed(rb * n_rows);
+          for (int r = 0; r < n_rows; ++r) {
+            const std::vector<uint8_t> row = make_row(t, n, rng, r % 2 == 1);
+            std::memcpy(&w[r * rb], row.data(), rb);
+          }
+          for (int p = 0; p < n_rows / kPanelRows; ++p)
+            pack_panel(t, &w[p * kPanelRows * rb], rb, n, &packed[p * kPanelRows * rb]);
+          const size_t xs = sk.act_bytes(n);
+          std::vector<uint8_t> xq(xs * n_x);
+          std::normal_distribution<float> nd(0.0f, 1.0f);
+          std::vector<float> x(n);
+          for (int j = 0; j < n_x; ++j) {
+            for (auto& v : x) v = nd(rng);
+            sk.quantize_act(x.data(), &xq[j * xs], n);
+          }
+          std::vector<float> a(size_t(n_x) * n_rows), b(a.size());
+          k.gemm_q8(n, w.data(), rb, n_rows, xq.data(), xs, n_x, a.data(), n_rows);
+          k.gemm_q8_panels(n, packed.data(), rb, n_rows, xq.data(), xs, n_x, b.data(), n_rows);
+          ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+        }
   }
 }
 

@@ -46,10 +46,10 @@ void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
 namespace pllm {
 namespace {
 
-void expect_no_alloc_decoding(bool int8, bool f16 = false, KvOptions kv = {}) {
+void expect_no_alloc_decoding(bool int8, bool f16 = false, KvOptions kv = {}, bool repack = false) {
   if (!PLLM_COUNT_ALLOCS) GTEST_SKIP() << "allocation counting is off under AddressSanitizer (release build runs it)";
   if (access(real_model_path().c_str(), R_OK) != 0) GTEST_SKIP() << "model not found at " << real_model_path();
-  auto m = Model::load(real_model_path(), false);
+  auto m = Model::load(real_model_path(), false, {}, repack);
   ASSERT_TRUE(m.ok()) << m.error().message;
   SessionConfig cfg;
   cfg.n_ctx = 256;
@@ -85,6 +85,8 @@ void expect_no_alloc_decoding(bool int8, bool f16 = false, KvOptions kv = {}) {
 
 TEST(NoAlloc, DecodeExact) { expect_no_alloc_decoding(false); }
 TEST(NoAlloc, DecodeInt8) { expect_no_alloc_decoding(true); }
+// Repacked panels (where this CPU has panel kernels; the file's layout elsewhere).
+TEST(NoAlloc, DecodeInt8Repacked) { expect_no_alloc_decoding(true, false, {}, true); }
 TEST(NoAlloc, DecodeF16) { expect_no_alloc_decoding(false, true); }
 // Windows whose rings (24 slots for q8; 64 = two q4 groups) wrap within the 75 positions
 // the test writes; q4 also quantises a group every 32 positions.

@@ -146,6 +146,31 @@ void pack_panel(const uint8_t* w, size_t w_stride, int nr, int kb0, int kbn, Pan
   }
 }
 
+// The same panel from load-time repacked weights (quant/panel.h): w is the 16-row panel
+// (nr == 16), blocks pbb bytes apart. Q4 vectors split into their low / high nibble
+// groups; Q8_0 bytes are already w + 128.
+template <class T>
+void pack_from_repacked(const uint8_t* w, int kb0, int kbn, Panel& P) {
+  constexpr size_t kPbb = kPanel * sizeof(typename T::W);
+  constexpr size_t kQ = T::kMin ? 64 : 32;  // scales (and mins) come first
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  for (int kb = 0; kb < kbn; ++kb) {
+    const uint8_t* b = w + size_t(kb0 + kb) * kPbb;
+    _mm512_store_ps(P.d[kb], _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b))));
+    if constexpr (T::kMin)
+      _mm512_store_ps(P.m[kb], _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 32))));
+    if constexpr (T::kOffset == 128) {
+      for (int g = 0; g < 8; ++g) _mm512_store_si512(P.q[kb][g], _mm512_loadu_si512(b + kQ + 64 * g));
+    } else {
+      for (int v = 0; v < 4; ++v) {
+        const __m512i q = _mm512_loadu_si512(b + kQ + 64 * v);
+        _mm512_store_si512(P.q[kb][v], _mm512_and_si512(q, m4));
+        _mm512_store_si512(P.q[kb][v + 4], _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
+      }
+    }
+  }
+}
+
 // Per-token, per-block activation terms, computed once per call into gemm_scratch:
 // element (t, kb) at [t * ld + kb]; views are offset to the current token / K chunk.
 struct ActPrep {
@@ -204,7 +229,8 @@ void micro_n(int nx, const Panel& P, int kbn, const uint8_t* const* arow, const 
   }
 }
 
-template <class T>
+// Repacked: w holds 16-row panels (n_rows a multiple of 16, w_stride the file's row bytes).
+template <class T, bool Repacked = false>
 void gemm(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t xq_stride, int n_x,
           float* out, int64_t out_stride) {
   static_assert(kTile <= 8, "micro_n handles up to 8 tokens");
@@ -230,7 +256,8 @@ void gemm(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq,
       const int kbn = nb - kb0 < kKb ? nb - kb0 : kKb;
       for (int p = 0; p < np; ++p) {
         const int nr = nrg - p * kPanel < kPanel ? nrg - p * kPanel : kPanel;
-        pack_panel<T>(wb + (rg + p * kPanel) * w_stride, w_stride, nr, kb0, kbn, panels[p]);
+        if constexpr (Repacked) pack_from_repacked<T>(wb + (rg + p * kPanel) * w_stride, kb0, kbn, panels[p]);
+        else pack_panel<T>(wb + (rg + p * kPanel) * w_stride, w_stride, nr, kb0, kbn, panels[p]);
       }
       for (int x0 = 0; x0 < n_x; x0 += kSuper) {
         const int nxs = n_x - x0 < kSuper ? n_x - x0 : kSuper;
@@ -260,6 +287,9 @@ void fill_gemm_avx512(KernelTable& t) {
   t.types[static_cast<uint32_t>(TensorType::Q4_0)].gemm_q8 = gemm<Q40>;
   t.types[static_cast<uint32_t>(TensorType::Q8_0)].gemm_q8 = gemm<Q80>;
   t.types[static_cast<uint32_t>(TensorType::Q4_1)].gemm_q8 = gemm<Q41>;
+  t.types[static_cast<uint32_t>(TensorType::Q4_0)].gemm_q8_panels = gemm<Q40, true>;
+  t.types[static_cast<uint32_t>(TensorType::Q8_0)].gemm_q8_panels = gemm<Q80, true>;
+  t.types[static_cast<uint32_t>(TensorType::Q4_1)].gemm_q8_panels = gemm<Q41, true>;
 }
 
 }  // namespace pllm::kern

@@ -1,0 +1,30 @@
+// Load-time weight repacking: matrices whose type has a panel decode kernel on this CPU
+// (TypeKernels::vec_dot_panels: Q4_0, Q4_1, Q8_0 with AVX-512 VNNI) are copied once into
+// 16-row panels (quant/panel.h) and the file pages they came from are released, so the
+// weights are held once, in the layout the W4A8 decode kernel streams.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "base/aligned_buffer.h"
+#include "gguf/gguf.h"
+#include "kernels/kernels.h"
+#include "model/model.h"
+
+namespace pllm {
+
+// Whether m would be repacked with table kt.
+bool repackable(const Matrix& m, const KernelTable& kt);
+
+struct RepackResult {
+  int tensors = 0;    // distinct tensors repacked (a tied output counts once)
+  size_t bytes = 0;   // bytes now held in panels
+};
+
+// Repacks every repackable matrix of w into buffers appended to store and points the
+// matrices (all views of one tensor) at them; releases the source pages of f's mapping.
+RepackResult repack_weights(ModelWeights& w, const KernelTable& kt, const GgufFile& f,
+                            std::vector<AlignedBuffer<uint8_t>>& store);
+
+}  // namespace pllm

@@ -1,0 +1,105 @@
+"""Load-time weight repacking (`--repack`, model/repack.h): Q4_0/Q4_1/Q8_0 matrices held as
+16-row panels where the CPU has panel kernels (AVX-512 VNNI, and the scalar twins when
+PLLM_ISA=scalar).
+
+The kernels themselves are checked against the file layout's in tests/cpp (test_matvec_rows,
+test_gemm). Here: int8 logits with panels meet the int8 bounds against the numpy
+reference; every other path unpacks the panels into the file's layout and runs the same
+kernels, so exact-mode logits must be bit-identical."""
+from __future__ import annotations
+
+import json
+import subprocess
+
+import numpy as np
+import pytest
+
+import pllm_cli
+import tiny_models as tm
+import tolerances as tol
+from reference import Reference, compare, format_stats
+
+MODELS = ["llama-Q4_0", "qwen2-Q4_1", "llama-Q8_0"]
+# The ISAs whose table repacks: the scalar twin always; avx512 where the CPU runs it.
+ISAS = [i for i in pllm_cli.available_isas() if i in ("scalar", "avx512")]
+
+
+def _n_vocab(path) -> int:
+    return Reference(path).hp.n_vocab
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("name", MODELS)
+def test_repacked_int8_matches_reference(pllm_bin, tiny_models_paths, tiny_ref_cache, work_dir,
+                                         name, isa):
+    """Repacked int8 logits against the numpy reference with the int8-mode bounds every
+    int8 path meets (tolerances.py). Two int8 runs that differ only in f32 summation
+    order can already differ by int8 rounding flips of the next layer's inputs (measured
+    up to max_rel 4e-2 between the file layout's own prefill and decode paths), so the
+    comparison is with the reference, not with the other layout."""
+    cfg = tm.model_configs()[name]
+    if name not in tiny_ref_cache:
+        tiny_ref_cache[name] = Reference(tiny_models_paths[name])
+    ref = tiny_ref_cache[name]
+    ids = tm.sample_ids(cfg, 16)
+    want = ref.forward(ids)
+    max_rel, rms_rel = tol.tol_for(cfg.wtype, tol.INT8)
+    for chunk in (0, 1):  # prefill (GEMM over panels) and token-by-token decode
+        got = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, work_dir / "on.f32",
+                                  ref.hp.n_vocab, env=pllm_cli.isa_env(isa), int8_act=True,
+                                  chunk=chunk, extra=["--repack", "on"])
+        tol.assert_logits_close(got, want, max_rel, rms_rel, tol.argmax_min_fraction(cfg.wtype, tol.INT8),
+                                what=f"{name} isa={isa} chunk={chunk} repacked")
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_repacked_exact_mode_is_bit_identical(pllm_bin, tiny_models_paths, work_dir, name):
+    path = tiny_models_paths[name]
+    ids = tm.sample_ids(tm.model_configs()[name], 16)
+    n_vocab = _n_vocab(path)
+    env = pllm_cli.isa_env(ISAS[-1])
+    for chunk in (0, 1):
+        off = pllm_cli.run_logits(pllm_bin, path, ids, work_dir / "off.f32", n_vocab, env=env,
+                                  chunk=chunk, extra=["--repack", "off"])
+        on = pllm_cli.run_logits(pllm_bin, path, ids, work_dir / "on.f32", n_vocab, env=env,
+                                 chunk=chunk, extra=["--repack", "on"])
+        assert np.array_equal(on, off), f"{name} chunk={chunk}: {format_stats(compare(on, off))}"
+
+
+def _bench(pllm_bin, model, *extra):
+    p = subprocess.run([str(pllm_bin), "bench", "-m", str(model), "-p", "32", "-n", "16", "-r", "1",
+                        "-t", "2", "--bw-mib", "0", "--json", *extra], capture_output=True, timeout=300)
+    assert p.returncode == 0, p.stderr.decode()
+    return json.loads(p.stdout)
+
+
+def test_real_model_repacks_without_more_memory(pllm_bin, smollm2_path):
+    """SmolLM2 Q4_1: with --int8-act, repacking is on by default where panel kernels exist;
+    every matrix is repacked once (the tied output counts once) and the file's pages are
+    released, so peak RSS stays within a few MB of the file layout's."""
+    if "avx512" not in pllm_cli.available_isas():
+        pytest.skip("no panel kernel on this CPU: nothing is repacked")
+    on = _bench(pllm_bin, smollm2_path, "--int8-act")
+    off = _bench(pllm_bin, smollm2_path, "--int8-act", "--repack", "off")
+    assert off["repacked_tensors"] == 0
+    assert on["repacked_tensors"] == 30 * 7 + 1, on["repacked_tensors"]
+    assert on["peak_rss_mb"] <= off["peak_rss_mb"] + 8, (on["peak_rss_mb"], off["peak_rss_mb"])
+    exact = _bench(pllm_bin, smollm2_path)
+    assert exact["repacked_tensors"] == 0, "auto must not repack for exact-mode sessions"
+
+
+def test_real_model_logits_repacked(pllm_bin, smollm2_path, smollm2_ref, work_dir):
+    """SmolLM2 decode (token by token, the panel kernel) against the reference, int8 bounds."""
+    if "avx512" not in pllm_cli.available_isas():
+        pytest.skip("no panel kernel on this CPU")
+    ids = list(range(100, 116))
+    got = pllm_cli.run_logits(pllm_bin, smollm2_path, ids, work_dir / "on.f32", smollm2_ref.hp.n_vocab,
+                              int8_act=True, chunk=1, extra=["--repack", "on", "--kv-type", "f32"])
+    max_rel, rms_rel = tol.smollm2_tol(tol.INT8)
+    tol.assert_logits_close(got, smollm2_ref.forward(ids), max_rel, rms_rel,
+                            tol.ARGMAX_MIN_FRACTION["quant"], what="SmolLM2 repacked decode")
+
+
+def test_bad_repack_value(pllm_bin, smollm2_path):
+    p = pllm_cli.run_cli(pllm_bin, ["run", "-m", smollm2_path, "-p", "hi", "--repack", "maybe"])
+    pllm_cli.assert_clean_error(p)
