@@ -99,6 +99,9 @@ struct KernelTable {
   // W4A16 activation format: y[i] = x[i] rounded to IEEE half (nearest even; overflow -> inf).
   // Bit-identical on every ISA.
   void (*f32_to_f16_row)(const float* x, uint16_t* y, int64_t n) = nullptr;
+  // out[i] = silu(g[i]) * u[i] = g[i] / (1 + exp(-g[i])) * u[i] (out may alias g or u).
+  // The scalar twin uses expf; SIMD versions a polynomial exp within a few ulp of it.
+  void (*swiglu_f32)(const float* g, const float* u, float* out, int64_t n) = nullptr;
 
   // --- attention (generic/attention_scalar.cpp, x86/attention_*.cpp, arm/attention_neon.cpp) ---
   // Causal attention of ONE query head over n_pos cached positions (single pass, online

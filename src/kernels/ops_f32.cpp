@@ -15,17 +15,31 @@ void rmsnorm_f32(const float* x, const float* w, float* y, int64_t n, float eps)
   }
 }
 
-void rope_f32(float* x, int64_t n_rot, const float* inv_freq, double pos, bool neox) {
+void rope_angles(int64_t n_rot, const float* inv_freq, double pos, float* cs) {
   const int64_t half = n_rot / 2;
   for (int64_t i = 0; i < half; ++i) {
     const double theta = pos * double(inv_freq[i]);
-    const float c = float(std::cos(theta)), s = float(std::sin(theta));
+    cs[i] = float(std::cos(theta));
+    cs[half + i] = float(std::sin(theta));
+  }
+}
+
+void rope_apply(float* x, int64_t n_rot, const float* cs, bool neox) {
+  const int64_t half = n_rot / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const float c = cs[i], s = cs[half + i];
     const int64_t a = neox ? i : 2 * i;
     const int64_t b = neox ? i + half : 2 * i + 1;
     const float x0 = x[a], x1 = x[b];
     x[a] = x0 * c - x1 * s;
     x[b] = x0 * s + x1 * c;
   }
+}
+
+void rope_f32(float* x, int64_t n_rot, const float* inv_freq, double pos, bool neox) {
+  float cs[kMaxRopeDims];
+  rope_angles(n_rot, inv_freq, pos, cs);
+  rope_apply(x, n_rot, cs, neox);
 }
 
 void softmax_f32(float* x, int64_t n) {

@@ -14,7 +14,14 @@ void rmsnorm_f32(const float* x, const float* w, float* y, int64_t n, float eps)
 // inv_freq[i] = base^(-2i/n_rot) / freq_factor_i, for i < n_rot/2 (precomputed by the model).
 // pos is a double and the angles are computed in double: positions grow without bound
 // under a sliding window, and only the query-key angle difference must stay accurate.
+// n_rot <= kMaxRopeDims.
+inline constexpr int64_t kMaxRopeDims = 512;
 void rope_f32(float* x, int64_t n_rot, const float* inv_freq, double pos, bool neox);
+// rope_f32 in two steps, so that the heads of one token share the sin/cos work:
+// cs[i] = cos, cs[n_rot/2 + i] = sin of the angle of pair i (n_rot floats), then the
+// rotation of one head. Together they give exactly rope_f32's result.
+void rope_angles(int64_t n_rot, const float* inv_freq, double pos, float* cs);
+void rope_apply(float* x, int64_t n_rot, const float* cs, bool neox);
 
 // In-place softmax over n values; returns nothing. Stable (subtracts the max).
 void softmax_f32(float* x, int64_t n);

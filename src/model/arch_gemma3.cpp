@@ -150,14 +150,15 @@ Result<void> gemma3_forward(const Model& m, ForwardState& st, const int32_t* tok
       for (int i = 0; i < n; ++i) {
         float* q = &st.q[size_t(i) * QD];
         float* k = &st.k[size_t(i) * KD];
-        const double pos = double(pos0 + i);
+        float cs[kMaxRopeDims];
+        rope_angles(c.n_rot, inv_freq, double(pos0 + i), cs);
         for (int h = 0; h < c.n_head; ++h) {
           rmsnorm_f32(q + h * HD, L.attn_q_norm, q + h * HD, HD, c.rms_eps);
-          rope_f32(q + h * HD, c.n_rot, inv_freq, pos, /*neox=*/true);
+          rope_apply(q + h * HD, c.n_rot, cs, /*neox=*/true);
         }
         for (int h = 0; h < c.n_head_kv; ++h) {
           rmsnorm_f32(k + h * HD, L.attn_k_norm, k + h * HD, HD, c.rms_eps);
-          rope_f32(k + h * HD, c.n_rot, inv_freq, pos, /*neox=*/true);
+          rope_apply(k + h * HD, c.n_rot, cs, /*neox=*/true);
         }
         st.kv.store(l, pos0 + i, k, &st.v[size_t(i) * KD]);
       }

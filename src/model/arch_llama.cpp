@@ -160,9 +160,10 @@ Result<void> llama_family_forward(const Model& m, ForwardState& st, const int32_
           add_f32(k, L.bk, KD);
           add_f32(v, L.bv, KD);
         }
-        const double pos = double(pos0 + i);
-        for (int h = 0; h < c.n_head; ++h) rope_f32(q + h * HD, c.n_rot, w.rope_inv_freq.data(), pos, neox);
-        for (int h = 0; h < c.n_head_kv; ++h) rope_f32(k + h * HD, c.n_rot, w.rope_inv_freq.data(), pos, neox);
+        float cs[kMaxRopeDims];
+        rope_angles(c.n_rot, w.rope_inv_freq.data(), double(pos0 + i), cs);
+        for (int h = 0; h < c.n_head; ++h) rope_apply(q + h * HD, c.n_rot, cs, neox);
+        for (int h = 0; h < c.n_head_kv; ++h) rope_apply(k + h * HD, c.n_rot, cs, neox);
         st.kv.store(l, pos0 + i, k, v);
       }
     }
@@ -188,7 +189,7 @@ Result<void> llama_family_forward(const Model& m, ForwardState& st, const int32_
     }
     {
       TraceScope ts(tr, "swiglu", l);
-      swiglu_f32(st.gate.data(), st.up.data(), st.gate.data(), int64_t(n) * F);
+      kt.swiglu_f32(st.gate.data(), st.up.data(), st.gate.data(), int64_t(n) * F);
     }
     {
       TraceScope ts(tr, "ffn_down", l);

@@ -277,6 +277,10 @@ void set(KernelTable& t, TensorType type, TensorType act, size_t (*bytes)(int64_
   k.dequantize_row = deq;
 }
 
+void swiglu_scalar(const float* g, const float* u, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = swiglu_one(g[i], u[i]);
+}
+
 }  // namespace
 
 void fill_scalar(KernelTable& t) {
@@ -305,6 +309,7 @@ void fill_scalar(KernelTable& t) {
   set_exact<QK_K, sizeof(block_q6_K), dequant_q6_K>(t, T::Q6_K);
   t.dot_f32 = dot_f32;
   t.axpy_f32 = axpy_f32;
+  t.swiglu_f32 = swiglu_scalar;
 }
 
 }  // namespace pllm::kern

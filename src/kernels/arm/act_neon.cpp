@@ -1,0 +1,44 @@
+// SwiGLU (KernelTable::swiglu_f32) with baseline NEON, used by every ARM table. Same
+// method and constants as x86/act_avx2.cpp (see there): clamp, Cody-Waite reduction,
+// degree-6 polynomial, 2^n in the exponent bits.
+#include <arm_neon.h>
+
+#include <cstdint>
+
+#include "kernels/internal.h"
+
+namespace pllm::kern {
+
+namespace {
+
+inline float32x4_t exp4(float32x4_t x) {
+  x = vminq_f32(vmaxq_f32(x, vdupq_n_f32(-87.3f)), vdupq_n_f32(88.7f));
+  const float32x4_t n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(1.44269504088896341f)));
+  float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(0.693359375f));
+  r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
+  float32x4_t p = vdupq_n_f32(1.0f / 720);
+  p = vfmaq_f32(vdupq_n_f32(1.0f / 120), p, r);
+  p = vfmaq_f32(vdupq_n_f32(1.0f / 24), p, r);
+  p = vfmaq_f32(vdupq_n_f32(1.0f / 6), p, r);
+  p = vfmaq_f32(vdupq_n_f32(0.5f), p, r);
+  p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
+  p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
+  const int32x4_t e = vshlq_n_s32(vcvtq_s32_f32(n), 23);
+  return vreinterpretq_f32_s32(vaddq_s32(vreinterpretq_s32_f32(p), e));
+}
+
+void swiglu(const float* g, const float* u, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const float32x4_t gv = vld1q_f32(g + i);
+    const float32x4_t den = vaddq_f32(vdupq_n_f32(1.0f), exp4(vnegq_f32(gv)));
+    vst1q_f32(out + i, vdivq_f32(vmulq_f32(gv, vld1q_f32(u + i)), den));
+  }
+  for (; i < n; ++i) out[i] = swiglu_one(g[i], u[i]);
+}
+
+}  // namespace
+
+void fill_act_neon(KernelTable& t) { t.swiglu_f32 = swiglu; }
+
+}  // namespace pllm::kern
