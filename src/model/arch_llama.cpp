@@ -37,7 +37,16 @@ void attention(ForwardState& st, int l, int n, int pos0, int group, float scale,
   // The query heads sharing a kv head go together, so each kv head is read once per query.
   // A single decoded token also splits the visible positions into slices so every thread
   // works on a long context; the slices' softmax states are merged afterwards.
-  const int n_parts = n == 1 ? std::clamp(st.kv.n_visible(l, pos0) / 512, 1, ForwardState::kMaxAttnParts) : 1;
+  int n_parts = 1;
+  if (n == 1) {
+    const int visible = st.kv.n_visible(l, pos0), threads = st.pool->size();
+    n_parts = std::clamp(visible / 512, 1, ForwardState::kMaxAttnParts);
+    // Fewer kv heads than a multiple of the threads (SmolLM2: 3 on 2 threads) would leave
+    // a thread idle for a whole head: split further while each part keeps >= 64 positions.
+    while ((n_kv * n_parts) % threads != 0 && n_parts < ForwardState::kMaxAttnParts &&
+           visible / (n_parts + 1) >= 64)
+      ++n_parts;
+  }
   if (n_parts == 1) {
     st.pool->run(int64_t(n) * n_kv, [&](int64_t task) {
       const int i = int(task / n_kv), g = int(task % n_kv);
