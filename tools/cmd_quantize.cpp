@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cli_common.h"
@@ -94,17 +95,26 @@ void print_summary(const pllm::QuantizeReport& rep, const std::string& in, uint6
   std::printf("2-D weights: %.2f M elements, %.2f MiB, %.3f bits per weight\n", double(rep.weight_elements()) / 1e6,
               mib(rep.weight_bytes()), rep.weight_bpw());
   std::printf("file: %.2f MiB (input %.2f MiB)\n", mib(rep.file_bytes), mib(in_bytes));
-  int n_fallback = 0, n_unweighted = 0;
+  // Fallbacks grouped by (wanted type, written type, row length), each with its count and
+  // the first few names.
+  std::map<std::tuple<std::string, std::string, uint64_t>, std::vector<std::string>> fallbacks;
+  int n_unweighted = 0;
   for (const auto& t : rep.tensors) {
-    if (t.choice.quantized && t.choice.fallback()) {
-      std::printf("fallback: %s %s -> %s (row length %llu is not a multiple of the %s block)\n", t.name.c_str(),
-                  pllm::quant_type_name(t.choice.wanted).c_str(), pllm::quant_type_name(t.choice.type).c_str(),
-                  static_cast<unsigned long long>(t.dims[0]), pllm::quant_type_name(t.choice.wanted).c_str());
-      ++n_fallback;
-    }
+    if (t.choice.quantized && t.choice.fallback())
+      fallbacks[{pllm::quant_type_name(t.choice.wanted), pllm::quant_type_name(t.choice.type), t.dims[0]}].push_back(
+          t.name);
     if (method == QuantMethod::act && t.choice.quantized && !t.weighted) ++n_unweighted;
   }
-  if (n_fallback == 0) std::printf("fallbacks: none\n");
+  if (fallbacks.empty()) std::printf("fallbacks: none\n");
+  for (const auto& [key, names] : fallbacks) {
+    const auto& [wanted, got, cols] = key;
+    std::string list;
+    for (size_t i = 0; i < names.size() && i < 4; ++i) list += (i ? ", " : "") + names[i];
+    if (names.size() > 4) list += ", ... (" + std::to_string(names.size() - 4) + " more)";
+    std::printf("fallback: %zu tensor(s) %s -> %s (row length %llu is not a multiple of the %s block): %s\n",
+                names.size(), wanted.c_str(), got.c_str(), static_cast<unsigned long long>(cols), wanted.c_str(),
+                list.c_str());
+  }
   if (n_unweighted > 0)
     std::printf("act: %d tensor(s) without activation statistics (not fed by an activation) used mse\n", n_unweighted);
   std::printf("time: %.1f s\n", rep.seconds);
