@@ -102,13 +102,17 @@ std::function<int()> add_quantize(CLI::App& app) {
     if (o->sens_tokens < 1) fail("--sens-tokens must be at least 1");
     if (o->calib_ctx < 2 || o->calib_ctx > (1 << 20)) fail("--calib-ctx must be between 2 and 1048576");
     if (o->out.empty() && !(o->sensitivity && !planned)) fail("missing the output file (OUT)");
+    // Nothing given is silently ignored.
+    const bool collect = !o->calib.empty() && o->stats.empty() && (method == QuantMethod::act || !o->save_stats.empty());
+    if (!o->calib.empty() && !collect && !measure)
+      fail("--calib is used by --method act, --save-stats, --sensitivity and --target-bpw only");
+    if (!o->stats.empty() && method != QuantMethod::act) fail("--stats is used by --method act only");
     if (access(o->in.c_str(), R_OK) != 0) fail("cannot read input model " + o->in);
     if (o->in == o->out) fail("the output must be a different file from the input");
 
     auto file = or_fail(pllm::GgufFile::open(o->in));
     Progress bar;
     // The model itself is needed to run text through it (statistics, sensitivity).
-    const bool collect = !o->calib.empty() && o->stats.empty() && (method == QuantMethod::act || !o->save_stats.empty());
     std::shared_ptr<pllm::Model> model;
     std::vector<int32_t> tokens;
     if (collect || measure) {

@@ -273,6 +273,9 @@ def test_act_lowers_the_importance_weighted_error(pllm_bin, tiny_models_paths, w
     (["--type", "q4_0", "--tensor-type", "attn_q=q2_k"], "unknown type"),
     (["--type", "q4_0", "--save-stats", "s.gguf"], "--save-stats needs --calib"),
     (["--type", "q4_0", "--calib-tokens", "0", "--calib", "x.txt"], "--calib-tokens"),
+    (["--type", "q4_0", "--method", "mse", "--calib", "x.txt"], "--calib is used by"),
+    (["--type", "q4_0", "--stats", "s.gguf"], "--stats is used by"),
+    (["--type", "q4_0", "--method", "act", "--stats", "s.gguf", "--calib", "x.txt"], "exclude each other"),
 ])
 def test_bad_arguments_fail_cleanly(pllm_bin, tiny_models_paths, work_dir, args, fragment):
     proc = quantize(pllm_bin, tiny_models_paths["llama-F32"], work_dir / "x.gguf", *args)
