@@ -1,6 +1,8 @@
 // `pocketllm quantize IN OUT --type T`: our own quantiser (src/quantizer/). Every 2-D
 // weight of IN (any type the engine reads, dequantised to f32) is quantised to T (or the
-// type the rules in quantizer/type_plan.h choose), other tensors are written as F32, and
+// type the rules in quantizer/type_plan.h choose: like llama.cpp, the output head, or the
+// tied embedding, is q6_k for the 4/5-bit types unless --pure; rows that do not fit the
+// type's block fall back, q4_k -> q5_0, q6_k -> q8_0, else f16), other tensors F32, and
 // the metadata is copied with provenance keys. Methods: rtn (the reference quantisers),
 // mse (per-block scale/clipping search), act (the search weighted by each input column's
 // mean x² from calibration statistics: --calib runs a text through IN, --stats loads a
@@ -9,7 +11,8 @@
 // --sensitivity measures, per 2-D tensor, the KL divergence of the output when only that
 // tensor is quantised (over the first --sens-tokens of the --calib text); --target-bpw B
 // uses those figures to keep the most sensitive tensors at q6_k / q8_0 / f16 within B bits
-// per weight (quantizer/bpw_plan.h).
+// per weight (quantizer/bpw_plan.h); the plan starts from every 2-D tensor at T (after
+// the fallbacks, without the output-head rule) and fixes every tensor's type.
 //
 // Unlike the other subcommands this one uses the C++ layers directly (calibration needs
 // an activation observer and sensitivity in-memory weight overrides, which the C API does
@@ -18,9 +21,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <string>
-#include <fstream>
 #include <vector>
 
 #include "cli_common.h"
