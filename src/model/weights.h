@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/result.h"
@@ -16,6 +17,7 @@ namespace pllm {
 // Either the file's layout (row r at data + r * row_bytes), or, after load-time repacking
 // (model/repack.h), 16-row panels (quant/panel.h): panel p at data + p * 16 * row_bytes.
 struct Matrix {
+  std::string_view name;  // the GGUF tensor name (lives in the GgufFile the Model owns)
   const uint8_t* data = nullptr;
   TensorType type = TensorType::F32;
   int64_t rows = 0;
