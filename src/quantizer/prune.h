@@ -1,0 +1,68 @@
+// Structured pruning of a loaded model into a smaller, standard GGUF: per layer the least
+// important FFN channels (rows of ffn_gate/ffn_up, columns of ffn_down) and optionally whole
+// KV groups (a kv head with every query head that shares it). Scores and counts:
+// quantizer/prune_select.h.
+//
+// What is written: ffn_gate/ffn_up/attn_q/attn_k/attn_v keep whole rows (each row is its
+// own run of quantised blocks, so the bytes are copied, never requantised); ffn_down and
+// attn_output lose columns, so each row is dequantised, the kept columns gathered and the
+// row quantised again to the same type with the reference quantisers (float types: the
+// kept elements are copied exactly); qwen2's q/k/v biases lose the same elements. Every
+// other tensor and key is copied byte for byte. {arch}.feed_forward_length becomes an array
+// when the layers' sizes differ (a scalar when they agree); head counts stay one value for
+// every layer (the same fraction of groups goes from each), and key_length/value_length are
+// written so n_embd / n_head no longer has to give the head size. Provenance goes to
+// pocketllm.prune.*.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "gguf/gguf_writer.h"
+#include "model/model.h"
+#include "quantizer/act_stats.h"
+
+namespace pllm {
+
+inline constexpr uint32_t kPruneVersion = 1;  // pocketllm.prune.version
+
+struct PruneOptions {
+  double ffn_ratio = 0.0;   // fraction of each layer's FFN channels to remove, [0, 0.9]
+  double head_ratio = 0.0;  // fraction of each layer's KV groups to remove, [0, 0.9]
+  // Activation statistics of this model (ActStats::check_matches passed), or null: then
+  // the importance comes from the weights alone.
+  const ActStats* stats = nullptr;
+};
+
+struct LayerPrunePlan {
+  int n_ff = 0;                 // before
+  std::vector<int> keep_ff;     // kept channels, ascending (size = n_ff after)
+  int n_kv = 0;                 // kv heads before
+  std::vector<int> keep_kv;     // kept kv heads, ascending
+};
+
+struct PrunePlan {
+  std::vector<LayerPrunePlan> layers;
+  bool from_activations = false;  // importance used activation statistics
+  // Kept FFN channel counts are multiples of ffn_align per layer: the block size of
+  // ffn_down's type (its rows are n_ff long), at least 32 (whole SIMD / activation blocks).
+  std::vector<int> ffn_align;     // [n_layer]
+  int group = 1;                  // query heads per kv head
+  int head_dim = 0;
+};
+
+// Validates the options against the model (ratios in range, --heads needs more than one kv
+// head and a q_dim the attn_output type can hold, stats that cover every pruned tensor) and
+// scores every layer.
+Result<PrunePlan> plan_prune(const Model& model, const PruneOptions& opts);
+
+// Metadata and tensors of the pruned model, ready to write. source_name and stats_source
+// are recorded in the provenance keys.
+Result<void> build_pruned(const Model& model, const PruneOptions& opts, const PrunePlan& plan,
+                          const std::string& source_name, GgufWriter& out);
+
+// Elements of every tensor of a file (the parameter count it reports).
+uint64_t count_parameters(const GgufFile& f);
+
+}  // namespace pllm

@@ -1,0 +1,203 @@
+// build_pruned (quantizer/prune.h): the pruned model's metadata and tensors.
+#include <algorithm>
+#include <cstring>
+
+#include "base/checked.h"
+#include "kernels/kernels.h"
+#include "quant/reference.h"
+#include "quant/types.h"
+#include "quantizer/prune.h"
+
+namespace pllm {
+namespace {
+
+// Quantises one row of n values (n a multiple of the type's block) with the reference
+// quantisers. Only types the engine computes with can reach here (the model loaded).
+Result<void> quantize_row(TensorType t, const float* x, uint8_t* y, int64_t n) {
+  switch (t) {
+    case TensorType::F32: std::memcpy(y, x, size_t(n) * sizeof(float)); return {};
+    case TensorType::F16: ref::quantize_row_f16(x, reinterpret_cast<uint16_t*>(y), n); return {};
+    case TensorType::BF16: ref::quantize_row_bf16(x, reinterpret_cast<uint16_t*>(y), n); return {};
+    case TensorType::Q4_0: ref::quantize_row_q4_0(x, reinterpret_cast<block_q4_0*>(y), n); return {};
+    case TensorType::Q4_1: ref::quantize_row_q4_1(x, reinterpret_cast<block_q4_1*>(y), n); return {};
+    case TensorType::Q5_0: ref::quantize_row_q5_0(x, reinterpret_cast<block_q5_0*>(y), n); return {};
+    case TensorType::Q5_1: ref::quantize_row_q5_1(x, reinterpret_cast<block_q5_1*>(y), n); return {};
+    case TensorType::Q8_0: ref::quantize_row_q8_0(x, reinterpret_cast<block_q8_0*>(y), n); return {};
+    case TensorType::Q4_K: ref::quantize_row_q4_K(x, reinterpret_cast<block_q4_K*>(y), n); return {};
+    case TensorType::Q6_K: ref::quantize_row_q6_K(x, reinterpret_cast<block_q6_K*>(y), n); return {};
+    default: break;
+  }
+  return make_error(Status::unsupported, std::string("cannot re-quantise type ") +
+                                             type_traits(uint32_t(t))->name);
+}
+
+// Rows `keep` of a tensor whose rows are dims[0] long (every dimension past the first counts
+// rows; a 1-D tensor is rows of one element): whole rows' bytes, never requantised.
+Result<void> add_selected_rows(GgufWriter& out, const TensorInfo& t, const std::vector<int>& keep) {
+  const bool vec = t.dims.size() == 1;
+  const uint64_t row_len = vec ? 1 : t.dims[0];
+  const auto rb = row_bytes(t.type, row_len);
+  const auto n_rows = vec ? std::optional<uint64_t>(t.dims[0]) : std::optional<uint64_t>(t.dims[1]);
+  if (!rb || t.dims.size() > 2 || (!vec && row_len % type_traits(t.type)->block_elems) != 0)
+    return make_error(Status::bad_format, "tensor '" + t.name + "': cannot select rows of this shape");
+  std::vector<uint8_t> bytes;
+  bytes.reserve(size_t(*rb) * keep.size());
+  for (int r : keep) {
+    if (r < 0 || uint64_t(r) >= *n_rows) return make_error(Status::internal, "row index out of range");
+    const uint8_t* src = t.data + size_t(r) * size_t(*rb);
+    bytes.insert(bytes.end(), src, src + *rb);
+  }
+  std::vector<uint64_t> dims = vec ? std::vector<uint64_t>{keep.size()} : std::vector<uint64_t>{row_len, keep.size()};
+  return out.add_tensor(t.name, t.type, std::move(dims), std::move(bytes));
+}
+
+// Columns `keep` of a 2-D tensor: float types copy the kept elements; block types
+// dequantise each row, gather the kept values and quantise them again to the same type.
+Result<void> add_selected_columns(GgufWriter& out, const TensorInfo& t, const std::vector<int>& keep) {
+  if (t.dims.size() != 2) return make_error(Status::bad_format, "tensor '" + t.name + "' is not 2-D");
+  const uint64_t cols = t.dims[0], rows = t.dims[1];
+  const TypeTraits tr = *type_traits(t.type);
+  const auto in_rb = row_bytes(t.type, cols);
+  const auto out_rb = row_bytes(t.type, keep.size());
+  if (!in_rb || !out_rb)
+    return make_error(Status::internal, "tensor '" + t.name + "': " + std::to_string(keep.size()) +
+                                            " columns are not whole " + tr.name + " blocks");
+  const auto total = checked_mul(*out_rb, rows);
+  if (!total) return make_error(Status::bad_format, "tensor '" + t.name + "' is too large");
+  std::vector<uint8_t> bytes(size_t(*total));
+  const TensorType type = static_cast<TensorType>(t.type);
+  std::vector<float> row(size_t(cols)), kept(keep.size());
+  const auto dequant = kernels().for_type(type).dequantize_row;
+  for (uint64_t r = 0; r < rows; ++r) {
+    const uint8_t* src = t.data + size_t(r) * size_t(*in_rb);
+    uint8_t* dst = bytes.data() + size_t(r) * size_t(*out_rb);
+    if (tr.block_elems == 1) {  // F32 / F16 / BF16: exact element copies
+      for (size_t i = 0; i < keep.size(); ++i)
+        std::memcpy(dst + i * tr.block_bytes, src + size_t(keep[i]) * tr.block_bytes, tr.block_bytes);
+      continue;
+    }
+    dequant(src, row.data(), int64_t(cols));
+    for (size_t i = 0; i < keep.size(); ++i) kept[i] = row[size_t(keep[i])];
+    PLLM_TRY(quantize_row(type, kept.data(), dst, int64_t(keep.size())));
+  }
+  return out.add_tensor(t.name, t.type, {uint64_t(keep.size()), rows}, std::move(bytes));
+}
+
+Result<void> add_copy(GgufWriter& out, const TensorInfo& t) {
+  return out.add_tensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+}
+
+// Element indices [g·width, (g + 1)·width) of every kept group g.
+std::vector<int> expand(const std::vector<int>& groups, int width) {
+  std::vector<int> idx;
+  idx.reserve(groups.size() * size_t(width));
+  for (int g : groups)
+    for (int i = 0; i < width; ++i) idx.push_back(g * width + i);
+  return idx;
+}
+
+// "blk.<l>.<rest>" -> l and rest; -1 for tensors outside the layers.
+int parse_layer(const std::string& name, std::string* rest) {
+  if (name.rfind("blk.", 0) != 0) return -1;
+  const size_t dot = name.find('.', 4);
+  if (dot == std::string::npos || dot == 4 || dot - 4 > 4) return -1;
+  int l = 0;
+  for (size_t i = 4; i < dot; ++i) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    l = l * 10 + (name[i] - '0');
+  }
+  *rest = name.substr(dot + 1);
+  return l;
+}
+
+// Per-layer tensors whose shape does not depend on n_ff or the head counts.
+bool shape_independent(const std::string& rest) {
+  static const char* const kNames[] = {"attn_norm.weight",           "ffn_norm.weight",
+                                       "attn_q_norm.weight",         "attn_k_norm.weight",
+                                       "post_attention_norm.weight", "post_ffw_norm.weight"};
+  return std::any_of(std::begin(kNames), std::end(kNames), [&](const char* n) { return rest == n; });
+}
+
+}  // namespace
+
+Result<void> build_pruned(const Model& model, const PruneOptions& opts, const PrunePlan& plan,
+                          const std::string& source_name, GgufWriter& out) {
+  const GgufFile& f = model.file();
+  const ModelConfig& c = model.config();
+  if (plan.layers.size() != size_t(c.n_layer)) return make_error(Status::internal, "prune plan of another model");
+  out.copy_metadata(f);
+  const std::string p = c.arch + ".";
+
+  std::vector<int32_t> ff_before, ff_after;
+  for (const LayerPrunePlan& P : plan.layers) {
+    ff_before.push_back(P.n_ff);
+    ff_after.push_back(int32_t(P.keep_ff.size()));
+  }
+  if (std::all_of(ff_after.begin(), ff_after.end(), [&](int32_t v) { return v == ff_after.front(); }))
+    out.set_u32(p + "feed_forward_length", uint32_t(ff_after.front()));
+  else
+    out.set_array_i32(p + "feed_forward_length", ff_after);  // llama.cpp's per-layer form
+
+  const int kv_after = int(plan.layers.front().keep_kv.size());
+  const bool heads_pruned = kv_after != c.n_head_kv;
+  if (heads_pruned) {
+    out.set_u32(p + "attention.head_count", uint32_t(kv_after * plan.group));
+    out.set_u32(p + "attention.head_count_kv", uint32_t(kv_after));
+    out.set_u32(p + "attention.key_length", uint32_t(c.head_dim));
+    out.set_u32(p + "attention.value_length", uint32_t(c.head_dim));
+  }
+
+  out.set_u32("pocketllm.prune.version", kPruneVersion);
+  out.set_f32("pocketllm.prune.ffn_ratio", float(opts.ffn_ratio));
+  out.set_f32("pocketllm.prune.head_ratio", float(opts.head_ratio));
+  out.set_string("pocketllm.prune.importance", plan.from_activations ? "activations" : "weights");
+  out.set_string("pocketllm.prune.source", source_name);
+  out.set_u64("pocketllm.prune.source_identity", model.identity());
+  out.set_array_i32("pocketllm.prune.n_ff_before", ff_before);
+  out.set_u32("pocketllm.prune.head_count_kv_before", uint32_t(c.n_head_kv));
+  if (opts.stats) {
+    out.set_string("pocketllm.prune.stats_source", opts.stats->source);
+    out.set_u64("pocketllm.prune.stats_tokens", opts.stats->n_tokens);
+  } else {
+    out.remove("pocketllm.prune.stats_source");
+    out.remove("pocketllm.prune.stats_tokens");
+  }
+
+  for (const TensorInfo& t : f.tensors()) {
+    std::string rest;
+    const int l = parse_layer(t.name, &rest);
+    if (l < 0 || shape_independent(rest)) {
+      PLLM_TRY(add_copy(out, t));
+      continue;
+    }
+    if (l >= c.n_layer) return make_error(Status::bad_format, "tensor '" + t.name + "' is past the last layer");
+    const LayerPrunePlan& P = plan.layers[size_t(l)];
+    const bool ffn_pruned = P.keep_ff.size() != size_t(P.n_ff), kv_pruned = P.keep_kv.size() != size_t(P.n_kv);
+    if (!ffn_pruned && !kv_pruned) {  // an unchanged layer is copied as it is (no requantisation)
+      PLLM_TRY(add_copy(out, t));
+      continue;
+    }
+    const std::vector<int> q_rows = expand(P.keep_kv, plan.group * c.head_dim);
+    const std::vector<int> kv_rows = expand(P.keep_kv, c.head_dim);
+    const bool is_ffn = rest.rfind("ffn_", 0) == 0, is_attn = rest.rfind("attn_", 0) == 0;
+    if ((is_ffn && !ffn_pruned) || (is_attn && !kv_pruned)) {
+      PLLM_TRY(add_copy(out, t));
+    } else if (rest == "ffn_gate.weight" || rest == "ffn_up.weight") {
+      PLLM_TRY(add_selected_rows(out, t, P.keep_ff));
+    } else if (rest == "ffn_down.weight") {
+      PLLM_TRY(add_selected_columns(out, t, P.keep_ff));
+    } else if (rest == "attn_q.weight" || rest == "attn_q.bias") {
+      PLLM_TRY(add_selected_rows(out, t, q_rows));
+    } else if (rest == "attn_k.weight" || rest == "attn_v.weight" || rest == "attn_k.bias" || rest == "attn_v.bias") {
+      PLLM_TRY(add_selected_rows(out, t, kv_rows));
+    } else if (rest == "attn_output.weight") {
+      PLLM_TRY(add_selected_columns(out, t, q_rows));
+    } else {
+      return make_error(Status::unsupported, "tensor '" + t.name + "': the pruner does not know how its shape "
+                                             "depends on the layer's sizes");
+    }
+  }
+  return {};
+}
+
+}  // namespace pllm
