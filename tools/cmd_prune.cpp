@@ -20,7 +20,7 @@ namespace {
 struct PruneOpts {
   std::string in, out;
   double ffn = 0.0, heads = 0.0;
-  std::string calib, stats;
+  std::string calib, stats, save_stats;
   int64_t calib_tokens = 8192;
   int calib_ctx = 512;
   int threads = 0;
@@ -36,8 +36,11 @@ void must(pllm::Result<void> r) {
 }
 
 void check_ratio(double r, const char* flag) {
-  if (!(r >= 0.0 && r <= 0.9))
-    fail(std::string(flag) + " " + std::to_string(r) + " is out of range: give the fraction to remove, in [0, 0.9]");
+  if (!(r >= 0.0 && r <= 0.9)) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%g", r);
+    fail(std::string(flag) + " " + buf + " is out of range: give the fraction to remove, in [0, 0.9]");
+  }
 }
 
 // Statistics of the activations feeding every weight: read from --stats (they must come
@@ -56,10 +59,15 @@ pllm::ActStats activation_stats(const PruneOpts& o, const std::shared_ptr<const 
   auto cal = must(pllm::Calibrator::create(model, co));
   pllm::ActStats s;
   s.model_identity = model->identity();
+  s.model_name = must(model->file().get_string_or("general.name", std::filesystem::path(o.in).filename().string()));
   s.source = std::filesystem::path(o.calib).filename().string();
   std::fprintf(stderr, "calibrating on %lld tokens of %s\n", (long long)cal->planned_tokens(text.size()),
                o.calib.c_str());
   s.n_tokens = uint64_t(must(cal->run(text, &s, {})));
+  if (!o.save_stats.empty()) {
+    must(s.save(o.save_stats));
+    std::fprintf(stderr, "saved activation statistics to %s (reuse them with --stats)\n", o.save_stats.c_str());
+  }
   return s;
 }
 
@@ -81,6 +89,13 @@ void report(const PruneOpts& o, const pllm::Model& model, const pllm::PrunePlan&
     std::printf("ffn channels: %lld -> %lld (%.1f%% removed; asked %.1f%%, kept counts rounded to whole blocks)\n",
                 (long long)before, (long long)after, 100.0 * double(before - after) / double(before), 100.0 * o.ffn);
   }
+  const std::string arch = pllm::pruned_architecture(c, plan);
+  if (arch != c.arch)
+    std::printf("note: layers differ in FFN size; written as architecture '%s' (llama.cpp's llama reads one size "
+                "for every layer, its deci reads them per layer)\n", arch.c_str());
+  else if (!pllm::plan_ffn_uniform(plan))
+    std::printf("note: layers differ in FFN size; llama.cpp reads one size for every %s layer, so only pocketllm "
+                "runs this file\n", arch.c_str());
   if (o.heads > 0.0 && plan.layers.front().keep_kv.size() == size_t(c.n_head_kv))
     std::printf("kv heads: none removed (%d per layer; %.0f%% rounds to zero groups)\n", c.n_head_kv, 100.0 * o.heads);
 }
@@ -99,6 +114,7 @@ std::function<int()> add_prune(CLI::App& app) {
   auto* calib = cmd->add_option("--calib", o->calib, "text file: importance from its activations");
   auto* stats = cmd->add_option("--stats", o->stats, "activation statistics of this model (from `quantize`'s calibration)");
   calib->excludes(stats);
+  cmd->add_option("--save-stats", o->save_stats, "with --calib: also save the statistics to this file")->needs(calib);
   cmd->add_option("--calib-tokens", o->calib_tokens, "with --calib: tokens to run (default 8192)");
   cmd->add_option("--calib-ctx", o->calib_ctx, "with --calib: tokens per chunk (default 512)");
   cmd->add_option("-t,--threads", o->threads, "threads for calibration (default: performance cores)");

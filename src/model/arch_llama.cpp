@@ -19,6 +19,7 @@ namespace pllm {
 namespace {
 
 Result<ModelConfig> read_llama_config(const GgufFile& f) { return read_llama_family_config(f, "llama"); }
+Result<ModelConfig> read_deci_config(const GgufFile& f) { return read_llama_family_config(f, "deci"); }
 
 
 
@@ -209,5 +210,6 @@ Result<void> llama_family_forward(const Model& m, ForwardState& st, const int32_
 
 const ArchDescriptor kArchLlama = {"llama", read_llama_config, llama_family_load_weights,
                                    llama_family_forward};
+const ArchDescriptor kArchDeci = {"deci", read_deci_config, llama_family_load_weights, llama_family_forward};
 
 }  // namespace pllm

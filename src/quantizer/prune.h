@@ -9,7 +9,7 @@
 // row quantised again to the same type with the reference quantisers (float types: the
 // kept elements are copied exactly); qwen2's q/k/v biases lose the same elements. Every
 // other tensor and key is copied byte for byte. {arch}.feed_forward_length becomes an array
-// when the layers' sizes differ (a scalar when they agree); head counts stay one value for
+// when the layers' sizes differ (a scalar when they agree; see pruned_architecture); head counts stay one value for
 // every layer (the same fraction of groups goes from each), and key_length/value_length are
 // written so n_embd / n_head no longer has to give the head size. Provenance goes to
 // pocketllm.prune.*.
@@ -61,6 +61,14 @@ Result<PrunePlan> plan_prune(const Model& model, const PruneOptions& opts);
 // are recorded in the provenance keys.
 Result<void> build_pruned(const Model& model, const PruneOptions& opts, const PrunePlan& plan,
                           const std::string& source_name, GgufWriter& out);
+
+// Whether every layer keeps the same number of FFN channels.
+bool plan_ffn_uniform(const PrunePlan& plan);
+// The architecture the pruned file is written as: llama.cpp's "llama" reads one
+// feed_forward_length for every layer, so a llama model whose layers end up with different
+// sizes becomes "deci" (the llama block with per-layer sizes, in llama.cpp and here); qwen2
+// and gemma3 have no such twin and keep their name (then only this engine runs them).
+std::string pruned_architecture(const ModelConfig& c, const PrunePlan& plan);
 
 // Elements of every tensor of a file (the parameter count it reports).
 uint64_t count_parameters(const GgufFile& f);

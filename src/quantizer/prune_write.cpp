@@ -64,9 +64,9 @@ Result<void> add_selected_columns(GgufWriter& out, const TensorInfo& t, const st
                                             " columns are not whole " + tr.name + " blocks");
   const auto total = checked_mul(*out_rb, rows);
   if (!total) return make_error(Status::bad_format, "tensor '" + t.name + "' is too large");
-  std::vector<uint8_t> bytes(size_t(*total));
+  std::vector<uint8_t> bytes(static_cast<size_t>(*total));
   const TensorType type = static_cast<TensorType>(t.type);
-  std::vector<float> row(size_t(cols)), kept(keep.size());
+  std::vector<float> row(static_cast<size_t>(cols)), kept(keep.size());
   const auto dequant = kernels().for_type(type).dequantize_row;
   for (uint64_t r = 0; r < rows; ++r) {
     const uint8_t* src = t.data + size_t(r) * size_t(*in_rb);
@@ -120,20 +120,39 @@ bool shape_independent(const std::string& rest) {
 
 }  // namespace
 
+bool plan_ffn_uniform(const PrunePlan& plan) {
+  return std::all_of(plan.layers.begin(), plan.layers.end(),
+                     [&](const LayerPrunePlan& P) { return P.keep_ff.size() == plan.layers.front().keep_ff.size(); });
+}
+
+std::string pruned_architecture(const ModelConfig& c, const PrunePlan& plan) {
+  return c.arch == "llama" && !plan_ffn_uniform(plan) ? "deci" : c.arch;
+}
+
 Result<void> build_pruned(const Model& model, const PruneOptions& opts, const PrunePlan& plan,
                           const std::string& source_name, GgufWriter& out) {
   const GgufFile& f = model.file();
   const ModelConfig& c = model.config();
   if (plan.layers.size() != size_t(c.n_layer)) return make_error(Status::internal, "prune plan of another model");
   out.copy_metadata(f);
-  const std::string p = c.arch + ".";
+  const std::string arch = pruned_architecture(c, plan);
+  if (arch != c.arch) {  // llama -> deci: every "llama." key moves to "deci."
+    const std::string from = c.arch + ".";
+    for (const auto& [key, value] : f.metadata()) {
+      if (key.rfind(from, 0) != 0) continue;
+      out.remove(key);
+      out.set_value(arch + "." + key.substr(from.size()), value);
+    }
+    out.set_string("general.architecture", arch);
+  }
+  const std::string p = arch + ".";
 
   std::vector<int32_t> ff_before, ff_after;
   for (const LayerPrunePlan& P : plan.layers) {
     ff_before.push_back(P.n_ff);
     ff_after.push_back(int32_t(P.keep_ff.size()));
   }
-  if (std::all_of(ff_after.begin(), ff_after.end(), [&](int32_t v) { return v == ff_after.front(); }))
+  if (plan_ffn_uniform(plan))
     out.set_u32(p + "feed_forward_length", uint32_t(ff_after.front()));
   else
     out.set_array_i32(p + "feed_forward_length", ff_after);  // llama.cpp's per-layer form

@@ -1,5 +1,5 @@
-"""Independent numpy forward pass for llama-family GGUF models (arch llama, qwen2)
-and Gemma 3 (arch gemma3).
+"""Independent numpy forward pass for llama-family GGUF models (arch llama, qwen2; deci,
+llama.cpp's name for the llama block with per-layer sizes) and Gemma 3 (arch gemma3).
 
 Numerics: weights are dequantised once with gguf.quants.dequantize and kept as
 float32 (that is exactly the value the file encodes; float32 holds every F16,
@@ -71,7 +71,7 @@ from pathlib import Path
 
 import numpy as np
 
-SUPPORTED_ARCHS = {"llama": "normal", "qwen2": "neox", "gemma3": "neox"}
+SUPPORTED_ARCHS = {"llama": "normal", "deci": "normal", "qwen2": "neox", "gemma3": "neox"}
 FLOAT_TYPES = {"F32", "F16", "BF16"}
 K_TYPES = {"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"}
 # Weight types with W4A16 kernels (fp16 activations); the rest keep f32 activations.
