@@ -79,6 +79,9 @@ Result<PrunePlan> plan_prune(const Model& model, const PruneOptions& opts) {
     if (c.n_head_kv < 2)
       return make_error(Status::invalid_argument, "--heads: the model has " + std::to_string(c.n_head_kv) +
                                                       " KV head per layer; removing a KV group needs at least 2");
+    if (c.arch == "qwen2")
+      return make_error(Status::unsupported, "--heads: llama.cpp's qwen2 requires n_head * head_dim = n_embd, so a "
+                                             "qwen2 model cannot lose heads and stay loadable there");
     if (c.arch == "gemma3" && c.n_layer == 62)
       return make_error(Status::unsupported, "--heads: Gemma 3 27B derives its attention scale from the head "
                                              "count; pruning its heads is not supported");

@@ -7,8 +7,7 @@
 // own run of quantised blocks, so the bytes are copied, never requantised); ffn_down and
 // attn_output lose columns, so each row is dequantised, the kept columns gathered and the
 // row quantised again to the same type with the reference quantisers (float types: the
-// kept elements are copied exactly); qwen2's q/k/v biases lose the same elements. Every
-// other tensor and key is copied byte for byte. {arch}.feed_forward_length becomes an array
+// kept elements are copied exactly). Every other tensor and key is copied byte for byte. {arch}.feed_forward_length becomes an array
 // when the layers' sizes differ (a scalar when they agree; see pruned_architecture); head counts stay one value for
 // every layer (the same fraction of groups goes from each), and key_length/value_length are
 // written so n_embd / n_head no longer has to give the head size. Provenance goes to
@@ -52,8 +51,9 @@ struct PrunePlan {
   int head_dim = 0;
 };
 
-// Validates the options against the model (ratios in range, --heads needs more than one kv
-// head and a q_dim the attn_output type can hold, stats that cover every pruned tensor) and
+// Validates the options against the model (ratios in range; --heads needs more than one kv
+// head, a q_dim the attn_output type can hold, and not qwen2, whose llama.cpp graph fixes
+// q_dim = n_embd; stats that cover every pruned tensor) and
 // scores every layer.
 Result<PrunePlan> plan_prune(const Model& model, const PruneOptions& opts);
 

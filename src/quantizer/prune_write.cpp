@@ -205,9 +205,9 @@ Result<void> build_pruned(const Model& model, const PruneOptions& opts, const Pr
       PLLM_TRY(add_selected_rows(out, t, P.keep_ff));
     } else if (rest == "ffn_down.weight") {
       PLLM_TRY(add_selected_columns(out, t, P.keep_ff));
-    } else if (rest == "attn_q.weight" || rest == "attn_q.bias") {
+    } else if (rest == "attn_q.weight") {
       PLLM_TRY(add_selected_rows(out, t, q_rows));
-    } else if (rest == "attn_k.weight" || rest == "attn_v.weight" || rest == "attn_k.bias" || rest == "attn_v.bias") {
+    } else if (rest == "attn_k.weight" || rest == "attn_v.weight") {
       PLLM_TRY(add_selected_rows(out, t, kv_rows));
     } else if (rest == "attn_output.weight") {
       PLLM_TRY(add_selected_columns(out, t, q_rows));
