@@ -75,7 +75,10 @@ void report(const PruneOpts& o, const pllm::Model& model, const pllm::PrunePlan&
   const pllm::ModelConfig& c = model.config();
   std::printf("importance: %s\n", plan.from_activations
                                       ? "||W_down[:,j]|| * sqrt(mean x_j^2) (activation statistics)"
-                                      : "||W_gate[j,:]|| * ||W_up[j,:]|| * ||W_down[:,j]|| (weights only)");
+                                      : "||W_gate[j,:]*ffn_norm|| * ||W_up[j,:]*ffn_norm|| * ||W_down[:,j]|| (weights only)");
+  if (!plan.from_activations)
+    std::printf("note: importance from weights alone cannot see which channels the activations use "
+                "and can remove ones the model depends on; give --calib TEXT or --stats FILE\n");
   for (int l = 0; l < c.n_layer; ++l) {
     const pllm::LayerPrunePlan& P = plan.layers[size_t(l)];
     std::printf("layer %3d: ffn %5d -> %5zu (multiple of %d)", l, P.n_ff, P.keep_ff.size(),
@@ -111,7 +114,7 @@ std::function<int()> add_prune(CLI::App& app) {
   cmd->add_option("--ffn", o->ffn, "fraction of each layer's FFN channels to remove, in [0, 0.9]");
   cmd->add_option("--heads", o->heads, "fraction of each layer's KV groups (a kv head with its query heads) "
                                        "to remove, in [0, 0.9]");
-  auto* calib = cmd->add_option("--calib", o->calib, "text file: importance from its activations");
+  auto* calib = cmd->add_option("--calib", o->calib, "text file: importance from the activations it produces (recommended)");
   auto* stats = cmd->add_option("--stats", o->stats, "activation statistics of this model (from `quantize`'s calibration)");
   calib->excludes(stats);
   cmd->add_option("--save-stats", o->save_stats, "with --calib: also save the statistics to this file")->needs(calib);

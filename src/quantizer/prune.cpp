@@ -19,13 +19,16 @@ std::string layer_tensor(int l, const char* what) { return "blk." + std::to_stri
 
 uint32_t block_elems(TensorType t) { return type_traits(uint32_t(t))->block_elems; }
 
-// Squared row and column norms of a weight, one dequantised row at a time.
-NormAccumulator weight_norms(const Matrix& m) {
+// Squared row and column norms of a weight, one dequantised row at a time; col_scale
+// (null, or [cols]) multiplies every column first.
+NormAccumulator weight_norms(const Matrix& m, const float* col_scale = nullptr) {
   NormAccumulator acc(m.rows, m.cols);
   std::vector<float> row(size_t(m.cols));
   const auto dequant = kernels().for_type(m.type).dequantize_row;
   for (int64_t r = 0; r < m.rows; ++r) {
     dequant(m.row(r), row.data(), m.cols);
+    if (col_scale)
+      for (int64_t c = 0; c < m.cols; ++c) row[size_t(c)] *= col_scale[c];
     acc.add_row(r, row.data());
   }
   return acc;
@@ -116,7 +119,7 @@ Result<PrunePlan> plan_prune(const Model& model, const PruneOptions& opts) {
         PLLM_ASSIGN(auto mean_sq, mean_sq_of(*opts.stats, layer_tensor(l, "ffn_down.weight"), L.w_down.cols));
         score = ffn_scores_from_activations(down.col_sq, mean_sq);
       } else {
-        const NormAccumulator gate = weight_norms(L.w_gate), up = weight_norms(L.w_up);
+        const NormAccumulator gate = weight_norms(L.w_gate, L.ffn_norm), up = weight_norms(L.w_up, L.ffn_norm);
         score = ffn_scores_from_weights(gate.row_sq, up.row_sq, down.col_sq);
       }
       P.keep_ff = top_k_ascending(score, keep_ff);
@@ -132,7 +135,7 @@ Result<PrunePlan> plan_prune(const Model& model, const PruneOptions& opts) {
         PLLM_ASSIGN(auto mean_sq, mean_sq_of(*opts.stats, layer_tensor(l, "attn_output.weight"), L.wo.cols));
         score = group_scores_from_activations(wo.col_sq, mean_sq, P.n_kv, plan.group, c.head_dim);
       } else {
-        const NormAccumulator wv = weight_norms(L.wv);
+        const NormAccumulator wv = weight_norms(L.wv, L.attn_norm);
         score = group_scores_from_weights(wv.row_sq, wo.col_sq, P.n_kv, plan.group, c.head_dim);
       }
       P.keep_kv = top_k_ascending(score, keep_kv);

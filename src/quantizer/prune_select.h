@@ -2,16 +2,19 @@
 // and of attention KV groups, how many to keep, and which ones.
 //
 // Importance of FFN channel j of a layer (its contribution is
-// W_down[:, j] · act(W_gate[j, :] · h) · (W_up[j, :] · h)):
-//   from weights only:      ||W_gate[j, :]|| · ||W_up[j, :]|| · ||W_down[:, j]||
-//                           (bounds the contribution for a unit-norm input h; the normed
-//                           input of a block has a fixed RMS, so no activation is needed)
+// W_down[:, j] · act(W_gate[j, :] · h) · (W_up[j, :] · h), h = rmsnorm(x) ⊙ ffn_norm):
+//   from weights only:      ||W_gate[j, :] ⊙ ffn_norm|| · ||W_up[j, :] ⊙ ffn_norm|| · ||W_down[:, j]||
+//                           (bounds the contribution for an input of unit RMS before the
+//                           norm's scale, which is folded into the rows; no data needed)
 //   with activation stats:  ||W_down[:, j]|| · sqrt(mean x_j²), x = the input of ffn_down
 //                           (the expected norm of the channel's contribution to the
 //                           residual, measured on calibration text)
+// The weights-only score is a poor guide on real models: it cannot see that the residual
+// stream is far from isotropic (SmolLM2's layer 0 ranks its most active channels last),
+// so prefer statistics (--calib / --stats); see `pocketllm prune --help`.
 // Importance of KV group g (kv head g and the query heads that share it; its contribution
-// is Σ_h W_o[:, cols(h)] · softmax(...) · W_v[rows(g), :] · h):
-//   from weights only:      ||W_v[rows(g), :]||_F · sqrt(Σ_h ||W_o[:, cols(h)]||²_F)
+// is Σ_h W_o[:, cols(h)] · softmax(...) · W_v[rows(g), :] · h, h = rmsnorm(x) ⊙ attn_norm):
+//   from weights only:      ||W_v[rows(g), :] ⊙ attn_norm||_F · sqrt(Σ_h ||W_o[:, cols(h)]||²_F)
 //   with activation stats:  sqrt(Σ_{c in cols(g)} ||W_o[:, c]||² · mean x_c²), x = the
 //                           input of attn_output (the same expected-norm argument)
 #pragma once

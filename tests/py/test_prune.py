@@ -98,13 +98,14 @@ def _ffn_scores(o: Raw, l: int, mean_sq: np.ndarray | None) -> np.ndarray:
     down = np.linalg.norm(o.val[p + "ffn_down.weight"], axis=0)
     if mean_sq is not None:
         return down * np.sqrt(mean_sq)
-    return np.linalg.norm(o.val[p + "ffn_gate.weight"], axis=1) * \
-        np.linalg.norm(o.val[p + "ffn_up.weight"], axis=1) * down
+    norm = o.val[p + "ffn_norm.weight"]  # folded into the rows: h = rmsnorm(x) * ffn_norm
+    return np.linalg.norm(o.val[p + "ffn_gate.weight"] * norm, axis=1) * \
+        np.linalg.norm(o.val[p + "ffn_up.weight"] * norm, axis=1) * down
 
 
 def _group_scores(o: Raw, l: int, n_kv: int, group: int, hd: int) -> np.ndarray:
     p = f"blk.{l}."
-    wv = o.val[p + "attn_v.weight"].reshape(n_kv, hd, -1)
+    wv = (o.val[p + "attn_v.weight"] * o.val[p + "attn_norm.weight"]).reshape(n_kv, hd, -1)
     wo = o.val[p + "attn_output.weight"].reshape(-1, n_kv, group * hd)
     return np.sqrt((wv ** 2).sum(axis=(1, 2)) * (wo ** 2).sum(axis=(0, 2)))
 
