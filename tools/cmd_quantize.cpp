@@ -1,0 +1,208 @@
+// `pocketllm quantize IN OUT --type T`: our own quantiser (src/quantizer/). Every 2-D
+// weight of IN (any type the engine reads, dequantised to f32) is quantised to T (or the
+// type the rules in quantizer/type_plan.h choose), other tensors are written as F32, and
+// the metadata is copied with provenance keys. Methods: rtn (the reference quantisers),
+// mse (per-block scale/clipping search), act (the search weighted by each input column's
+// mean x² from calibration statistics: --calib runs a text through IN, --stats loads a
+// --save-stats file).
+//
+// --sensitivity measures, per 2-D tensor, the KL divergence of the output when only that
+// tensor is quantised (over the first --sens-tokens of the --calib text); --target-bpw B
+// uses those figures to keep the most sensitive tensors at q6_k / q8_0 / f16 within B bits
+// per weight (quantizer/bpw_plan.h).
+//
+// Unlike the other subcommands this one uses the C++ layers directly (calibration needs
+// an activation observer and sensitivity in-memory weight overrides, which the C API does
+// not offer).
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <fstream>
+#include <vector>
+
+#include "cli_common.h"
+#include "commands.h"
+#include "model/model.h"
+#include "quantizer/act_stats.h"
+#include "quantizer/calibration.h"
+#include "quantizer/quantize_model.h"
+#include "quantizer/sensitivity.h"
+#include "quantize_report.h"
+
+namespace cli {
+namespace {
+
+using pllm::QuantMethod;
+using pllm::TensorType;
+
+template <class T>
+T or_fail(pllm::Result<T> r) {
+  if (!r.ok()) fail(r.error().message);
+  return std::move(r).value();
+}
+void or_fail(pllm::Result<void> r) {
+  if (!r.ok()) fail(r.error().message);
+}
+
+}  // namespace
+
+std::function<int()> add_quantize(CLI::App& app) {
+  auto* cmd = app.add_subcommand("quantize", "quantise a GGUF model (rtn, mse or activation-aware; mixed precision)");
+  struct Opts {
+    std::string in, out, type, method = "rtn", calib, save_stats, stats, sens_out;
+    std::vector<std::string> tensor_types;
+    bool pure = false, sensitivity = false;
+    int64_t calib_tokens = 8192, sens_tokens = 256;
+    int calib_ctx = 512, threads = 0;
+    double target_bpw = 0;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("input", o->in, "model to quantise (any type the engine loads)")->required();
+  cmd->add_option("output", o->out, "GGUF file to write (optional with --sensitivity alone)");
+  cmd->add_option("--type", o->type, "f16, bf16, f32, q8_0, q6_k, q5_0, q5_1, q4_0, q4_1, q4_k")->required();
+  cmd->add_option("--method", o->method, "rtn (default), mse (scale/clipping search) or act (activation-aware)");
+  cmd->add_flag("--pure", o->pure, "every 2-D tensor at --type (no q6_k output head)");
+  cmd->add_option("--tensor-type", o->tensor_types, "REGEX=TYPE for the tensors whose name matches (repeatable)");
+  cmd->add_option("--calib", o->calib, "text to run through the input model (statistics; sensitivity)");
+  cmd->add_option("--calib-tokens", o->calib_tokens, "calibration tokens for the statistics (default 8192)");
+  cmd->add_option("--calib-ctx", o->calib_ctx, "calibration chunk length, a fresh context each (default 512)");
+  cmd->add_option("--save-stats", o->save_stats, "write the calibration statistics to this file");
+  cmd->add_option("--stats", o->stats, "activation statistics from an earlier --save-stats");
+  cmd->add_flag("--sensitivity", o->sensitivity, "KL divergence per tensor quantised alone, as a table");
+  cmd->add_option("--sens-tokens", o->sens_tokens, "tokens of the --calib text the KL is measured over (default 256)");
+  cmd->add_option("--sensitivity-out", o->sens_out, "also write the sensitivity figures as JSON");
+  cmd->add_option("--target-bpw", o->target_bpw, "keep the most sensitive tensors at higher precision within B bits per weight");
+  cmd->add_option("-t,--threads", o->threads, "threads (default: physical performance cores)");
+  return [o]() {
+    const pllm::TensorType base = or_fail(pllm::parse_quant_type(o->type));
+    const QuantMethod method = or_fail(pllm::parse_quant_method(o->method));
+    pllm::QuantizeOptions qo;
+    qo.plan.base = base;
+    qo.plan.pure = o->pure;
+    for (const std::string& spec : o->tensor_types) qo.plan.rules.push_back(or_fail(pllm::parse_tensor_type_rule(spec)));
+    qo.method = method;
+    if (o->threads < 0 || o->threads > 256) fail("-t must be between 0 and 256");
+    qo.n_threads = o->threads;
+    const bool planned = o->target_bpw != 0;
+    const bool measure = o->sensitivity || planned;
+    if (planned && !(o->target_bpw > 0 && o->target_bpw <= 32)) fail("--target-bpw must be between 0 and 32");
+    if (measure && o->calib.empty()) fail("--sensitivity and --target-bpw need the text to measure on: --calib FILE");
+    if (!o->sens_out.empty() && !measure) fail("--sensitivity-out needs --sensitivity or --target-bpw");
+    if (planned && !o->tensor_types.empty()) fail("--target-bpw chooses the types itself: drop --tensor-type");
+    if (!o->calib.empty() && !o->stats.empty() && !measure)
+      fail("--calib and --stats exclude each other (with --stats, --calib is only the sensitivity text)");
+    if (!o->save_stats.empty() && (o->calib.empty() || !o->stats.empty()))
+      fail("--save-stats needs --calib (and no --stats)");
+    if (method == QuantMethod::act && o->calib.empty() && o->stats.empty())
+      fail("--method act needs activation statistics: --calib FILE or --stats FILE");
+    if (o->calib_tokens < 1) fail("--calib-tokens must be at least 1");
+    if (o->sens_tokens < 1) fail("--sens-tokens must be at least 1");
+    if (o->calib_ctx < 2 || o->calib_ctx > (1 << 20)) fail("--calib-ctx must be between 2 and 1048576");
+    if (o->out.empty() && !(o->sensitivity && !planned)) fail("missing the output file (OUT)");
+    // Nothing given is silently ignored.
+    const bool collect = !o->calib.empty() && o->stats.empty() && (method == QuantMethod::act || !o->save_stats.empty());
+    if (!o->calib.empty() && !collect && !measure)
+      fail("--calib is used by --method act, --save-stats, --sensitivity and --target-bpw only");
+    if (!o->stats.empty() && method != QuantMethod::act) fail("--stats is used by --method act only");
+    if (access(o->in.c_str(), R_OK) != 0) fail("cannot read input model " + o->in);
+    if (o->in == o->out) fail("the output must be a different file from the input");
+
+    auto file = or_fail(pllm::GgufFile::open(o->in));
+    Progress bar;
+    // The model itself is needed to run text through it (statistics, sensitivity).
+    std::shared_ptr<pllm::Model> model;
+    std::vector<int32_t> tokens;
+    if (collect || measure) {
+      model = or_fail(pllm::Model::load_for_tools(o->in));
+      tokens = or_fail(pllm::tokenize_text_file(*model, o->calib));
+    }
+    std::unique_ptr<pllm::ActStats> stats;
+    if (!o->stats.empty()) {
+      stats = std::make_unique<pllm::ActStats>(or_fail(pllm::ActStats::load(o->stats)));
+      or_fail(stats->check_matches(*file, pllm::compute_model_identity(*file)));
+    } else if (collect) {
+      pllm::CalibrationOptions co;
+      co.n_ctx = o->calib_ctx;
+      co.max_tokens = o->calib_tokens;
+      co.n_threads = o->threads;
+      auto cal = or_fail(pllm::Calibrator::create(model, co));
+      stats = std::make_unique<pllm::ActStats>();
+      const auto t0 = std::chrono::steady_clock::now();
+      const int64_t n = or_fail(cal->run(tokens, stats.get(), nullptr, [&](int64_t done, int64_t total) {
+        bar.draw("calibration", done, total, base_name(o->calib));
+      }));
+      bar.done();
+      stats->model_identity = model->identity();
+      stats->model_name = or_fail(file->get_string_or("general.name", base_name(o->in)));
+      stats->n_tokens = uint64_t(n);
+      stats->source = base_name(o->calib);
+      std::fprintf(stderr, "calibration: %lld tokens of %s in %.1f s\n", static_cast<long long>(n),
+                   o->calib.c_str(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      if (!o->save_stats.empty()) {
+        or_fail(stats->save(o->save_stats));
+        std::fprintf(stderr, "calibration: statistics written to %s\n", o->save_stats.c_str());
+      }
+    }
+    qo.stats = stats.get();
+
+    if (planned) {  // before the (long) measurement: can the budget hold the base types at all?
+      uint64_t bytes = 0, elements = 0;
+      for (const pllm::TensorInfo& t : file->tensors()) {
+        if (t.dims.size() != 2) continue;
+        bytes += *pllm::row_bytes(uint32_t(pllm::fallback_type(base, t.dims[0])), t.dims[0]) * t.dims[1];
+        elements += t.n_elements;
+      }
+      const double bpw = elements ? 8.0 * double(bytes) / double(elements) : 0.0;
+      if (o->target_bpw < bpw) {
+        char b[160];
+        std::snprintf(b, sizeof b, "--target-bpw %.3f is below the %.3f bits per weight of every tensor at %s",
+                      o->target_bpw, bpw, o->type.c_str());
+        fail(b);
+      }
+    }
+    if (measure) {
+      pllm::SensitivityOptions so;
+      so.type = base;
+      so.method = method;
+      so.stats = stats.get();
+      so.calib.n_ctx = int(std::min<int64_t>(o->calib_ctx, o->sens_tokens));
+      so.calib.max_tokens = o->sens_tokens;
+      so.calib.n_threads = o->threads;
+      so.progress = [&](size_t i, size_t n, std::string_view name) {
+        bar.draw("sensitivity", int64_t(i), int64_t(n), std::string(name));
+      };
+      const auto t0 = std::chrono::steady_clock::now();
+      const pllm::SensitivityReport rep = or_fail(pllm::measure_sensitivity(model, tokens, so));
+      bar.done();
+      std::fprintf(stderr, "sensitivity: %zu tensors over %lld tokens in %.1f s\n", rep.entries.size(),
+                   static_cast<long long>(rep.tokens),
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      if (o->sensitivity) print_sensitivity(rep, method);
+      if (!o->sens_out.empty()) {
+        std::ofstream js(o->sens_out);
+        js << sensitivity_json(rep, method) << "\n";
+        if (!js) fail("cannot write " + o->sens_out);
+      }
+      if (planned) {
+        const pllm::BpwPlan plan = or_fail(pllm::plan_target_bpw(pllm::plan_items(rep), o->target_bpw));
+        print_plan(rep, plan, o->target_bpw);
+        for (size_t i = 0; i < rep.entries.size(); ++i)
+          qo.plan.explicit_types[rep.entries[i].name] = rep.entries[i].candidates[plan.choice[i]].type;
+      }
+      model.reset();
+    }
+    if (o->out.empty()) return 0;
+    qo.progress = [&](size_t i, size_t n, std::string_view name) {
+      bar.draw("quantize", int64_t(i), int64_t(n), std::string(name));
+    };
+    const pllm::QuantizeReport rep = or_fail(pllm::quantize_file(*file, o->out, qo));
+    bar.done();
+    print_summary(rep, o->in, file->file_size(), o->out, base, method, stats.get());
+    return 0;
+  };
+}
+
+}  // namespace cli
