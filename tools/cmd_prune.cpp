@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "cli_common.h"
@@ -20,7 +21,7 @@ namespace {
 struct PruneOpts {
   std::string in, out;
   double ffn = 0.0, heads = 0.0;
-  std::string calib, stats, save_stats;
+  std::string calib, stats, save_stats, requant;
   int64_t calib_tokens = 8192;
   int calib_ctx = 512;
   int threads = 0;
@@ -120,12 +121,18 @@ std::function<int()> add_prune(CLI::App& app) {
   cmd->add_option("--save-stats", o->save_stats, "with --calib: also save the statistics to this file")->needs(calib);
   cmd->add_option("--calib-tokens", o->calib_tokens, "with --calib: tokens to run (default 8192)");
   cmd->add_option("--calib-ctx", o->calib_ctx, "with --calib: tokens per chunk (default 512)");
+  cmd->add_option("--requant", o->requant, "how rows that lose columns (ffn_down, attn_output) are quantised again: "
+                                         "rtn, mse or act (default: act with statistics, else mse)");
   cmd->add_option("-t,--threads", o->threads, "threads for calibration (default: performance cores)");
   return [o]() {
     check_ratio(o->ffn, "--ffn");
     check_ratio(o->heads, "--heads");
     if (o->ffn == 0.0 && o->heads == 0.0) fail("nothing to prune: give --ffn and/or --heads a fraction > 0");
     if (o->calib_tokens < 1 || o->calib_ctx < 2) fail("--calib-tokens must be >= 1 and --calib-ctx >= 2");
+    std::optional<pllm::QuantMethod> requant;
+    if (!o->requant.empty()) requant = must(pllm::parse_quant_method(o->requant));
+    if (requant == pllm::QuantMethod::act && o->calib.empty() && o->stats.empty())
+      fail("--requant act needs activation statistics (--calib or --stats)");
     std::error_code ec;
     if (o->in == o->out || std::filesystem::equivalent(o->in, o->out, ec))
       fail("the output would overwrite the input (" + o->out + ")");
@@ -139,6 +146,7 @@ std::function<int()> add_prune(CLI::App& app) {
       stats = activation_stats(*o, model);
       po.stats = &stats;
     }
+    po.requant = requant ? *requant : po.stats ? pllm::QuantMethod::act : pllm::QuantMethod::mse;
     const pllm::PrunePlan plan = must(pllm::plan_prune(*model, po));
     report(*o, *model, plan);
 

@@ -6,7 +6,6 @@
 
 #include "base/checked.h"
 #include "kernels/kernels.h"
-#include "quant/reference.h"
 #include "quant/types.h"
 #include "quantizer/prune_select.h"
 
@@ -67,6 +66,8 @@ uint64_t count_parameters(const GgufFile& f) {
 Result<PrunePlan> plan_prune(const Model& model, const PruneOptions& opts) {
   PLLM_TRY(check_ratio(opts.ffn_ratio, "--ffn"));
   PLLM_TRY(check_ratio(opts.head_ratio, "--heads"));
+  if (opts.requant == QuantMethod::act && !opts.stats)
+    return make_error(Status::invalid_argument, "--requant act needs activation statistics (--calib or --stats)");
   if (model.vocab_only()) return make_error(Status::invalid_argument, "model was loaded vocab-only");
   const ModelConfig& c = model.config();
   const ModelWeights& w = model.weights();

@@ -5,9 +5,9 @@
 //
 // What is written: ffn_gate/ffn_up/attn_q/attn_k/attn_v keep whole rows (each row is its
 // own run of quantised blocks, so the bytes are copied, never requantised); ffn_down and
-// attn_output lose columns, so each row is dequantised, the kept columns gathered and the
-// row quantised again to the same type with the reference quantisers (float types: the
-// kept elements are copied exactly). Every other tensor and key is copied byte for byte. {arch}.feed_forward_length becomes an array
+// attn_output lose columns: an output block that is exactly one input block (float types;
+// whole heads when head_dim is a multiple of the block) keeps its bytes, every other block
+// is dequantised, gathered and quantised again to the same type (PruneOptions::requant). Every other tensor and key is copied byte for byte. {arch}.feed_forward_length becomes an array
 // when the layers' sizes differ (a scalar when they agree; see pruned_architecture); head counts stay one value for
 // every layer (the same fraction of groups goes from each), and key_length/value_length are
 // written so n_embd / n_head no longer has to give the head size. Provenance goes to
@@ -21,6 +21,7 @@
 #include "gguf/gguf_writer.h"
 #include "model/model.h"
 #include "quantizer/act_stats.h"
+#include "quantizer/row_quant.h"
 
 namespace pllm {
 
@@ -32,6 +33,10 @@ struct PruneOptions {
   // Activation statistics of this model (ActStats::check_matches passed), or null: then
   // the importance comes from the weights alone.
   const ActStats* stats = nullptr;
+  // How rows that lose columns are quantised again (quantizer/row_quant.h): rtn, the
+  // reference quantisers; mse, the block search; act, the search weighted by each column's
+  // mean x² (needs stats).
+  QuantMethod requant = QuantMethod::mse;
 };
 
 struct LayerPrunePlan {

@@ -4,32 +4,12 @@
 
 #include "base/checked.h"
 #include "kernels/kernels.h"
-#include "quant/reference.h"
 #include "quant/types.h"
 #include "quantizer/prune.h"
+#include "quantizer/quantize_model.h"
 
 namespace pllm {
 namespace {
-
-// Quantises one row of n values (n a multiple of the type's block) with the reference
-// quantisers. Only types the engine computes with can reach here (the model loaded).
-Result<void> quantize_row(TensorType t, const float* x, uint8_t* y, int64_t n) {
-  switch (t) {
-    case TensorType::F32: std::memcpy(y, x, size_t(n) * sizeof(float)); return {};
-    case TensorType::F16: ref::quantize_row_f16(x, reinterpret_cast<uint16_t*>(y), n); return {};
-    case TensorType::BF16: ref::quantize_row_bf16(x, reinterpret_cast<uint16_t*>(y), n); return {};
-    case TensorType::Q4_0: ref::quantize_row_q4_0(x, reinterpret_cast<block_q4_0*>(y), n); return {};
-    case TensorType::Q4_1: ref::quantize_row_q4_1(x, reinterpret_cast<block_q4_1*>(y), n); return {};
-    case TensorType::Q5_0: ref::quantize_row_q5_0(x, reinterpret_cast<block_q5_0*>(y), n); return {};
-    case TensorType::Q5_1: ref::quantize_row_q5_1(x, reinterpret_cast<block_q5_1*>(y), n); return {};
-    case TensorType::Q8_0: ref::quantize_row_q8_0(x, reinterpret_cast<block_q8_0*>(y), n); return {};
-    case TensorType::Q4_K: ref::quantize_row_q4_K(x, reinterpret_cast<block_q4_K*>(y), n); return {};
-    case TensorType::Q6_K: ref::quantize_row_q6_K(x, reinterpret_cast<block_q6_K*>(y), n); return {};
-    default: break;
-  }
-  return make_error(Status::unsupported, std::string("cannot re-quantise type ") +
-                                             type_traits(uint32_t(t))->name);
-}
 
 // Rows `keep` of a tensor whose rows are dims[0] long (every dimension past the first counts
 // rows; a 1-D tensor is rows of one element): whole rows' bytes, never requantised.
@@ -51,12 +31,16 @@ Result<void> add_selected_rows(GgufWriter& out, const TensorInfo& t, const std::
   return out.add_tensor(t.name, t.type, std::move(dims), std::move(bytes));
 }
 
-// Columns `keep` of a 2-D tensor: float types copy the kept elements; block types
-// dequantise each row, gather the kept values and quantise them again to the same type.
-Result<void> add_selected_columns(GgufWriter& out, const TensorInfo& t, const std::vector<int>& keep) {
+// Columns `keep` of a 2-D tensor. Blocks are independent, so an output block whose columns
+// are exactly one input block (always, for float types; whole heads of attn_output) is that
+// block's bytes; every other block is dequantised, gathered and quantised again to the same
+// type with `method`, `importance` ([cols] of the original columns) weighting the act search.
+Result<void> add_selected_columns(GgufWriter& out, const TensorInfo& t, const std::vector<int>& keep,
+                                  QuantMethod method, const std::vector<float>& importance) {
   if (t.dims.size() != 2) return make_error(Status::bad_format, "tensor '" + t.name + "' is not 2-D");
   const uint64_t cols = t.dims[0], rows = t.dims[1];
   const TypeTraits tr = *type_traits(t.type);
+  const TensorType type = static_cast<TensorType>(t.type);
   const auto in_rb = row_bytes(t.type, cols);
   const auto out_rb = row_bytes(t.type, keep.size());
   if (!in_rb || !out_rb)
@@ -64,27 +48,53 @@ Result<void> add_selected_columns(GgufWriter& out, const TensorInfo& t, const st
                                             " columns are not whole " + tr.name + " blocks");
   const auto total = checked_mul(*out_rb, rows);
   if (!total) return make_error(Status::bad_format, "tensor '" + t.name + "' is too large");
+
+  const size_t B = tr.block_elems, bb = tr.block_bytes, n_blocks = keep.size() / B;
+  std::vector<int64_t> src_block(n_blocks, -1);  // the input block an output block copies, or -1
+  bool requant = false;
+  for (size_t b = 0; b < n_blocks; ++b) {
+    const int first = keep[b * B];
+    bool whole = first % int(B) == 0;
+    for (size_t i = 1; whole && i < B; ++i) whole = keep[b * B + i] == first + int(i);
+    if (whole) src_block[b] = first / int64_t(B);
+    else requant = true;
+  }
+  if (requant && !is_output_type(type))
+    return make_error(Status::unsupported, "tensor '" + t.name + "': cannot re-quantise type " + tr.name);
+
   std::vector<uint8_t> bytes(static_cast<size_t>(*total));
-  const TensorType type = static_cast<TensorType>(t.type);
-  std::vector<float> row(static_cast<size_t>(cols)), kept(keep.size());
+  std::vector<float> row(requant ? static_cast<size_t>(cols) : 0), kept(requant ? keep.size() : 0), kept_w;
+  const bool weighted = requant && method == QuantMethod::act && !importance.empty();
+  if (weighted)
+    for (int j : keep) kept_w.push_back(importance[size_t(j)]);
   const auto dequant = kernels().for_type(type).dequantize_row;
   for (uint64_t r = 0; r < rows; ++r) {
     const uint8_t* src = t.data + size_t(r) * size_t(*in_rb);
     uint8_t* dst = bytes.data() + size_t(r) * size_t(*out_rb);
-    if (tr.block_elems == 1) {  // F32 / F16 / BF16: exact element copies
-      for (size_t i = 0; i < keep.size(); ++i)
-        std::memcpy(dst + i * tr.block_bytes, src + size_t(keep[i]) * tr.block_bytes, tr.block_bytes);
-      continue;
+    if (requant) {
+      dequant(src, row.data(), int64_t(cols));
+      for (size_t i = 0; i < keep.size(); ++i) kept[i] = row[size_t(keep[i])];
     }
-    dequant(src, row.data(), int64_t(cols));
-    for (size_t i = 0; i < keep.size(); ++i) kept[i] = row[size_t(keep[i])];
-    PLLM_TRY(quantize_row(type, kept.data(), dst, int64_t(keep.size())));
+    for (size_t b = 0; b < n_blocks; ++b) {
+      if (src_block[b] >= 0)
+        std::memcpy(dst + b * bb, src + size_t(src_block[b]) * bb, bb);
+      else
+        quantize_row_to(type, kept.data() + b * B, weighted ? kept_w.data() + b * B : nullptr,
+                        method != QuantMethod::rtn, dst + b * bb, int64_t(B));
+    }
   }
   return out.add_tensor(t.name, t.type, {uint64_t(keep.size()), rows}, std::move(bytes));
 }
 
 Result<void> add_copy(GgufWriter& out, const TensorInfo& t) {
   return out.add_tensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+}
+
+// The act search's weights for `weight`'s columns (empty without statistics for it).
+std::vector<float> importance_of(const PruneOptions& opts, const std::string& weight) {
+  if (opts.requant != QuantMethod::act || !opts.stats) return {};
+  const ChannelStats* s = opts.stats->find(weight);
+  return s ? column_importance(*s) : std::vector<float>{};
 }
 
 // Element indices [g·width, (g + 1)·width) of every kept group g.
@@ -170,6 +180,7 @@ Result<void> build_pruned(const Model& model, const PruneOptions& opts, const Pr
   out.set_f32("pocketllm.prune.ffn_ratio", float(opts.ffn_ratio));
   out.set_f32("pocketllm.prune.head_ratio", float(opts.head_ratio));
   out.set_string("pocketllm.prune.importance", plan.from_activations ? "activations" : "weights");
+  out.set_string("pocketllm.prune.requant", quant_method_name(opts.requant));
   out.set_string("pocketllm.prune.source", source_name);
   out.set_u64("pocketllm.prune.source_identity", model.identity());
   out.set_array_i32("pocketllm.prune.n_ff_before", ff_before);
@@ -204,13 +215,13 @@ Result<void> build_pruned(const Model& model, const PruneOptions& opts, const Pr
     } else if (rest == "ffn_gate.weight" || rest == "ffn_up.weight") {
       PLLM_TRY(add_selected_rows(out, t, P.keep_ff));
     } else if (rest == "ffn_down.weight") {
-      PLLM_TRY(add_selected_columns(out, t, P.keep_ff));
+      PLLM_TRY(add_selected_columns(out, t, P.keep_ff, opts.requant, importance_of(opts, t.name)));
     } else if (rest == "attn_q.weight") {
       PLLM_TRY(add_selected_rows(out, t, q_rows));
     } else if (rest == "attn_k.weight" || rest == "attn_v.weight") {
       PLLM_TRY(add_selected_rows(out, t, kv_rows));
     } else if (rest == "attn_output.weight") {
-      PLLM_TRY(add_selected_columns(out, t, q_rows));
+      PLLM_TRY(add_selected_columns(out, t, q_rows, opts.requant, importance_of(opts, t.name)));
     } else {
       return make_error(Status::unsupported, "tensor '" + t.name + "': the pruner does not know how its shape "
                                              "depends on the layer's sizes");

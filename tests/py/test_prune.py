@@ -36,6 +36,9 @@ CALIB_TEXT = ("The quick brown fox jumps over the lazy dog. Hello world, this is
 CASES = {
     "llama-F32-ffn": ("llama-F32", ["--ffn", "0.35"]),
     "llama-Q8_0-ffn-heads": ("llama-Q8_0", ["--ffn", "0.35", "--heads", "0.5"]),
+    "llama-Q8_0-ffn-heads-rtn": ("llama-Q8_0", ["--ffn", "0.35", "--heads", "0.5", "--requant", "rtn"]),
+    "llama-Q4_1-ffn": ("llama-Q4_1", ["--ffn", "0.35"]),
+    "llama-Q4_1-ffn-rtn": ("llama-Q4_1", ["--ffn", "0.35", "--requant", "rtn"]),
     "qwen2-Q8_0-ffn": ("qwen2-Q8_0", ["--ffn", "0.3"]),
     "llama-Q4_K-ffn": ("llama-Q4_K", ["--ffn", "0.35"]),
     "gemma3-F32-ffn": ("gemma3-F32", ["--ffn", "0.35"]),
@@ -103,8 +106,11 @@ def _ffn_scores(o: Raw, l: int, mean_sq: np.ndarray | None) -> np.ndarray:
         np.linalg.norm(o.val[p + "ffn_up.weight"] * norm, axis=1) * down
 
 
-def _group_scores(o: Raw, l: int, n_kv: int, group: int, hd: int) -> np.ndarray:
+def _group_scores(o: Raw, l: int, n_kv: int, group: int, hd: int, mean_sq: np.ndarray | None) -> np.ndarray:
     p = f"blk.{l}."
+    if mean_sq is not None:  # sqrt(sum over the group's columns of ||W_o[:, c]||^2 * mean x_c^2)
+        col = (o.val[p + "attn_output.weight"] ** 2).sum(axis=0) * mean_sq
+        return np.sqrt(col.reshape(n_kv, group * hd).sum(axis=1))
     wv = (o.val[p + "attn_v.weight"] * o.val[p + "attn_norm.weight"]).reshape(n_kv, hd, -1)
     wo = o.val[p + "attn_output.weight"].reshape(-1, n_kv, group * hd)
     return np.sqrt((wv ** 2).sum(axis=(1, 2)) * (wo ** 2).sum(axis=(0, 2)))
@@ -117,28 +123,74 @@ def _kept_rows(orig_raw: np.ndarray, pruned_raw: np.ndarray) -> list[int]:
 
 
 # gguf-py quantises these like ggml (and like our reference quantisers); not the K-quants.
-GGUF_PY_QUANTIZES = {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"}
+GGUF_PY_QUANTIZES = {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"}
+FLOAT = {"F32", "F16", "BF16"}
 
 
-def _assert_columns(orig: Raw, out: Raw, name: str, cols: np.ndarray):
-    """out[name] holds the columns `cols` of orig[name], quantised again to its type."""
+def _importance(mean_sq: np.ndarray) -> np.ndarray:
+    """The act search's column weights: mean x^2 floored at 1 % of its mean (as the
+    quantiser's column_importance)."""
+    m = mean_sq.astype(np.float32)
+    return np.maximum(m, np.float32(m.mean(dtype=np.float64)) * np.float32(0.01)).astype(np.float64)
+
+
+def _assert_columns(orig: Raw, out: Raw, name: str, cols: np.ndarray, requant: str,
+                    importance: np.ndarray | None):
+    """out[name] holds the columns `cols` of orig[name] in its type. Float types: exactly.
+    Block types, per output block: the original block's bytes when its columns are exactly
+    one original block; else re-quantised -- with rtn byte for byte what gguf-py's (ggml's)
+    quantiser makes of the kept values, with the searching mse/act quantisers a (weighted)
+    squared error at most that of gguf-py's round-to-nearest block."""
     from gguf import quants
     assert out.type[name] == orig.type[name], name
     kept = orig.val[name][:, cols]
     qtype = orig.type[name]
-    if qtype.name in GGUF_PY_QUANTIZES:
-        want = np.ascontiguousarray(quants.quantize(kept.astype(np.float32), qtype)).view(np.uint8)
-        assert np.array_equal(out.raw[name].reshape(-1), want.reshape(-1)), name
-    else:
+    if qtype.name in FLOAT:
+        assert np.array_equal(out.val[name], kept), name
+        return
+    if qtype.name not in GGUF_PY_QUANTIZES:
         # No independent K-quant quantiser: the re-quantised values must be the kept
         # columns up to 4-bit rounding (rms error ~8 % of the values' rms for 16 levels
         # per sub-block; any wrong column gives ~140 %).
         err = np.sqrt(np.mean((out.val[name] - kept) ** 2) / np.mean(kept ** 2))
         assert err < 0.15, (name, err)
+        return
+    blk = 32
+    n_rows, n_blocks = kept.shape[0], len(cols) // blk
+    bb = out.raw[name].shape[1] // n_blocks
+    out_blocks = out.raw[name].reshape(n_rows, n_blocks, bb)
+    orig_blocks = orig.raw[name].reshape(n_rows, -1, bb)
+    runs = cols.reshape(n_blocks, blk)
+    whole = (runs[:, 0] % blk == 0) & np.all(np.diff(runs, axis=1) == 1, axis=1)
+    for b in np.nonzero(whole)[0]:
+        assert np.array_equal(out_blocks[:, b], orig_blocks[:, runs[b, 0] // blk]), (name, b)
+    requantised = np.nonzero(~whole)[0]
+    if requantised.size == 0:
+        return
+    rtn_raw = np.ascontiguousarray(quants.quantize(kept.astype(np.float32), qtype)).view(np.uint8)
+    rtn_blocks = rtn_raw.reshape(n_rows, n_blocks, bb)
+    if requant == "rtn":
+        assert np.array_equal(out_blocks[:, requantised], rtn_blocks[:, requantised]), name
+        return
+    rtn = np.asarray(quants.dequantize(rtn_raw.reshape(n_rows, -1), qtype), dtype=np.float64)
+    w = np.ones(len(cols)) if requant == "mse" else importance[cols]
+
+    def block_sse(v):
+        return (((v - kept) ** 2) * w).reshape(n_rows, n_blocks, blk).sum(axis=2)[:, requantised]
+    got, ref = block_sse(out.val[name]), block_sse(rtn)
+    assert np.all(got <= ref * (1 + 1e-5) + 1e-12), (name, requant, float((got - ref).max()))
+    # the search did run: some block differs from round-to-nearest
+    assert not np.array_equal(out_blocks[:, requantised], rtn_blocks[:, requantised]), (name, requant)
 
 
 def _check_pruning(orig: Raw, out: Raw, mean_sq: dict | None = None) -> dict:
-    """Asserts `out` is `orig` pruned by the documented rule; returns per-layer kept sets."""
+    """Asserts `out` is `orig` pruned by the documented rule (importance from mean_sq when
+    given, else the weights; re-quantisation as the file's pocketllm.prune.requant says);
+    returns per-layer kept sets."""
+    requant = out.field("pocketllm.prune.requant")
+    assert requant in ("rtn", "mse", "act") and (requant != "act" or mean_sq is not None)
+    def imp(name):
+        return None if requant != "act" else _importance(mean_sq[name])
     arch = orig.field("general.architecture")
     out_arch = out.field("general.architecture")
     n_layer = int(orig.field(f"{arch}.block_count"))
@@ -158,16 +210,17 @@ def _check_pruning(orig: Raw, out: Raw, mean_sq: dict | None = None) -> dict:
         # rows of gate/up: the same bytes, in the same order
         for t in ("ffn_gate.weight", "ffn_up.weight"):
             assert _kept_rows(orig.raw[p + t], out.raw[p + t]) == keep.tolist(), (p + t, keep)
-        _assert_columns(orig, out, p + "ffn_down.weight", keep)
+        _assert_columns(orig, out, p + "ffn_down.weight", keep, requant, imp(p + "ffn_down.weight"))
         kept[l] = {"ffn": keep}
         if kv_after == n_kv:
             continue
-        gkeep = _top_k(_group_scores(orig, l, n_kv, group, hd), kv_after)
+        ms = None if mean_sq is None else mean_sq[p + "attn_output.weight"]
+        gkeep = _top_k(_group_scores(orig, l, n_kv, group, hd, ms), kv_after)
         q_rows = np.concatenate([np.arange(g * group * hd, (g + 1) * group * hd) for g in gkeep])
         kv_rows = np.concatenate([np.arange(g * hd, (g + 1) * hd) for g in gkeep])
         for t, rows in (("attn_q.weight", q_rows), ("attn_k.weight", kv_rows), ("attn_v.weight", kv_rows)):
             assert np.array_equal(out.raw[p + t], orig.raw[p + t][rows]), p + t
-        _assert_columns(orig, out, p + "attn_output.weight", q_rows)
+        _assert_columns(orig, out, p + "attn_output.weight", q_rows, requant, imp(p + "attn_output.weight"))
         kept[l]["kv"] = gkeep
     # everything else unchanged
     pruned_names = {"ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"}
@@ -321,6 +374,21 @@ def test_llama_cpp_loads_pruned(pruned, case):
     assert b"tg4" in proc.stdout, proc.stdout.decode()
 
 
+def test_statistics_rank_groups_and_weight_the_requantisation(pllm_bin, tiny_models_paths, work_dir):
+    """With statistics, KV groups rank by sqrt(sum ||W_o[:,c]||^2 mean x_c^2) and the rows
+    that lose columns are re-quantised by the act search (checked block by block against
+    round-to-nearest under the same column weights)."""
+    src = tiny_models_paths["llama-Q8_0"]
+    calib, stats, out = work_dir / "calib.txt", work_dir / "stats.gguf", work_dir / "out.gguf"
+    calib.write_text(CALIB_TEXT)
+    pllm_cli.check_ok(_prune(pllm_bin, src, out, ["--ffn", "0.35", "--heads", "0.5", "--calib", calib,
+                                                  "--calib-ctx", "64", "--save-stats", stats]))
+    pruned = Raw(out)
+    assert pruned.field("pocketllm.prune.requant") == "act"
+    assert int(pruned.field("llama.attention.head_count_kv")) == 1
+    _check_pruning(Raw(src), pruned, _mean_sq(_stats_tensors(stats)))
+
+
 def test_stats_from_another_model_rejected(pllm_bin, tiny_models_paths, work_dir):
     calib, stats = work_dir / "calib.txt", work_dir / "stats.gguf"
     calib.write_text(CALIB_TEXT)
@@ -346,6 +414,8 @@ BAD_ARGS = {
     "stats_missing": (["--ffn", "0.3", "--stats", "/nonexistent/stats.gguf"], "stats.gguf"),
     "calib_missing": (["--ffn", "0.3", "--calib", "/nonexistent/calib.txt"], "calib.txt"),
     "stats_not_stats": (["--ffn", "0.3", "--stats", "@model"], "not an activation statistics file"),
+    "requant_unknown": (["--ffn", "0.3", "--requant", "best"], "unknown method"),
+    "requant_act_without_stats": (["--ffn", "0.3", "--requant", "act"], "needs activation statistics"),
 }
 
 
