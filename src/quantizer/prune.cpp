@@ -1,10 +1,7 @@
 #include "quantizer/prune.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
 
-#include "base/checked.h"
 #include "kernels/kernels.h"
 #include "quant/types.h"
 #include "quantizer/prune_select.h"
