@@ -55,6 +55,7 @@ Result<std::string> inspect_file_json(const std::string& path) {
         j["hparams"]["rope_freq_base_local"] = c->rope_base_local;
       }
       if (c->attn_scale > 0.0f) j["hparams"]["attn_scale"] = c->attn_scale;
+      if (!c->n_ff_uniform()) j["hparams"]["n_ff_per_layer"] = c->n_ff_layer;  // n_ff is the widest
     }
     j["supported_architecture"] = true;
   } else {

@@ -40,6 +40,11 @@ void run_group(ForwardState& st, std::initializer_list<MatmulTarget> targets, in
 // query heads grouped `group` per kv head (GQA). Shared by every architecture.
 void attention(ForwardState& st, int l, int n, int pos0, int group, float scale, const RopeSpec& rope);
 extern const ArchDescriptor kArchLlama;
+// llama.cpp's "deci" (Nemotron-NAS): the llama block with per-layer feed-forward sizes and
+// head counts, which llama.cpp's own llama architecture does not read per layer; pruned
+// llama models with layers of different sizes are written as deci. Layers without
+// attention or FFN (a count of 0) are not supported.
+extern const ArchDescriptor kArchDeci;
 extern const ArchDescriptor kArchQwen2;
 extern const ArchDescriptor kArchGemma3;  // arch_gemma3.cpp
 

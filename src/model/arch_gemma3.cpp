@@ -87,9 +87,9 @@ Result<void> load_gemma3_weights(const GgufFile& f, const ModelConfig& c, ModelW
     PLLM_ASSIGN(L.wo, get_matrix(f, p + "attn_output.weight", E, c.q_dim()));                 // [n_embd x q_dim]
     PLLM_ASSIGN(L.post_attn_norm, get_vector(f, p + "post_attention_norm.weight", E));        // [n_embd]
     PLLM_ASSIGN(L.ffn_norm, get_vector(f, p + "ffn_norm.weight", E));                         // [n_embd]
-    PLLM_ASSIGN(L.w_gate, get_matrix(f, p + "ffn_gate.weight", c.n_ff, E));                   // [n_ff x n_embd]
-    PLLM_ASSIGN(L.w_up, get_matrix(f, p + "ffn_up.weight", c.n_ff, E));                       // [n_ff x n_embd]
-    PLLM_ASSIGN(L.w_down, get_matrix(f, p + "ffn_down.weight", E, c.n_ff));                   // [n_embd x n_ff]
+    PLLM_ASSIGN(L.w_gate, get_matrix(f, p + "ffn_gate.weight", c.n_ff_at(i), E));                   // [n_ff x n_embd]
+    PLLM_ASSIGN(L.w_up, get_matrix(f, p + "ffn_up.weight", c.n_ff_at(i), E));                       // [n_ff x n_embd]
+    PLLM_ASSIGN(L.w_down, get_matrix(f, p + "ffn_down.weight", E, c.n_ff_at(i)));                   // [n_embd x n_ff]
     PLLM_ASSIGN(L.post_ffn_norm, get_vector(f, p + "post_ffw_norm.weight", E));               // [n_embd]
   }
   // RoPE: global layers use rope_base and the linear scaling, local layers their own base, unscaled.
@@ -111,7 +111,7 @@ Result<void> gemma3_forward(const Model& m, ForwardState& st, const int32_t* tok
   const ModelWeights& w = m.weights();
   const KernelTable& kt = kernels();
   ThreadPool& pool = *st.pool;
-  const int E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim(), HD = c.head_dim, F = c.n_ff;
+  const int E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim(), HD = c.head_dim;
   const int group = c.n_head / c.n_head_kv;
   Tracer* tr = st.tracer;
 
@@ -133,6 +133,7 @@ Result<void> gemma3_forward(const Model& m, ForwardState& st, const int32_t* tok
     if (st.cancel && st.cancel->load(std::memory_order_relaxed))
       return make_error(Status::cancelled, "cancelled");
     const LayerWeights& L = w.layers[size_t(l)];
+    const int F = c.n_ff_at(l);  // this layer's feed-forward size (pruned models differ per layer)
     const bool local = c.is_local_layer(l);
     const float* inv_freq = local ? w.rope_inv_freq_local.data() : w.rope_inv_freq.data();
 

@@ -19,6 +19,7 @@ namespace pllm {
 namespace {
 
 Result<ModelConfig> read_llama_config(const GgufFile& f) { return read_llama_family_config(f, "llama"); }
+Result<ModelConfig> read_deci_config(const GgufFile& f) { return read_llama_family_config(f, "deci"); }
 
 
 
@@ -102,9 +103,9 @@ Result<void> llama_family_load_weights(const GgufFile& f, const ModelConfig& c, 
     }
     PLLM_ASSIGN(L.wo, get_matrix(f, p + "attn_output.weight", c.n_embd, c.q_dim()));
     PLLM_ASSIGN(L.ffn_norm, get_vector(f, p + "ffn_norm.weight", c.n_embd));
-    PLLM_ASSIGN(L.w_gate, get_matrix(f, p + "ffn_gate.weight", c.n_ff, c.n_embd));
-    PLLM_ASSIGN(L.w_up, get_matrix(f, p + "ffn_up.weight", c.n_ff, c.n_embd));
-    PLLM_ASSIGN(L.w_down, get_matrix(f, p + "ffn_down.weight", c.n_embd, c.n_ff));
+    PLLM_ASSIGN(L.w_gate, get_matrix(f, p + "ffn_gate.weight", c.n_ff_at(i), c.n_embd));
+    PLLM_ASSIGN(L.w_up, get_matrix(f, p + "ffn_up.weight", c.n_ff_at(i), c.n_embd));
+    PLLM_ASSIGN(L.w_down, get_matrix(f, p + "ffn_down.weight", c.n_embd, c.n_ff_at(i)));
   }
   // RoPE frequencies; Llama 3.x stores per-frequency divisors in rope_freqs.weight.
   const int half = c.n_rot / 2;
@@ -127,7 +128,7 @@ Result<void> llama_family_forward(const Model& m, ForwardState& st, const int32_
   const ModelWeights& w = m.weights();
   const KernelTable& kt = kernels();
   ThreadPool& pool = *st.pool;
-  const int E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim(), HD = c.head_dim, F = c.n_ff;
+  const int E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim(), HD = c.head_dim;
   const int group = c.n_head / c.n_head_kv;
   const bool neox = c.rope_order == RopeOrder::neox;
   const float scale = 1.0f / std::sqrt(float(HD));
@@ -148,6 +149,7 @@ Result<void> llama_family_forward(const Model& m, ForwardState& st, const int32_
     if (st.cancel && st.cancel->load(std::memory_order_relaxed))
       return make_error(Status::cancelled, "cancelled");
     const LayerWeights& L = w.layers[size_t(l)];
+    const int F = c.n_ff_at(l);  // this layer's feed-forward size (pruned models differ per layer)
 
     // --- attention block ---
     {
@@ -219,5 +221,6 @@ Result<void> llama_family_forward(const Model& m, ForwardState& st, const int32_
 
 const ArchDescriptor kArchLlama = {"llama", read_llama_config, llama_family_load_weights,
                                    llama_family_forward};
+const ArchDescriptor kArchDeci = {"deci", read_deci_config, llama_family_load_weights, llama_family_forward};
 
 }  // namespace pllm

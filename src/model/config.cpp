@@ -1,5 +1,7 @@
 #include "model/config.h"
 
+#include <algorithm>
+
 namespace pllm {
 namespace {
 
@@ -11,7 +13,34 @@ Result<int> get_dim(const GgufFile& f, const std::string& key, uint64_t max) {
   return static_cast<int>(v);
 }
 
+// A key that is either one value for every layer or an array of n_layer values, as
+// llama.cpp's get_key_or_arr reads {arch}.feed_forward_length and the head counts.
+Result<std::vector<int>> get_dim_per_layer(const GgufFile& f, const std::string& key, int n_layer, uint64_t max) {
+  const GgufValue* v = f.find(key);
+  if (!v) return make_error(Status::bad_format, f.path() + ": missing metadata '" + key + "'");
+  if (v->type != GgufType::array) {
+    PLLM_ASSIGN(int d, get_dim(f, key, max));
+    return std::vector<int>(size_t(n_layer), d);
+  }
+  PLLM_ASSIGN(std::vector<int64_t> a, f.get_i64_array(key));
+  if (a.size() != size_t(n_layer))
+    return make_error(Status::bad_format, f.path() + ": metadata '" + key + "' has " + std::to_string(a.size()) +
+                                              " values, expected one per layer (" + std::to_string(n_layer) + ")");
+  std::vector<int> out(a.size());
+  for (size_t l = 0; l < a.size(); ++l) {
+    if (a[l] <= 0 || uint64_t(a[l]) > max)
+      return make_error(Status::bad_format, f.path() + ": metadata '" + key + "'[" + std::to_string(l) +
+                                                "] = " + std::to_string(a[l]) + " is out of range");
+    out[l] = int(a[l]);
+  }
+  return out;
+}
+
 }  // namespace
+
+bool ModelConfig::n_ff_uniform() const {
+  return std::all_of(n_ff_layer.begin(), n_ff_layer.end(), [&](int v) { return v == n_ff_layer.front(); });
+}
 
 Result<ModelConfig> read_llama_family_config(const GgufFile& f, const std::string& arch) {
   ModelConfig c;
@@ -19,7 +48,8 @@ Result<ModelConfig> read_llama_family_config(const GgufFile& f, const std::strin
   const std::string p = arch + ".";
   PLLM_ASSIGN(c.n_layer, get_dim(f, p + "block_count", 1024));
   PLLM_ASSIGN(c.n_embd, get_dim(f, p + "embedding_length", 1 << 16));
-  PLLM_ASSIGN(c.n_ff, get_dim(f, p + "feed_forward_length", 1 << 18));
+  PLLM_ASSIGN(c.n_ff_layer, get_dim_per_layer(f, p + "feed_forward_length", c.n_layer, 1 << 18));
+  c.n_ff = *std::max_element(c.n_ff_layer.begin(), c.n_ff_layer.end());
   PLLM_ASSIGN(c.n_head, get_dim(f, p + "attention.head_count", 1024));
   c.n_head_kv = c.n_head;
   if (f.find(p + "attention.head_count_kv")) {

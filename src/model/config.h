@@ -14,7 +14,10 @@ struct ModelConfig {
   std::string arch;     // general.architecture
   int n_layer = 0;      // {arch}.block_count
   int n_embd = 0;       // {arch}.embedding_length
-  int n_ff = 0;         // {arch}.feed_forward_length
+  int n_ff = 0;         // the widest layer's feed-forward size (sizes scratch); per layer: n_ff_at(l)
+  // {arch}.feed_forward_length: one value for every layer, or an array of n_layer values
+  // (pruned models; llama.cpp reads it the same way). [n_layer], each > 0.
+  std::vector<int> n_ff_layer;
   int n_head = 0;       // {arch}.attention.head_count
   int n_head_kv = 0;    // {arch}.attention.head_count_kv (GQA), defaults to n_head
   int head_dim = 0;     // {arch}.attention.key_length, defaults to n_embd / n_head
@@ -37,6 +40,8 @@ struct ModelConfig {
   float rope_base_local = 10000.0f;  // {arch}.rope.freq_base_swa (gemma3: 10000)
   bool is_local_layer(int l) const { return sliding_window > 0 && swa_pattern > 0 && (l + 1) % swa_pattern != 0; }
 
+  int n_ff_at(int l) const { return n_ff_layer[size_t(l)]; }
+  bool n_ff_uniform() const;  // every layer has the same feed-forward size
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_head_kv * head_dim; }
 };

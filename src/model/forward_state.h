@@ -39,7 +39,7 @@ struct ForwardState {
   AlignedBuffer<float> k;       // [n_batch][kv_dim]
   AlignedBuffer<float> v;       // [n_batch][kv_dim]
   AlignedBuffer<float> att;     // [n_batch][q_dim] attention output
-  AlignedBuffer<float> gate;    // [n_batch][n_ff]
+  AlignedBuffer<float> gate;    // [n_batch][n_ff] (the widest layer's n_ff)
   AlignedBuffer<float> up;      // [n_batch][n_ff]
   AlignedBuffer<float> proj;    // [n_batch][n_embd] output of wo / w_down
   AlignedBuffer<uint8_t> act_q;  // [kMaxActFormats][n_batch][act_row_stride] quantised activations

@@ -48,6 +48,12 @@ def valid_variants() -> dict[str, bytes]:
     kvs.append(gb.KV("test.extra.i8_array", gb.ARRAY, [-1, 2, -3], elem_type=gb.I8))
     kvs.append(gb.KV("test.extra.str_array", gb.ARRAY, ["a", "", "c"], elem_type=gb.STRING))
     out["extra_keys"] = _build(spec, kvs=kvs)
+    # feed_forward_length as an array of one value per layer (pruned models), as U32 or I32
+    for et, tag in ((gb.U32, "u32"), (gb.I32, "i32")):
+        kvs = copy.deepcopy(spec.kvs)
+        kvs[_kv_index(kvs, "llama.feed_forward_length")] = gb.KV(
+            "llama.feed_forward_length", gb.ARRAY, [tm.MINI.n_ff] * tm.MINI.n_layer, elem_type=et)
+        out[f"ffn_length_{tag}_array"] = _build(spec, kvs=kvs)
     return out
 
 
@@ -147,6 +153,18 @@ def malformed_cases() -> dict[str, bytes]:
         gb.KV("general.alignment", gb.U32, 0)])
     cases["alignment_3"] = _build(spec, kvs=copy.deepcopy(spec.kvs) + [
         gb.KV("general.alignment", gb.U32, 3)])
+    # per-layer feed_forward_length: one value per layer, each in range (that the
+    # tensors agree with it is the loader's check: test_malformed_gguf.py)
+    n_layer, n_ff = tm.MINI.n_layer, tm.MINI.n_ff
+    for tag, values, et in (("too_long", [n_ff] * (n_layer + 1), gb.U32),
+                            ("empty", [], gb.U32),
+                            ("zero", [0] * n_layer, gb.U32),
+                            ("negative", [-n_ff] * n_layer, gb.I32),
+                            ("huge", [2**31 - 1] * n_layer, gb.I32),
+                            ("floats", [float(n_ff)] * n_layer, gb.F32),
+                            ("strings", [str(n_ff)] * n_layer, gb.STRING)):
+        cases[f"ffn_length_array_{tag}"] = with_kv_change(
+            "llama.feed_forward_length", vtype=gb.ARRAY, value=values, elem_type=et)
     kvs = copy.deepcopy(spec.kvs)
     kvs.append(copy.deepcopy(kvs[_kv_index(kvs, "llama.block_count")]))
     cases["duplicate_key"] = _build(spec, kvs=kvs)

@@ -1,5 +1,5 @@
-"""Independent numpy forward pass for llama-family GGUF models (arch llama, qwen2)
-and Gemma 3 (arch gemma3).
+"""Independent numpy forward pass for llama-family GGUF models (arch llama, qwen2; deci,
+llama.cpp's name for the llama block with per-layer sizes) and Gemma 3 (arch gemma3).
 
 Numerics: weights are dequantised once with gguf.quants.dequantize and kept as
 float32 (that is exactly the value the file encodes; float32 holds every F16,
@@ -71,7 +71,7 @@ from pathlib import Path
 
 import numpy as np
 
-SUPPORTED_ARCHS = {"llama": "normal", "qwen2": "neox", "gemma3": "neox"}
+SUPPORTED_ARCHS = {"llama": "normal", "deci": "normal", "qwen2": "neox", "gemma3": "neox"}
 FLOAT_TYPES = {"F32", "F16", "BF16"}
 K_TYPES = {"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"}
 # Weight types with W4A16 kernels (fp16 activations); the rest keep f32 activations.
@@ -88,7 +88,7 @@ class HParams:
     n_head_kv: int
     head_dim: int
     n_rot: int
-    n_ff: int
+    n_ff: int                     # the widest layer's feed-forward size
     rope_base: float
     rms_eps: float
     n_ctx: int
@@ -97,6 +97,7 @@ class HParams:
     swa_pattern: int = 0
     rope_base_local: float = 10000.0
     rope_linear: float = 1.0
+    n_ff_layers: list = None      # per layer ({arch}.feed_forward_length may be an array)
 
 
 def _field(reader, key, default=None):
@@ -104,6 +105,17 @@ def _field(reader, key, default=None):
     if f is None:
         return default
     return f.contents()
+
+
+def _per_layer(value, n_layer: int) -> list[int]:
+    """A hyper-parameter stored as one value or as an array of one per layer (what
+    llama.cpp's get_key_or_arr accepts)."""
+    if isinstance(value, (list, tuple, np.ndarray)):
+        vals = [int(v) for v in value]
+        if len(vals) != n_layer:
+            raise ValueError(f"reference: per-layer array has {len(vals)} values for {n_layer} layers")
+        return vals
+    return [int(value)] * n_layer
 
 
 class Reference:
@@ -141,16 +153,18 @@ class Reference:
         n_head = int(_field(reader, f"{a}.attention.head_count"))
         head_dim = int(_field(reader, f"{a}.attention.key_length", n_embd // n_head))
         embd = self.w["token_embd.weight"]
+        n_layer = int(_field(reader, f"{a}.block_count"))
+        n_ff_layers = _per_layer(_field(reader, f"{a}.feed_forward_length"), n_layer)
         self.hp = HParams(
             arch=a,
             n_vocab=embd.shape[0],
             n_embd=n_embd,
-            n_layer=int(_field(reader, f"{a}.block_count")),
+            n_layer=n_layer,
             n_head=n_head,
             n_head_kv=int(_field(reader, f"{a}.attention.head_count_kv", n_head)),
             head_dim=head_dim,
             n_rot=int(_field(reader, f"{a}.rope.dimension_count", head_dim)),
-            n_ff=int(_field(reader, f"{a}.feed_forward_length")),
+            n_ff=max(n_ff_layers),
             rope_base=float(_field(reader, f"{a}.rope.freq_base", 10000.0)),
             rms_eps=float(_field(reader, f"{a}.attention.layer_norm_rms_epsilon", 1e-5)),
             n_ctx=int(_field(reader, f"{a}.context_length", 2048)),
@@ -161,7 +175,13 @@ class Reference:
             self.hp.rope_base_local = float(_field(reader, f"{a}.rope.freq_base_swa", 10000.0))
             if _field(reader, f"{a}.rope.scaling.type", "none") == "linear":
                 self.hp.rope_linear = float(_field(reader, f"{a}.rope.scaling.factor"))
+        self.hp.n_ff_layers = n_ff_layers
         assert embd.shape[1] == n_embd
+        for il, ff in enumerate(n_ff_layers):
+            p = f"blk.{il}."
+            assert self.w[p + "ffn_gate.weight"].shape == (ff, n_embd), p
+            assert self.w[p + "ffn_up.weight"].shape == (ff, n_embd), p
+            assert self.w[p + "ffn_down.weight"].shape == (n_embd, ff), p
 
     # -- pieces -------------------------------------------------------------
 

@@ -45,3 +45,22 @@ def test_malformed_rejected_by_loader(pllm_bin, work_dir, name):
     proc = pllm_cli.run_cli(pllm_bin, ["logits", "-m", path, "--ids", "5 6",
                                        "--out", work_dir / "o.f32"], timeout=20)
     pllm_cli.assert_clean_error(proc)
+
+
+def test_ffn_length_array_disagreeing_with_tensors(pllm_bin, work_dir):
+    """A per-layer feed_forward_length that the ffn tensors do not have: `info` only
+    reads metadata, the loader checks every layer's shapes against it."""
+    import copy
+    import gguf_bytes as gb
+    import tiny_models as tm
+    spec = mc.base_spec()
+    kvs = copy.deepcopy(spec.kvs)
+    i = next(i for i, kv in enumerate(kvs) if kv.key == "llama.feed_forward_length")
+    kvs[i] = gb.KV("llama.feed_forward_length", gb.ARRAY, [tm.MINI.n_ff // 2] * tm.MINI.n_layer,
+                   elem_type=gb.U32)
+    path = work_dir / "ffn_disagrees.gguf"
+    path.write_bytes(gb.build_gguf(kvs, spec.tensors).data)
+    proc = pllm_cli.run_cli(pllm_bin, ["logits", "-m", path, "--ids", "5 6",
+                                       "--out", work_dir / "o.f32"], timeout=20)
+    msg = pllm_cli.assert_clean_error(proc)
+    assert "ffn_gate.weight" in msg and "expected" in msg, msg

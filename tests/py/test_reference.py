@@ -111,6 +111,7 @@ def test_tiny_model_hparams(tiny_models_paths, tiny_ref_cache):
         d = cfg.dims
         assert (hp.n_embd, hp.n_ff, hp.n_layer, hp.n_head, hp.n_head_kv, hp.head_dim) == \
             (d.n_embd, d.n_ff, d.n_layer, d.n_head, d.n_head_kv, d.head_dim)
+        assert hp.n_ff_layers == [d.ff(i) for i in range(d.n_layer)]
         assert hp.arch == cfg.arch and hp.rope_base == cfg.rope_base
         assert np.isclose(hp.rms_eps, cfg.rms_eps, rtol=1e-6)
         if cfg.gemma:

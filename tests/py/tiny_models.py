@@ -18,6 +18,9 @@ Models (see `model_configs()`):
       llama-custom-*    rope.freq_base 50000 and rms eps 1e-3 (non-default values;
                         eps is big enough relative to the activations' mean square
                         that ignoring it changes the logits measurably).
+      llama-ffnvar-*    per-layer feed_forward_length (an array, as pruned models
+                        store it): n_ff 288 and 448 (FFNVAR).
+  * gemma3-ffnvar-F32: Gemma 3 with six different per-layer n_ff (GEMMA_FFNVAR).
 
   * "gemma3-<TYPE>" for TYPE in GEMMA_TYPES: Gemma 3 (GEMMA dims: 6 layers so that
     layers 0-4 are local and layer 5 global with the default sliding-window pattern 6,
@@ -78,10 +81,21 @@ class Dims:
     n_head_kv: int = 2
     head_dim: int = 64
     n_ctx: int = 128
+    # Per-layer feed-forward sizes (written as an array of feed_forward_length, the
+    # way pruned models store them); empty: every layer has n_ff.
+    n_ff_layers: tuple = ()
+
+    def ff(self, layer: int) -> int:
+        return self.n_ff_layers[layer] if self.n_ff_layers else self.n_ff
 
 
 TINY = Dims()
 GEMMA = Dims(n_embd=256, n_ff=512, n_layer=6, n_head=2, n_head_kv=1, head_dim=64, n_ctx=128)
+# Per-layer n_ff (pruned-model layout): the widest layer is not layer 0, and both are
+# multiples of 32 but not of 256 (32-element block types only).
+FFNVAR = Dims(n_ff=448, n_ff_layers=(288, 448))
+GEMMA_FFNVAR = Dims(n_embd=256, n_ff=512, n_layer=6, n_head=2, n_head_kv=1, head_dim=64, n_ctx=128,
+                    n_ff_layers=(512, 224, 384, 160, 480, 320))
 # Even smaller, F32 only: the base file of the malformed-GGUF corpus.
 MINI = Dims(n_embd=64, n_ff=128, n_layer=1, n_head=2, n_head_kv=1, head_dim=32, n_ctx=64)
 
@@ -133,6 +147,8 @@ def model_configs() -> dict[str, ModelConfig]:
         cfgs.append(ModelConfig(name=f"llama-ropefreqs-{t}", wtype=t, rope_freqs=True))
         cfgs.append(ModelConfig(name=f"llama-custom-{t}", wtype=t, rope_base=50000.0,
                                 rms_eps=1e-3))
+        cfgs.append(ModelConfig(name=f"llama-ffnvar-{t}", wtype=t, dims=FFNVAR))
+    cfgs.append(ModelConfig(name="gemma3-ffnvar-F32", wtype="F32", **{**gemma, "dims": GEMMA_FFNVAR}))
     return {c.name: c for c in cfgs}
 
 
@@ -313,7 +329,8 @@ def build_spec(cfg: ModelConfig) -> ModelSpec:
         gb.KV(f"{a}.context_length", gb.U32, d.n_ctx),
         gb.KV(f"{a}.embedding_length", gb.U32, d.n_embd),
         gb.KV(f"{a}.block_count", gb.U32, d.n_layer),
-        gb.KV(f"{a}.feed_forward_length", gb.U32, d.n_ff),
+        gb.KV(f"{a}.feed_forward_length", gb.ARRAY, list(d.n_ff_layers), elem_type=gb.I32)
+        if d.n_ff_layers else gb.KV(f"{a}.feed_forward_length", gb.U32, d.n_ff),
         gb.KV(f"{a}.attention.head_count", gb.U32, d.n_head),
         gb.KV(f"{a}.attention.head_count_kv", gb.U32, d.n_head_kv),
         gb.KV(f"{a}.rope.freq_base", gb.F32, cfg.rope_base),
@@ -374,9 +391,9 @@ def build_spec(cfg: ModelConfig) -> ModelSpec:
             mat(p + "attn_output.weight", q_dim, d.n_embd, 0.06)
             norm(p + "post_attention_norm.weight", 0.5)
             norm(p + "ffn_norm.weight", 1.0)
-            mat(p + "ffn_gate.weight", d.n_embd, d.n_ff, 0.06)
-            mat(p + "ffn_up.weight", d.n_embd, d.n_ff, 0.06)
-            mat(p + "ffn_down.weight", d.n_ff, d.n_embd, 0.06)
+            mat(p + "ffn_gate.weight", d.n_embd, d.ff(i), 0.06)
+            mat(p + "ffn_up.weight", d.n_embd, d.ff(i), 0.06)
+            mat(p + "ffn_down.weight", d.ff(i), d.n_embd, 0.06)
             norm(p + "post_ffw_norm.weight", 0.5)
         norm("output_norm.weight", 4.0)
         return ModelSpec(cfg, kvs, tensors)
@@ -394,9 +411,9 @@ def build_spec(cfg: ModelConfig) -> ModelSpec:
             vec(p + "attn_v.bias", 0.3 * rng.standard_normal(kv_dim))
         mat(p + "attn_output.weight", q_dim, d.n_embd, 0.004)
         norm(p + "ffn_norm.weight", 1.0)
-        mat(p + "ffn_gate.weight", d.n_embd, d.n_ff, 0.06)
-        mat(p + "ffn_up.weight", d.n_embd, d.n_ff, 0.06)
-        mat(p + "ffn_down.weight", d.n_ff, d.n_embd, 0.004)
+        mat(p + "ffn_gate.weight", d.n_embd, d.ff(i), 0.06)
+        mat(p + "ffn_up.weight", d.n_embd, d.ff(i), 0.06)
+        mat(p + "ffn_down.weight", d.ff(i), d.n_embd, 0.004)
     norm("output_norm.weight", 4.0)
     if not cfg.tied:
         mat("output.weight", d.n_embd, n_vocab, 0.05)

@@ -1,0 +1,145 @@
+#include "quantizer/prune.h"
+
+#include <algorithm>
+
+#include "kernels/kernels.h"
+#include "quant/types.h"
+#include "quantizer/prune_select.h"
+
+namespace pllm {
+namespace {
+
+constexpr double kMaxRatio = 0.9;
+
+std::string layer_tensor(int l, const char* what) { return "blk." + std::to_string(l) + "." + what; }
+
+uint32_t block_elems(TensorType t) { return type_traits(uint32_t(t))->block_elems; }
+
+// Squared row and column norms of a weight, one dequantised row at a time; col_scale
+// (null, or [cols]) multiplies every column first.
+NormAccumulator weight_norms(const Matrix& m, const float* col_scale = nullptr) {
+  NormAccumulator acc(m.rows, m.cols);
+  std::vector<float> row(size_t(m.cols));
+  const auto dequant = kernels().for_type(m.type).dequantize_row;
+  for (int64_t r = 0; r < m.rows; ++r) {
+    dequant(m.row(r), row.data(), m.cols);
+    if (col_scale)
+      for (int64_t c = 0; c < m.cols; ++c) row[size_t(c)] *= col_scale[c];
+    acc.add_row(r, row.data());
+  }
+  return acc;
+}
+
+// Mean x² of every input column of `weight`, from the statistics.
+Result<std::vector<double>> mean_sq_of(const ActStats& stats, const std::string& weight, int64_t cols) {
+  const ChannelStats* s = stats.find(weight);
+  if (!s) return make_error(Status::invalid_argument, "activation statistics have no entry for '" + weight + "'");
+  if (int64_t(s->cols()) != cols)
+    return make_error(Status::invalid_argument, "activation statistics of '" + weight + "' have " +
+                                                    std::to_string(s->cols()) + " columns, the model " +
+                                                    std::to_string(cols));
+  if (s->count == 0)
+    return make_error(Status::invalid_argument, "activation statistics of '" + weight + "' saw no tokens");
+  std::vector<double> m(s->sum_sq.size());
+  for (size_t c = 0; c < m.size(); ++c) m[c] = s->sum_sq[c] / double(s->count);
+  return m;
+}
+
+Result<void> check_ratio(double r, const char* what) {
+  if (!(r >= 0.0 && r <= kMaxRatio))
+    return make_error(Status::invalid_argument, std::string(what) + " ratio " + std::to_string(r) +
+                                                    " is out of range (a fraction in [0, 0.9])");
+  return {};
+}
+
+}  // namespace
+
+uint64_t count_parameters(const GgufFile& f) {
+  uint64_t n = 0;
+  for (const TensorInfo& t : f.tensors()) n += t.n_elements;
+  return n;
+}
+
+Result<PrunePlan> plan_prune(const Model& model, const PruneOptions& opts) {
+  PLLM_TRY(check_ratio(opts.ffn_ratio, "--ffn"));
+  PLLM_TRY(check_ratio(opts.head_ratio, "--heads"));
+  if (opts.requant == QuantMethod::act && !opts.stats)
+    return make_error(Status::invalid_argument, "--requant act needs activation statistics (--calib or --stats)");
+  if (model.vocab_only()) return make_error(Status::invalid_argument, "model was loaded vocab-only");
+  const ModelConfig& c = model.config();
+  const ModelWeights& w = model.weights();
+  PrunePlan plan;
+  plan.from_activations = opts.stats != nullptr;
+  plan.group = c.n_head / c.n_head_kv;
+  plan.head_dim = c.head_dim;
+
+  // Head counts stay one value for every layer (per-layer head counts are not part of the
+  // llama/qwen2/gemma3 formats), so every layer keeps the same number of groups.
+  int keep_kv = c.n_head_kv;
+  if (opts.head_ratio > 0.0) {
+    if (c.n_head_kv < 2)
+      return make_error(Status::invalid_argument, "--heads: the model has " + std::to_string(c.n_head_kv) +
+                                                      " KV head per layer; removing a KV group needs at least 2");
+    if (c.arch == "qwen2")
+      return make_error(Status::unsupported, "--heads: llama.cpp's qwen2 requires n_head * head_dim = n_embd, so a "
+                                             "qwen2 model cannot lose heads and stay loadable there");
+    if (c.arch == "gemma3" && c.n_layer == 62)
+      return make_error(Status::unsupported, "--heads: Gemma 3 27B derives its attention scale from the head "
+                                             "count; pruning its heads is not supported");
+    uint32_t align = 1;
+    for (const LayerWeights& L : w.layers) align = std::max(align, block_elems(L.wo.type));
+    keep_kv = prune_keep_groups(c.n_head_kv, opts.head_ratio, plan.group * c.head_dim, int(align));
+    if (keep_kv < 0)
+      return make_error(Status::invalid_argument,
+                        "--heads: no smaller number of KV groups keeps attn_output's rows whole " +
+                            std::to_string(align) + "-element blocks (" + std::to_string(plan.group * c.head_dim) +
+                            " columns per group)");
+  }
+
+  plan.layers.resize(size_t(c.n_layer));
+  plan.ffn_align.resize(size_t(c.n_layer));
+  for (int l = 0; l < c.n_layer; ++l) {
+    const LayerWeights& L = w.layers[size_t(l)];
+    LayerPrunePlan& P = plan.layers[size_t(l)];
+    P.n_ff = c.n_ff_at(l);
+    P.n_kv = c.n_head_kv;
+    const int align = int(std::max<uint32_t>(32, block_elems(L.w_down.type)));
+    plan.ffn_align[size_t(l)] = align;
+
+    const int keep_ff = prune_keep_count(P.n_ff, opts.ffn_ratio, align);
+    if (keep_ff == P.n_ff) {
+      P.keep_ff.resize(size_t(P.n_ff));
+      for (int j = 0; j < P.n_ff; ++j) P.keep_ff[size_t(j)] = j;
+    } else {
+      const NormAccumulator down = weight_norms(L.w_down);
+      std::vector<double> score;
+      if (opts.stats) {
+        PLLM_ASSIGN(auto mean_sq, mean_sq_of(*opts.stats, layer_tensor(l, "ffn_down.weight"), L.w_down.cols));
+        score = ffn_scores_from_activations(down.col_sq, mean_sq);
+      } else {
+        const NormAccumulator gate = weight_norms(L.w_gate, L.ffn_norm), up = weight_norms(L.w_up, L.ffn_norm);
+        score = ffn_scores_from_weights(gate.row_sq, up.row_sq, down.col_sq);
+      }
+      P.keep_ff = top_k_ascending(score, keep_ff);
+    }
+
+    if (keep_kv == P.n_kv) {
+      P.keep_kv.resize(size_t(P.n_kv));
+      for (int g = 0; g < P.n_kv; ++g) P.keep_kv[size_t(g)] = g;
+    } else {
+      const NormAccumulator wo = weight_norms(L.wo);
+      std::vector<double> score;
+      if (opts.stats) {
+        PLLM_ASSIGN(auto mean_sq, mean_sq_of(*opts.stats, layer_tensor(l, "attn_output.weight"), L.wo.cols));
+        score = group_scores_from_activations(wo.col_sq, mean_sq, P.n_kv, plan.group, c.head_dim);
+      } else {
+        const NormAccumulator wv = weight_norms(L.wv, L.attn_norm);
+        score = group_scores_from_weights(wv.row_sq, wo.col_sq, P.n_kv, plan.group, c.head_dim);
+      }
+      P.keep_kv = top_k_ascending(score, keep_kv);
+    }
+  }
+  return plan;
+}
+
+}  // namespace pllm

@@ -1,0 +1,169 @@
+// `pocketllm prune IN OUT --ffn R [--heads R] [--calib FILE | --stats FILE]`: structured
+// pruning into a smaller standard GGUF (quantizer/prune.h). Like `quantize`, an offline
+// tool on the C++ libraries, not the C API.
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "cli_common.h"
+#include "commands.h"
+#include "gguf/gguf_writer.h"
+#include "model/model.h"
+#include "quantizer/act_stats.h"
+#include "quantizer/calibration.h"
+#include "quantizer/prune.h"
+
+namespace cli {
+namespace {
+
+struct PruneOpts {
+  std::string in, out;
+  double ffn = 0.0, heads = 0.0;
+  std::string calib, stats, save_stats, requant;
+  int64_t calib_tokens = 8192;
+  int calib_ctx = 512;
+  int threads = 0;
+};
+
+template <class T>
+T must(pllm::Result<T> r) {
+  if (!r.ok()) fail(r.error().message);
+  return std::move(r).value();
+}
+void must(pllm::Result<void> r) {
+  if (!r.ok()) fail(r.error().message);
+}
+
+void check_ratio(double r, const char* flag) {
+  if (!(r >= 0.0 && r <= 0.9)) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%g", r);
+    fail(std::string(flag) + " " + buf + " is out of range: give the fraction to remove, in [0, 0.9]");
+  }
+}
+
+// Statistics of the activations feeding every weight: read from --stats (they must come
+// from this very model) or gathered now by running --calib text through it.
+pllm::ActStats activation_stats(const PruneOpts& o, const std::shared_ptr<const pllm::Model>& model) {
+  if (!o.stats.empty()) {
+    pllm::ActStats s = must(pllm::ActStats::load(o.stats));
+    must(s.check_matches(model->file(), model->identity()));
+    return s;
+  }
+  pllm::CalibrationOptions co;
+  co.n_ctx = o.calib_ctx;
+  co.max_tokens = o.calib_tokens;
+  co.n_threads = o.threads;
+  auto text = must(pllm::tokenize_text_file(*model, o.calib));
+  auto cal = must(pllm::Calibrator::create(model, co));
+  pllm::ActStats s;
+  s.model_identity = model->identity();
+  s.model_name = must(model->file().get_string_or("general.name", std::filesystem::path(o.in).filename().string()));
+  s.source = std::filesystem::path(o.calib).filename().string();
+  std::fprintf(stderr, "calibrating on %lld tokens of %s\n", (long long)cal->planned_tokens(text.size()),
+               o.calib.c_str());
+  s.n_tokens = uint64_t(must(cal->run(text, &s, {})));
+  if (!o.save_stats.empty()) {
+    must(s.save(o.save_stats));
+    std::fprintf(stderr, "saved activation statistics to %s (reuse them with --stats)\n", o.save_stats.c_str());
+  }
+  return s;
+}
+
+void report(const PruneOpts& o, const pllm::Model& model, const pllm::PrunePlan& plan) {
+  const pllm::ModelConfig& c = model.config();
+  std::printf("importance: %s\n", plan.from_activations
+                                      ? "||W_down[:,j]|| * sqrt(mean x_j^2) (activation statistics)"
+                                      : "||W_gate[j,:]*ffn_norm|| * ||W_up[j,:]*ffn_norm|| * ||W_down[:,j]|| (weights only)");
+  if (!plan.from_activations)
+    std::printf("note: importance from weights alone cannot see which channels the activations use "
+                "and can remove ones the model depends on; give --calib TEXT or --stats FILE\n");
+  for (int l = 0; l < c.n_layer; ++l) {
+    const pllm::LayerPrunePlan& P = plan.layers[size_t(l)];
+    std::printf("layer %3d: ffn %5d -> %5zu (multiple of %d)", l, P.n_ff, P.keep_ff.size(),
+                plan.ffn_align[size_t(l)]);
+    if (o.heads > 0.0) std::printf("  kv heads %d -> %zu", P.n_kv, P.keep_kv.size());
+    std::printf("\n");
+  }
+  if (o.ffn > 0.0) {
+    int64_t before = 0, after = 0;
+    for (const auto& P : plan.layers) before += P.n_ff, after += int64_t(P.keep_ff.size());
+    std::printf("ffn channels: %lld -> %lld (%.1f%% removed; asked %.1f%%, kept counts rounded to whole blocks)\n",
+                (long long)before, (long long)after, 100.0 * double(before - after) / double(before), 100.0 * o.ffn);
+  }
+  const std::string arch = pllm::pruned_architecture(c, plan);
+  if (arch != c.arch)
+    std::printf("note: layers differ in FFN size; written as architecture '%s' (llama.cpp's llama reads one size "
+                "for every layer, its deci reads them per layer)\n", arch.c_str());
+  else if (!pllm::plan_ffn_uniform(plan))
+    std::printf("note: layers differ in FFN size; llama.cpp reads one size for every %s layer, so only pocketllm "
+                "runs this file\n", arch.c_str());
+  if (o.heads > 0.0 && plan.layers.front().keep_kv.size() == size_t(c.n_head_kv))
+    std::printf("kv heads: none removed (%d per layer; %.0f%% rounds to zero groups)\n", c.n_head_kv, 100.0 * o.heads);
+}
+
+}  // namespace
+
+std::function<int()> add_prune(CLI::App& app) {
+  auto* cmd = app.add_subcommand("prune", "remove the least important FFN channels (and KV groups) per layer, "
+                                          "writing a smaller GGUF");
+  auto o = std::make_shared<PruneOpts>();
+  cmd->add_option("input", o->in, "GGUF model to prune")->required();
+  cmd->add_option("output", o->out, "GGUF file to write")->required();
+  cmd->add_option("--ffn", o->ffn, "fraction of each layer's FFN channels to remove, in [0, 0.9]");
+  cmd->add_option("--heads", o->heads, "fraction of each layer's KV groups (a kv head with its query heads) "
+                                       "to remove, in [0, 0.9]");
+  auto* calib = cmd->add_option("--calib", o->calib, "text file: importance from the activations it produces (recommended)");
+  auto* stats = cmd->add_option("--stats", o->stats, "activation statistics of this model (from `quantize`'s calibration)");
+  calib->excludes(stats);
+  cmd->add_option("--save-stats", o->save_stats, "with --calib: also save the statistics to this file")->needs(calib);
+  cmd->add_option("--calib-tokens", o->calib_tokens, "with --calib: tokens to run (default 8192)");
+  cmd->add_option("--calib-ctx", o->calib_ctx, "with --calib: tokens per chunk (default 512)");
+  cmd->add_option("--requant", o->requant, "how rows that lose columns (ffn_down, attn_output) are quantised again: "
+                                         "rtn, mse or act (default: act with statistics, else mse)");
+  cmd->add_option("-t,--threads", o->threads, "threads for calibration (default: performance cores)");
+  return [o]() {
+    check_ratio(o->ffn, "--ffn");
+    check_ratio(o->heads, "--heads");
+    if (o->ffn == 0.0 && o->heads == 0.0) fail("nothing to prune: give --ffn and/or --heads a fraction > 0");
+    if (o->calib_tokens < 1 || o->calib_ctx < 2) fail("--calib-tokens must be >= 1 and --calib-ctx >= 2");
+    std::optional<pllm::QuantMethod> requant;
+    if (!o->requant.empty()) requant = must(pllm::parse_quant_method(o->requant));
+    if (requant == pllm::QuantMethod::act && o->calib.empty() && o->stats.empty())
+      fail("--requant act needs activation statistics (--calib or --stats)");
+    std::error_code ec;
+    if (o->in == o->out || std::filesystem::equivalent(o->in, o->out, ec))
+      fail("the output would overwrite the input (" + o->out + ")");
+
+    auto model = must(pllm::Model::load(o->in, /*vocab_only=*/false));
+    pllm::ActStats stats;
+    pllm::PruneOptions po;
+    po.ffn_ratio = o->ffn;
+    po.head_ratio = o->heads;
+    if (!o->calib.empty() || !o->stats.empty()) {
+      stats = activation_stats(*o, model);
+      po.stats = &stats;
+    }
+    po.requant = requant ? *requant : po.stats ? pllm::QuantMethod::act : pllm::QuantMethod::mse;
+    const pllm::PrunePlan plan = must(pllm::plan_prune(*model, po));
+    report(*o, *model, plan);
+
+    pllm::GgufWriter w;
+    must(pllm::build_pruned(*model, po, plan, std::filesystem::path(o->in).filename().string(), w));
+    must(w.write(o->out));
+    // Read the result back through the full loader: what we wrote must be a model we run.
+    auto pruned = must(pllm::Model::load(o->out, /*vocab_only=*/false));
+    const uint64_t p0 = pllm::count_parameters(model->file()), p1 = pllm::count_parameters(pruned->file());
+    const uint64_t s0 = model->file().file_size(), s1 = pruned->file().file_size();
+    std::printf("parameters: %.2f M -> %.2f M (%.1f%%)\n", double(p0) / 1e6, double(p1) / 1e6,
+                100.0 * double(p1) / double(p0));
+    std::printf("file size:  %.2f MB -> %.2f MB (%.1f%%)\n", double(s0) / 1e6, double(s1) / 1e6,
+                100.0 * double(s1) / double(s0));
+    std::printf("wrote %s\n", o->out.c_str());
+    return 0;
+  };
+}
+
+}  // namespace cli
