@@ -47,7 +47,21 @@ CASES = {
 
 
 def _prune(pllm_bin, src: Path, out: Path, args: list) -> subprocess.CompletedProcess:
-    return pllm_cli.run_cli(pllm_bin, ["prune", src, out] + [str(a) for a in args], timeout=300)
+    """Without --calib / --stats the weights-only ranking has to be asked for explicitly."""
+    args = [str(a) for a in args]
+    if not {"--calib", "--stats", "--weights-only", "--no-importance"} & set(args):
+        args.append("--weights-only")
+    args = [a for a in args if a != "--no-importance"]
+    return pllm_cli.run_cli(pllm_bin, ["prune", src, out] + args, timeout=300)
+
+
+def test_importance_source_is_required(pllm_bin, tiny_models_paths, work_dir):
+    """No --calib / --stats / --weights-only: one clear error, no output."""
+    out = work_dir / "x.gguf"
+    msg = pllm_cli.assert_clean_error(_prune(pllm_bin, tiny_models_paths["llama-F32"], out,
+                                             ["--ffn", "0.3", "--no-importance"]))
+    assert "--calib" in msg and "--weights-only" in msg, msg
+    assert not out.exists()
 
 
 @pytest.fixture(scope="module")
