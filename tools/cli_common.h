@@ -41,6 +41,7 @@ struct SessionOptions {
   int threads = 0;
   bool int8_act = false;
   bool f16_act = false;
+  bool static_act = false;  // int8 with the file's calibrated scales (reports its counts on stderr)
   bool no_fuse = false;
   bool profile = false;
   std::string trace_out = "pocketllm-trace.json";
@@ -48,7 +49,7 @@ struct SessionOptions {
   int kv_window = 0;
   int kv_sinks = 4;
   int batch = 0;
-  // Registers --int8-act, --f16-act, --no-fuse, --profile, --trace-out and the KV options on a subcommand.
+  // Registers --int8-act, --f16-act, --static-act, --no-fuse, --profile, --trace-out and the KV options on a subcommand.
   void add_to(CLI::App* cmd);
 };
 

@@ -10,6 +10,7 @@
 #include "base/result.h"
 #include "base/thread_pool.h"
 #include "gguf/gguf.h"
+#include "model/act_scales.h"
 #include "model/config.h"
 #include "model/weights.h"
 #include "tokenizer/chat_template.h"
@@ -67,6 +68,8 @@ class Model {
   // of the first and last MiB of tensor data), computed once at load: KV snapshots and
   // prefix-cache entries carry it so one model's cache is never restored into another.
   uint64_t identity() const { return identity_; }
+  // How many matrix products have a static activation scale in the file (model/act_scales.h).
+  const ActScaleCounts& act_scale_counts() const { return act_scale_counts_; }
 
   // Runs n tokens at positions [pos0, pos0 + n) through the model, writing their K/V into
   // the state's cache. logits: nullptr, or n_vocab floats for the last token (all_logits
@@ -84,6 +87,7 @@ class Model {
   std::string chat_template_;
   bool vocab_only_ = false;
   uint64_t identity_ = 0;
+  ActScaleCounts act_scale_counts_;
 };
 
 }  // namespace pllm

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "model/act_scales.h"
 
 namespace pllm {
 
@@ -79,10 +80,8 @@ const char* act_calib_method_name(ActCalibMethod m);
 // `fraction`). Errors: no finite data.
 Result<double> act_threshold(const AbsHistogram& h, ActCalibMethod method, double fraction = 0.9999);
 
-// Scale for a threshold: threshold / 127, kept within [kMinActScale, kMaxActScale] so
-// it is never 0 and stays a normal fp16 number (Q8_0-style blocks store it as fp16).
-inline constexpr float kMinActScale = 6.103515625e-05f;  // 2^-14, the smallest normal fp16
-inline constexpr float kMaxActScale = 65504.0f;          // the largest fp16
+// Scale for a threshold: threshold / 127, kept within [kMinActScale, kMaxActScale]
+// (model/act_scales.h) so it is never 0 and stays a normal fp16 number.
 float act_scale_for_threshold(double threshold);
 
 }  // namespace pllm
