@@ -14,5 +14,6 @@ std::function<int()> add_logits(CLI::App& app);
 std::function<int()> add_bench(CLI::App& app);
 std::function<int()> add_perplexity(CLI::App& app);
 std::function<int()> add_chat_bench(CLI::App& app);
+std::function<int()> add_quantize(CLI::App& app);
 
 }  // namespace cli

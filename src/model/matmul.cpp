@@ -45,6 +45,8 @@ void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_t
     for (const MatmulTarget& t : targets) matmul_group({&t, 1}, X, n_tok, mode, s, pool);
     return;
   }
+  if (s.observer)
+    for (const MatmulTarget& t : targets) s.observer->observe(*t.W, X, n_tok);
   const int64_t cols = targets[0].W->cols;
 
   // Chunks of rows, the same size for every target: enough to balance the threads.

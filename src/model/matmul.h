@@ -4,6 +4,7 @@
 #include <span>
 
 #include "base/thread_pool.h"
+#include "model/act_observer.h"
 #include "model/weights.h"
 
 namespace pllm {
@@ -31,6 +32,7 @@ struct MatmulScratch {
                           // (f16 mode: slot 0 holds the half rows)
   size_t act_row_stride;
   int n_batch;
+  ActObserver* observer = nullptr;  // sees every product's input first (calibration); null: none
 };
 
 // One product of a group: Y = X · Wᵀ, Y laid out [n_tok][W->rows].
@@ -41,6 +43,7 @@ struct MatmulTarget {
 
 // Several products that share the input X ([n_tok][cols], same cols for every W), run as
 // one job on the pool (e.g. Q, K and V; gate and up): one hand-off instead of several.
+// scratch.observer, when set, sees X once per target before the products run.
 void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_tok, ActMode mode,
                   const MatmulScratch& scratch, ThreadPool& pool);
 

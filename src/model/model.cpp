@@ -7,11 +7,10 @@
 #include "model/forward_state.h"
 
 namespace pllm {
-namespace {
 
 // Metadata of every tensor plus a sample of the data: cheap (2 MiB read), and different
 // files of the same architecture differ in their first or last weights.
-uint64_t compute_identity(const GgufFile& f) {
+uint64_t compute_model_identity(const GgufFile& f) {
   Hasher h(0x4d4f44454cull);
   const uint8_t* lo = nullptr;
   const uint8_t* hi = nullptr;
@@ -32,8 +31,6 @@ uint64_t compute_identity(const GgufFile& f) {
   }
   return h.digest();
 }
-
-}  // namespace
 
 Result<std::shared_ptr<const Model>> Model::load(const std::string& path, bool vocab_only,
                                                  const Progress& progress) {
@@ -77,7 +74,7 @@ Result<std::shared_ptr<const Model>> Model::load(const std::string& path, bool v
     PLLM_ASSIGN(m->config_.arch, file->get_string_or("general.architecture", ""));
     m->config_.n_vocab = m->tokenizer_->n_vocab();
   }
-  m->identity_ = compute_identity(*file);
+  m->identity_ = compute_model_identity(*file);
   if (!report(1.0f)) return make_error(Status::cancelled, path + ": load cancelled");
   return std::shared_ptr<const Model>(std::move(m));
 }

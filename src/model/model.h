@@ -51,6 +51,9 @@ struct ModelWeights {
 struct ForwardState;
 struct ArchDescriptor;
 
+// What Model::identity() is, computed from a file without loading the model.
+uint64_t compute_model_identity(const GgufFile& f);
+
 class Model {
  public:
   using Progress = std::function<bool(float)>;  // return false to abort

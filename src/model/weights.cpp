@@ -25,6 +25,7 @@ Result<Matrix> get_matrix(const GgufFile& f, const std::string& name, int64_t ro
                                                (tr ? tr->name : std::to_string(t->type)) +
                                                ", which is not supported");
   Matrix m;
+  m.name = t->name;
   m.data = t->data;
   m.type = static_cast<TensorType>(t->type);
   m.rows = rows;

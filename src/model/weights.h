@@ -15,6 +15,7 @@ namespace pllm {
 
 // A 2-D weight stored as `rows` rows of `cols` elements each (GGUF dims [cols, rows]).
 struct Matrix {
+  std::string_view name;  // the GGUF tensor name (lives in the GgufFile the Model owns)
   const uint8_t* data = nullptr;
   TensorType type = TensorType::F32;
   int64_t rows = 0;

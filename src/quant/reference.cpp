@@ -128,9 +128,8 @@ void dequantize_row_q4_1(const block_q4_1* x, float* y, int64_t n) {
 }
 
 // ---------------------------------------------------------------- Q5_0 / Q5_1
-namespace {
 // Element j's fifth bit (q >> 4) goes to bit j of the little-endian word qh.
-void pack_q5(const int q[32], uint8_t* qs, uint8_t* qh) {
+void pack_q5_quants(const int q[32], uint8_t* qs, uint8_t* qh) {
   uint32_t h = 0;
   for (int j = 0; j < 16; ++j) {
     qs[j] = static_cast<uint8_t>((q[j] & 0xF) | ((q[j + 16] & 0xF) << 4));
@@ -140,6 +139,7 @@ void pack_q5(const int q[32], uint8_t* qs, uint8_t* qh) {
   for (int k = 0; k < 4; ++k) qh[k] = static_cast<uint8_t>(h >> (8 * k));
 }
 
+namespace {
 // The 5-bit value of element j (0..31) of a block.
 inline int q5_at(const uint8_t* qs, const uint8_t* qh, int j) {
   const int lo = j < 16 ? (qs[j] & 0xF) : (qs[j - 16] >> 4);
@@ -161,7 +161,7 @@ void quantize_row_q5_0(const float* x, block_q5_0* y, int64_t n) {
     y[b].d = fp32_to_fp16(d);
     int q[QK5_0];
     for (int j = 0; j < QK5_0; ++j) q[j] = clampi(static_cast<int>(x[j] * id + 16.5f), 0, 31);
-    pack_q5(q, y[b].qs, y[b].qh);
+    pack_q5_quants(q, y[b].qs, y[b].qh);
   }
 }
 
@@ -185,7 +185,7 @@ void quantize_row_q5_1(const float* x, block_q5_1* y, int64_t n) {
     y[b].m = fp32_to_fp16(mn);
     int q[QK5_1];
     for (int j = 0; j < QK5_1; ++j) q[j] = clampi(static_cast<int>((x[j] - mn) * id + 0.5f), 0, 31);
-    pack_q5(q, y[b].qs, y[b].qh);
+    pack_q5_quants(q, y[b].qs, y[b].qh);
   }
 }
 
@@ -236,10 +236,14 @@ void quantize_row_q4_K(const float* x, block_q4_K* y, int64_t n) {
         q[32 * j + l] = static_cast<uint8_t>(clampi(v, 0, 15));
       }
     }
-    for (int p = 0; p < 4; ++p) {
-      for (int l = 0; l < 32; ++l) {
-        y[b].qs[32 * p + l] = static_cast<uint8_t>(q[64 * p + l] | (q[64 * p + 32 + l] << 4));
-      }
+    pack_q4_K_quants(q, y[b].qs);
+  }
+}
+
+void pack_q4_K_quants(const uint8_t q[256], uint8_t* qs) {
+  for (int p = 0; p < 4; ++p) {
+    for (int l = 0; l < 32; ++l) {
+      qs[32 * p + l] = static_cast<uint8_t>(q[64 * p + l] | (q[64 * p + 32 + l] << 4));
     }
   }
 }
@@ -292,16 +296,20 @@ void quantize_row_q6_K(const float* x, block_q6_K* y, int64_t n) {
         q[16 * g + l] = static_cast<uint8_t>(clampi(v, -32, 31) + 32);
       }
     }
-    for (int h = 0; h < 2; ++h) {
-      const uint8_t* qq = q + 128 * h;
-      uint8_t* ql = y[b].ql + 64 * h;
-      uint8_t* qh = y[b].qh + 32 * h;
-      for (int l = 0; l < 32; ++l) {
-        ql[l] = static_cast<uint8_t>((qq[l] & 0xF) | ((qq[l + 64] & 0xF) << 4));
-        ql[l + 32] = static_cast<uint8_t>((qq[l + 32] & 0xF) | ((qq[l + 96] & 0xF) << 4));
-        qh[l] = static_cast<uint8_t>((qq[l] >> 4) | ((qq[l + 32] >> 4) << 2) |
-                                     ((qq[l + 64] >> 4) << 4) | ((qq[l + 96] >> 4) << 6));
-      }
+    pack_q6_K_quants(q, y[b].ql, y[b].qh);
+  }
+}
+
+void pack_q6_K_quants(const uint8_t q[256], uint8_t* ql_out, uint8_t* qh_out) {
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* qq = q + 128 * h;
+    uint8_t* ql = ql_out + 64 * h;
+    uint8_t* qh = qh_out + 32 * h;
+    for (int l = 0; l < 32; ++l) {
+      ql[l] = static_cast<uint8_t>((qq[l] & 0xF) | ((qq[l + 64] & 0xF) << 4));
+      ql[l + 32] = static_cast<uint8_t>((qq[l + 32] & 0xF) | ((qq[l + 96] & 0xF) << 4));
+      qh[l] = static_cast<uint8_t>((qq[l] >> 4) | ((qq[l + 32] >> 4) << 2) |
+                                   ((qq[l + 64] >> 4) << 4) | ((qq[l + 96] >> 4) << 6));
     }
   }
 }

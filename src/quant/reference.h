@@ -17,6 +17,15 @@ void get_scale_min_k4(int j, const uint8_t* scales, uint8_t* sc, uint8_t* m);
 // Pack eight 6-bit scales and mins (each 0..63) into the 12-byte Q4_K scales field.
 void pack_scale_min_k4(const uint8_t sc[8], const uint8_t m[8], uint8_t* scales);
 
+// Packing of already chosen quants into the block layouts (shared with the quantiser in
+// src/quantizer/, which picks scales and quants itself).
+// q: 32 values 0..31 -> Q5_0/Q5_1 qs (low 4 bits) and qh (bit 4 of element j = bit j).
+void pack_q5_quants(const int q[32], uint8_t* qs, uint8_t* qh);
+// q: 256 values 0..15 (sub-block j = elements 32j..32j+31) -> Q4_K qs.
+void pack_q4_K_quants(const uint8_t q[256], uint8_t* qs);
+// q: 256 values 0..63 (the signed quant + 32) -> Q6_K ql, qh.
+void pack_q6_K_quants(const uint8_t q[256], uint8_t* ql, uint8_t* qh);
+
 // --- weight formats -------------------------------------------------------------
 void quantize_row_q8_0(const float* x, block_q8_0* y, int64_t n);
 void dequantize_row_q8_0(const block_q8_0* x, float* y, int64_t n);

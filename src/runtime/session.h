@@ -86,6 +86,13 @@ class Session {
   // Cancels and joins a running prewarm; a no-op on the prewarm thread itself.
   void stop_prewarm();
 
+  // C++ tools only (calibration): every weight product's input goes to `observer` first
+  // (model/act_observer.h); null detaches. The caller keeps it alive while attached.
+  void set_act_observer(ActObserver* observer) {
+    stop_prewarm();
+    state_->mm.observer = observer;
+  }
+
   // Op timings when created with profile = true, else null.
   Tracer* tracer() { return tracer_.get(); }
 

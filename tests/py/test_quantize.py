@@ -1,0 +1,324 @@
+"""`pocketllm quantize` end to end on tiny random models (tiny_models.py):
+
+  * what it writes is read back by the `gguf` package with the input's metadata (plus
+    the provenance keys) and the input's tensor names and shapes, and by our reader
+    (`pocketllm info --json`);
+  * the engine's logits on the written file match the numpy reference run on the same
+    file (the reference dequantises whatever the file holds) for every output type;
+  * `--type f32` / `--type f16` of a quantised file reproduce its dequantised values;
+  * the output-head rule, `--pure`, `--tensor-type` and the row-length fallbacks;
+  * calibration statistics equal the ones computed from the model in numpy, and the
+    activation-aware method lowers the importance-weighted weight error;
+  * bad arguments fail with one clear error line;
+  * llama.cpp loads the output (skipped when its build is absent).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pllm_cli
+import tiny_models as tm
+import tolerances as tol
+from reference import Reference
+
+LLAMA_CPP_BIN = Path(os.environ.get("LLAMA_CPP_BIN", "/work/main/bench/.cache/bin"))
+
+CALIB_TEXT = ("The quick brown fox jumps over the lazy dog. Hello world, and the other "
+              "world is there; it is in the hall and it is not. ") * 12
+
+
+def quantize(pllm_bin, src: Path, dst: Path, *args, timeout=120) -> subprocess.CompletedProcess:
+    return pllm_cli.run_cli(pllm_bin, ["quantize", src, dst, *args], timeout=timeout)
+
+
+def quantize_ok(pllm_bin, src: Path, dst: Path, *args) -> str:
+    proc = pllm_cli.check_ok(quantize(pllm_bin, src, dst, *args))
+    return proc.stdout.decode()
+
+
+def reader(path: Path):
+    from gguf import GGUFReader
+    return GGUFReader(str(path))
+
+
+def fields(r) -> dict:
+    out = {}
+    for k, f in r.fields.items():
+        if k.startswith("GGUF."):
+            continue
+        v = f.contents()
+        out[k] = v
+    return out
+
+
+def tensor_types(r) -> dict[str, str]:
+    return {t.name: t.tensor_type.name for t in r.tensors}
+
+
+def dequantized(r) -> dict[str, np.ndarray]:
+    from gguf import quants
+    return {t.name: np.asarray(quants.dequantize(t.data, t.tensor_type), dtype=np.float32).reshape(-1)
+            for t in r.tensors}
+
+
+@pytest.fixture(scope="module")
+def calib_file(tmp_path_factory) -> Path:
+    p = tmp_path_factory.mktemp("calib") / "calib.txt"
+    p.write_text(CALIB_TEXT)
+    return p
+
+
+# ---------------------------------------------------------------------------- file format
+
+def test_written_file_reads_back_with_the_input_metadata(pllm_bin, tiny_models_paths, work_dir):
+    src = tiny_models_paths["qwen2-F32"]
+    dst = work_dir / "q.gguf"
+    quantize_ok(pllm_bin, src, dst, "--type", "q4_k", "--method", "mse")
+    a, b = reader(src), reader(dst)
+    fa, fb = fields(a), fields(b)
+    ours = {"general.file_type", "general.quantization_version", "pocketllm.quantize.type",
+            "pocketllm.quantize.method"}
+    assert set(fb) == set(fa) | ours, set(fb) ^ (set(fa) | ours)
+    for k, v in fa.items():
+        if k not in ours:
+            assert fb[k] == v, k
+    for k in fa:  # the value types too
+        assert [int(t) for t in a.fields[k].types] == [int(t) for t in b.fields[k].types], k
+    assert fb["general.file_type"] == 14  # LLAMA_FTYPE_MOSTLY_Q4_K_S
+    assert fb["pocketllm.quantize.type"] == "q4_k"
+    assert fb["pocketllm.quantize.method"] == "mse"
+    assert [t.name for t in a.tensors] == [t.name for t in b.tensors]
+    for ta, tb in zip(a.tensors, b.tensors):
+        assert list(ta.shape) == list(tb.shape), ta.name
+    types = tensor_types(b)
+    assert all(types[n] == "F32" for n in types if "norm" in n or n.endswith(".bias"))
+    assert types["output.weight"] == "Q6_K"  # the 4-bit rule for the output head
+    assert types["blk.0.ffn_down.weight"] == "Q4_K"
+
+    # Our own reader agrees on names, types and shapes.
+    info = json.loads(pllm_cli.check_ok(pllm_cli.run_cli(pllm_bin, ["info", "-m", dst, "--json"])).stdout)
+    ours_t = {t["name"]: (t["type"], t["dims"]) for t in info["tensors"]}
+    assert {n: (types[n], list(map(int, t.shape))) for n, t in ((t.name, t) for t in b.tensors)} == ours_t
+
+
+@pytest.mark.parametrize("wtype", ["f16", "bf16", "q8_0", "q6_k", "q5_0", "q5_1", "q4_0", "q4_1", "q4_k"])
+@pytest.mark.parametrize("method", ["rtn", "mse"])
+def test_engine_logits_match_the_reference_on_the_written_file(pllm_bin, tiny_models_paths, work_dir,
+                                                               wtype, method):
+    src = tiny_models_paths["llama-F32"]
+    dst = work_dir / f"{wtype}.gguf"
+    quantize_ok(pllm_bin, src, dst, "--type", wtype, "--method", method, "--pure")
+    types = tensor_types(reader(dst))
+    assert types["blk.1.ffn_up.weight"] == wtype.upper()
+    ref = Reference(dst)
+    cfg = tm.model_configs()["llama-F32"]
+    ids = tm.sample_ids(cfg, 16)
+    got = pllm_cli.run_logits(pllm_bin, dst, ids, work_dir / "l.f32", ref.hp.n_vocab)
+    max_rel, rms_rel = tol.tol_for(wtype.upper(), tol.EXACT)
+    tol.assert_logits_close(got, ref.forward(ids), max_rel, rms_rel, tol.argmax_min_fraction(wtype.upper()),
+                            what=f"quantized {wtype} {method}")
+
+
+@pytest.mark.parametrize("src_name", ["llama-Q4_1", "llama-Q4_K", "llama-Q6_K"])
+def test_float_output_reproduces_the_dequantized_values(pllm_bin, tiny_models_paths, work_dir, src_name):
+    src = tiny_models_paths[src_name]
+    want = dequantized(reader(src))
+    for t in ("f32", "f16"):
+        dst = work_dir / f"{t}.gguf"
+        quantize_ok(pllm_bin, src, dst, "--type", t)
+        r = reader(dst)
+        assert set(tensor_types(r).values()) <= {"F32", t.upper()}
+        got, types = dequantized(r), tensor_types(r)
+        for name, v in want.items():
+            # F32 holds every dequantised value exactly; F16 is their round-to-nearest-even.
+            expect = v.astype(np.float16).astype(np.float32) if types[name] == "F16" else v
+            np.testing.assert_array_equal(got[name], expect, err_msg=f"{src_name} -> {t}: {name}")
+
+
+# ---------------------------------------------------------------------------- type rules
+
+def test_output_head_rule_pure_and_tensor_type(pllm_bin, tiny_models_paths, work_dir):
+    tied, untied = tiny_models_paths["llama-F32"], tiny_models_paths["llama-untied-F32"]
+    dst = work_dir / "o.gguf"
+    quantize_ok(pllm_bin, tied, dst, "--type", "q4_0")
+    assert tensor_types(reader(dst))["token_embd.weight"] == "Q6_K"  # tied: the embedding is the head
+    quantize_ok(pllm_bin, untied, dst, "--type", "q4_0")
+    t = tensor_types(reader(dst))
+    assert t["output.weight"] == "Q6_K" and t["token_embd.weight"] == "Q4_0"
+    quantize_ok(pllm_bin, untied, dst, "--type", "q8_0")
+    assert tensor_types(reader(dst))["output.weight"] == "Q8_0"
+    quantize_ok(pllm_bin, untied, dst, "--type", "q4_1", "--pure")
+    assert set(v for k, v in tensor_types(reader(dst)).items() if "norm" not in k) == {"Q4_1"}
+    out = quantize_ok(pllm_bin, untied, dst, "--type", "q4_0", "--tensor-type", r"attn_(q|k)=q8_0",
+                      "--tensor-type", "ffn_down=f16", "--tensor-type", "output=q4_0")
+    t = tensor_types(reader(dst))
+    assert t["blk.0.attn_q.weight"] == t["blk.1.attn_k.weight"] == "Q8_0"
+    assert t["blk.0.attn_v.weight"] == "Q4_0" and t["blk.1.ffn_down.weight"] == "F16"
+    assert t["output.weight"] == "Q4_0"  # an explicit rule beats the head rule
+    assert "fallbacks: none" in out
+
+
+def _odd_shapes_file(path: Path) -> Path:
+    """A minimal GGUF with 2-D tensors whose rows are 64 (not a K-quant block multiple),
+    40 (not a multiple of 32) and 512 elements long, and a 1-D tensor."""
+    import gguf
+    w = gguf.GGUFWriter(str(path), "llama")
+    rng = np.random.default_rng(5)
+    for name, cols, rows in (("a.weight", 64, 3), ("b.weight", 40, 2), ("c.weight", 512, 2)):
+        w.add_tensor(name, (0.05 * rng.standard_normal((rows, cols))).astype(np.float32))
+    w.add_tensor("n.weight", np.ones(7, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+@pytest.mark.parametrize("wtype,want", [
+    ("q4_k", {"a.weight": "Q5_0", "b.weight": "F16", "c.weight": "Q4_K"}),
+    ("q6_k", {"a.weight": "Q8_0", "b.weight": "F16", "c.weight": "Q6_K"}),
+    ("q4_0", {"a.weight": "Q4_0", "b.weight": "F16", "c.weight": "Q4_0"}),
+])
+def test_rows_that_do_not_fit_the_block_fall_back_explicitly(pllm_bin, work_dir, wtype, want):
+    src = _odd_shapes_file(work_dir / "odd.gguf")
+    dst = work_dir / "odd-q.gguf"
+    out = quantize_ok(pllm_bin, src, dst, "--type", wtype, "--method", "mse")
+    r = reader(dst)
+    types = tensor_types(r)
+    assert types == {**want, "n.weight": "F32"}
+    for name, t in want.items():
+        if t != wtype.upper():
+            cols = {"a.weight": 64, "b.weight": 40}[name]
+            assert re.search(rf"fallback: 1 tensor\(s\) {wtype} -> {t.lower()} \(row length {cols} .*{name}", out), out
+    # Values survive: dequantised output close to the input (f16 exact to fp16 rounding).
+    a, b = dequantized(reader(src)), dequantized(r)
+    np.testing.assert_array_equal(b["b.weight"], a["b.weight"].astype(np.float16).astype(np.float32))
+    for name in want:
+        assert np.max(np.abs(a[name] - b[name])) < 0.25 * np.max(np.abs(a[name])), name
+
+
+# ---------------------------------------------------------------------------- calibration
+
+def test_calibration_statistics_match_numpy(pllm_bin, tiny_models_paths, work_dir, calib_file):
+    src = tiny_models_paths["llama-F32"]
+    stats = work_dir / "stats.gguf"
+    quantize_ok(pllm_bin, src, work_dir / "q.gguf", "--type", "q4_0", "--method", "act", "--calib", calib_file,
+                "--calib-tokens", "100", "--calib-ctx", "32", "--save-stats", stats)
+    ids = pllm_cli.parse_ids(pllm_cli.check_ok(pllm_cli.run_cli(
+        pllm_bin, ["tokenize", "-m", src, "-f", calib_file, "--add-special"])).stdout)[:100]
+    ref = Reference(src)
+    x = ref.w["token_embd.weight"][np.array(ids)].astype(np.float64)
+    h = ref._rmsnorm(x, ref.w["blk.0.attn_norm.weight"].astype(np.float64), ref.hp.rms_eps)
+    r = reader(stats)
+    f = fields(r)
+    assert f["general.type"] == "pocketllm.act_stats"
+    assert f["pocketllm.act_stats.tokens"] == 100
+    assert f["pocketllm.act_stats.source"] == "calib.txt"
+    t = {tt.name: np.asarray(tt.data, dtype=np.float64) for tt in r.tensors}
+    assert t["blk.0.attn_q.weight.count"][0] == 100
+    np.testing.assert_allclose(t["blk.0.attn_q.weight.sum_sq"], (h * h).sum(0), rtol=2e-5)
+    np.testing.assert_allclose(t["blk.0.attn_q.weight.sum_abs"], np.abs(h).sum(0), rtol=2e-5)
+    np.testing.assert_allclose(t["blk.0.attn_q.weight.max_abs"], np.abs(h).max(0), rtol=2e-5)
+    names = {n.rsplit(".", 1)[0] for n in t}
+    assert names == {f"blk.{i}.{m}.weight" for i in range(2) for m in
+                     ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")} | \
+        {"token_embd.weight"}  # tied: the output head is the embedding
+
+    # The provenance keys of the quantised file.
+    fq = fields(reader(work_dir / "q.gguf"))
+    assert fq["pocketllm.quantize.method"] == "act"
+    assert fq["pocketllm.quantize.calib_source"] == "calib.txt"
+    assert fq["pocketllm.quantize.calib_tokens"] == 100
+
+
+@pytest.mark.parametrize("wtype", ["q4_0", "q4_k"])
+def test_act_lowers_the_importance_weighted_error(pllm_bin, tiny_models_paths, work_dir, calib_file, wtype):
+    src = tiny_models_paths["llama-F32"]
+    stats = work_dir / "stats.gguf"
+    quantize_ok(pllm_bin, src, work_dir / "act.gguf", "--type", wtype, "--method", "act", "--calib", calib_file,
+                "--calib-ctx", "64", "--save-stats", stats, "--pure")
+    quantize_ok(pllm_bin, src, work_dir / "act2.gguf", "--type", wtype, "--method", "act", "--stats", stats,
+                "--pure")
+    quantize_ok(pllm_bin, src, work_dir / "mse.gguf", "--type", wtype, "--method", "mse", "--pure")
+    assert (work_dir / "act.gguf").read_bytes() == (work_dir / "act2.gguf").read_bytes()  # --stats == --calib
+    w0 = dequantized(reader(src))
+    wa, wm = dequantized(reader(work_dir / "act.gguf")), dequantized(reader(work_dir / "mse.gguf"))
+    st = {t.name: np.asarray(t.data, dtype=np.float64) for t in reader(stats).tensors}
+    ea = em = 0.0
+    for name in ("blk.0.attn_q.weight", "blk.1.ffn_up.weight", "blk.1.ffn_down.weight"):
+        imp = st[name + ".sum_sq"] / st[name + ".count"][0]
+        cols = imp.size
+        d_a = (w0[name] - wa[name]).reshape(-1, cols) ** 2
+        d_m = (w0[name] - wm[name]).reshape(-1, cols) ** 2
+        ea += float((d_a * imp).sum())
+        em += float((d_m * imp).sum())
+    assert ea < em, (ea, em)
+
+
+# ---------------------------------------------------------------------------- errors
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--type", "q3_k"], "unknown type 'q3_k'"),
+    (["--type", "q4_0", "--method", "awq"], "unknown method"),
+    (["--type", "q4_0", "--method", "act"], "--method act needs activation statistics"),
+    (["--type", "q4_0", "--tensor-type", "attn_q"], "REGEX=TYPE"),
+    (["--type", "q4_0", "--tensor-type", "attn_(q=q8_0"], "bad regex"),
+    (["--type", "q4_0", "--tensor-type", "attn_q=q2_k"], "unknown type"),
+    (["--type", "q4_0", "--save-stats", "s.gguf"], "--save-stats needs --calib"),
+    (["--type", "q4_0", "--calib-tokens", "0", "--calib", "x.txt"], "--calib-tokens"),
+])
+def test_bad_arguments_fail_cleanly(pllm_bin, tiny_models_paths, work_dir, args, fragment):
+    proc = quantize(pllm_bin, tiny_models_paths["llama-F32"], work_dir / "x.gguf", *args)
+    msg = pllm_cli.assert_clean_error(proc)
+    assert fragment in msg, msg
+    assert not (work_dir / "x.gguf").exists()
+
+
+def test_missing_input_and_missing_type_fail_cleanly(pllm_bin, work_dir):
+    msg = pllm_cli.assert_clean_error(quantize(pllm_bin, work_dir / "nope.gguf", work_dir / "x.gguf",
+                                               "--type", "q4_0"))
+    assert "nope.gguf" in msg
+    msg = pllm_cli.assert_clean_error(pllm_cli.run_cli(pllm_bin, ["quantize", work_dir / "a", work_dir / "b"]))
+    assert "--type" in msg
+
+
+def test_stats_from_another_model_fail_cleanly(pllm_bin, tiny_models_paths, work_dir, calib_file):
+    stats = work_dir / "stats.gguf"
+    quantize_ok(pllm_bin, tiny_models_paths["llama-F32"], work_dir / "q.gguf", "--type", "q4_0", "--method", "act",
+                "--calib", calib_file, "--calib-tokens", "32", "--save-stats", stats)
+    for other in ("llama-custom-F32", "llama-Q8_0"):  # same shapes, other weights; other types
+        proc = quantize(pllm_bin, tiny_models_paths[other], work_dir / "x.gguf", "--type", "q4_0", "--method", "act",
+                        "--stats", stats)
+        msg = pllm_cli.assert_clean_error(proc)
+        assert "another model" in msg, msg
+    not_stats = quantize(pllm_bin, tiny_models_paths["llama-F32"], work_dir / "x.gguf", "--type", "q4_0",
+                         "--method", "act", "--stats", tiny_models_paths["llama-F32"])
+    assert "not an activation statistics file" in pllm_cli.assert_clean_error(not_stats)
+
+
+# ---------------------------------------------------------------------------- llama.cpp
+
+def _llama_bench() -> Path:
+    p = LLAMA_CPP_BIN / "llama-bench"
+    if not (p.is_file() and os.access(p, os.X_OK)):
+        pytest.skip(f"llama.cpp's llama-bench not found at {p} (set LLAMA_CPP_BIN)")
+    return p
+
+
+@pytest.mark.parametrize("wtype", ["q4_0", "q4_1", "q8_0", "q4_k", "q6_k", "f16"])
+def test_llama_cpp_loads_the_output(pllm_bin, tiny_models_paths, work_dir, wtype):
+    bench = _llama_bench()
+    dst = work_dir / f"{wtype}.gguf"
+    quantize_ok(pllm_bin, tiny_models_paths["llama-F32"], dst, "--type", wtype, "--method", "mse")
+    proc = subprocess.run([str(bench), "-m", str(dst), "-p", "8", "-n", "2", "-r", "1", "-t", "2", "-o", "json"],
+                          capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    runs = json.loads(proc.stdout)
+    assert len(runs) == 2 and all(r["avg_ts"] > 0 for r in runs), runs
