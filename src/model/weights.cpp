@@ -31,7 +31,6 @@ Result<Matrix> get_matrix(const GgufFile& f, const std::string& name, int64_t ro
   m.rows = rows;
   m.cols = cols;
   m.row_bytes = static_cast<size_t>(*row_bytes(t->type, uint64_t(cols)));
-  m.name = t->name;
   return m;
 }
 

@@ -21,7 +21,6 @@ struct Matrix {
   int64_t rows = 0;
   int64_t cols = 0;
   size_t row_bytes = 0;
-  std::string_view name;  // the GGUF tensor name (the string lives in the model's GgufFile)
   // Static int8 activation scale of this product's input (ActMode::int8_static), from the
   // file's pocketllm.act_scale.* metadata (model/act_scales.h); 0: none, quantise
   // dynamically. Products that share an input carry the same value.
