@@ -1,21 +1,29 @@
 // `pocketllm quantize IN OUT --type T`: our own quantiser (src/quantizer/). Every 2-D
 // weight of IN (any type the engine reads, dequantised to f32) is quantised to T (or the
-// type the rules in quantizer/type_plan.h choose), other tensors are written as F32, and
+// type the rules in quantizer/type_plan.h choose: like llama.cpp, the output head, or the
+// tied embedding, is q6_k for the 4/5-bit types unless --pure; rows that do not fit the
+// type's block fall back, q4_k -> q5_0, q6_k -> q8_0, else f16), other tensors F32, and
 // the metadata is copied with provenance keys. Methods: rtn (the reference quantisers),
 // mse (per-block scale/clipping search), act (the search weighted by each input column's
 // mean x² from calibration statistics: --calib runs a text through IN, --stats loads a
 // --save-stats file).
 //
+// --sensitivity measures, per 2-D tensor, the KL divergence of the output when only that
+// tensor is quantised (over the first --sens-tokens of the --calib text); --target-bpw B
+// uses those figures to keep the most sensitive tensors at q6_k / q8_0 / f16 within B bits
+// per weight (quantizer/bpw_plan.h); the plan starts from every 2-D tensor at T (after
+// the fallbacks, without the output-head rule) and fixes every tensor's type.
+//
 // Unlike the other subcommands this one uses the C++ layers directly (calibration needs
-// an activation observer, which the C API does not offer).
+// an activation observer and sensitivity in-memory weight overrides, which the C API does
+// not offer).
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
-#include <map>
+#include <fstream>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "cli_common.h"
@@ -24,6 +32,8 @@
 #include "quantizer/act_stats.h"
 #include "quantizer/calibration.h"
 #include "quantizer/quantize_model.h"
+#include "quantizer/sensitivity.h"
+#include "quantize_report.h"
 
 namespace cli {
 namespace {
@@ -40,112 +50,37 @@ void or_fail(pllm::Result<void> r) {
   if (!r.ok()) fail(r.error().message);
 }
 
-// One line on stderr, redrawn in place, only when stderr is a terminal.
-class Progress {
- public:
-  Progress() : tty_(isatty(STDERR_FILENO) != 0) {}
-  void draw(const char* what, int64_t done, int64_t total, const std::string& detail) {
-    if (!tty_ || total <= 0) return;
-    const int width = 30, fill = int(double(done) / double(total) * width);
-    std::fprintf(stderr, "\r%s [%s%s] %lld/%lld %-40.40s", what, std::string(size_t(fill), '=').c_str(),
-                 std::string(size_t(width - fill), ' ').c_str(), static_cast<long long>(done),
-                 static_cast<long long>(total), detail.c_str());
-    std::fflush(stderr);
-    open_ = true;
-  }
-  void done() {
-    if (open_) std::fprintf(stderr, "\r%*s\r", 100, "");
-    open_ = false;
-  }
-
- private:
-  bool tty_;
-  bool open_ = false;
-};
-
-std::string base_name(const std::string& path) {
-  const size_t s = path.find_last_of('/');
-  return s == std::string::npos ? path : path.substr(s + 1);
-}
-
-double mib(uint64_t bytes) { return double(bytes) / (1024.0 * 1024.0); }
-
-void print_summary(const pllm::QuantizeReport& rep, const std::string& in, uint64_t in_bytes, const std::string& out,
-                   TensorType base, QuantMethod method, const pllm::ActStats* stats) {
-  std::printf("quantize: %s -> %s (type %s, method %s", in.c_str(), out.c_str(), pllm::quant_type_name(base).c_str(),
-              pllm::quant_method_name(method));
-  if (method == QuantMethod::act && stats)
-    std::printf(", calibration %s, %llu tokens", stats->source.c_str(), static_cast<unsigned long long>(stats->n_tokens));
-  std::printf(")\n");
-  struct Row {
-    int count = 0;
-    uint64_t elements = 0, bytes = 0;
-  };
-  std::map<std::string, Row> by_type;
-  for (const auto& t : rep.tensors) {
-    Row& r = by_type[t.choice.quantized ? pllm::quant_type_name(t.choice.type) : "f32 (1-D)"];
-    ++r.count;
-    r.elements += t.n_elements;
-    r.bytes += t.bytes;
-  }
-  std::printf("  %-10s %8s %12s %10s %8s\n", "type", "tensors", "elements", "MiB", "bpw");
-  for (const auto& [name, r] : by_type)
-    std::printf("  %-10s %8d %12llu %10.2f %8.3f\n", name.c_str(), r.count, static_cast<unsigned long long>(r.elements),
-                mib(r.bytes), r.elements ? 8.0 * double(r.bytes) / double(r.elements) : 0.0);
-  std::printf("2-D weights: %.2f M elements, %.2f MiB, %.3f bits per weight\n", double(rep.weight_elements()) / 1e6,
-              mib(rep.weight_bytes()), rep.weight_bpw());
-  std::printf("file: %.2f MiB (input %.2f MiB)\n", mib(rep.file_bytes), mib(in_bytes));
-  // Fallbacks grouped by (wanted type, written type, row length), each with its count and
-  // the first few names.
-  std::map<std::tuple<std::string, std::string, uint64_t>, std::vector<std::string>> fallbacks;
-  int n_unweighted = 0;
-  for (const auto& t : rep.tensors) {
-    if (t.choice.quantized && t.choice.fallback())
-      fallbacks[{pllm::quant_type_name(t.choice.wanted), pllm::quant_type_name(t.choice.type), t.dims[0]}].push_back(
-          t.name);
-    if (method == QuantMethod::act && t.choice.quantized && !t.weighted) ++n_unweighted;
-  }
-  if (fallbacks.empty()) std::printf("fallbacks: none\n");
-  for (const auto& [key, names] : fallbacks) {
-    const auto& [wanted, got, cols] = key;
-    std::string list;
-    for (size_t i = 0; i < names.size() && i < 4; ++i) list += (i ? ", " : "") + names[i];
-    if (names.size() > 4) list += ", ... (" + std::to_string(names.size() - 4) + " more)";
-    std::printf("fallback: %zu tensor(s) %s -> %s (row length %llu is not a multiple of the %s block): %s\n",
-                names.size(), wanted.c_str(), got.c_str(), static_cast<unsigned long long>(cols), wanted.c_str(),
-                list.c_str());
-  }
-  if (n_unweighted > 0)
-    std::printf("act: %d tensor(s) without activation statistics (not fed by an activation) used mse\n", n_unweighted);
-  std::printf("time: %.1f s\n", rep.seconds);
-}
-
 }  // namespace
 
 std::function<int()> add_quantize(CLI::App& app) {
-  auto* cmd = app.add_subcommand("quantize", "quantise a GGUF model (rtn, mse or activation-aware)");
+  auto* cmd = app.add_subcommand("quantize", "quantise a GGUF model (rtn, mse or activation-aware; mixed precision)");
   struct Opts {
-    std::string in, out, type, method = "rtn", calib, save_stats, stats;
+    std::string in, out, type, method = "rtn", calib, save_stats, stats, sens_out;
     std::vector<std::string> tensor_types;
-    bool pure = false;
-    int64_t calib_tokens = 8192;
+    bool pure = false, sensitivity = false;
+    int64_t calib_tokens = 8192, sens_tokens = 256;
     int calib_ctx = 512, threads = 0;
+    double target_bpw = 0;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("input", o->in, "model to quantise (any type the engine loads)")->required();
-  cmd->add_option("output", o->out, "GGUF file to write")->required();
+  cmd->add_option("output", o->out, "GGUF file to write (optional with --sensitivity alone)");
   cmd->add_option("--type", o->type, "f16, bf16, f32, q8_0, q6_k, q5_0, q5_1, q4_0, q4_1, q4_k")->required();
   cmd->add_option("--method", o->method, "rtn (default), mse (scale/clipping search) or act (activation-aware)");
   cmd->add_flag("--pure", o->pure, "every 2-D tensor at --type (no q6_k output head)");
   cmd->add_option("--tensor-type", o->tensor_types, "REGEX=TYPE for the tensors whose name matches (repeatable)");
-  cmd->add_option("--calib", o->calib, "text to run through the input model for activation statistics");
-  cmd->add_option("--calib-tokens", o->calib_tokens, "calibration tokens (default 8192)");
+  cmd->add_option("--calib", o->calib, "text to run through the input model (statistics; sensitivity)");
+  cmd->add_option("--calib-tokens", o->calib_tokens, "calibration tokens for the statistics (default 8192)");
   cmd->add_option("--calib-ctx", o->calib_ctx, "calibration chunk length, a fresh context each (default 512)");
   cmd->add_option("--save-stats", o->save_stats, "write the calibration statistics to this file");
   cmd->add_option("--stats", o->stats, "activation statistics from an earlier --save-stats");
+  cmd->add_flag("--sensitivity", o->sensitivity, "KL divergence per tensor quantised alone, as a table");
+  cmd->add_option("--sens-tokens", o->sens_tokens, "tokens of the --calib text the KL is measured over (default 256)");
+  cmd->add_option("--sensitivity-out", o->sens_out, "also write the sensitivity figures as JSON");
+  cmd->add_option("--target-bpw", o->target_bpw, "keep the most sensitive tensors at higher precision within B bits per weight");
   cmd->add_option("-t,--threads", o->threads, "threads (default: physical performance cores)");
   return [o]() {
-    const TensorType base = or_fail(pllm::parse_quant_type(o->type));
+    const pllm::TensorType base = or_fail(pllm::parse_quant_type(o->type));
     const QuantMethod method = or_fail(pllm::parse_quant_method(o->method));
     pllm::QuantizeOptions qo;
     qo.plan.base = base;
@@ -154,24 +89,44 @@ std::function<int()> add_quantize(CLI::App& app) {
     qo.method = method;
     if (o->threads < 0 || o->threads > 256) fail("-t must be between 0 and 256");
     qo.n_threads = o->threads;
-    if (!o->calib.empty() && !o->stats.empty()) fail("--calib and --stats exclude each other");
-    if (!o->save_stats.empty() && o->calib.empty()) fail("--save-stats needs --calib");
+    const bool planned = o->target_bpw != 0;
+    const bool measure = o->sensitivity || planned;
+    if (planned && !(o->target_bpw > 0 && o->target_bpw <= 32)) fail("--target-bpw must be between 0 and 32");
+    if (measure && o->calib.empty()) fail("--sensitivity and --target-bpw need the text to measure on: --calib FILE");
+    if (!o->sens_out.empty() && !measure) fail("--sensitivity-out needs --sensitivity or --target-bpw");
+    if (planned && !o->tensor_types.empty()) fail("--target-bpw chooses the types itself: drop --tensor-type");
+    if (!o->calib.empty() && !o->stats.empty() && !measure)
+      fail("--calib and --stats exclude each other (with --stats, --calib is only the sensitivity text)");
+    if (!o->save_stats.empty() && (o->calib.empty() || !o->stats.empty()))
+      fail("--save-stats needs --calib (and no --stats)");
     if (method == QuantMethod::act && o->calib.empty() && o->stats.empty())
       fail("--method act needs activation statistics: --calib FILE or --stats FILE");
     if (o->calib_tokens < 1) fail("--calib-tokens must be at least 1");
+    if (o->sens_tokens < 1) fail("--sens-tokens must be at least 1");
     if (o->calib_ctx < 2 || o->calib_ctx > (1 << 20)) fail("--calib-ctx must be between 2 and 1048576");
+    if (o->out.empty() && !(o->sensitivity && !planned)) fail("missing the output file (OUT)");
+    // Nothing given is silently ignored.
+    const bool collect = !o->calib.empty() && o->stats.empty() && (method == QuantMethod::act || !o->save_stats.empty());
+    if (!o->calib.empty() && !collect && !measure)
+      fail("--calib is used by --method act, --save-stats, --sensitivity and --target-bpw only");
+    if (!o->stats.empty() && method != QuantMethod::act) fail("--stats is used by --method act only");
     if (access(o->in.c_str(), R_OK) != 0) fail("cannot read input model " + o->in);
     if (o->in == o->out) fail("the output must be a different file from the input");
 
     auto file = or_fail(pllm::GgufFile::open(o->in));
     Progress bar;
+    // The model itself is needed to run text through it (statistics, sensitivity).
+    std::shared_ptr<pllm::Model> model;
+    std::vector<int32_t> tokens;
+    if (collect || measure) {
+      model = or_fail(pllm::Model::load_for_tools(o->in));
+      tokens = or_fail(pllm::tokenize_text_file(*model, o->calib));
+    }
     std::unique_ptr<pllm::ActStats> stats;
     if (!o->stats.empty()) {
       stats = std::make_unique<pllm::ActStats>(or_fail(pllm::ActStats::load(o->stats)));
       or_fail(stats->check_matches(*file, pllm::compute_model_identity(*file)));
-    } else if (!o->calib.empty()) {
-      auto model = or_fail(pllm::Model::load(o->in, false));
-      const auto tokens = or_fail(pllm::tokenize_text_file(*model, o->calib));
+    } else if (collect) {
       pllm::CalibrationOptions co;
       co.n_ctx = o->calib_ctx;
       co.max_tokens = o->calib_tokens;
@@ -195,6 +150,54 @@ std::function<int()> add_quantize(CLI::App& app) {
       }
     }
     qo.stats = stats.get();
+
+    if (planned) {  // before the (long) measurement: can the budget hold the base types at all?
+      uint64_t bytes = 0, elements = 0;
+      for (const pllm::TensorInfo& t : file->tensors()) {
+        if (t.dims.size() != 2) continue;
+        bytes += *pllm::row_bytes(uint32_t(pllm::fallback_type(base, t.dims[0])), t.dims[0]) * t.dims[1];
+        elements += t.n_elements;
+      }
+      const double bpw = elements ? 8.0 * double(bytes) / double(elements) : 0.0;
+      if (o->target_bpw < bpw) {
+        char b[160];
+        std::snprintf(b, sizeof b, "--target-bpw %.3f is below the %.3f bits per weight of every tensor at %s",
+                      o->target_bpw, bpw, o->type.c_str());
+        fail(b);
+      }
+    }
+    if (measure) {
+      pllm::SensitivityOptions so;
+      so.type = base;
+      so.method = method;
+      so.stats = stats.get();
+      so.calib.n_ctx = int(std::min<int64_t>(o->calib_ctx, o->sens_tokens));
+      so.calib.max_tokens = o->sens_tokens;
+      so.calib.n_threads = o->threads;
+      so.progress = [&](size_t i, size_t n, std::string_view name) {
+        bar.draw("sensitivity", int64_t(i), int64_t(n), std::string(name));
+      };
+      const auto t0 = std::chrono::steady_clock::now();
+      const pllm::SensitivityReport rep = or_fail(pllm::measure_sensitivity(model, tokens, so));
+      bar.done();
+      std::fprintf(stderr, "sensitivity: %zu tensors over %lld tokens in %.1f s\n", rep.entries.size(),
+                   static_cast<long long>(rep.tokens),
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      if (o->sensitivity) print_sensitivity(rep, method);
+      if (!o->sens_out.empty()) {
+        std::ofstream js(o->sens_out);
+        js << sensitivity_json(rep, method) << "\n";
+        if (!js) fail("cannot write " + o->sens_out);
+      }
+      if (planned) {
+        const pllm::BpwPlan plan = or_fail(pllm::plan_target_bpw(pllm::plan_items(rep), o->target_bpw));
+        print_plan(rep, plan, o->target_bpw);
+        for (size_t i = 0; i < rep.entries.size(); ++i)
+          qo.plan.explicit_types[rep.entries[i].name] = rep.entries[i].candidates[plan.choice[i]].type;
+      }
+      model.reset();
+    }
+    if (o->out.empty()) return 0;
     qo.progress = [&](size_t i, size_t n, std::string_view name) {
       bar.draw("quantize", int64_t(i), int64_t(n), std::string(name));
     };

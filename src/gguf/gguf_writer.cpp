@@ -3,6 +3,7 @@
 #include "gguf/gguf_writer.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -223,6 +224,11 @@ Result<uint64_t> GgufWriter::alignment() const {
 
 Result<void> GgufWriter::write(const std::string& path) const {
   PLLM_ASSIGN(const uint64_t align, alignment());
+  // The rename would replace whatever is there: only ever a regular file (never a device
+  // such as /dev/null, a directory or a socket).
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    return make_error(Status::invalid_argument, "cannot write " + path + ": it exists and is not a regular file");
   Bytes h;
   h.pod<uint32_t>(0x46554747u);  // "GGUF"
   h.pod<uint32_t>(3);

@@ -56,7 +56,8 @@ class GgufWriter {
 
   // Writes `path` (GGUF v3): data aligned to general.alignment (default 32; a value that is
   // not a power-of-two integer is an error). Temp file + fsync + rename; on failure the
-  // temp file is removed and the error names the path and the reason.
+  // temp file is removed and the error names the path and the reason. An existing path that
+  // is not a regular file (a device, a directory) is refused, never replaced.
   Result<void> write(const std::string& path) const;
 
  private:

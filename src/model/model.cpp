@@ -1,8 +1,10 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <initializer_list>
 
 #include "base/hash.h"
+#include "kernels/kernels.h"
 #include "model/arch.h"
 #include "model/forward_state.h"
 
@@ -34,6 +36,13 @@ uint64_t compute_model_identity(const GgufFile& f) {
 
 Result<std::shared_ptr<const Model>> Model::load(const std::string& path, bool vocab_only,
                                                  const Progress& progress) {
+  PLLM_ASSIGN(std::shared_ptr<Model> m, load_impl(path, vocab_only, progress));
+  return std::shared_ptr<const Model>(std::move(m));
+}
+
+Result<std::shared_ptr<Model>> Model::load_for_tools(const std::string& path) { return load_impl(path, false, {}); }
+
+Result<std::shared_ptr<Model>> Model::load_impl(const std::string& path, bool vocab_only, const Progress& progress) {
   auto report = [&](float p) { return !progress || progress(p); };
   if (!report(0.0f)) return make_error(Status::cancelled, path + ": load cancelled");
   PLLM_ASSIGN(auto file, GgufFile::open(path));
@@ -76,7 +85,46 @@ Result<std::shared_ptr<const Model>> Model::load(const std::string& path, bool v
   }
   m->identity_ = compute_model_identity(*file);
   if (!report(1.0f)) return make_error(Status::cancelled, path + ": load cancelled");
-  return std::shared_ptr<const Model>(std::move(m));
+  return m;
+}
+
+namespace {
+
+// Every weight view of the model (the tied output head included).
+template <class Fn>
+void for_each_matrix(ModelWeights& w, Fn fn) {
+  fn(w.token_embd);
+  fn(w.output);
+  for (LayerWeights& L : w.layers)
+    for (Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) fn(*m);
+}
+
+}  // namespace
+
+Result<void> Model::override_matrix(std::string_view name, TensorType type, const uint8_t* data) {
+  const TensorInfo* t = file_->tensor(name);
+  if (!t || t->dims.size() != 2)
+    return make_error(Status::invalid_argument, "no 2-D tensor '" + std::string(name) + "' to override");
+  auto rb = row_bytes(uint32_t(type), t->dims[0]);
+  if (!rb || !kernels().for_type(type).available)
+    return make_error(Status::unsupported, "cannot compute tensor '" + std::string(name) + "' as type " +
+                                               std::to_string(uint32_t(type)));
+  int n = 0;
+  for_each_matrix(weights_, [&](Matrix& m) {
+    if (m.name != name) return;
+    m.data = data;
+    m.type = type;
+    m.row_bytes = size_t(*rb);
+    ++n;
+  });
+  if (n == 0) return make_error(Status::invalid_argument, "tensor '" + std::string(name) + "' is not a weight the model uses");
+  return {};
+}
+
+Result<void> Model::restore_matrix(std::string_view name) {
+  const TensorInfo* t = file_->tensor(name);
+  if (!t) return make_error(Status::invalid_argument, "no tensor '" + std::string(name) + "'");
+  return override_matrix(name, static_cast<TensorType>(t->type), t->data);
 }
 
 Result<void> Model::forward(ForwardState& st, const int32_t* tokens, int n, int pos0, float* logits,

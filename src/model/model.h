@@ -56,9 +56,20 @@ uint64_t compute_model_identity(const GgufFile& f);
 
 class Model {
  public:
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
   using Progress = std::function<bool(float)>;  // return false to abort
   static Result<std::shared_ptr<const Model>> load(const std::string& path, bool vocab_only,
                                                    const Progress& progress = {});
+  // Tools only (the quantiser's sensitivity analysis): a model whose weight views can be
+  // redirected with override_matrix. Sessions take it as a shared_ptr<const Model> as usual.
+  static Result<std::shared_ptr<Model>> load_for_tools(const std::string& path);
+  // Tools only: every weight view of tensor `name` (the output head too when it is the tied
+  // embedding) reads `data` as `type` from now on: same shape, a type the kernels support.
+  // No session of this model may be running meanwhile; the caller keeps `data` alive until
+  // restore_matrix(name) points the views back at the file.
+  Result<void> override_matrix(std::string_view name, TensorType type, const uint8_t* data);
+  Result<void> restore_matrix(std::string_view name);
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
@@ -81,6 +92,9 @@ class Model {
                        bool all_logits) const;
 
  private:
+  Model() = default;
+  static Result<std::shared_ptr<Model>> load_impl(const std::string& path, bool vocab_only, const Progress& progress);
+
   std::shared_ptr<GgufFile> file_;
   const ArchDescriptor* arch_ = nullptr;  // null for vocab-only models
   ModelConfig config_;

@@ -118,7 +118,7 @@ Result<QuantizeReport> quantize_file(const GgufFile& in, const std::string& out_
     PLLM_ASSIGN(std::vector<float> x, dequantize_tensor(t));
     std::vector<uint8_t> bytes;
     if (!tr.choice.quantized) {
-      bytes.resize(x.size() * sizeof(float));
+      bytes.resize(x.size() * sizeof(float));  // x fitted in memory: 4 bytes each fit size_t
       std::memcpy(bytes.data(), x.data(), bytes.size());
     } else {
       const int64_t cols = int64_t(t.dims[0]), rows = int64_t(t.n_elements / t.dims[0]);
@@ -129,8 +129,15 @@ Result<QuantizeReport> quantize_file(const GgufFile& in, const std::string& out_
           tr.weighted = true;
         }
       }
-      bytes = quantize_matrix(x.data(), rows, cols, tr.choice.type, opts.method, imp.empty() ? nullptr : imp.data(),
-                              pool);
+      const auto out_bytes = checked_mul(*row_bytes(uint32_t(tr.choice.type), uint64_t(cols)), uint64_t(rows));
+      if (!out_bytes || *out_bytes > (uint64_t(1) << 48))
+        return make_error(Status::out_of_range, "tensor '" + t.name + "' is too large to quantise");
+      try {
+        bytes = quantize_matrix(x.data(), rows, cols, tr.choice.type, opts.method, imp.empty() ? nullptr : imp.data(),
+                                pool);
+      } catch (const std::bad_alloc&) {
+        return make_error(Status::out_of_memory, "not enough memory to quantise tensor '" + t.name + "'");
+      }
       const auto traits = type_traits(uint32_t(tr.choice.type));
       any_quantized_type = any_quantized_type || traits->block_elems > 1;
     }

@@ -1,6 +1,7 @@
 // GgufWriter: what it writes reads back through GgufFile with the same keys, types,
 // values, shapes and bytes; bad tensors and unwritable paths are clear errors.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -158,6 +159,19 @@ TEST(GgufWriter, BadTensorsAreErrors) {
   w.set_u32("general.alignment", 48);
   expect_err(w.write(tmp_path("badalign")), "power of two");
   w.set_u32("general.alignment", 32);
+  // Never replaces something that is not a regular file (a FIFO stands in for a device
+  // such as /dev/null, which a regression here must not be able to clobber).
+  const std::string fifo = tmp_path("fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string p : {fifo, ::testing::TempDir()}) {
+    auto dev = w.write(p);
+    ASSERT_FALSE(dev.ok()) << p;
+    EXPECT_NE(dev.error().message.find("not a regular file"), std::string::npos) << dev.error().message;
+  }
+  struct stat st {};
+  ASSERT_EQ(stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  unlink(fifo.c_str());
   const std::string missing_dir = ::testing::TempDir() + "no/such/dir/out.gguf";
   auto r = w.write(missing_dir);
   ASSERT_FALSE(r.ok());

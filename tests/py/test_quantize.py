@@ -273,6 +273,9 @@ def test_act_lowers_the_importance_weighted_error(pllm_bin, tiny_models_paths, w
     (["--type", "q4_0", "--tensor-type", "attn_q=q2_k"], "unknown type"),
     (["--type", "q4_0", "--save-stats", "s.gguf"], "--save-stats needs --calib"),
     (["--type", "q4_0", "--calib-tokens", "0", "--calib", "x.txt"], "--calib-tokens"),
+    (["--type", "q4_0", "--method", "mse", "--calib", "x.txt"], "--calib is used by"),
+    (["--type", "q4_0", "--stats", "s.gguf"], "--stats is used by"),
+    (["--type", "q4_0", "--method", "act", "--stats", "s.gguf", "--calib", "x.txt"], "exclude each other"),
 ])
 def test_bad_arguments_fail_cleanly(pllm_bin, tiny_models_paths, work_dir, args, fragment):
     proc = quantize(pllm_bin, tiny_models_paths["llama-F32"], work_dir / "x.gguf", *args)
@@ -322,3 +325,85 @@ def test_llama_cpp_loads_the_output(pllm_bin, tiny_models_paths, work_dir, wtype
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     runs = json.loads(proc.stdout)
     assert len(runs) == 2 and all(r["avg_ts"] > 0 for r in runs), runs
+
+
+# ---------------------------------------------------------------------------- sensitivity
+
+def _kl(base: np.ndarray, cur: np.ndarray) -> float:
+    """Mean over positions of KL(softmax(base) || softmax(cur)), in float64."""
+    def log_softmax(x):
+        m = x.max(axis=1, keepdims=True)
+        return x - m - np.log(np.exp(x - m).sum(axis=1, keepdims=True))
+    lb, lc = log_softmax(base), log_softmax(cur)
+    return float((np.exp(lb) * (lb - lc)).sum(axis=1).mean())
+
+
+def test_sensitivity_equals_the_kl_of_quantizing_that_tensor_alone(pllm_bin, tiny_models_paths, work_dir,
+                                                                   calib_file):
+    src = tiny_models_paths["llama-F32"]
+    js = work_dir / "sens.json"
+    out = quantize_ok(pllm_bin, src, work_dir / "unused.gguf", "--type", "q4_0", "--method", "mse", "--calib",
+                      calib_file, "--sensitivity", "--sens-tokens", "24", "--sensitivity-out", js)
+    rep = json.loads(js.read_text())
+    assert rep["tokens"] == 24 and rep["method"] == "mse"
+    kls = [t["kl"] for t in rep["tensors"]]
+    assert kls == sorted(kls, reverse=True) and all(k > 0 for k in kls)
+    assert {t["name"] for t in rep["tensors"]} == {t.name for t in reader(src).tensors if len(t.shape) == 2}
+    top = rep["tensors"][0]["name"]
+    assert re.search(rf"^  1\s+{re.escape(top)}\s+q4_0\s", out, re.M), out  # the table, sorted the same way
+
+    ids = pllm_cli.parse_ids(pllm_cli.check_ok(pllm_cli.run_cli(
+        pllm_bin, ["tokenize", "-m", src, "-f", calib_file, "--add-special"])).stdout)[:24]
+    n_vocab = Reference(src).hp.n_vocab
+    base = pllm_cli.run_logits(pllm_bin, src, ids, work_dir / "b.f32", n_vocab, extra=["--kv-type", "f32"])
+    for entry in (rep["tensors"][0], rep["tensors"][-1]):  # the most and the least sensitive
+        name = entry["name"]
+        one = work_dir / "one.gguf"
+        quantize_ok(pllm_bin, src, one, "--type", "f32", "--method", "mse",
+                    "--tensor-type", "^" + re.escape(name) + "$=q4_0")
+        assert tensor_types(reader(one))[name] == "Q4_0"
+        assert entry["bytes"] == next(t.n_bytes for t in reader(one).tensors if t.name == name)
+        cur = pllm_cli.run_logits(pllm_bin, one, ids, work_dir / "c.f32", n_vocab, extra=["--kv-type", "f32"])
+        np.testing.assert_allclose(entry["kl"], _kl(base, cur), rtol=1e-3, err_msg=name)
+        # Candidates: measured base first, then predicted higher-precision types with less KL.
+        c = entry["candidates"]
+        assert c[0]["measured"] and c[0]["type"] == "q4_0" and c[0]["kl"] == entry["kl"]
+        assert [x["type"] for x in c[1:]] == ["q6_k", "q8_0", "f16"]
+        assert all(x["kl"] < c[0]["kl"] for x in c[1:])
+
+
+@pytest.mark.parametrize("target", [4.75, 5.5, 7.0])
+def test_target_bpw_plan_fits_the_budget(pllm_bin, tiny_models_paths, work_dir, calib_file, target):
+    src = tiny_models_paths["llama-untied-F32"]
+    dst = work_dir / "plan.gguf"
+    js = work_dir / "sens.json"
+    out = quantize_ok(pllm_bin, src, dst, "--type", "q4_0", "--calib", calib_file, "--sens-tokens", "16",
+                      "--target-bpw", str(target), "--sensitivity-out", js)
+    bpw = float(re.search(r"2-D weights: .* MiB, ([0-9.]+) bits per weight", out).group(1))
+    planned = float(re.search(r"plan for --target-bpw [0-9.]+: ([0-9.]+) bits per weight", out).group(1))
+    assert bpw == pytest.approx(planned, abs=1e-3)
+    assert 4.5 <= bpw <= target
+    types = tensor_types(reader(dst))
+    upgraded = {m.group(1): m.group(2) for m in re.finditer(r"^  (\S+)\s+q4_0\s+-> (\S+)", out, re.M)}
+    for name, t in types.items():
+        if name.endswith("norm.weight"):
+            continue
+        assert t == upgraded.get(name, "q4_0").upper(), name  # the plan is what was written
+    assert upgraded, "some tensor should be upgraded at this budget"
+    # The upgraded tensors are the most sensitive per bit: the most sensitive one is among them.
+    rep = json.loads(js.read_text())
+    assert rep["tensors"][0]["name"] in upgraded
+
+
+def test_sensitivity_argument_errors(pllm_bin, tiny_models_paths, work_dir, calib_file):
+    src = tiny_models_paths["llama-F32"]
+    for args, frag in ((["--sensitivity"], "--calib"),
+                       (["--target-bpw", "3", "--calib", calib_file], "below"),
+                       (["--target-bpw", "5", "--calib", calib_file, "--tensor-type", "x=q8_0"], "--tensor-type"),
+                       (["--sensitivity-out", "x.json"], "--sensitivity-out needs")):
+        msg = pllm_cli.assert_clean_error(quantize(pllm_bin, src, work_dir / "x.gguf", "--type", "q4_0", *args))
+        assert frag in msg, (args, msg)
+    # --sensitivity alone needs no output file.
+    proc = pllm_cli.check_ok(pllm_cli.run_cli(pllm_bin, ["quantize", src, "--type", "q4_0", "--calib", calib_file,
+                                                         "--sensitivity", "--sens-tokens", "8"]))
+    assert b"sensitivity: mean KL" in proc.stdout
