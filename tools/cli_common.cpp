@@ -68,8 +68,13 @@ Model::Model(const std::string& path, bool vocab_only, bool repack) {
 
 void SessionOptions::add_to(CLI::App* cmd) {
   auto* int8 = cmd->add_flag("--int8-act", int8_act, "W4A8: quantise activations to int8 (faster, not bit-faithful)");
-  cmd->add_flag("--f16-act", f16_act, "W4A16: round activations to fp16 (Q4_0/Q4_1/Q8_0 weights; fp16 math on ARM)")
-      ->excludes(int8);
+  auto* f16 = cmd->add_flag("--f16-act", f16_act,
+                            "W4A16: round activations to fp16 (Q4_0/Q4_1/Q8_0 weights; fp16 math on ARM)")
+                   ->excludes(int8);
+  cmd->add_flag("--static-act", static_act,
+                "W4A8 with the calibrated per-tensor activation scales stored in the model (pocketllm "
+                "calibrate-act) instead of per-block dynamic ones; implies --int8-act")
+      ->excludes(f16);
   cmd->add_flag("--no-fuse", no_fuse, "run Q/K/V and gate/up as separate jobs (to measure fusion)");
   cmd->add_flag("--profile", profile, "per-op time table on stderr and a Chrome trace (see --trace-out)");
   cmd->add_option("--trace-out", trace_out, "Chrome trace file written by --profile (opens in Perfetto)");
@@ -93,6 +98,7 @@ Session::Session(Model& m, const SessionOptions& o) {
   sp.n_threads = o.threads;
   sp.int8_activations = o.int8_act ? 1 : 0;
   sp.f16_activations = o.f16_act ? 1 : 0;
+  sp.static_activations = o.static_act ? 1 : 0;
   sp.no_fuse = o.no_fuse ? 1 : 0;
   sp.profile = o.profile ? 1 : 0;
   sp.kv_type = o.kv_type == "q8"    ? PLLM_KV_Q8
@@ -103,6 +109,12 @@ Session::Session(Model& m, const SessionOptions& o) {
   sp.n_batch = o.batch;
   sp.kv_sinks = o.kv_sinks;
   check(pllm_session_create(m.p, &sp, &p), "creating the session");
+  if (o.static_act) {
+    int32_t n_static = 0, n_dynamic = 0;
+    pllm_model_act_scale_counts(m.p, &n_static, &n_dynamic);
+    std::fprintf(stderr, "static activations: %d matrix products with a calibrated scale, %d dynamic (no scale)\n",
+                 n_static, n_dynamic);
+  }
 }
 
 void Session::report_profile(const SessionOptions& o) const {

@@ -41,6 +41,7 @@ struct SessionOptions {
   int threads = 0;
   bool int8_act = false;
   bool f16_act = false;
+  bool static_act = false;  // int8 with the file's calibrated scales (reports its counts on stderr)
   bool no_fuse = false;
   bool profile = false;
   std::string trace_out = "pocketllm-trace.json";
@@ -48,9 +49,9 @@ struct SessionOptions {
   int kv_window = 0;
   int kv_sinks = 4;
   int batch = 0;
-  std::string repack = "auto";  // --repack on|off|auto (auto: on with --int8-act)
-  bool repack_weights() const { return repack == "on" || (repack == "auto" && int8_act); }
-  // Registers --int8-act, --f16-act, --no-fuse, --profile, --trace-out and the KV options on a subcommand.
+  std::string repack = "auto";  // --repack on|off|auto (auto: on with --int8-act or --static-act)
+  bool repack_weights() const { return repack == "on" || (repack == "auto" && (int8_act || static_act)); }
+  // Registers --int8-act, --f16-act, --static-act, --no-fuse, --profile, --trace-out and the KV options on a subcommand.
   void add_to(CLI::App* cmd);
 };
 

@@ -287,6 +287,7 @@ std::function<int()> add_bench(CLI::App& app) {
                           {"int8_act", o->sess.int8_act},
                           {"f16_act", o->sess.f16_act},
                           {"repacked_tensors", repacked},
+                          {"static_act", o->sess.static_act},
                           {"fuse", !o->sess.no_fuse},
                           {"kv_type", o->sess.kv_type},
                           {"kv_window", o->sess.kv_window},
@@ -320,7 +321,10 @@ std::function<int()> add_bench(CLI::App& app) {
       return 0;
     }
     std::printf("model            %s\n", path.c_str());
-    const char* act = o->sess.int8_act ? " (int8 activations)" : o->sess.f16_act ? " (f16 activations)" : "";
+    const char* act = o->sess.static_act ? " (static int8 activations)"
+                      : o->sess.int8_act ? " (int8 activations)"
+                      : o->sess.f16_act  ? " (f16 activations)"
+                                         : "";
     std::printf("isa / threads    %s / %d%s%s\n", pllm_isa(), threads, act,
                 repacked ? (", " + std::to_string(repacked) + " tensors repacked").c_str() : "");
     std::printf("reps             %d (after one warm-up)\n", o->reps);

@@ -281,6 +281,7 @@ std::function<int()> add_perplexity(CLI::App& app) {
                                   {"bos", add_bos},
                                   {"file_tokens", tokens.size()},
                                   {"int8_act", o->sess.int8_act},
+                                  {"static_act", o->sess.static_act},
                                   {"kv_type", o->sess.kv_type},
                                   {"kv_window", o->sess.kv_window},
                                   {"kv_sinks", o->sess.kv_window > 0 ? o->sess.kv_sinks : 0},

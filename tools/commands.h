@@ -16,5 +16,6 @@ std::function<int()> add_perplexity(CLI::App& app);
 std::function<int()> add_chat_bench(CLI::App& app);
 std::function<int()> add_quantize(CLI::App& app);
 std::function<int()> add_prune(CLI::App& app);
+std::function<int()> add_calibrate_act(CLI::App& app);
 
 }  // namespace cli

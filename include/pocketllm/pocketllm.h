@@ -69,6 +69,11 @@ int32_t pllm_model_n_repacked(const pllm_model* model);
 pllm_token pllm_model_bos(const pllm_model* model); /* -1 if none */
 pllm_token pllm_model_eos(const pllm_model* model); /* -1 if none */
 int pllm_model_is_eog(const pllm_model* model, pllm_token token);
+/* Static activation scales (pocketllm.act_scale.<tensor> f32 metadata, checked at load): the
+ * number of matrix products with int8 kernels that have one (*n_static) and that have none
+ * (*n_dynamic: with static_activations they keep per-block dynamic quantisation). Either
+ * pointer may be NULL; both 0 for a vocab-only model. */
+void pllm_model_act_scale_counts(const pllm_model* model, int32_t* n_static, int32_t* n_dynamic);
 /* 1 if pllm_tokenize with add_special prepends BOS (tokenizer.ggml.add_bos_token, else the
  * tokenizer type's default), else 0. */
 int pllm_model_add_bos(const pllm_model* model);
@@ -123,6 +128,12 @@ typedef struct pllm_session_params {
   int32_t f16_activations;  /* 1: W4A16 -- round activations to fp16 once per row for Q4_0/Q4_1/Q8_0
                                weights (fp16 FMLA on ARM with FP16 arithmetic); exclusive with
                                int8_activations (pllm_session_create fails if both are set) */
+  int32_t static_activations; /* 1: int8 activations (implied) with the calibrated per-tensor steps the
+                               file carries (pocketllm.act_scale.* metadata, see
+                               pllm_model_act_scale_counts) instead of per-block absmax / 127; products
+                               without a scale keep dynamic quantisation. Fails with
+                               PLLM_ERR_INVALID_ARGUMENT when the model has no scales, or with
+                               f16_activations. */
 } pllm_session_params;
 
 pllm_session_params pllm_session_default_params(void);

@@ -112,6 +112,11 @@ int pllm_model_is_eog(const pllm_model* m, pllm_token t) {
   return m && m->model->tokenizer().is_end_of_generation(t) ? 1 : 0;
 }
 int pllm_model_add_bos(const pllm_model* m) { return m && m->model->tokenizer().add_bos() ? 1 : 0; }
+void pllm_model_act_scale_counts(const pllm_model* m, int32_t* n_static, int32_t* n_dynamic) {
+  const pllm::ActScaleCounts c = m ? m->model->act_scale_counts() : pllm::ActScaleCounts{};
+  if (n_static) *n_static = c.n_static;
+  if (n_dynamic) *n_dynamic = c.n_dynamic;
+}
 
 pllm_status pllm_inspect_file(const char* path, char** json_out) {
   return guarded([&] {
@@ -188,6 +193,7 @@ pllm_status pllm_session_create(pllm_model* m, const pllm_session_params* params
     cfg.n_threads = p.n_threads;
     cfg.int8_activations = p.int8_activations != 0;
     cfg.f16_activations = p.f16_activations != 0;
+    cfg.static_activations = p.static_activations != 0;
     cfg.fuse = p.no_fuse == 0;
     cfg.profile = p.profile != 0;
     switch (p.kv_type) {

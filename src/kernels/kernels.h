@@ -23,6 +23,10 @@ struct TypeKernels {
   size_t (*act_bytes)(int64_t n) = nullptr;
   // Convert an f32 activation row of n elements into the activation format.
   void (*quantize_act)(const float* x, void* xq, int64_t n) = nullptr;
+  // The same format with a static scale d > 0 for every block instead of each block's
+  // absmax / 127 (ref::quantize_row_q8_*_static: q = clamp(round(x / d), -127, 127)).
+  // Null where act_type is F32. SIMD versions are bit-identical to the scalar twins.
+  void (*quantize_act_static)(const float* x, void* xq, int64_t n, float d) = nullptr;
   // Dot product of one weight row (n elements, this type) with a converted activation row.
   float (*vec_dot)(int64_t n, const void* w_row, const void* xq) = nullptr;
   // Dequantize one weight row (n elements) to f32.

@@ -22,6 +22,7 @@ size_t max_act_row_bytes(int64_t n) {
 namespace {
 
 constexpr int kMaxTargets = 4;
+static_assert(kMaxActFormats >= kMaxTargets, "one activation slot per target at most");
 constexpr int kGroup = 4;  // token rows per fused exact-mode kernel call
 
 struct Plan {
@@ -30,6 +31,7 @@ struct Plan {
   bool f16[kMaxTargets];      // W4A16 kernels (f16 mode, type has them)
   int64_t first_task[kMaxTargets + 1];
   TensorType slot_type[kMaxActFormats];
+  float slot_scale[kMaxActFormats];  // static step, or 0: dynamic absmax / 127 per block
   const TypeKernels* slot_tk[kMaxActFormats];
   int n_slots = 0;
 };
@@ -54,7 +56,8 @@ void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_t
   const int64_t n_chunks_target = int64_t(pool.size()) * 4;
   int64_t chunk = std::max<int64_t>(16, (total_rows + n_chunks_target - 1) / n_chunks_target);
   // Prefill in int8 mode runs the tiled GEMM, which works on 16-row panels.
-  const bool gemm = mode == ActMode::int8 && n_tok > 1;
+  const bool int8 = mode == ActMode::int8 || mode == ActMode::int8_static;
+  const bool gemm = int8 && n_tok > 1;
   bool any_panels = false;
   for (const MatmulTarget& t : targets) any_panels = any_panels || t.W->panels;
   if (gemm || any_panels) chunk = (chunk + 15) / 16 * 16;  // (kPanelRows = 16)
@@ -68,11 +71,15 @@ void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_t
     p.act_slot[i] = -1;
     p.f16[i] = mode == ActMode::f16 && tk.vec_dot_f16act != nullptr;
     any_f16 = any_f16 || p.f16[i];
-    if (mode == ActMode::int8 && tk.act_type != TensorType::F32) {
+    if (int8 && tk.act_type != TensorType::F32) {
+      // Targets that share X share a quantised copy when format and step agree (the
+      // model gives products with one input one scale, so Q/K/V and gate/up share).
+      const float scale = mode == ActMode::int8_static ? targets[i].W->act_scale : 0.0f;
       int slot = 0;
-      while (slot < p.n_slots && p.slot_type[slot] != tk.act_type) ++slot;
+      while (slot < p.n_slots && (p.slot_type[slot] != tk.act_type || p.slot_scale[slot] != scale)) ++slot;
       if (slot == p.n_slots) {
         p.slot_type[p.n_slots] = tk.act_type;
+        p.slot_scale[p.n_slots] = scale;
         p.slot_tk[p.n_slots++] = &tk;
       }
       p.act_slot[i] = slot;
@@ -97,7 +104,9 @@ void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_t
   if (p.n_slots > 0) {
     auto quantize = [&](int64_t task) {
       const int slot = int(task / n_tok), t = int(task % n_tok);
-      p.slot_tk[slot]->quantize_act(X + t * cols, s.act_q + slot * slot_bytes + t * s.act_row_stride, cols);
+      uint8_t* xq = s.act_q + slot * slot_bytes + t * s.act_row_stride;
+      if (p.slot_scale[slot] > 0.0f) p.slot_tk[slot]->quantize_act_static(X + t * cols, xq, cols, p.slot_scale[slot]);
+      else p.slot_tk[slot]->quantize_act(X + t * cols, xq, cols);
     };
     // A row or two quantise in well under a microsecond: cheaper on this thread than a
     // hand-off to the pool (decode would otherwise pay one extra job per product).

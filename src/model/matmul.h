@@ -18,10 +18,14 @@ namespace pllm {
 //   f16:   W4A16: activations are rounded once per row to IEEE half and weight blocks
 //          decoded in registers (fp16 FMLA on ARM with FP16 arithmetic, F16C loads + f32
 //          FMA on x86) for Q4_0, Q4_1 and Q8_0; other weight types take the exact path.
-enum class ActMode { exact, int8, f16 };
+//   int8_static: int8 with a calibrated per-tensor step (Matrix::act_scale) for every
+//          block instead of each block's absmax / 127: q = clamp(round(x / d), -127, 127).
+//          Same integer kernels. Matrices without a scale (act_scale 0) quantise dynamically.
+enum class ActMode { exact, int8, f16, int8_static };
 
-// Distinct int8 activation formats a group may need at once (Q8_0, Q8_1-style, Q8_K).
-inline constexpr int kMaxActFormats = 3;
+// Quantised copies of X a group may need at once: one per (activation format, static
+// scale) pair, so at most one per target (kMaxTargets in matmul.cpp).
+inline constexpr int kMaxActFormats = 4;
 
 struct MatmulScratch {
   uint8_t* act_q;         // [kMaxActFormats][n_batch][act_row_stride] quantised activations

@@ -75,6 +75,7 @@ Result<std::shared_ptr<Model>> Model::load_impl(const std::string& path, bool vo
                                                  "' is not supported (supported: " + supported_arch_names() + ")");
     PLLM_ASSIGN(m->config_, m->arch_->read_config(*file));
     PLLM_TRY(m->arch_->load_weights(*file, m->config_, m->weights_));
+    PLLM_ASSIGN(m->act_scale_counts_, apply_act_scales(*file, m->weights_));
     m->config_.n_vocab = static_cast<int>(m->weights_.token_embd.rows);
     if (m->config_.n_vocab != m->tokenizer_->n_vocab())
       return make_error(Status::bad_format, path + ": tokenizer has " + std::to_string(m->tokenizer_->n_vocab()) +

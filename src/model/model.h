@@ -11,6 +11,7 @@
 #include "base/result.h"
 #include "base/thread_pool.h"
 #include "gguf/gguf.h"
+#include "model/act_scales.h"
 #include "model/config.h"
 #include "model/weights.h"
 #include "tokenizer/chat_template.h"
@@ -86,6 +87,8 @@ class Model {
   uint64_t identity() const { return identity_; }
   // Tensors held as panels (0 unless loaded with repack on a CPU with panel kernels).
   int repacked_tensors() const { return repacked_tensors_; }
+  // How many matrix products have a static activation scale in the file (model/act_scales.h).
+  const ActScaleCounts& act_scale_counts() const { return act_scale_counts_; }
 
   // Runs n tokens at positions [pos0, pos0 + n) through the model, writing their K/V into
   // the state's cache. logits: nullptr, or n_vocab floats for the last token (all_logits
@@ -109,6 +112,7 @@ class Model {
   uint64_t identity_ = 0;
   std::vector<AlignedBuffer<uint8_t>> repacked_;  // panel storage of repacked matrices
   int repacked_tensors_ = 0;
+  ActScaleCounts act_scale_counts_;
 };
 
 }  // namespace pllm

@@ -14,6 +14,13 @@ inline int clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v
 // Round half to even, independent of the current rounding mode's surprises.
 inline int round_even(float v) { return static_cast<int>(std::nearbyint(v)); }
 
+// The static quantisers' rounding: clamp in float first (also maps NaN to the low end
+// deterministically), then round half to even.
+inline int8_t static_q(float x, float id) {
+  const float v = std::fmin(std::fmax(x * id, -127.0f), 127.0f);
+  return static_cast<int8_t>(round_even(v));
+}
+
 }  // namespace
 
 void get_scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
@@ -388,6 +395,42 @@ void quantize_row_q8_K(const float* x, block_q8_K* y, int64_t n) {
 void dequantize_row_q8_K(const block_q8_K* x, float* y, int64_t n) {
   for (int64_t b = 0; b < n / QK_K; ++b) {
     for (int j = 0; j < QK_K; ++j) y[b * QK_K + j] = x[b].d * static_cast<float>(x[b].qs[j]);
+  }
+}
+
+// ---------------------------------------------------------------- static activation scales
+void quantize_row_q8_0_static(const float* x, block_q8_0* y, int64_t n, float d) {
+  const uint16_t dh = fp32_to_fp16(d);
+  const float id = 1.0f / fp16_to_fp32(dh);
+  for (int64_t b = 0; b < n / QK8_0; ++b, x += QK8_0) {
+    y[b].d = dh;
+    for (int j = 0; j < QK8_0; ++j) y[b].qs[j] = static_q(x[j], id);
+  }
+}
+
+void quantize_row_q8_1_static(const float* x, block_q8_1* y, int64_t n, float d) {
+  const float id = 1.0f / d;
+  for (int64_t b = 0; b < n / QK8_1; ++b, x += QK8_1) {
+    int sum = 0;
+    for (int j = 0; j < QK8_1; ++j) {
+      y[b].qs[j] = static_q(x[j], id);
+      sum += y[b].qs[j];
+    }
+    y[b].d = d;
+    y[b].s = d * static_cast<float>(sum);
+  }
+}
+
+void quantize_row_q8_K_static(const float* x, block_q8_K* y, int64_t n, float d) {
+  const float id = 1.0f / d;
+  for (int64_t b = 0; b < n / QK_K; ++b, x += QK_K) {
+    for (int j = 0; j < QK_K; ++j) y[b].qs[j] = static_q(x[j], id);
+    for (int g = 0; g < QK_K / 16; ++g) {
+      int s = 0;
+      for (int l = 0; l < 16; ++l) s += y[b].qs[16 * g + l];
+      y[b].bsums[g] = static_cast<int16_t>(s);
+    }
+    y[b].d = d;
   }
 }
 

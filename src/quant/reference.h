@@ -63,4 +63,14 @@ void dequantize_row_q8_1(const block_q8_1* x, float* y, int64_t n);
 void quantize_row_q8_K(const float* x, block_q8_K* y, int64_t n);
 void dequantize_row_q8_K(const block_q8_K* x, float* y, int64_t n);
 
+// Static scale d > 0 (a calibrated per-tensor constant) instead of amax / 127: every
+// block gets the same step, q = clamp(nearbyint(x * (1 / d)), -127, 127) (values past
+// the threshold 127 d are clipped; the clamp is on the float, so NaN/inf are defined).
+// Q8_0 blocks store d as fp16, so there d is rounded to fp16 first and 1/d taken of the
+// rounded value (the step the dot kernel will multiply by). The sums (q8_1's s, q8_K's
+// bsums) are of the clamped q, as in the dynamic formats.
+void quantize_row_q8_0_static(const float* x, block_q8_0* y, int64_t n, float d);
+void quantize_row_q8_1_static(const float* x, block_q8_1* y, int64_t n, float d);
+void quantize_row_q8_K_static(const float* x, block_q8_K* y, int64_t n, float d);
+
 }  // namespace pllm::ref

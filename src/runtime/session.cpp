@@ -11,9 +11,10 @@ namespace pllm {
 Session::Session(std::shared_ptr<const Model> model, int n_ctx, int n_threads, const SessionConfig& cfg)
     : model_(std::move(model)), pool_(n_threads) {
   state_ = std::make_unique<ForwardState>(model_->config(), n_ctx, std::min(cfg.n_batch, n_ctx), pool_,
-                                          cfg.int8_activations  ? ActMode::int8
-                                          : cfg.f16_activations ? ActMode::f16
-                                                                : ActMode::exact,
+                                          cfg.static_activations ? ActMode::int8_static
+                                          : cfg.int8_activations ? ActMode::int8
+                                          : cfg.f16_activations  ? ActMode::f16
+                                                                 : ActMode::exact,
                                           cfg.kv);
   state_->cancel = &cancel_;
   state_->fuse = cfg.fuse;
@@ -33,8 +34,12 @@ Result<std::unique_ptr<Session>> Session::create(std::shared_ptr<const Model> mo
   if (cfg.n_threads < 0 || cfg.n_threads > 256)
     return make_error(Status::invalid_argument, "thread count " + std::to_string(cfg.n_threads) + " is out of range");
   if (cfg.n_batch < 1 || cfg.n_batch > 4096) return make_error(Status::invalid_argument, "bad batch size");
-  if (cfg.int8_activations && cfg.f16_activations)
+  if ((cfg.int8_activations || cfg.static_activations) && cfg.f16_activations)
     return make_error(Status::invalid_argument, "int8 and f16 activations cannot both be enabled");
+  if (cfg.static_activations && model->act_scale_counts().n_static == 0)
+    return make_error(Status::invalid_argument,
+                      "static activations need calibrated scales, and " + model->file().path() +
+                          " has none (no pocketllm.act_scale.* metadata; pocketllm calibrate-act writes them)");
   PLLM_TRY(KvCache::validate(model->config(), cfg.kv));
   const int n_ctx = cfg.n_ctx > 0 ? cfg.n_ctx : std::min(model->config().n_ctx_train, 4096);
   const int n_threads = cfg.n_threads > 0 ? cfg.n_threads : default_thread_count();

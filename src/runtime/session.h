@@ -22,6 +22,10 @@ struct SessionConfig {
   int n_batch = 64;   // tokens per forward() during prefill
   bool int8_activations = false;  // W4A8/W8A8 integer kernels instead of exact f32 activations
   bool f16_activations = false;   // W4A16: fp16 activations (Q4_0/Q4_1/Q8_0); exclusive with int8
+  // int8 activations with the file's calibrated per-tensor steps (model/act_scales.h) instead
+  // of per-block absmax; implies int8; products without a scale stay dynamic. The model
+  // must have at least one scale.
+  bool static_activations = false;
   bool fuse = true;               // one pool job for Q/K/V and for gate/up (false: --no-fuse)
   bool profile = false;           // record per-op timings (Tracer)
   KvOptions kv;                   // KV storage type, sliding window and sinks

@@ -197,6 +197,24 @@ TEST_F(Api, F16ActivationsSession) {
   EXPECT_NE(std::string(pllm_last_error()).find("f16"), std::string::npos) << pllm_last_error();
 }
 
+// The real model carries no static activation scales: every int8 product counts as
+// dynamic, and a static-activation session is refused with a message that says why.
+TEST_F(Api, StaticActivationsNeedScales) {
+  int32_t n_static = -1, n_dynamic = -1;
+  pllm_model_act_scale_counts(model_, &n_static, &n_dynamic);
+  EXPECT_EQ(n_static, 0);
+  EXPECT_EQ(n_dynamic, 30 * 7 + 1);  // SmolLM2: 30 layers x 7 products + the output head
+  pllm_model_act_scale_counts(nullptr, &n_static, nullptr);
+  EXPECT_EQ(n_static, 0);
+  pllm_session_params sp = pllm_session_default_params();
+  sp.n_ctx = 64;
+  sp.static_activations = 1;
+  pllm_session* s = nullptr;
+  EXPECT_EQ(pllm_session_create(model_, &sp, &s), PLLM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(s, nullptr);
+  EXPECT_NE(std::string(pllm_last_error()).find("pocketllm.act_scale"), std::string::npos) << pllm_last_error();
+}
+
 // Prefix cache through the C API: a second session restores the first one's prompt prefix
 // and generates the same greedy tokens; the cache outlives its handle while in use.
 TEST_F(Api, PrefixCacheRestoresInAnotherSession) {

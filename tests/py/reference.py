@@ -55,6 +55,18 @@ products accumulated in f32 by numpy's sgemm), the dominant rounding of the
 engine's default (exact) mode; it is used to check the exact-mode tolerances'
 headroom the same way.
 
+`act_static={tensor name: d}` simulates `--static-act`: the input of every matmul
+whose weight is block-quantised and named in the dict is rounded with that fixed step,
+q = clip(rint(x / d), -127, 127) (d rounded to fp16 first where the activation blocks
+are Q8_0-style: Q4_0/Q5_0/Q8_0 weights; f32 for Q4_1/Q5_1 and the K-quants); block-
+quantised weights not in the dict get the dynamic act_quant rounding, float weights
+none. The dict must already hold the step the engine uses for each product (products
+sharing an input share one step; the caller applies that rule). Like act_f16 this is
+what the engine computes, up to f32 arithmetic and the rare rounding ties it moves.
+
+`observe=callable(name, x)` is called with every matmul input (float64 [n_tok, cols])
+before any rounding: the tests calibrate static scales from it.
+
 `act_f16=True` rounds the input of every matmul whose weight is Q4_0, Q4_1 or Q8_0
 to IEEE half (round to nearest even) -- exactly the activation format of the
 engine's W4A16 mode (`--f16-act`); matmuls with other weight types keep float64
@@ -76,6 +88,8 @@ FLOAT_TYPES = {"F32", "F16", "BF16"}
 K_TYPES = {"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"}
 # Weight types with W4A16 kernels (fp16 activations); the rest keep f32 activations.
 F16_ACT_TYPES = {"Q4_0", "Q4_1", "Q8_0"}
+# Weight types whose int8 activation blocks store the step as fp16 (Q8_0-style blocks).
+Q8_0_ACT_TYPES = {"Q4_0", "Q5_0", "Q8_0"}
 
 
 @dataclass
@@ -185,9 +199,18 @@ class Reference:
 
     # -- pieces -------------------------------------------------------------
 
+    _act_static: dict | None = None
+    _observe = None
+
     def _mm(self, x: np.ndarray, name: str, act_quant: bool,
             f32_matmul: bool = False, act_f16: bool = False) -> np.ndarray:
         w = self.w[name]
+        if self._observe is not None:
+            self._observe(name, x)
+        if self._act_static is not None:
+            d = self._act_static.get(name)
+            x = (simulate_static_act_quant(x, self.wtype[name], d) if d is not None
+                 else simulate_act_quant(x, self.wtype[name]))
         if act_quant:
             x = simulate_act_quant(x, self.wtype[name])
         if act_f16 and self.wtype[name] in F16_ACT_TYPES:
@@ -233,7 +256,8 @@ class Reference:
                 f32_matmul: bool = False, act_f16: bool = False, rms_eps: float | None = None,
                 rope_base: float | None = None, rope_mode: str | None = None, use_rope_freqs: bool = True,
                 use_bias: bool = True, output_name: str | None = None,
-                kv_dtype: str = "f16", window: int = 0, sinks: int = 0) -> np.ndarray:
+                kv_dtype: str = "f16", window: int = 0, sinks: int = 0,
+                act_static: dict | None = None, observe=None) -> np.ndarray:
         """Logits (float64) for every position of `ids` (from position 0), or only
         the last one. The keyword overrides exist for sensitivity checks.
 
@@ -243,6 +267,17 @@ class Reference:
         most recent window - sinks positions; the sinks are placed right before the oldest
         visible window position (their keys are rotated at lo - sinks + j, computed here
         from the un-rotated keys, independently of how the engine does it)."""
+        if act_static is not None or observe is not None:
+            self._act_static, self._observe = act_static, observe
+            try:
+                return self.forward(ids, last_only=last_only, act_quant=act_quant,
+                                    f32_matmul=f32_matmul, act_f16=act_f16, rms_eps=rms_eps,
+                                    rope_base=rope_base, rope_mode=rope_mode,
+                                    use_rope_freqs=use_rope_freqs, use_bias=use_bias,
+                                    output_name=output_name, kv_dtype=kv_dtype, window=window,
+                                    sinks=sinks)
+            finally:
+                self._act_static, self._observe = None, None
 
         if self.hp.arch == "gemma3":
             return self._forward_gemma3(ids, last_only=last_only, act_quant=act_quant,
@@ -503,6 +538,16 @@ def simulate_act_quant(x: np.ndarray, wtype: str) -> np.ndarray:
     safe = np.where(d == 0, 1.0, d)
     q = np.clip(np.rint(xb / safe), -127, 127)
     return (q * d).reshape(n_tok, n)
+
+
+def simulate_static_act_quant(x: np.ndarray, wtype: str, d: float) -> np.ndarray:
+    """Round activation rows with one fixed step d (see module doc: act_static)."""
+    if wtype in FLOAT_TYPES:
+        return x
+    step = np.float64(np.float32(d))
+    if wtype in Q8_0_ACT_TYPES:
+        step = np.float64(np.float16(step))
+    return np.clip(np.rint(x / step), -127, 127) * step
 
 
 def compare(got: np.ndarray, ref: np.ndarray) -> dict:

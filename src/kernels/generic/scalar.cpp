@@ -33,6 +33,15 @@ void quantize_act_q8_1(const float* x, void* xq, int64_t n) {
 void quantize_act_q8_K(const float* x, void* xq, int64_t n) {
   ref::quantize_row_q8_K(x, static_cast<block_q8_K*>(xq), n);
 }
+void quantize_act_static_q8_0(const float* x, void* xq, int64_t n, float d) {
+  ref::quantize_row_q8_0_static(x, static_cast<block_q8_0*>(xq), n, d);
+}
+void quantize_act_static_q8_1(const float* x, void* xq, int64_t n, float d) {
+  ref::quantize_row_q8_1_static(x, static_cast<block_q8_1*>(xq), n, d);
+}
+void quantize_act_static_q8_K(const float* x, void* xq, int64_t n, float d) {
+  ref::quantize_row_q8_K_static(x, static_cast<block_q8_K*>(xq), n, d);
+}
 
 // ------------------------------------------------------------ dequantize
 void dequant_f32(const void* w, float* y, int64_t n) {
@@ -297,6 +306,12 @@ void fill_scalar(KernelTable& t) {
   set(t, T::Q8_0, T::Q8_0, act_bytes_q8_0, quantize_act_q8_0, vec_dot_q8_0, dequant_q8_0);
   set(t, T::Q4_K, T::Q8_K, act_bytes_q8_K, quantize_act_q8_K, vec_dot_q4_K, dequant_q4_K);
   set(t, T::Q6_K, T::Q8_K, act_bytes_q8_K, quantize_act_q8_K, vec_dot_q6_K, dequant_q6_K);
+  for (TypeKernels& k : t.types) {
+    if (!k.available) continue;
+    if (k.act_type == T::Q8_0) k.quantize_act_static = quantize_act_static_q8_0;
+    if (k.act_type == T::Q8_1) k.quantize_act_static = quantize_act_static_q8_1;
+    if (k.act_type == T::Q8_K) k.quantize_act_static = quantize_act_static_q8_K;
+  }
   set_exact<32, 32 * sizeof(float), dequant_f32>(t, T::F32);
   set_exact<32, 32 * sizeof(uint16_t), dequant_f16>(t, T::F16);
   set_exact<32, 32 * sizeof(uint16_t), dequant_bf16>(t, T::BF16);

@@ -141,6 +141,56 @@ void quantize_act_q8_K(const float* x, void* xq, int64_t n) {
   }
 }
 
+// Static scale (ref::quantize_row_q8_*_static): x * id clamped to +-127 in float before
+// the conversion, so the packs never saturate and the result equals the scalar twin.
+inline void quant32_static(const float* x, __m256 id, int8_t* q, int* sum) {
+  const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+  auto c = [&](const float* p) { return _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(_mm256_loadu_ps(p), id), lo), hi); };
+  const __m256i i0 = _mm256_cvtps_epi32(c(x)), i1 = _mm256_cvtps_epi32(c(x + 8));
+  const __m256i i2 = _mm256_cvtps_epi32(c(x + 16)), i3 = _mm256_cvtps_epi32(c(x + 24));
+  if (sum) *sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3)));
+  const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+  const __m256i r = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), r);
+}
+
+void quantize_act_static_q8_0(const float* x, void* xq, int64_t n, float d) {
+  block_q8_0* y = static_cast<block_q8_0*>(xq);
+  const uint16_t dh = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+  const __m256 id = _mm256_set1_ps(1.0f / h2f(dh));  // the step the dot multiplies by
+  for (int64_t b = 0; b < n / QK8_0; ++b, x += QK8_0) {
+    y[b].d = dh;
+    quant32_static(x, id, y[b].qs, nullptr);
+  }
+}
+
+void quantize_act_static_q8_1(const float* x, void* xq, int64_t n, float d) {
+  block_q8_1* y = static_cast<block_q8_1*>(xq);
+  const __m256 id = _mm256_set1_ps(1.0f / d);
+  for (int64_t b = 0; b < n / QK8_1; ++b, x += QK8_1) {
+    int sum;
+    quant32_static(x, id, y[b].qs, &sum);
+    y[b].d = d;
+    y[b].s = d * static_cast<float>(sum);
+  }
+}
+
+void quantize_act_static_q8_K(const float* x, void* xq, int64_t n, float d) {
+  block_q8_K* y = static_cast<block_q8_K*>(xq);
+  const __m256 id = _mm256_set1_ps(1.0f / d);
+  for (int64_t b = 0; b < n / QK_K; ++b, x += QK_K) {
+    for (int j = 0; j < QK_K / 32; ++j) {
+      int s0;
+      quant32_static(x + 32 * j, id, y[b].qs + 32 * j, &s0);
+      int lo = 0;  // the first 16 of the 32: their sum apart (bsums are per 16)
+      for (int l = 0; l < 16; ++l) lo += y[b].qs[32 * j + l];
+      y[b].bsums[2 * j] = static_cast<int16_t>(lo);
+      y[b].bsums[2 * j + 1] = static_cast<int16_t>(s0 - lo);
+    }
+    y[b].d = d;
+  }
+}
+
 // ------------------------------------------------------------ quantised dots
 float vec_dot_q4_0(int64_t n, const void* w_row, const void* xq) {
   const block_q4_0* w = static_cast<const block_q4_0*>(w_row);
@@ -825,6 +875,12 @@ void fill_avx2(KernelTable& t) {
   at(TensorType::Q4_K).dequantize_row = dequant_q4_K;
   at(TensorType::Q6_K).quantize_act = quantize_act_q8_K;
   at(TensorType::Q6_K).vec_dot = vec_dot_q6_K;
+  for (TypeKernels& k : t.types) {  // the AVX-512 table keeps these
+    if (!k.available) continue;
+    if (k.act_type == TensorType::Q8_0) k.quantize_act_static = quantize_act_static_q8_0;
+    if (k.act_type == TensorType::Q8_1) k.quantize_act_static = quantize_act_static_q8_1;
+    if (k.act_type == TensorType::Q8_K) k.quantize_act_static = quantize_act_static_q8_K;
+  }
   t.dot_f32 = dot_f32;
   t.axpy_f32 = axpy_f32;
 }
