@@ -30,7 +30,7 @@ size_t held_back(std::string_view text, const std::vector<std::string>& stops) {
 // Restores the longest cached block-aligned prefix of tokens with common < n <= max (the
 // session holds tokens[0, common)); returns n, or 0 when nothing was restored.
 size_t restore_from_cache(Session& s, PrefixCache& pc, std::span<const int32_t> tokens, size_t common, size_t max) {
-  auto hit = pc.lookup(s.kv_cache().type(), tokens, common, max);
+  auto hit = pc.lookup(s.kv_cache().type(), tokens, common, max, s.compute_tag());
   if (!hit.snapshot) return 0;
   auto r = s.restore_prefix(*hit.snapshot, /*verified=*/true);
   if (!r.ok()) {  // the session is unchanged; forget the entry
@@ -45,9 +45,9 @@ size_t restore_from_cache(Session& s, PrefixCache& pc, std::span<const int32_t> 
 void offer_to_cache(Session& s, PrefixCache& pc, std::span<const int32_t> tokens) {
   const size_t nb = tokens.size() / PrefixCache::kBlock * PrefixCache::kBlock;
   const KvType type = s.kv_cache().type();
-  if (nb == 0 || s.history().size() < nb || pc.contains(type, tokens.first(nb))) return;
+  if (nb == 0 || s.history().size() < nb || pc.contains(type, tokens.first(nb), s.compute_tag())) return;
   auto snap = s.save_prefix(nb);
-  if (snap.ok()) pc.insert(type, tokens.first(nb), std::move(*snap));
+  if (snap.ok()) pc.insert(type, tokens.first(nb), std::move(*snap), s.compute_tag());
 }
 
 }  // namespace

@@ -82,11 +82,12 @@ PrefixCache::~PrefixCache() {
   if (writer_.joinable()) writer_.join();
 }
 
-uint64_t PrefixCache::key(KvType type, std::span<const int32_t> tokens, size_t n_blocks) const {
+uint64_t PrefixCache::key(KvType type, std::span<const int32_t> tokens, size_t n_blocks, uint32_t compute_tag) const {
   Hasher seed(0x50524658ull);
   seed.update_u64(model_id_);
   seed.update_u64(uint64_t(type));
   seed.update_u64(kBlock);
+  if (compute_tag != 0) seed.update_u64(0x4143540000000000ull | compute_tag);  // exact mode keeps its old keys
   uint64_t k = seed.digest();
   for (size_t b = 0; b < n_blocks; ++b) {
     Hasher h(k);
@@ -118,12 +119,12 @@ void PrefixCache::put_ram(uint64_t key, std::shared_ptr<const std::vector<uint8_
 }
 
 PrefixCache::Hit PrefixCache::lookup(KvType type, std::span<const int32_t> tokens, size_t min_tokens,
-                                     size_t max_tokens) {
+                                     size_t max_tokens, uint32_t compute_tag) {
   const size_t max_blocks = std::min(max_tokens, tokens.size()) / kBlock;
   const size_t min_blocks = min_tokens / kBlock;  // a hit must cover more than min_tokens
   if (max_blocks == 0 || max_blocks * kBlock <= min_tokens) return {};
   std::vector<uint64_t> keys(max_blocks + 1);
-  keys[0] = key(type, tokens, 0);
+  keys[0] = key(type, tokens, 0, compute_tag);
   for (size_t b = 1; b <= max_blocks; ++b) {  // the chain, one block at a time
     Hasher h(keys[b - 1]);
     h.update(tokens.data() + (b - 1) * kBlock, kBlock * sizeof(int32_t));
@@ -154,15 +155,16 @@ PrefixCache::Hit PrefixCache::lookup(KvType type, std::span<const int32_t> token
   return {};
 }
 
-bool PrefixCache::contains(KvType type, std::span<const int32_t> tokens) {
-  const uint64_t k = key(type, tokens, tokens.size() / kBlock);
+bool PrefixCache::contains(KvType type, std::span<const int32_t> tokens, uint32_t compute_tag) {
+  const uint64_t k = key(type, tokens, tokens.size() / kBlock, compute_tag);
   std::lock_guard lk(mu_);
   return ram_.count(k) != 0;
 }
 
-void PrefixCache::insert(KvType type, std::span<const int32_t> tokens, std::vector<uint8_t> snapshot) {
+void PrefixCache::insert(KvType type, std::span<const int32_t> tokens, std::vector<uint8_t> snapshot,
+                         uint32_t compute_tag) {
   if (tokens.empty() || tokens.size() % kBlock != 0) return;
-  const uint64_t k = key(type, tokens, tokens.size() / kBlock);
+  const uint64_t k = key(type, tokens, tokens.size() / kBlock, compute_tag);
   auto bytes = std::make_shared<const std::vector<uint8_t>>(std::move(snapshot));
   {
     std::lock_guard lk(mu_);

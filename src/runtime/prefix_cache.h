@@ -74,11 +74,14 @@ class PrefixCache {
   // The longest cached block-aligned prefix of tokens with min_tokens < n <= max_tokens
   // (RAM first, then disk); snapshot null when there is none. A returned snapshot has been
   // checksummed (when read from disk) or was made by this process.
-  Hit lookup(KvType type, std::span<const int32_t> tokens, size_t min_tokens, size_t max_tokens);
+  // compute_tag (every call): how the KV was computed, part of the key so that sessions in
+  // different activation modes never share entries (Session::compute_tag; 0 = exact).
+  Hit lookup(KvType type, std::span<const int32_t> tokens, size_t min_tokens, size_t max_tokens,
+             uint32_t compute_tag = 0);
   // Whether tokens (a whole number of blocks) is cached in RAM (disk: not checked).
-  bool contains(KvType type, std::span<const int32_t> tokens);
+  bool contains(KvType type, std::span<const int32_t> tokens, uint32_t compute_tag = 0);
   // Adds the snapshot of tokens (a whole number of blocks) to RAM and queues it for disk.
-  void insert(KvType type, std::span<const int32_t> tokens, std::vector<uint8_t> snapshot);
+  void insert(KvType type, std::span<const int32_t> tokens, std::vector<uint8_t> snapshot, uint32_t compute_tag = 0);
   // Forgets an entry that failed to restore (and deletes its file).
   void drop(uint64_t key, const std::string& why);
   void count_tokens(size_t restored, size_t computed);
@@ -88,7 +91,7 @@ class PrefixCache {
   uint64_t model_id() const { return model_id_; }
 
   // Key of tokens[0, n_blocks * kBlock).
-  uint64_t key(KvType type, std::span<const int32_t> tokens, size_t n_blocks) const;
+  uint64_t key(KvType type, std::span<const int32_t> tokens, size_t n_blocks, uint32_t compute_tag = 0) const;
 
  private:
   PrefixCache(uint64_t model_id, const PrefixCacheParams& p, Warn warn);

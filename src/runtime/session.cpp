@@ -149,4 +149,6 @@ Result<void> Session::eval_last(std::span<const int32_t> tokens) {
   return run(tokens, logits_.data(), false);
 }
 
+uint32_t Session::compute_tag() const { return uint32_t(state_->act_mode); }
+
 }  // namespace pllm

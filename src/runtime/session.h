@@ -54,6 +54,9 @@ class Session {
   // True when every layer has a sliding window: no context limit.
   bool unbounded() const { return state_->kv.unbounded(); }
   const KvCache& kv_cache() const { return state_->kv; }
+  // How this session computes its KV (the activation mode; 0 = exact): the prefix cache keys
+  // on it, so a prefix computed with int8 activations is never restored into an exact session.
+  uint32_t compute_tag() const;
 
   // KV snapshot (model/kv_snapshot.h) of the first n history tokens: their KV slots plus the
   // tokens. Errors when the cache has a window, n > history().size(), or (q4) n is not a

@@ -163,7 +163,7 @@ TEST(GgufWriter, BadTensorsAreErrors) {
   // such as /dev/null, which a regression here must not be able to clobber).
   const std::string fifo = tmp_path("fifo");
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
-  for (const std::string p : {fifo, ::testing::TempDir()}) {
+  for (const std::string& p : {fifo, ::testing::TempDir()}) {
     auto dev = w.write(p);
     ASSERT_FALSE(dev.ok()) << p;
     EXPECT_NE(dev.error().message.find("not a regular file"), std::string::npos) << dev.error().message;

@@ -229,6 +229,32 @@ TEST_F(PrefixCacheTest, WindowedSessionsBypassTheCache) {
   EXPECT_EQ(pc->stats().inserts, 0u);
 }
 
+// KV computed with int8 activations differs from exact KV: sessions in different activation
+// modes sharing one cache never restore each other's entries; the same mode does.
+TEST_F(PrefixCacheTest, ActivationModesDoNotShareEntries) {
+  auto pc = cache(size_t(1) << 30);
+  auto make = [&](bool int8) {
+    SessionConfig c;
+    c.n_ctx = 512;
+    c.n_threads = 1;
+    c.int8_activations = int8;
+    auto s = Session::create(g_model, c);
+    EXPECT_TRUE(s.ok());
+    (*s)->set_prefix_cache(pc);
+    return std::move(*s);
+  };
+  const std::vector<int32_t> p = tokens(150);
+  auto exact = make(false);
+  EXPECT_EQ(gen(*exact, p).st.n_restored, 0);
+  auto int8 = make(true);
+  EXPECT_EQ(gen(*int8, p).st.n_restored, 0) << "an int8 session restored an exact-mode prefix";
+  auto int8b = make(true);
+  EXPECT_EQ(gen(*int8b, p).st.n_restored, 128) << "same mode must still share";
+  auto exact2 = make(false);
+  EXPECT_EQ(gen(*exact2, p).st.n_restored, 128);
+  EXPECT_NE(exact->compute_tag(), int8->compute_tag());
+}
+
 // Prewarm (Session::prewarm): a finished prewarm is reused by generate(); one superseded by
 // generate() mid-way leaves the output unchanged; prewarm restores from and fills the cache.
 TEST_F(PrefixCacheTest, PrewarmIsPickedUpAndSupersededCleanly) {
