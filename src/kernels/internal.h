@@ -47,8 +47,8 @@ void fill_rows_neon(KernelTable& t);           // arm/rows_neon.cpp (baseline NE
 void fill_rows_neon_dotprod(KernelTable& t);   // arm/rows_neon.cpp (int8 kernels need dotprod)
 
 // ARM i8mm level: the dotprod table plus SMMLA prefill GEMM (arm/gemm_i8mm.cpp, +i8mm flags).
-// SwiGLU: the scalar twin (generic/scalar.cpp) and the SIMD versions.
-inline float swiglu_one(float g, float u) { return g / (1.0f + __builtin_expf(-g)) * u; }
+// SwiGLU: the scalar twin is in generic/scalar.cpp; each SIMD file keeps its own scalar
+// tail in its anonymous namespace (no inline function shared with ISA-flagged files).
 void fill_act_avx2(KernelTable& t);  // x86/act_avx2.cpp (both x86 tables)
 void fill_act_neon(KernelTable& t);  // arm/act_neon.cpp (every ARM table)
 

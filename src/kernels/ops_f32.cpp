@@ -54,10 +54,6 @@ void softmax_f32(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-void swiglu_f32(const float* g, const float* u, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
-}
-
 void geglu_f32(const float* g, const float* u, float* out, int64_t n) {
   const float k = 0.7978845608028654f;  // sqrt(2 / pi)
   for (int64_t i = 0; i < n; ++i) {

@@ -26,8 +26,7 @@ void rope_apply(float* x, int64_t n_rot, const float* cs, bool neox);
 // In-place softmax over n values; returns nothing. Stable (subtracts the max).
 void softmax_f32(float* x, int64_t n);
 
-// out = silu(g) * u
-void swiglu_f32(const float* g, const float* u, float* out, int64_t n);
+// SwiGLU (out = silu(g) * u) is KernelTable::swiglu_f32.
 
 // out = gelu(g) * u with GELU's tanh approximation (Gemma's GeGLU):
 // gelu(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))

@@ -27,6 +27,9 @@ inline float32x4_t exp4(float32x4_t x) {
   return vreinterpretq_f32_s32(vaddq_s32(vreinterpretq_s32_f32(p), e));
 }
 
+// The tail, as the scalar twin (a local copy: see internal.h on shared inline functions).
+float swiglu_tail(float g, float u) { return g / (1.0f + __builtin_expf(-g)) * u; }
+
 void swiglu(const float* g, const float* u, float* out, int64_t n) {
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) {
@@ -34,7 +37,7 @@ void swiglu(const float* g, const float* u, float* out, int64_t n) {
     const float32x4_t den = vaddq_f32(vdupq_n_f32(1.0f), exp4(vnegq_f32(gv)));
     vst1q_f32(out + i, vdivq_f32(vmulq_f32(gv, vld1q_f32(u + i)), den));
   }
-  for (; i < n; ++i) out[i] = swiglu_one(g[i], u[i]);
+  for (; i < n; ++i) out[i] = swiglu_tail(g[i], u[i]);
 }
 
 }  // namespace

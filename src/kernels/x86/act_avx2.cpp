@@ -34,6 +34,9 @@ inline __m256 exp8(__m256 x) {
   return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
 }
 
+// The tail, as the scalar twin (a local copy: see internal.h on shared inline functions).
+float swiglu_tail(float g, float u) { return g / (1.0f + __builtin_expf(-g)) * u; }
+
 void swiglu(const float* g, const float* u, float* out, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -41,7 +44,7 @@ void swiglu(const float* g, const float* u, float* out, int64_t n) {
     const __m256 den = _mm256_add_ps(_mm256_set1_ps(1.0f), exp8(_mm256_sub_ps(_mm256_setzero_ps(), gv)));
     _mm256_storeu_ps(out + i, _mm256_div_ps(_mm256_mul_ps(gv, _mm256_loadu_ps(u + i)), den));
   }
-  for (; i < n; ++i) out[i] = swiglu_one(g[i], u[i]);
+  for (; i < n; ++i) out[i] = swiglu_tail(g[i], u[i]);
 }
 
 }  // namespace
