@@ -11,6 +11,7 @@ void fill_scalar(KernelTable& t);
 // Each SIMD filler receives a copy of the scalar table and overrides what it
 // implements. Only defined when the matching source file is compiled in.
 void fill_avx2(KernelTable& t);          // x86/avx2.cpp
+void fill_act_quant_avx2(KernelTable& t);  // x86/act_quant_avx2.cpp (called by fill_avx2)
 void fill_avx512(KernelTable& t);        // x86/avx512.cpp
 void fill_neon(KernelTable& t);          // arm/neon.cpp
 void fill_neon_dotprod(KernelTable& t);  // arm/neon_dotprod.cpp
