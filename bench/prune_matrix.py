@@ -3,12 +3,14 @@
 decode speed before and after.
 
     scripts/make_corpus.sh                                   # once
-    bench/prune_matrix.py [--ratios 0.10,0.25,0.35] [--rounds 3] [--no-speed]
+    bench/prune_matrix.py [--ratios 0.10,0.25,0.35] [--head-types q4_0] [--rounds 3] [--no-speed]
 
 The importance statistics come from the first --calib-bytes of models/corpus/python-docs.txt, the
 perplexity from the text after --eval-offset (disjoint), 16 chunks of 512 tokens. Decode speed is
 `pocketllm bench -p 64 -n 128 -t 2` (exact and --int8-act), alternating the original and the pruned
-files round by round; run it on an idle machine. Results: a markdown table on stdout and
+files round by round; run it on an idle machine. --head-types adds, per type T, the original with
+only its output head re-quantised to T (`prune --output-type T` alone) and the largest ratio with
+the head at T too, so the head's share of the speed-up is measured apart from the pruning's. Results: a markdown table on stdout and
 bench/.cache/prune/results.json.
 """
 import argparse
@@ -43,6 +45,7 @@ def main():
     ap.add_argument("--calib-bytes", type=int, default=200_000)
     ap.add_argument("--eval-offset", type=int, default=250_000)
     ap.add_argument("--ratios", default="0.10,0.25,0.35")
+    ap.add_argument("--head-types", default="q4_0", help="comma-separated; empty: none")
     ap.add_argument("--chunks", type=int, default=16)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--no-speed", action="store_true")
@@ -56,11 +59,22 @@ def main():
     stats = os.path.join(CACHE, "stats.gguf")
 
     files = [("original", args.source)]
-    for r in args.ratios.split(","):
-        out = os.path.join(CACHE, f"pruned-{r}.gguf")
+    def prune(out, ratio, extra):
         imp = ["--stats", stats] if os.path.exists(stats) else ["--calib", calib, "--save-stats", stats]
-        run([args.pocketllm, "prune", args.source, out, "--ffn", r, "-t", str(args.threads)] + imp)
+        ffn = ["--ffn", ratio] if float(ratio) > 0 else []
+        run([args.pocketllm, "prune", args.source, out, "-t", str(args.threads)] + ffn + imp + extra)
+
+    ratios = args.ratios.split(",")
+    for r in ratios:
+        out = os.path.join(CACHE, f"pruned-{r}.gguf")
+        prune(out, r, [])
         files.append((f"FFN -{float(r) * 100:.0f}%", out))
+    for t in filter(None, args.head_types.split(",")):
+        for r in ("0", ratios[-1]):
+            out = os.path.join(CACHE, f"pruned-{r}-head-{t}.gguf")
+            prune(out, r, ["--output-type", t])
+            label = f"head {t}" if float(r) == 0 else f"FFN -{float(r) * 100:.0f}% + head {t}"
+            files.append((label, out))
 
     rows = []
     for label, path in files:

@@ -1,4 +1,4 @@
-// `pocketllm prune IN OUT --ffn R [--heads R] [--calib FILE | --stats FILE]`: structured
+// `pocketllm prune IN OUT --ffn R [--heads R] [--output-type T] [--calib FILE | --stats FILE]`: structured
 // pruning into a smaller standard GGUF (quantizer/prune.h). Like `quantize`, an offline
 // tool on the C++ libraries, not the C API.
 #include <cstdio>
@@ -14,6 +14,7 @@
 #include "quantizer/act_stats.h"
 #include "quantizer/calibration.h"
 #include "quantizer/prune.h"
+#include "quantizer/row_quant.h"
 
 namespace cli {
 namespace {
@@ -21,7 +22,7 @@ namespace {
 struct PruneOpts {
   std::string in, out;
   double ffn = 0.0, heads = 0.0;
-  std::string calib, stats, save_stats, requant;
+  std::string calib, stats, save_stats, requant, output_type;
   int64_t calib_tokens = 8192;
   int calib_ctx = 512;
   int threads = 0;
@@ -101,6 +102,12 @@ void report(const PruneOpts& o, const pllm::Model& model, const pllm::PrunePlan&
   else if (!pllm::plan_ffn_uniform(plan))
     std::printf("note: layers differ in FFN size; llama.cpp reads one size for every %s layer, so only pocketllm "
                 "runs this file\n", arch.c_str());
+  if (!o.output_type.empty()) {
+    const std::string head = pllm::output_head_name(model.file());
+    const pllm::TensorInfo* t = model.file().tensor(head);
+    std::printf("output head: %s %s -> %s%s\n", head.c_str(), t ? pllm::type_traits(t->type)->name : "?",
+                o.output_type.c_str(), head == "token_embd.weight" ? " (tied: the embedding changes with it)" : "");
+  }
   if (o.heads > 0.0 && plan.layers.front().keep_kv.size() == size_t(c.n_head_kv))
     std::printf("kv heads: none removed (%d per layer; %.0f%% rounds to zero groups)\n", c.n_head_kv, 100.0 * o.heads);
 }
@@ -129,11 +136,15 @@ std::function<int()> add_prune(CLI::App& app) {
   cmd->add_option("--calib-ctx", o->calib_ctx, "with --calib: tokens per chunk (default 512)");
   cmd->add_option("--requant", o->requant, "how rows that lose columns (ffn_down, attn_output) are quantised again: "
                                          "rtn, mse or act (default: act with statistics, else mse)");
-  cmd->add_option("-t,--threads", o->threads, "threads for calibration (default: performance cores)");
+  cmd->add_option("--output-type", o->output_type,
+                  "also re-quantise the output head (the tied embedding when there is no output.weight) to this "
+                  "type, e.g. q4_0: FFN pruning cannot shrink it, and it can be a third of the bytes per token");
+  cmd->add_option("-t,--threads", o->threads, "threads for calibration and re-quantisation (default: performance cores)");
   return [o]() {
     check_ratio(o->ffn, "--ffn");
     check_ratio(o->heads, "--heads");
-    if (o->ffn == 0.0 && o->heads == 0.0) fail("nothing to prune: give --ffn and/or --heads a fraction > 0");
+    if (o->ffn == 0.0 && o->heads == 0.0 && o->output_type.empty())
+      fail("nothing to prune: give --ffn and/or --heads a fraction > 0 (or --output-type)");
     if (o->calib_tokens < 1 || o->calib_ctx < 2) fail("--calib-tokens must be >= 1 and --calib-ctx >= 2");
     // Weight norms alone misrank channels badly (SmolLM2 at 10 %: perplexity 12 -> ~6000),
     // so that needs asking for; the importance normally comes from activations.
@@ -158,6 +169,8 @@ std::function<int()> add_prune(CLI::App& app) {
       po.stats = &stats;
     }
     po.requant = requant ? *requant : po.stats ? pllm::QuantMethod::act : pllm::QuantMethod::mse;
+    po.n_threads = o->threads;
+    if (!o->output_type.empty()) po.output_type = must(pllm::parse_quant_type(o->output_type));
     const pllm::PrunePlan plan = must(pllm::plan_prune(*model, po));
     report(*o, *model, plan);
 

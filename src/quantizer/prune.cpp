@@ -5,6 +5,8 @@
 #include "kernels/kernels.h"
 #include "quant/types.h"
 #include "quantizer/prune_select.h"
+#include "quantizer/row_quant.h"
+#include "quantizer/type_plan.h"
 
 namespace pllm {
 namespace {
@@ -52,7 +54,31 @@ Result<void> check_ratio(double r, const char* what) {
   return {};
 }
 
+// --output-type: a type the quantiser writes whose blocks fit the head's rows, and (for the
+// act search) statistics that cover the head.
+Result<void> check_output_type(const GgufFile& f, const PruneOptions& opts) {
+  const TensorType t = *opts.output_type;
+  const std::string name = output_head_name(f);
+  const TensorInfo* head = f.tensor(name);
+  if (!head || head->dims.size() != 2) return make_error(Status::bad_format, "the model has no 2-D '" + name + "'");
+  if (!is_output_type(t) || t == TensorType::F32 || t == TensorType::BF16)
+    return make_error(Status::invalid_argument, "--output-type " + quant_type_name(t) +
+                                                    ": give one of f16, q8_0, q6_k, q5_1, q5_0, q4_1, q4_k, q4_0");
+  if (fallback_type(t, head->dims[0]) != t)
+    return make_error(Status::invalid_argument,
+                      "--output-type " + quant_type_name(t) + ": its " + std::to_string(block_elems(t)) +
+                          "-element blocks do not fit the rows of '" + name + "' (" + std::to_string(head->dims[0]) +
+                          " elements); choose a 32-element type (q8_0, q5_1, q5_0, q4_1, q4_0) or f16");
+  if (opts.requant == QuantMethod::act && opts.stats && !opts.stats->find(name))
+    return make_error(Status::invalid_argument, "activation statistics have no entry for '" + name + "'");
+  return {};
+}
+
 }  // namespace
+
+std::string output_head_name(const GgufFile& f) {
+  return f.tensor("output.weight") ? "output.weight" : "token_embd.weight";
+}
 
 uint64_t count_parameters(const GgufFile& f) {
   uint64_t n = 0;
@@ -66,6 +92,7 @@ Result<PrunePlan> plan_prune(const Model& model, const PruneOptions& opts) {
   if (opts.requant == QuantMethod::act && !opts.stats)
     return make_error(Status::invalid_argument, "--requant act needs activation statistics (--calib or --stats)");
   if (model.vocab_only()) return make_error(Status::invalid_argument, "model was loaded vocab-only");
+  if (opts.output_type) PLLM_TRY(check_output_type(model.file(), opts));
   const ModelConfig& c = model.config();
   const ModelWeights& w = model.weights();
   PrunePlan plan;

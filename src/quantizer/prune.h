@@ -7,13 +7,16 @@
 // own run of quantised blocks, so the bytes are copied, never requantised); ffn_down and
 // attn_output lose columns: an output block that is exactly one input block (float types;
 // whole heads when head_dim is a multiple of the block) keeps its bytes, every other block
-// is dequantised, gathered and quantised again to the same type (PruneOptions::requant). Every other tensor and key is copied byte for byte. {arch}.feed_forward_length becomes an array
+// is dequantised, gathered and quantised again to the same type (PruneOptions::requant). The
+// output head is re-quantised when PruneOptions::output_type asks for it. Every other tensor and
+// key is copied byte for byte. {arch}.feed_forward_length becomes an array
 // when the layers' sizes differ (a scalar when they agree; see pruned_architecture); head counts stay one value for
 // every layer (the same fraction of groups goes from each), and key_length/value_length are
 // written so n_embd / n_head no longer has to give the head size. Provenance goes to
 // pocketllm.prune.*.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +40,12 @@ struct PruneOptions {
   // reference quantisers; mse, the block search; act, the search weighted by each column's
   // mean x² (needs stats).
   QuantMethod requant = QuantMethod::mse;
+  // Also re-quantise the output head (output.weight, or token_embd.weight when the output is
+  // tied to it, which then changes the embedding too) to this type, with `requant`'s method
+  // and the head's statistics. FFN pruning cannot shrink the head, and on small models it is
+  // a large share of the bytes every decoded token reads (SmolLM2: 31 %). Unset: copied.
+  std::optional<TensorType> output_type;
+  int n_threads = 0;  // for re-quantising the head; 0: default_thread_count()
 };
 
 struct LayerPrunePlan {
@@ -74,6 +83,9 @@ bool plan_ffn_uniform(const PrunePlan& plan);
 // sizes becomes "deci" (the llama block with per-layer sizes, in llama.cpp and here); qwen2
 // and gemma3 have no such twin and keep their name (then only this engine runs them).
 std::string pruned_architecture(const ModelConfig& c, const PrunePlan& plan);
+
+// The output head's tensor name: "output.weight", or "token_embd.weight" when tied.
+std::string output_head_name(const GgufFile& f);
 
 // Elements of every tensor of a file (the parameter count it reports).
 uint64_t count_parameters(const GgufFile& f);

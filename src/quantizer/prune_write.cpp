@@ -90,6 +90,17 @@ Result<void> add_copy(GgufWriter& out, const TensorInfo& t) {
   return out.add_tensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
 }
 
+// A whole 2-D tensor dequantised and quantised again to `type` (the output head).
+Result<void> add_requantized(GgufWriter& out, const TensorInfo& t, TensorType type, QuantMethod method,
+                             const std::vector<float>& importance, int n_threads) {
+  if (t.type == uint32_t(type)) return add_copy(out, t);  // already that type: keep the bytes
+  PLLM_ASSIGN(std::vector<float> x, dequantize_tensor(t));
+  ThreadPool pool(n_threads > 0 ? n_threads : default_thread_count());
+  std::vector<uint8_t> q = quantize_matrix(x.data(), int64_t(t.dims[1]), int64_t(t.dims[0]), type, method,
+                                           importance.empty() ? nullptr : importance.data(), pool);
+  return out.add_tensor(t.name, uint32_t(type), t.dims, std::move(q));
+}
+
 // The act search's weights for `weight`'s columns (empty without statistics for it).
 std::vector<float> importance_of(const PruneOptions& opts, const std::string& weight) {
   if (opts.requant != QuantMethod::act || !opts.stats) return {};
@@ -182,6 +193,10 @@ Result<void> build_pruned(const Model& model, const PruneOptions& opts, const Pr
   out.set_string("pocketllm.prune.importance", plan.from_activations ? "activations" : "weights");
   out.set_string("pocketllm.prune.requant", quant_method_name(opts.requant));
   out.set_string("pocketllm.prune.source", source_name);
+  if (opts.output_type)
+    out.set_string("pocketllm.prune.output_type", quant_type_name(*opts.output_type));
+  else
+    out.remove("pocketllm.prune.output_type");
   out.set_u64("pocketllm.prune.source_identity", model.identity());
   out.set_array_i32("pocketllm.prune.n_ff_before", ff_before);
   out.set_u32("pocketllm.prune.head_count_kv_before", uint32_t(c.n_head_kv));
@@ -193,9 +208,14 @@ Result<void> build_pruned(const Model& model, const PruneOptions& opts, const Pr
     out.remove("pocketllm.prune.stats_tokens");
   }
 
+  const std::string head = output_head_name(f);
   for (const TensorInfo& t : f.tensors()) {
     std::string rest;
     const int l = parse_layer(t.name, &rest);
+    if (opts.output_type && t.name == head) {
+      PLLM_TRY(add_requantized(out, t, *opts.output_type, opts.requant, importance_of(opts, t.name), opts.n_threads));
+      continue;
+    }
     if (l < 0 || shape_independent(rest)) {
       PLLM_TRY(add_copy(out, t));
       continue;

@@ -43,6 +43,10 @@ CASES = {
     "llama-Q4_K-ffn": ("llama-Q4_K", ["--ffn", "0.35"]),
     "gemma3-F32-ffn": ("gemma3-F32", ["--ffn", "0.35"]),
     "llama-ffnvar-Q8_0-ffn": ("llama-ffnvar-Q8_0", ["--ffn", "0.25"]),  # per-layer sizes -> deci
+    # --output-type: the head re-quantised too (tied: token_embd; qwen2: output.weight)
+    "llama-Q8_0-ffn-head-rtn": ("llama-Q8_0", ["--ffn", "0.35", "--output-type", "q4_0", "--requant", "rtn"]),
+    "qwen2-Q8_0-ffn-head": ("qwen2-Q8_0", ["--ffn", "0.3", "--output-type", "q4_1"]),
+    "gemma3-F32-ffn-head": ("gemma3-F32", ["--ffn", "0.35", "--output-type", "q5_0"]),
 }
 
 
@@ -197,6 +201,29 @@ def _assert_columns(orig: Raw, out: Raw, name: str, cols: np.ndarray, requant: s
     assert not np.array_equal(out_blocks[:, requantised], rtn_blocks[:, requantised]), (name, requant)
 
 
+def _assert_requantised(orig: Raw, out: Raw, name: str, type_name: str, requant: str,
+                        importance: np.ndarray | None):
+    """out[name] is all of orig[name] quantised to type_name: with rtn byte for byte what
+    gguf-py's (ggml's) quantiser makes of the values, with mse/act a (weighted) squared error
+    at most that of round-to-nearest in every block, and not the same bytes."""
+    from gguf import GGMLQuantizationType, quants
+    qtype = GGMLQuantizationType[type_name.upper()]
+    assert out.type[name] == qtype and out.shape[name] == orig.shape[name], name
+    x = orig.val[name].astype(np.float32)
+    rtn_raw = np.ascontiguousarray(quants.quantize(x, qtype)).view(np.uint8).reshape(out.raw[name].shape)
+    if requant == "rtn":
+        assert np.array_equal(out.raw[name], rtn_raw), name
+        return
+    rtn = np.asarray(quants.dequantize(rtn_raw, qtype), dtype=np.float64)
+    w = np.ones(x.shape[1]) if requant == "mse" else importance
+
+    def block_sse(v):
+        return (((v - orig.val[name]) ** 2) * w).reshape(x.shape[0], -1, 32).sum(axis=2)
+    got, ref = block_sse(out.val[name]), block_sse(rtn)
+    assert np.all(got <= ref * (1 + 1e-5) + 1e-12), (name, requant, float((got - ref).max()))
+    assert not np.array_equal(out.raw[name], rtn_raw), (name, requant)
+
+
 def _check_pruning(orig: Raw, out: Raw, mean_sq: dict | None = None) -> dict:
     """Asserts `out` is `orig` pruned by the documented rule (importance from mean_sq when
     given, else the weights; re-quantisation as the file's pocketllm.prune.requant says);
@@ -241,7 +268,13 @@ def _check_pruning(orig: Raw, out: Raw, mean_sq: dict | None = None) -> dict:
     if kv_after != n_kv:
         pruned_names |= {"attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight"}
     assert set(out.raw) == set(orig.raw)
+    head = "output.weight" if "output.weight" in orig.raw else "token_embd.weight"
+    head_type = out.field("pocketllm.prune.output_type")
+    if head_type is not None:
+        _assert_requantised(orig, out, head, head_type, requant, imp(head))
     for name in orig.raw:
+        if name == head and head_type is not None:
+            continue
         if name.split(".", 2)[-1] not in pruned_names or not name.startswith("blk."):
             assert np.array_equal(out.raw[name], orig.raw[name]) and out.type[name] == orig.type[name], name
     return kept
@@ -396,9 +429,11 @@ def test_statistics_rank_groups_and_weight_the_requantisation(pllm_bin, tiny_mod
     calib, stats, out = work_dir / "calib.txt", work_dir / "stats.gguf", work_dir / "out.gguf"
     calib.write_text(CALIB_TEXT)
     pllm_cli.check_ok(_prune(pllm_bin, src, out, ["--ffn", "0.35", "--heads", "0.5", "--calib", calib,
-                                                  "--calib-ctx", "64", "--save-stats", stats]))
+                                                  "--calib-ctx", "64", "--save-stats", stats,
+                                                  "--output-type", "q4_0"]))
     pruned = Raw(out)
     assert pruned.field("pocketllm.prune.requant") == "act"
+    assert pruned.field("pocketllm.prune.output_type") == "q4_0"
     assert int(pruned.field("llama.attention.head_count_kv")) == 1
     _check_pruning(Raw(src), pruned, _mean_sq(_stats_tensors(stats)))
 
@@ -430,6 +465,8 @@ BAD_ARGS = {
     "stats_not_stats": (["--ffn", "0.3", "--stats", "@model"], "not an activation statistics file"),
     "requant_unknown": (["--ffn", "0.3", "--requant", "best"], "unknown method"),
     "requant_act_without_stats": (["--ffn", "0.3", "--requant", "act"], "needs activation statistics"),
+    "output_type_unknown": (["--ffn", "0.3", "--output-type", "q3"], "unknown type"),
+    "output_type_f32": (["--ffn", "0.3", "--output-type", "f32"], "give one of"),
 }
 
 
@@ -453,6 +490,27 @@ def test_heads_where_they_cannot_apply(pllm_bin, tiny_models_paths, work_dir, mo
     out = work_dir / "out.gguf"
     msg = pllm_cli.assert_clean_error(_prune(pllm_bin, tiny_models_paths[model], out, args))
     assert needle in msg, msg
+    assert not out.exists()
+
+
+def test_output_type_only(pllm_bin, tiny_models_paths, work_dir):
+    """--output-type without a ratio re-quantises the head and copies everything else: the
+    head's own effect, measurable apart from pruning."""
+    src, out = tiny_models_paths["llama-Q8_0"], work_dir / "head.gguf"
+    pllm_cli.check_ok(_prune(pllm_bin, src, out, ["--output-type", "q4_0", "--requant", "rtn"]))
+    orig, got = Raw(src), Raw(out)
+    _assert_requantised(orig, got, "token_embd.weight", "q4_0", "rtn", None)
+    for name in orig.raw:
+        if name != "token_embd.weight":
+            assert np.array_equal(got.raw[name], orig.raw[name]) and got.type[name] == orig.type[name], name
+
+
+def test_output_type_must_fit_the_rows(pllm_bin, tiny_models_paths, work_dir):
+    """A 256-element type on 64-wide embedding rows: one clear error naming the fitting types."""
+    out = work_dir / "out.gguf"
+    msg = pllm_cli.assert_clean_error(_prune(pllm_bin, tiny_models_paths["mini-llama-F32"], out,
+                                             ["--ffn", "0.5", "--output-type", "q6_k"]))
+    assert "do not fit" in msg and "q4_0" in msg, msg
     assert not out.exists()
 
 
