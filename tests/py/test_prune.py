@@ -410,7 +410,7 @@ def test_activation_statistics_decide_the_ranking(pllm_bin, tiny_models_paths, w
 
 
 @pytest.mark.parametrize("case", ["llama-Q8_0-ffn-heads", "gemma3-F32-ffn", "llama-ffnvar-Q8_0-ffn",
-                                  "qwen2-Q8_0-ffn"])
+                                  "qwen2-Q8_0-ffn", "llama-Q8_0-ffn-head-rtn", "qwen2-Q8_0-ffn-head"])
 def test_llama_cpp_loads_pruned(pruned, case):
     if not LLAMA_BENCH.is_file():
         pytest.skip(f"llama-bench not found at {LLAMA_BENCH} (set LLAMA_BENCH)")
