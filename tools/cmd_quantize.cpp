@@ -84,7 +84,7 @@ std::function<int()> add_quantize(CLI::App& app) {
   cmd->add_option("--sens-tokens", o->sens_tokens, "tokens of the --calib text the KL is measured over (default 256)");
   cmd->add_option("--sensitivity-out", o->sens_out, "also write the sensitivity figures as JSON");
   cmd->add_option("--sensitivity-in", o->sens_in, "reuse the figures of an earlier --sensitivity-out (same model, type, method)");
-  cmd->add_option("--target-bpw", o->target_bpw, "keep the most sensitive tensors at higher precision within B bits per weight");
+  cmd->add_option("--target-bpw", o->target_bpw, "per-tensor types (q4_0 ... f16, as the rows allow) with the least predicted KL within B bits per weight");
   cmd->add_option("-t,--threads", o->threads, "threads (default: physical performance cores)");
   return [o, cmd]() {
     const pllm::TensorType base = or_fail(pllm::parse_quant_type(o->type));
