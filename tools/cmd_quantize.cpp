@@ -9,10 +9,13 @@
 // --save-stats file).
 //
 // --sensitivity measures, per 2-D tensor, the KL divergence of the output when only that
-// tensor is quantised (over the first --sens-tokens of the --calib text); --target-bpw B
-// uses those figures to keep the most sensitive tensors at q6_k / q8_0 / f16 within B bits
-// per weight (quantizer/bpw_plan.h); the plan starts from every 2-D tensor at T (after
-// the fallbacks, without the output-head rule) and fixes every tensor's type.
+// tensor is quantised (over the first --sens-tokens of the --calib text) and predicts it
+// for every other type the tensor's rows fit (quantizer/sensitivity.h); --target-bpw B
+// uses those figures to choose each tensor's type within B bits per weight
+// (quantizer/bpw_plan.h: from every tensor at its cheapest candidate, upgrades by KL saved
+// per bit; no output-head rule) and fixes every tensor's type. --sensitivity-out saves the
+// figures and --sensitivity-in reuses them (checked against the model, type and method),
+// so one measurement serves several budgets.
 //
 // Unlike the other subcommands this one uses the C++ layers directly (calibration needs
 // an activation observer and sensitivity in-memory weight overrides, which the C API does
@@ -23,9 +26,11 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "base/checked.h"
 #include "cli_common.h"
 #include "commands.h"
 #include "model/model.h"
@@ -34,6 +39,7 @@
 #include "quantizer/quantize_model.h"
 #include "quantizer/sensitivity.h"
 #include "quantize_report.h"
+#include "sensitivity_file.h"
 
 namespace cli {
 namespace {
@@ -55,7 +61,7 @@ void or_fail(pllm::Result<void> r) {
 std::function<int()> add_quantize(CLI::App& app) {
   auto* cmd = app.add_subcommand("quantize", "quantise a GGUF model (rtn, mse or activation-aware; mixed precision)");
   struct Opts {
-    std::string in, out, type, method = "rtn", calib, save_stats, stats, sens_out;
+    std::string in, out, type, method = "rtn", calib, save_stats, stats, sens_out, sens_in;
     std::vector<std::string> tensor_types;
     bool pure = false, sensitivity = false;
     int64_t calib_tokens = 8192, sens_tokens = 256;
@@ -77,9 +83,10 @@ std::function<int()> add_quantize(CLI::App& app) {
   cmd->add_flag("--sensitivity", o->sensitivity, "KL divergence per tensor quantised alone, as a table");
   cmd->add_option("--sens-tokens", o->sens_tokens, "tokens of the --calib text the KL is measured over (default 256)");
   cmd->add_option("--sensitivity-out", o->sens_out, "also write the sensitivity figures as JSON");
-  cmd->add_option("--target-bpw", o->target_bpw, "keep the most sensitive tensors at higher precision within B bits per weight");
+  cmd->add_option("--sensitivity-in", o->sens_in, "reuse the figures of an earlier --sensitivity-out (same model, type, method)");
+  cmd->add_option("--target-bpw", o->target_bpw, "per-tensor types (q4_0 ... f16, as the rows allow) with the least predicted KL within B bits per weight");
   cmd->add_option("-t,--threads", o->threads, "threads (default: physical performance cores)");
-  return [o]() {
+  return [o, cmd]() {
     const pllm::TensorType base = or_fail(pllm::parse_quant_type(o->type));
     const QuantMethod method = or_fail(pllm::parse_quant_method(o->method));
     pllm::QuantizeOptions qo;
@@ -90,8 +97,12 @@ std::function<int()> add_quantize(CLI::App& app) {
     if (o->threads < 0 || o->threads > 256) fail("-t must be between 0 and 256");
     qo.n_threads = o->threads;
     const bool planned = o->target_bpw != 0;
-    const bool measure = o->sensitivity || planned;
+    const bool reuse = !o->sens_in.empty();
+    const bool measure = (o->sensitivity || planned) && !reuse;
     if (planned && !(o->target_bpw > 0 && o->target_bpw <= 32)) fail("--target-bpw must be between 0 and 32");
+    if (reuse && !o->sensitivity && !planned) fail("--sensitivity-in needs --sensitivity or --target-bpw");
+    if (reuse && !o->sens_out.empty()) fail("--sensitivity-in and --sensitivity-out exclude each other");
+    if (reuse && cmd->count("--sens-tokens") > 0) fail("--sens-tokens does not apply to --sensitivity-in (already measured)");
     if (measure && o->calib.empty()) fail("--sensitivity and --target-bpw need the text to measure on: --calib FILE");
     if (!o->sens_out.empty() && !measure) fail("--sensitivity-out needs --sensitivity or --target-bpw");
     if (planned && !o->tensor_types.empty()) fail("--target-bpw chooses the types itself: drop --tensor-type");
@@ -151,22 +162,28 @@ std::function<int()> add_quantize(CLI::App& app) {
     }
     qo.stats = stats.get();
 
-    if (planned) {  // before the (long) measurement: can the budget hold the base types at all?
-      uint64_t bytes = 0, elements = 0;
+    if (planned && measure) {  // before the (long) measurement: can the budget hold the cheapest plan?
+      std::vector<pllm::PlanItem> sizes;  // the candidates' sizes, KLs unknown (0)
       for (const pllm::TensorInfo& t : file->tensors()) {
         if (t.dims.size() != 2) continue;
-        bytes += *pllm::row_bytes(uint32_t(pllm::fallback_type(base, t.dims[0])), t.dims[0]) * t.dims[1];
-        elements += t.n_elements;
+        pllm::PlanItem it{t.name, t.n_elements, {}};
+        for (TensorType c : pllm::plan_candidate_types(base, t.dims[0])) {
+          const auto bytes = pllm::checked_mul(*pllm::row_bytes(uint32_t(c), t.dims[0]), t.dims[1]);
+          if (!bytes) fail("tensor '" + t.name + "' is too large");
+          it.candidates.push_back(pllm::PlanCandidate{c, *bytes, 0.0});
+        }
+        sizes.push_back(std::move(it));
       }
-      const double bpw = elements ? 8.0 * double(bytes) / double(elements) : 0.0;
-      if (o->target_bpw < bpw) {
-        char b[160];
-        std::snprintf(b, sizeof b, "--target-bpw %.3f is below the %.3f bits per weight of every tensor at %s",
-                      o->target_bpw, bpw, o->type.c_str());
-        fail(b);
-      }
+      or_fail(pllm::plan_target_bpw(sizes, o->target_bpw));
     }
-    if (measure) {
+    const uint64_t identity = pllm::compute_model_identity(*file);
+    std::optional<pllm::SensitivityReport> sens;
+    if (reuse) {
+      if (access(o->sens_in.c_str(), R_OK) != 0) fail("cannot read " + o->sens_in);
+      sens = or_fail(parse_sensitivity_json(read_file(o->sens_in), o->sens_in, *file, identity, base, method));
+      std::fprintf(stderr, "sensitivity: %zu tensors over %lld tokens from %s\n", sens->entries.size(),
+                   static_cast<long long>(sens->tokens), o->sens_in.c_str());
+    } else if (measure) {
       pllm::SensitivityOptions so;
       so.type = base;
       so.method = method;
@@ -178,24 +195,26 @@ std::function<int()> add_quantize(CLI::App& app) {
         bar.draw("sensitivity", int64_t(i), int64_t(n), std::string(name));
       };
       const auto t0 = std::chrono::steady_clock::now();
-      const pllm::SensitivityReport rep = or_fail(pllm::measure_sensitivity(model, tokens, so));
+      sens = or_fail(pllm::measure_sensitivity(model, tokens, so));
       bar.done();
-      std::fprintf(stderr, "sensitivity: %zu tensors over %lld tokens in %.1f s\n", rep.entries.size(),
-                   static_cast<long long>(rep.tokens),
+      std::fprintf(stderr, "sensitivity: %zu tensors over %lld tokens in %.1f s\n", sens->entries.size(),
+                   static_cast<long long>(sens->tokens),
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      if (o->sensitivity) print_sensitivity(rep, method);
       if (!o->sens_out.empty()) {
         std::ofstream js(o->sens_out);
-        js << sensitivity_json(rep, method) << "\n";
+        js << sensitivity_json(*sens, identity, base, method) << "\n";
         if (!js) fail("cannot write " + o->sens_out);
       }
+    }
+    model.reset();
+    if (sens) {
+      if (o->sensitivity) print_sensitivity(*sens, method);
       if (planned) {
-        const pllm::BpwPlan plan = or_fail(pllm::plan_target_bpw(pllm::plan_items(rep), o->target_bpw));
-        print_plan(rep, plan, o->target_bpw);
-        for (size_t i = 0; i < rep.entries.size(); ++i)
-          qo.plan.explicit_types[rep.entries[i].name] = rep.entries[i].candidates[plan.choice[i]].type;
+        const pllm::BpwPlan plan = or_fail(pllm::plan_target_bpw(pllm::plan_items(*sens), o->target_bpw));
+        print_plan(*sens, plan, o->target_bpw);
+        for (size_t i = 0; i < sens->entries.size(); ++i)
+          qo.plan.explicit_types[sens->entries[i].name] = sens->entries[i].candidates[plan.choice[i]].type;
       }
-      model.reset();
     }
     if (o->out.empty()) return 0;
     qo.progress = [&](size_t i, size_t n, std::string_view name) {

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <tuple>
 #include <vector>
 
@@ -107,40 +106,25 @@ void print_sensitivity(const pllm::SensitivityReport& rep, pllm::QuantMethod met
                 e->kl(), static_cast<unsigned long long>(e->bytes()));
 }
 
-std::string sensitivity_json(const pllm::SensitivityReport& rep, pllm::QuantMethod method) {
-  nlohmann::json tensors = nlohmann::json::array();
-  for (const auto* e : by_kl(rep)) {
-    nlohmann::json cands = nlohmann::json::array();
-    for (size_t i = 0; i < e->candidates.size(); ++i) {
-      const auto& c = e->candidates[i];
-      cands.push_back({{"type", pllm::quant_type_name(c.type)}, {"bytes", c.bytes}, {"kl", c.kl}, {"measured", i == 0}});
-    }
-    tensors.push_back({{"name", e->name},
-                       {"type", pllm::quant_type_name(e->type())},
-                       {"kl", e->kl()},
-                       {"bytes", e->bytes()},
-                       {"n_elements", e->n_elements},
-                       {"weight_error", e->weight_error},
-                       {"candidates", cands}});
-  }
-  const nlohmann::json j = {{"method", pllm::quant_method_name(method)}, {"tokens", rep.tokens}, {"tensors", tensors}};
-  return j.dump(2);
-}
-
 void print_plan(const pllm::SensitivityReport& rep, const pllm::BpwPlan& plan, double target_bpw) {
   std::printf("plan for --target-bpw %.3f: %.3f bits per weight, predicted KL %.4e (sum of per-tensor KLs)\n",
               target_bpw, plan.bpw(), plan.predicted_kl);
+  std::map<std::string, int> per_type;
   int n = 0;
   for (size_t i = 0; i < rep.entries.size(); ++i) {
-    if (plan.choice[i] == 0) continue;
     const auto& e = rep.entries[i];
     const auto& c = e.candidates[plan.choice[i]];
-    std::printf("  %-32s %-6s -> %-6s KL %.4e -> %.4e (predicted), +%llu bytes\n", e.name.c_str(),
-                pllm::quant_type_name(e.type()).c_str(), pllm::quant_type_name(c.type).c_str(), e.kl(), c.kl,
-                static_cast<unsigned long long>(c.bytes - e.bytes()));
+    ++per_type[pllm::quant_type_name(c.type)];
+    if (plan.choice[i] == 0) continue;
+    const long long diff = static_cast<long long>(c.bytes) - static_cast<long long>(e.bytes());
+    std::printf("  %-32s %-6s -> %-6s KL %.4e -> %.4e (predicted), %+lld bytes\n", e.name.c_str(),
+                pllm::quant_type_name(e.type()).c_str(), pllm::quant_type_name(c.type).c_str(), e.kl(), c.kl, diff);
     ++n;
   }
   if (n == 0) std::printf("  every tensor stays at its base type\n");
+  std::string counts;
+  for (const auto& [type, count] : per_type) counts += (counts.empty() ? "" : ", ") + type + " " + std::to_string(count);
+  std::printf("plan types: %s\n", counts.c_str());
 }
 
 }  // namespace cli

@@ -1,5 +1,5 @@
 // What `pocketllm quantize` prints: the progress line, the size summary, the sensitivity
-// table (and its JSON) and the --target-bpw plan.
+// table and the --target-bpw plan.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -30,12 +30,12 @@ std::string base_name(const std::string& path);
 void print_summary(const pllm::QuantizeReport& rep, const std::string& in, uint64_t in_bytes, const std::string& out,
                    pllm::TensorType base, pllm::QuantMethod method, const pllm::ActStats* stats);
 
-// The entries sorted by KL, largest first.
+// The entries sorted by KL, largest first, with the base type's measured KL (the JSON
+// form is in sensitivity_file.h).
 void print_sensitivity(const pllm::SensitivityReport& rep, pllm::QuantMethod method);
-// The same as JSON: {type, method, tokens, tensors: [{name, type, kl, bytes, n_elements,
-// weight_error, candidates: [{type, bytes, kl, measured}]}]}, sorted by KL.
-std::string sensitivity_json(const pllm::SensitivityReport& rep, pllm::QuantMethod method);
 
+// The planned bits per weight, every tensor not at its base type (base -> planned, the
+// KLs, the byte difference) and the count of tensors per planned type.
 void print_plan(const pllm::SensitivityReport& rep, const pllm::BpwPlan& plan, double target_bpw);
 
 }  // namespace cli

@@ -48,11 +48,6 @@ double weight_error(const float* x, const std::vector<uint8_t>& q, TensorType ty
   return e;
 }
 
-double bits_per_weight(TensorType t) {
-  const auto tr = type_traits(uint32_t(t));
-  return 8.0 * tr->block_bytes / tr->block_elems;
-}
-
 }  // namespace
 
 Result<SensitivityReport> measure_sensitivity(const std::shared_ptr<Model>& model, std::span<const int32_t> tokens,
@@ -121,17 +116,30 @@ Result<SensitivityReport> measure_sensitivity(const std::shared_ptr<Model>& mode
     e.n_elements = t.n_elements;
     e.weight_error = weight_error(x.data(), q, T, rows, cols, w);
     e.candidates.push_back(PlanCandidate{T, q.size(), n_tok > 0 ? kl_sum / double(n_tok) : 0.0});
-    for (TensorType U : {TensorType::Q6_K, TensorType::Q8_0, TensorType::F16}) {
-      if (fallback_type(U, uint64_t(cols)) != U || bits_per_weight(U) <= bits_per_weight(T)) continue;
+    const std::vector<TensorType> types = plan_candidate_types(opts.type, uint64_t(cols));
+    for (size_t k = 1; k < types.size(); ++k) {
+      const TensorType U = types[k];
       const std::vector<uint8_t> qu = quantize_matrix(x.data(), rows, cols, U, opts.method, w, pool);
       const double eu = weight_error(x.data(), qu, U, rows, cols, w);
-      const double kl = e.weight_error > 0 ? e.kl() * eu / e.weight_error : 0.0;
+      double kl = e.kl();  // both lossless: the same weights
+      if (e.weight_error > 0)
+        kl = e.kl() * eu / e.weight_error;
+      else if (eu > 0)
+        continue;  // a lossless base says nothing about a lossy type
       e.candidates.push_back(PlanCandidate{U, qu.size(), kl});
     }
     rep.entries.push_back(std::move(e));
   }
   if (opts.progress) opts.progress(targets.size(), targets.size(), "");
   return rep;
+}
+
+std::vector<TensorType> plan_candidate_types(TensorType base, uint64_t cols) {
+  std::vector<TensorType> types{fallback_type(base, cols)};
+  for (TensorType t : {TensorType::Q4_0, TensorType::Q4_K, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1,
+                       TensorType::Q6_K, TensorType::Q8_0, TensorType::F16})
+    if (t != types[0] && row_bytes(uint32_t(t), cols).has_value()) types.push_back(t);
+  return types;
 }
 
 std::vector<PlanItem> plan_items(const SensitivityReport& r) {

@@ -4,11 +4,13 @@
 // the mean KL divergence KL(P_input || P_quantised) of the next-token distributions over
 // the calibration tokens, against the unmodified input model.
 //
-// For the --target-bpw planner each tensor also gets its higher-precision candidates (q6_k
-// where the row fits, q8_0 where it fits, f16), whose KL is predicted rather than run:
-// KL(U) = KL(base) * E(U) / E(base), E being the tensor's squared weight error (weighted
-// by the activation importance when the method is act), since for small perturbations the
-// KL grows with the square of the output change.
+// For the --target-bpw planner each tensor also gets every other type its rows can hold
+// (plan_candidate_types: cheaper, as cheap or dearer than the base), whose KL is predicted
+// rather than run: KL(U) = KL(base) * E(U) / E(base), E being the tensor's squared weight
+// error (weighted by the activation importance when the method is act), since for small
+// perturbations the KL grows with the square of the output change. Where E(base) is 0 (a
+// lossless base) only candidates that are lossless too can be predicted; the others are
+// left out.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -40,7 +42,9 @@ struct SensitivityEntry {
   std::string name;
   uint64_t n_elements = 0;
   double weight_error = 0;               // E(base)
-  std::vector<PlanCandidate> candidates;  // [0]: the base type with its measured KL
+  // [0]: the base type with its measured KL; then the predicted ones, in the order of
+  // plan_candidate_types.
+  std::vector<PlanCandidate> candidates;
   double kl() const { return candidates.front().kl; }
   TensorType type() const { return candidates.front().type; }
   uint64_t bytes() const { return candidates.front().bytes; }
@@ -50,6 +54,12 @@ struct SensitivityReport {
   std::vector<SensitivityEntry> entries;  // in file order
   int64_t tokens = 0;                     // positions the KL is averaged over
 };
+
+// The types a --target-bpw plan may give a tensor whose rows hold `cols` elements: first
+// the base type after the row-length fallback (fallback_type), then every other output
+// type but f32 and bf16 whose block divides the row (no fallbacks), from the fewest bits
+// per weight up: q4_0, q4_k, q4_1, q5_0, q5_1, q6_k, q8_0, f16.
+std::vector<TensorType> plan_candidate_types(TensorType base, uint64_t cols);
 
 // model: loaded with Model::load_for_tools (its views are overridden one at a time and
 // restored). tokens: the calibration text.

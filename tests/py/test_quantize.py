@@ -365,34 +365,164 @@ def test_sensitivity_equals_the_kl_of_quantizing_that_tensor_alone(pllm_bin, tin
         assert entry["bytes"] == next(t.n_bytes for t in reader(one).tensors if t.name == name)
         cur = pllm_cli.run_logits(pllm_bin, one, ids, work_dir / "c.f32", n_vocab, extra=["--kv-type", "f32"])
         np.testing.assert_allclose(entry["kl"], _kl(base, cur), rtol=1e-3, err_msg=name)
-        # Candidates: measured base first, then predicted higher-precision types with less KL.
+        # Candidates: the measured base first, then every other type the 256/512-wide rows
+        # hold, each predicted as KL(base) * E(U) / E(base) with E the squared weight error
+        # (plain for mse), recomputed here from that tensor written alone at U.
         c = entry["candidates"]
         assert c[0]["measured"] and c[0]["type"] == "q4_0" and c[0]["kl"] == entry["kl"]
-        assert [x["type"] for x in c[1:]] == ["q6_k", "q8_0", "f16"]
-        assert all(x["kl"] < c[0]["kl"] for x in c[1:])
+        assert [x["type"] for x in c[1:]] == ["q4_k", "q4_1", "q5_0", "q5_1", "q6_k", "q8_0", "f16"]
+        assert not any(x["measured"] for x in c[1:])
+        w = dequantized(reader(src))[name]
+
+        def written_at(t):
+            quantize_ok(pllm_bin, src, one, "--type", "f32", "--method", "mse",
+                        "--tensor-type", "^" + re.escape(name) + "$=" + t)
+            r = reader(one)
+            assert tensor_types(r)[name] == t.upper()
+            return dequantized(r)[name], next(int(x.n_bytes) for x in r.tensors if x.name == name)
+
+        e_base = float(((w - written_at("q4_0")[0]).astype(np.float64) ** 2).sum())
+        np.testing.assert_allclose(entry["weight_error"], e_base, rtol=1e-6, err_msg=name)
+        for cand in c[1:]:
+            deq, n_bytes = written_at(cand["type"])
+            e_u = float(((w - deq).astype(np.float64) ** 2).sum())
+            assert cand["bytes"] == n_bytes, (name, cand)
+            np.testing.assert_allclose(cand["kl"], entry["kl"] * e_u / e_base, rtol=1e-6,
+                                       err_msg=f"{name} {cand['type']}")
 
 
-@pytest.mark.parametrize("target", [4.75, 5.5, 7.0])
-def test_target_bpw_plan_fits_the_budget(pllm_bin, tiny_models_paths, work_dir, calib_file, target):
-    src = tiny_models_paths["llama-untied-F32"]
+def _plan_from_output(out: str) -> dict[str, str]:
+    """The tensors the printed plan moves off the base type (q4_0): name -> type."""
+    return {m.group(1): m.group(2) for m in re.finditer(r"^  (\S+)\s+q4_0\s+-> (\S+)", out, re.M)}
+
+
+def _check_plan_was_written(out: str, dst: Path, target: float, rep: dict) -> dict[str, str]:
+    """The file holds exactly the printed plan, within the budget; returns name -> type."""
+    bpw = float(re.search(r"2-D weights: .* MiB, ([0-9.]+) bits per weight", out).group(1))
+    planned = float(re.search(r"plan for --target-bpw [0-9.]+: ([0-9.]+) bits per weight", out).group(1))
+    assert bpw == pytest.approx(planned, abs=1e-3)
+    moved = _plan_from_output(out)
+    r = reader(dst)
+    types = {t.name: t.tensor_type.name.lower() for t in r.tensors if len(t.shape) == 2}
+    for name, t in types.items():
+        assert t == moved.get(name, "q4_0"), name  # the plan is what was written
+    counts = dict(re.findall(r"(\w+) (\d+)", re.search(r"^plan types: (.*)$", out, re.M).group(1)))
+    assert {k: int(v) for k, v in counts.items()} == {t: list(types.values()).count(t) for t in set(types.values())}
+    # Within the budget, counted exactly in bits: bytes * 8 <= target * elements.
+    bits = sum(int(t.n_bytes) * 8 for t in r.tensors if len(t.shape) == 2)
+    elements = sum(int(t.n_elements) for t in r.tensors if len(t.shape) == 2)
+    assert bits <= target * elements
+    # Every chosen type is one of the tensor's candidates; the printed predicted KL is the
+    # sum of the chosen candidates' KLs.
+    by_name = {t["name"]: {c["type"]: c for c in t["candidates"]} for t in rep["tensors"]}
+    assert set(by_name) == set(types)
+    total = sum(by_name[n][t]["kl"] for n, t in types.items())
+    predicted = float(re.search(r"predicted KL ([0-9.e+-]+)", out).group(1))
+    assert predicted == pytest.approx(total, rel=1e-3)
+    return types
+
+
+@pytest.mark.parametrize("model,target", [("llama-untied-F32", 4.5), ("llama-untied-F32", 4.75),
+                                          ("llama-untied-F32", 5.5), ("llama-untied-F32", 7.0),
+                                          ("llama-ffnvar-F32", 4.5), ("llama-ffnvar-F32", 4.75)])
+def test_target_bpw_plan_fits_the_budget(pllm_bin, tiny_models_paths, work_dir, calib_file, model, target):
+    src = tiny_models_paths[model]
     dst = work_dir / "plan.gguf"
     js = work_dir / "sens.json"
     out = quantize_ok(pllm_bin, src, dst, "--type", "q4_0", "--calib", calib_file, "--sens-tokens", "16",
                       "--target-bpw", str(target), "--sensitivity-out", js)
-    bpw = float(re.search(r"2-D weights: .* MiB, ([0-9.]+) bits per weight", out).group(1))
-    planned = float(re.search(r"plan for --target-bpw [0-9.]+: ([0-9.]+) bits per weight", out).group(1))
-    assert bpw == pytest.approx(planned, abs=1e-3)
-    assert 4.5 <= bpw <= target
-    types = tensor_types(reader(dst))
-    upgraded = {m.group(1): m.group(2) for m in re.finditer(r"^  (\S+)\s+q4_0\s+-> (\S+)", out, re.M)}
-    for name, t in types.items():
-        if name.endswith("norm.weight"):
-            continue
-        assert t == upgraded.get(name, "q4_0").upper(), name  # the plan is what was written
-    assert upgraded, "some tensor should be upgraded at this budget"
-    # The upgraded tensors are the most sensitive per bit: the most sensitive one is among them.
     rep = json.loads(js.read_text())
-    assert rep["tensors"][0]["name"] in upgraded
+    types = _check_plan_was_written(out, dst, target, rep)
+    # q4_k is a candidate exactly where the rows fit its 256-element blocks (ffnvar's
+    # ffn_down rows are 288 and 448 long: q4_0's 32-element blocks only).
+    cols = {t.name: int(t.shape[0]) for t in reader(src).tensors if len(t.shape) == 2}
+    q4k = {t["name"]: c["kl"] for t in rep["tensors"] for c in t["candidates"] if c["type"] == "q4_k"}
+    assert set(q4k) == {n for n, c in cols.items() if c % 256 == 0}
+    if model == "llama-ffnvar-F32":
+        assert {n for n, c in cols.items() if c % 256} == {"blk.0.ffn_down.weight", "blk.1.ffn_down.weight"}
+    # q4_k costs what q4_0 costs: wherever it is predicted to do better than the measured
+    # q4_0, the plan never keeps q4_0.
+    better = {t["name"] for t in rep["tensors"] if t["name"] in q4k and q4k[t["name"]] < t["kl"]}
+    assert better, "q4_k should be predicted better than q4_0 somewhere (random Gaussian weights)"
+    assert not any(types[n] == "q4_0" for n in better), better
+    if target == 4.5:
+        # No slack at all: only the lateral move q4_0 -> q4_k, exactly where it helps, and
+        # nothing else (the rows without a q4_k candidate stay q4_0).
+        assert {n for n, t in types.items() if t == "q4_k"} == better
+        assert {n for n, t in types.items() if t == "q4_0"} == set(types) - better
+        assert re.search(r"plan for --target-bpw 4.500: 4.500 bits per weight", out), out
+    else:
+        # Some tensor gets more than 4.5 bits, the most sensitive one among them.
+        assert any(t not in ("q4_0", "q4_k") for t in types.values()), types
+        assert types[rep["tensors"][0]["name"]] not in ("q4_0", "q4_k")
+
+
+def test_sensitivity_in_reuses_the_measurement(pllm_bin, tiny_models_paths, work_dir, calib_file):
+    src = tiny_models_paths["llama-untied-F32"]
+    js = work_dir / "sens.json"
+    quantize_ok(pllm_bin, src, work_dir / "a.gguf", "--type", "q4_0", "--calib", calib_file, "--sens-tokens", "16",
+                "--target-bpw", "5.5", "--sensitivity-out", js)
+    rep = json.loads(js.read_text())
+    out = quantize_ok(pllm_bin, src, work_dir / "b.gguf", "--type", "q4_0", "--sensitivity-in", js,
+                      "--target-bpw", "5.5", "--sensitivity")
+    assert (work_dir / "a.gguf").read_bytes() == (work_dir / "b.gguf").read_bytes()
+    assert re.search(r"^  1\s+" + re.escape(rep["tensors"][0]["name"]) + r"\s+q4_0\s", out, re.M), out
+    # Another budget from the same figures.
+    out = quantize_ok(pllm_bin, src, work_dir / "c.gguf", "--type", "q4_0", "--sensitivity-in", js,
+                      "--target-bpw", "7")
+    _check_plan_was_written(out, work_dir / "c.gguf", 7.0, rep)
+
+
+def test_sensitivity_in_refuses_figures_that_do_not_fit(pllm_bin, tiny_models_paths, work_dir, calib_file):
+    src = tiny_models_paths["llama-untied-F32"]
+    js = work_dir / "sens.json"
+    pllm_cli.check_ok(pllm_cli.run_cli(pllm_bin, ["quantize", src, "--type", "q4_0", "--calib", calib_file,
+                                                  "--sensitivity", "--sens-tokens", "8", "--sensitivity-out", js]))
+    rep = json.loads(js.read_text())
+
+    def refused(doc, *args, model=src, text=None):
+        bad = work_dir / "bad.json"
+        bad.write_text(text if text is not None else json.dumps(doc))
+        proc = quantize(pllm_bin, model, work_dir / "x.gguf", "--type", "q4_0", "--sensitivity-in", bad,
+                        "--target-bpw", "6", *args)
+        msg = pllm_cli.assert_clean_error(proc)
+        assert not (work_dir / "x.gguf").exists()
+        return msg
+
+    import copy
+    assert "another model" in refused(rep, model=tiny_models_paths["llama-untied-Q8_0"])
+    assert "another model" in refused(rep, model=tiny_models_paths["llama-custom-F32"])  # tied: other tensors too
+    assert "--method mse" in refused(rep, "--method", "mse")
+    assert "not valid JSON" in refused(None, text=js.read_text()[:-20])
+    doc = copy.deepcopy(rep)
+    doc["tensors"] = doc["tensors"][1:]
+    assert "is missing" in refused(doc)
+    doc = copy.deepcopy(rep)
+    doc["tensors"].append(copy.deepcopy(doc["tensors"][0]))
+    assert "twice" in refused(doc)
+    doc = copy.deepcopy(rep)
+    doc["tensors"][0]["candidates"][2]["bytes"] += 1
+    assert "wrong size" in refused(doc)
+    doc = copy.deepcopy(rep)
+    doc["tensors"][0]["candidates"][1]["type"] = "q2_k"
+    assert "q2_k" in refused(doc)
+    doc = copy.deepcopy(rep)
+    doc["tensors"][0]["candidates"][1]["kl"] = -1.0
+    assert "bad KL" in refused(doc)
+    doc = copy.deepcopy(rep)
+    del doc["tensors"][0]["n_elements"]
+    assert "n_elements" in refused(doc)
+    doc = copy.deepcopy(rep)
+    doc["tensors"][0]["candidates"] = doc["tensors"][0]["candidates"][1:]  # no measured base
+    assert "measured base type" in refused(doc)
+    for args, frag in ((["--sens-tokens", "8"], "--sens-tokens"),
+                       (["--sensitivity-out", work_dir / "o.json"], "exclude each other")):
+        msg = pllm_cli.assert_clean_error(quantize(pllm_bin, src, work_dir / "x.gguf", "--type", "q4_0",
+                                                   "--sensitivity-in", js, "--target-bpw", "6", *args))
+        assert frag in msg, (args, msg)
+    msg = pllm_cli.assert_clean_error(quantize(pllm_bin, src, work_dir / "x.gguf", "--type", "q4_0",
+                                               "--sensitivity-in", js))
+    assert "--sensitivity-in needs" in msg
 
 
 def test_sensitivity_argument_errors(pllm_bin, tiny_models_paths, work_dir, calib_file):
