@@ -3,15 +3,15 @@
 decode speed before and after.
 
     scripts/make_corpus.sh                                   # once
-    bench/prune_matrix.py [--ratios 0.10,0.25,0.35] [--head-types q4_0] [--rounds 3] [--no-speed]
+    bench/prune_matrix.py [--ratios 0.10,0.25,0.35] [--head-types q4_0] [--rounds 5] [--no-speed]
 
 The importance statistics come from the first --calib-bytes of models/corpus/python-docs.txt, the
 perplexity from the text after --eval-offset (disjoint), 16 chunks of 512 tokens. Decode speed is
 `pocketllm bench -p 64 -n 128 -t 2` (exact and --int8-act), alternating the original and the pruned
-files round by round; run it on an idle machine. --head-types adds, per type T, the original with
-only its output head re-quantised to T (`prune --output-type T` alone) and the largest ratio with
-the head at T too, so the head's share of the speed-up is measured apart from the pruning's. Results: a markdown table on stdout and
-bench/.cache/prune/results.json.
+files round by round, median of the rounds; run it on an idle machine. --head-types adds, per type
+T, the original with only its output head re-quantised to T (`prune --output-type T` alone) and the
+largest ratio with the head at T too, so the head's share of the speed-up is measured apart from the
+pruning's. Results: a markdown table on stdout and bench/.cache/prune/results.json.
 """
 import argparse
 import json
@@ -47,7 +47,7 @@ def main():
     ap.add_argument("--ratios", default="0.10,0.25,0.35")
     ap.add_argument("--head-types", default="q4_0", help="comma-separated; empty: none")
     ap.add_argument("--chunks", type=int, default=16)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--no-speed", action="store_true")
     ap.add_argument("-t", "--threads", type=int, default=2)
     args = ap.parse_args()
@@ -93,14 +93,16 @@ def main():
                     row[key].setdefault("runs", []).append(j["tg_tps"])
         for row in rows:
             for key in ("tg", "tg_int8"):
-                row[key]["mean"] = statistics.mean(row[key]["runs"])
+                # the median: one slow round (a noisy neighbour on a shared VM) moves a mean a lot
+                row[key]["median"] = statistics.median(row[key]["runs"])
     with open(os.path.join(CACHE, "results.json"), "w") as f:
         json.dump(rows, f, indent=1)
     base = rows[0]
     print("| model | params (M) | file MB | PPL | tg128 tok/s (exact) | vs original | tg128 tok/s (int8) | vs original |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        sp = lambda k: (f"{r[k]['mean']:.1f} | {r[k]['mean'] / base[k]['mean']:.2f}x" if "mean" in r[k] else "- | -")
+        sp = lambda k: (f"{r[k]['median']:.1f} | {r[k]['median'] / base[k]['median']:.2f}x" if "median" in r[k]
+                        else "- | -")
         print(f"| {r['label']} | {r['params_m']:.2f} | {r['mb']:.1f} | {r['ppl']:.3f} | {sp('tg')} | {sp('tg_int8')} |")
 
 
