@@ -22,7 +22,7 @@ struct RepackResult {
   size_t bytes = 0;   // bytes now held in panels
 };
 
-// Repacks every repackable matrix of w into buffers appended to store and points the
+// Repacks every repackable matrix of w into one buffer appended to store and points the
 // matrices (all views of one tensor) at them; releases the source pages of f's mapping.
 RepackResult repack_weights(ModelWeights& w, const KernelTable& kt, const GgufFile& f,
                             std::vector<AlignedBuffer<uint8_t>>& store);
