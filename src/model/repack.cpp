@@ -69,31 +69,46 @@ RepackResult repack_weights(ModelWeights& w, const KernelTable& kt, const GgufFi
   // so peak memory stays near one copy of the weights as the file's pages are released
   // behind the packing.
   AlignedBuffer<uint8_t>& arena = store.emplace_back(total, /*zero=*/false);
-  // In file order, each tensor's pages released as soon as it is packed but for its last
-  // 2 MiB, which go once the next one is packed: large page-cache folios straddle tensor
-  // boundaries, and reading a tensor's first bytes maps the whole folio, the end of the
-  // tensor before included. The largest tensor is never held twice.
-  std::sort(order.begin(), order.end(), [](const Matrix* a, const Matrix* b) { return a->data < b->data; });
-  auto bytes_of = [](const Matrix* m) { return size_t(m->rows) * m->row_bytes; };
-  for (size_t i = 0; i < order.size(); ++i) {
-    const Matrix& m = *order[i];
-    uint8_t* dst = arena.data() + offset.at(m.data);
-    for (int64_t p = 0; p < m.rows / kPanelRows; ++p)
-      pack_panel(m.type, m.row(p * kPanelRows), m.row_bytes, m.cols, dst + size_t(p) * kPanelRows * m.row_bytes);
-    constexpr size_t kTail = size_t(2) << 20;
-    if (bytes_of(&m) > kTail) f.release_pages(m.data, bytes_of(&m) - kTail);
-    if (i > 0) f.release_pages(order[i - 1]->data, bytes_of(order[i - 1]));
-    ++r.tensors;
-    r.bytes += bytes_of(&m);
+  // Matrices (packed) and vectors (copied) together in file order. Large page-cache folios
+  // (up to 2 MiB) straddle tensor boundaries and a read maps the whole folio around it, so
+  // a tensor's source is released in chunks as it is consumed but for its last 2 MiB, and
+  // in full once the next tensor is done: peak memory stays near one copy of the weights
+  // (the largest tensor is never held twice, nor are the folios around the norms).
+  struct Item {
+    const uint8_t* src;
+    size_t bytes;
+    const Matrix* m;       // packed, or
+    const float** vector;  // copied
+  };
+  std::vector<Item> items;
+  for (const Matrix* m : order) items.push_back({m->data, size_t(m->rows) * m->row_bytes, m, nullptr});
+  for (auto& [p, t] : vectors) items.push_back({t->data, size_t(t->n_bytes), nullptr, p});
+  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.src < b.src; });
+  constexpr size_t kTail = size_t(2) << 20;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const Item& it = items[i];
+    uint8_t* dst = arena.data() + offset.at(it.src);
+    if (it.m) {
+      const Matrix& m = *it.m;
+      const size_t panel_bytes = kPanelRows * m.row_bytes;
+      size_t released = 0;
+      for (int64_t p = 0; p < m.rows / kPanelRows; ++p) {
+        pack_panel(m.type, m.row(p * kPanelRows), m.row_bytes, m.cols, dst + size_t(p) * panel_bytes);
+        const size_t done = size_t(p + 1) * panel_bytes;
+        if (done >= released + 2 * kTail) {
+          f.release_pages(it.src, done - kTail);
+          released = done - kTail;
+        }
+      }
+      ++r.tensors;
+      r.bytes += it.bytes;
+    } else {
+      std::copy(it.src, it.src + it.bytes, dst);
+      *it.vector = reinterpret_cast<const float*>(dst);
+    }
+    if (i > 0) f.release_pages(items[i - 1].src, items[i - 1].bytes);
   }
-  for (auto& [p, t] : vectors) {
-    uint8_t* dst = arena.data() + offset.at(t->data);
-    std::copy(t->data, t->data + t->n_bytes, dst);
-    *p = reinterpret_cast<const float*>(dst);
-  }
-  // Everything copied is released once more, now that nothing will read those ranges.
-  for (const Matrix* m : order) f.release_pages(m->data, bytes_of(m));
-  for (auto& [p, t] : vectors) f.release_pages(t->data, t->n_bytes);
+  f.release_pages(items.back().src, items.back().bytes);
 
   for (Matrix* m : all) {
     auto it = offset.find(m->data);
