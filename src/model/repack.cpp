@@ -34,60 +34,49 @@ RepackResult repack_weights(ModelWeights& w, const KernelTable& kt, const GgufFi
   for (LayerWeights& L : w.layers)
     for (Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) all.push_back(m);
 
-  // One arena for every panel: one allocation of huge pages (aligned_buffer.h) instead of a
-  // few hundred sub-2 MiB buffers that would each stay on 4 KiB pages. Offsets are 64-byte
-  // aligned; a tied output shares the embedding's panels.
-  std::map<const uint8_t*, size_t> offset;  // file data -> offset in the arena
-  std::vector<const Matrix*> order;
-  size_t total = 0;
-  for (Matrix* m : all) {
-    if (!repackable(*m, kt) || offset.count(m->data)) continue;
-    offset.emplace(m->data, total);
-    order.push_back(m);
-    total += round64(size_t(m->rows) * m->row_bytes);
-  }
-  RepackResult r;
-  if (order.empty()) return r;
-
-  // The 1-D weights are copied into the arena too. Once everything is copied the file's
-  // weight pages are never touched again; otherwise reading a norm would map back the whole
-  // large page-cache folio (up to 2 MiB) around it, released weight bytes included.
-  std::map<const uint8_t*, const TensorInfo*> by_data;
-  for (const TensorInfo& t : f.tensors()) by_data.emplace(t.data, &t);
-  std::vector<std::pair<const float**, const TensorInfo*>> vectors;
-  for (const float** p : vector_views(w)) {
-    auto it = *p ? by_data.find(reinterpret_cast<const uint8_t*>(*p)) : by_data.end();
-    if (it == by_data.end()) continue;  // absent, or not a whole tensor of the file: left in place
-    if (!offset.count(it->first)) {
-      offset.emplace(it->first, total);
-      total += round64(it->second->n_bytes);
-    }
-    vectors.emplace_back(p, it->second);
-  }
-
-  // Not zeroed: every byte read is written first, and untouched pages are not faulted in,
-  // so peak memory stays near one copy of the weights as the file's pages are released
-  // behind the packing.
-  AlignedBuffer<uint8_t>& arena = store.emplace_back(total, /*zero=*/false);
-  // Matrices (packed) and vectors (copied) together in file order. Large page-cache folios
-  // (up to 2 MiB) straddle tensor boundaries and a read maps the whole folio around it, so
-  // a tensor's source is released in chunks as it is consumed but for its last 2 MiB, and
-  // in full once the next tensor is done: peak memory stays near one copy of the weights
-  // (the largest tensor is never held twice, nor are the folios around the norms).
+  // Everything goes into one arena: one allocation of huge pages (aligned_buffer.h) instead
+  // of a few hundred sub-2 MiB buffers that would each stay on 4 KiB pages. The 1-D weights
+  // are copied in too, so the file's weight pages are never touched after load (reading a
+  // norm would map back the whole large page-cache folio around it, up to 2 MiB of released
+  // weights). Offsets are 64-byte aligned; views of one tensor (a tied output) share it.
   struct Item {
     const uint8_t* src;
     size_t bytes;
-    const Matrix* m;       // packed, or
-    const float** vector;  // copied
+    size_t offset;
+    const Matrix* m;  // packed into panels; null: a vector, copied
   };
   std::vector<Item> items;
-  for (const Matrix* m : order) items.push_back({m->data, size_t(m->rows) * m->row_bytes, m, nullptr});
-  for (auto& [p, t] : vectors) items.push_back({t->data, size_t(t->n_bytes), nullptr, p});
+  std::map<const uint8_t*, size_t> offset;  // file data -> offset in the arena
+  size_t total = 0;
+  auto add = [&](const uint8_t* src, size_t bytes, const Matrix* m) {
+    if (!offset.emplace(src, total).second) return;
+    items.push_back({src, bytes, total, m});
+    total += round64(bytes);
+  };
+  for (const Matrix* m : all)
+    if (repackable(*m, kt)) add(m->data, size_t(m->rows) * m->row_bytes, m);
+  RepackResult r;
+  if (items.empty()) return r;
+  std::map<const uint8_t*, const TensorInfo*> by_data;
+  for (const TensorInfo& t : f.tensors()) by_data.emplace(t.data, &t);
+  const std::vector<const float**> vectors = vector_views(w);
+  for (const float** p : vectors) {
+    auto it = *p ? by_data.find(reinterpret_cast<const uint8_t*>(*p)) : by_data.end();
+    if (it != by_data.end()) add(it->first, size_t(it->second->n_bytes), nullptr);
+    // else absent, or not a whole tensor of the file: left in place
+  }
+
+  // Not zeroed: every byte read is written first, and untouched pages are not faulted in.
+  // In file order, each source is released in chunks as it is consumed but for its last
+  // 2 MiB, and in full once the next tensor is done (large folios straddle tensor
+  // boundaries and a read maps the whole folio): peak memory stays near one copy of the
+  // weights, the largest tensor never held twice.
+  AlignedBuffer<uint8_t>& arena = store.emplace_back(total, /*zero=*/false);
   std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.src < b.src; });
   constexpr size_t kTail = size_t(2) << 20;
   for (size_t i = 0; i < items.size(); ++i) {
     const Item& it = items[i];
-    uint8_t* dst = arena.data() + offset.at(it.src);
+    uint8_t* dst = arena.data() + it.offset;
     if (it.m) {
       const Matrix& m = *it.m;
       const size_t panel_bytes = kPanelRows * m.row_bytes;
@@ -104,17 +93,21 @@ RepackResult repack_weights(ModelWeights& w, const KernelTable& kt, const GgufFi
       r.bytes += it.bytes;
     } else {
       std::copy(it.src, it.src + it.bytes, dst);
-      *it.vector = reinterpret_cast<const float*>(dst);
     }
     if (i > 0) f.release_pages(items[i - 1].src, items[i - 1].bytes);
   }
   f.release_pages(items.back().src, items.back().bytes);
 
+  // Point every view at the arena.
   for (Matrix* m : all) {
     auto it = offset.find(m->data);
     if (it == offset.end() || m->panels) continue;
     m->data = arena.data() + it->second;
     m->panels = true;
+  }
+  for (const float** p : vectors) {
+    auto it = *p ? offset.find(reinterpret_cast<const uint8_t*>(*p)) : offset.end();
+    if (it != offset.end()) *p = reinterpret_cast<const float*>(arena.data() + it->second);
   }
   return r;
 }

@@ -22,8 +22,9 @@ struct RepackResult {
   size_t bytes = 0;   // bytes now held in panels
 };
 
-// Repacks every repackable matrix of w into one buffer appended to store and points the
-// matrices (all views of one tensor) at them; releases the source pages of f's mapping.
+// Repacks every repackable matrix of w into one buffer appended to store (with a copy of the
+// norm and bias vectors), points the views (all views of one tensor) at it and releases the
+// source pages of f's mapping. Nothing is copied when no matrix is repackable.
 RepackResult repack_weights(ModelWeights& w, const KernelTable& kt, const GgufFile& f,
                             std::vector<AlignedBuffer<uint8_t>>& store);
 

@@ -24,11 +24,11 @@ struct Matrix {
   int64_t cols = 0;
   size_t row_bytes = 0;
   bool panels = false;
-  // File layout only.
   // Static int8 activation scale of this product's input (ActMode::int8_static), from the
   // file's pocketllm.act_scale.* metadata (model/act_scales.h); 0: none, quantise
   // dynamically. Products that share an input carry the same value.
   float act_scale = 0.0f;
+  // File layout only.
   const uint8_t* row(int64_t r) const { return data + size_t(r) * row_bytes; }
   // Panels only: the panel holding rows [16 p, 16 p + 16).
   const uint8_t* panel(int64_t p) const { return data + size_t(p) * 16 * row_bytes; }
