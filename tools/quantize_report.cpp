@@ -14,14 +14,15 @@ namespace {
 
 double mib(uint64_t bytes) { return double(bytes) / (1024.0 * 1024.0); }
 
+
+}  // namespace
+
 std::vector<const pllm::SensitivityEntry*> by_kl(const pllm::SensitivityReport& rep) {
   std::vector<const pllm::SensitivityEntry*> v;
   for (const auto& e : rep.entries) v.push_back(&e);
   std::stable_sort(v.begin(), v.end(), [](auto* a, auto* b) { return a->kl() > b->kl(); });
   return v;
 }
-
-}  // namespace
 
 Progress::Progress() : tty_(isatty(STDERR_FILENO) != 0) {}
 

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "quantizer/act_stats.h"
 #include "quantizer/bpw_plan.h"
@@ -29,6 +30,9 @@ std::string base_name(const std::string& path);
 // size; every fallback (grouped); tensors the act method had no statistics for; time.
 void print_summary(const pllm::QuantizeReport& rep, const std::string& in, uint64_t in_bytes, const std::string& out,
                    pllm::TensorType base, pllm::QuantMethod method, const pllm::ActStats* stats);
+
+// The report's entries by the base type's measured KL, largest first (ties in file order).
+std::vector<const pllm::SensitivityEntry*> by_kl(const pllm::SensitivityReport& rep);
 
 // The entries sorted by KL, largest first, with the base type's measured KL (the JSON
 // form is in sensitivity_file.h).

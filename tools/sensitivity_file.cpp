@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/checked.h"
+#include "quantize_report.h"
 #include "quantizer/type_plan.h"
 
 namespace cli {
@@ -60,11 +61,8 @@ struct Reader {
 
 std::string sensitivity_json(const pllm::SensitivityReport& rep, uint64_t model_identity, pllm::TensorType base,
                              pllm::QuantMethod method) {
-  std::vector<const pllm::SensitivityEntry*> order;
-  for (const auto& e : rep.entries) order.push_back(&e);
-  std::stable_sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->kl() > b->kl(); });
   json tensors = json::array();
-  for (const auto* e : order) {
+  for (const auto* e : by_kl(rep)) {
     json cands = json::array();
     for (size_t i = 0; i < e->candidates.size(); ++i) {
       const auto& c = e->candidates[i];
