@@ -44,6 +44,7 @@
 
 #include "base/fp16.h"
 #include "kernels/kernels.h"
+#include "isa_fixture.h"
 
 namespace pllm {
 
@@ -191,14 +192,7 @@ double check(const KernelTable& kt, const Case& c, std::mt19937& rng) {
   return worst;
 }
 
-class AttnIsa : public ::testing::TestWithParam<Isa> {
- protected:
-  void SetUp() override {
-    table_ = kernels_for(GetParam());
-    if (!table_) GTEST_SKIP() << isa_name(GetParam()) << " not runnable here";
-  }
-  const KernelTable* table_ = nullptr;
-};
+class AttnIsa : public testing_isa::IsaFixture {};
 
 TEST_P(AttnIsa, EntriesPresent) {
   ASSERT_NE(table_->attn_head_f32, nullptr);

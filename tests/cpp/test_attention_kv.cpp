@@ -47,6 +47,7 @@
 
 #include "base/fp16.h"
 #include "kernels/kernels.h"
+#include "isa_fixture.h"
 
 namespace pllm {
 
@@ -329,16 +330,7 @@ double check_case(const KernelTable& T, const KernelTable& S, Fmt fmt, int hd, i
   return worst;
 }
 
-class KvIsa : public ::testing::TestWithParam<Isa> {
- protected:
-  void SetUp() override {
-    table_ = kernels_for(GetParam());
-    if (!table_) GTEST_SKIP() << isa_name(GetParam()) << " not runnable here";
-    scalar_ = kernels_for(Isa::scalar);
-  }
-  const KernelTable* table_ = nullptr;
-  const KernelTable* scalar_ = nullptr;
-};
+class KvIsa : public testing_isa::IsaFixture {};
 
 TEST_P(KvIsa, EntriesPresent) {
   EXPECT_NE(table_->attn_seg_f32, nullptr);

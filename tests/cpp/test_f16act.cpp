@@ -47,6 +47,7 @@
 #include "kernels/kernels.h"
 #include "quant/blocks.h"
 #include "quant/reference.h"
+#include "isa_fixture.h"
 
 namespace pllm {
 
@@ -221,14 +222,7 @@ void check_table(const KernelTable& kt, Acc acc, uint32_t seed) {
   }
 }
 
-class F16ActIsa : public ::testing::TestWithParam<Isa> {
- protected:
-  void SetUp() override {
-    table_ = kernels_for(GetParam());
-    if (!table_) GTEST_SKIP() << isa_name(GetParam()) << " not runnable on this CPU/build";
-  }
-  const KernelTable* table_ = nullptr;
-};
+class F16ActIsa : public testing_isa::IsaFixture {};
 
 TEST_P(F16ActIsa, TableEntries) {
   ASSERT_NE(table_->f32_to_f16_row, nullptr);

@@ -45,6 +45,7 @@
 #include "kernels/kernels.h"
 #include "quant/blocks.h"
 #include "quant/reference.h"
+#include "isa_fixture.h"
 
 namespace pllm {
 
@@ -302,17 +303,7 @@ void check_act(TensorType act, const std::vector<uint8_t>& got, const std::vecto
   }
 }
 
-class KernelIsa : public ::testing::TestWithParam<Isa> {
- protected:
-  void SetUp() override {
-    table_ = kernels_for(GetParam());
-    scalar_ = kernels_for(Isa::scalar);
-    ASSERT_NE(scalar_, nullptr);
-    if (!table_) GTEST_SKIP() << isa_name(GetParam()) << " not runnable on this CPU/build";
-  }
-  const KernelTable* table_ = nullptr;
-  const KernelTable* scalar_ = nullptr;
-};
+class KernelIsa : public testing_isa::IsaFixture {};
 
 TEST_P(KernelIsa, TableIsComplete) {
   EXPECT_EQ(table_->isa, GetParam());

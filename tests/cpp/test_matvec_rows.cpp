@@ -26,6 +26,7 @@
 #include "quant/blocks.h"
 #include "quant/panel.h"
 #include "quant/reference.h"
+#include "isa_fixture.h"
 
 namespace pllm {
 
@@ -147,17 +148,7 @@ std::vector<double> act_values(TensorType act, const void* xq, const float* x, i
   return a;
 }
 
-class MatvecRows : public ::testing::TestWithParam<Isa> {
- protected:
-  void SetUp() override {
-    table_ = kernels_for(GetParam());
-    scalar_ = kernels_for(Isa::scalar);
-    ASSERT_NE(scalar_, nullptr);
-    if (!table_) GTEST_SKIP() << isa_name(GetParam()) << " not runnable on this CPU/build";
-  }
-  const KernelTable* table_ = nullptr;
-  const KernelTable* scalar_ = nullptr;
-};
+class MatvecRows : public testing_isa::IsaFixture {};
 
 TEST_P(MatvecRows, EntriesSetForEveryAvailableType) {
   for (uint32_t id = 0; id < 32; ++id) {

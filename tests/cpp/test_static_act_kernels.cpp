@@ -15,6 +15,7 @@
 #include "quant/reference.h"
 #include "quant/types.h"
 #include "act_decode.h"
+#include "isa_fixture.h"
 
 namespace pllm {
 namespace {
@@ -26,17 +27,7 @@ using testing_act::activations;
 using testing_act::decode;
 using testing_act::DecodedAct;
 
-class StaticActIsa : public ::testing::TestWithParam<Isa> {
- protected:
-  void SetUp() override {
-    table_ = kernels_for(GetParam());
-    scalar_ = kernels_for(Isa::scalar);
-    ASSERT_NE(scalar_, nullptr);
-    if (!table_) GTEST_SKIP() << isa_name(GetParam()) << " not runnable on this CPU/build";
-  }
-  const KernelTable* table_ = nullptr;
-  const KernelTable* scalar_ = nullptr;
-};
+class StaticActIsa : public testing_isa::IsaFixture {};
 
 TEST_P(StaticActIsa, SetExactlyForInt8Formats) {
   for (uint32_t id = 0; id < 32; ++id) {
