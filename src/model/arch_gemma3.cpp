@@ -10,16 +10,10 @@
 //     x     += rmsnorm(Wdown·(gelu_tanh(Wgate·h) * (Wup·h))) * post_ffw_norm   with h = rmsnorm(x) * ffn_norm
 //   logits = token_embd · (rmsnorm(x) * output_norm)   (tied; no final soft-capping in Gemma 3)
 // The GGUF norm weights already include Gemma's "+1", so every norm is a plain x / rms(x) * w.
-#include <algorithm>
 #include <cmath>
-#include <initializer_list>
 
-#include "base/trace.h"
-#include "kernels/kernels.h"
-#include "kernels/ops_f32.h"
 #include "model/arch.h"
-#include "model/forward_state.h"
-#include "model/matmul.h"
+#include "model/blocks.h"
 #include "model/model.h"
 
 namespace pllm {
@@ -104,113 +98,19 @@ Result<void> load_gemma3_weights(const GgufFile& f, const ModelConfig& c, ModelW
   return {};
 }
 
-
-Result<void> gemma3_forward(const Model& m, ForwardState& st, const int32_t* tokens, int n, int pos0,
-                            float* logits, bool all_logits) {
+Result<void> gemma3_forward(const Model& m, LayerOps& ops) {
   const ModelConfig& c = m.config();
   const ModelWeights& w = m.weights();
-  const KernelTable& kt = kernels();
-  ThreadPool& pool = *st.pool;
-  const int E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim(), HD = c.head_dim;
-  const int group = c.n_head / c.n_head_kv;
-  Tracer* tr = st.tracer;
-
-  {
-    TraceScope ts(tr, "embed");
-    const float emb_scale = std::sqrt(float(E));
-    for (int i = 0; i < n; ++i) {
-      const int32_t id = tokens[i];
-      if (id < 0 || id >= w.token_embd.rows)
-        return make_error(Status::invalid_argument, "token id " + std::to_string(id) + " is out of range");
-      float* x = st.x.data() + size_t(i) * E;
-      alignas(64) uint8_t buf[kMaxPanelRowBytes];
-      kt.for_type(w.token_embd.type).dequantize_row(file_row(w.token_embd, id, buf), x, E);
-      for (int j = 0; j < E; ++j) x[j] *= emb_scale;
-    }
-  }
-
+  PLLM_TRY(ops.embed(w.token_embd, std::sqrt(float(c.n_embd))));
   for (int l = 0; l < c.n_layer; ++l) {
-    if (st.cancel && st.cancel->load(std::memory_order_relaxed))
-      return make_error(Status::cancelled, "cancelled");
-    const LayerWeights& L = w.layers[size_t(l)];
-    const int F = c.n_ff_at(l);  // this layer's feed-forward size (pruned models differ per layer)
-    const bool local = c.is_local_layer(l);
-    const float* inv_freq = local ? w.rope_inv_freq_local.data() : w.rope_inv_freq.data();
-
-    // --- attention block ---
-    {
-      TraceScope ts(tr, "attn_norm", l);
-      for (int i = 0; i < n; ++i) rmsnorm_f32(&st.x[size_t(i) * E], L.attn_norm, &st.h[size_t(i) * E], E, c.rms_eps);
-    }
-    {
-      TraceScope ts(tr, "qkv", l);
-      run_group(st, {{&L.wq, st.q.data()}, {&L.wk, st.k.data()}, {&L.wv, st.v.data()}}, n);
-    }
-    {
-      TraceScope ts(tr, "qk_norm_rope_kv", l);
-      for (int i = 0; i < n; ++i) {
-        float* q = &st.q[size_t(i) * QD];
-        float* k = &st.k[size_t(i) * KD];
-        float cs[kMaxRopeDims];
-        rope_angles(c.n_rot, inv_freq, double(pos0 + i), cs);
-        for (int h = 0; h < c.n_head; ++h) {
-          rmsnorm_f32(q + h * HD, L.attn_q_norm, q + h * HD, HD, c.rms_eps);
-          rope_apply(q + h * HD, c.n_rot, cs, /*neox=*/true);
-        }
-        for (int h = 0; h < c.n_head_kv; ++h) {
-          rmsnorm_f32(k + h * HD, L.attn_k_norm, k + h * HD, HD, c.rms_eps);
-          rope_apply(k + h * HD, c.n_rot, cs, /*neox=*/true);
-        }
-        st.kv.store(l, pos0 + i, k, &st.v[size_t(i) * KD]);
-      }
-    }
-    {
-      TraceScope ts(tr, "attention", l);
-      // Local layers see the last sliding_window positions: the cache gives them their own
-      // ring of that size (ForwardState passes ModelConfig::is_local_layer to the KvCache).
-      attention(st, l, n, pos0, group, c.attn_scale, RopeSpec{inv_freq, c.n_rot, /*neox=*/true});
-    }
-    {
-      TraceScope ts(tr, "attn_out", l);
-      matmul(L.wo, st.att.data(), n, st.proj.data(), st.act_mode, st.mm, pool);
-      for (int i = 0; i < n; ++i) {
-        float* y = &st.proj[size_t(i) * E];
-        rmsnorm_f32(y, L.post_attn_norm, y, E, c.rms_eps);
-      }
-      add_f32(st.x.data(), st.proj.data(), int64_t(n) * E);
-    }
-
-    // --- feed-forward block ---
-    {
-      TraceScope ts(tr, "ffn_norm", l);
-      for (int i = 0; i < n; ++i) rmsnorm_f32(&st.x[size_t(i) * E], L.ffn_norm, &st.h[size_t(i) * E], E, c.rms_eps);
-    }
-    {
-      TraceScope ts(tr, "gate_up", l);
-      run_group(st, {{&L.w_gate, st.gate.data()}, {&L.w_up, st.up.data()}}, n);
-    }
-    {
-      TraceScope ts(tr, "geglu", l);
-      geglu_f32(st.gate.data(), st.up.data(), st.gate.data(), int64_t(n) * F);
-    }
-    {
-      TraceScope ts(tr, "ffn_down", l);
-      matmul(L.w_down, st.gate.data(), n, st.proj.data(), st.act_mode, st.mm, pool);
-      for (int i = 0; i < n; ++i) {
-        float* y = &st.proj[size_t(i) * E];
-        rmsnorm_f32(y, L.post_ffn_norm, y, E, c.rms_eps);
-      }
-      add_f32(st.x.data(), st.proj.data(), int64_t(n) * E);
-    }
+    if (ops.cancelled()) return make_error(Status::cancelled, "cancelled");
+    // Local layers see the last sliding_window positions (the KV cache gives them their own
+    // ring of that size) and use their own RoPE base.
+    const float* inv_freq = c.is_local_layer(l) ? w.rope_inv_freq_local.data() : w.rope_inv_freq.data();
+    attention_block(ops, l, w.layers[size_t(l)], {c.attn_scale, RopeSpec{inv_freq, c.n_rot, /*neox=*/true}});
+    ffn_block(ops, l, w.layers[size_t(l)], c.n_ff_at(l), Glu::gelu_tanh);
   }
-
-  if (!logits) return {};
-  TraceScope ts(tr, "output_head");
-  const int first = all_logits ? 0 : n - 1;
-  const int n_out = n - first;
-  for (int i = first; i < n; ++i)
-    rmsnorm_f32(&st.x[size_t(i) * E], w.output_norm, &st.h[size_t(i - first) * E], E, c.rms_eps);
-  matmul(w.output, st.h.data(), n_out, logits, st.act_mode, st.mm, pool);
+  ops.head(w.output_norm, w.output);
   return {};
 }
 

@@ -6,7 +6,6 @@
 #include "base/hash.h"
 #include "kernels/kernels.h"
 #include "model/arch.h"
-#include "model/forward_state.h"
 #include "model/repack.h"
 
 namespace pllm {
@@ -134,18 +133,9 @@ Result<void> Model::restore_matrix(std::string_view name) {
   return override_matrix(name, static_cast<TensorType>(t->type), t->data);
 }
 
-Result<void> Model::forward(ForwardState& st, const int32_t* tokens, int n, int pos0, float* logits,
-                            bool all_logits) const {
+Result<void> Model::run_layers(LayerOps& ops) const {
   if (!arch_) return make_error(Status::invalid_argument, "model was loaded vocab-only");
-  if (n <= 0 || n > st.n_batch) return make_error(Status::invalid_argument, "bad batch size");
-  if (pos0 < 0 || !st.kv.fits(pos0, n))
-    return make_error(Status::out_of_range, "context full: " + std::to_string(pos0 + n) + " tokens > n_ctx " +
-                                                std::to_string(st.n_ctx));
-  if (pos0 != st.kv.end())
-    return make_error(Status::internal, "KV cache holds " + std::to_string(st.kv.end()) +
-                                            " positions, batch starts at " + std::to_string(pos0));
-  st.kv.begin_batch(pos0, n);
-  return arch_->forward(*this, st, tokens, n, pos0, logits, all_logits);
+  return arch_->forward(*this, ops);
 }
 
 }  // namespace pllm

@@ -48,9 +48,8 @@ struct ModelWeights {
   std::vector<float> rope_inv_freq_local;  // [n_rot/2] for sliding-window layers (gemma3), else empty
 };
 
-// Mutable per-session state the forward pass works in (defined in model/forward_state.h).
-struct ForwardState;
 struct ArchDescriptor;
+class LayerOps;
 
 // What Model::identity() is, computed from a file without loading the model.
 uint64_t compute_model_identity(const GgufFile& f);
@@ -90,11 +89,9 @@ class Model {
   // How many matrix products have a static activation scale in the file (model/act_scales.h).
   const ActScaleCounts& act_scale_counts() const { return act_scale_counts_; }
 
-  // Runs n tokens at positions [pos0, pos0 + n) through the model, writing their K/V into
-  // the state's cache. logits: nullptr, or n_vocab floats for the last token (all_logits
-  // false), or n * n_vocab floats (all_logits true).
-  Result<void> forward(ForwardState& st, const int32_t* tokens, int n, int pos0, float* logits,
-                       bool all_logits) const;
+  // Runs the architecture's forward pass over a backend's layer operations (model/layer_ops.h):
+  // the backend holds the step's rows, caches and activations.
+  Result<void> run_layers(LayerOps& ops) const;
 
  private:
   Model() = default;

@@ -8,25 +8,41 @@
 
 namespace pllm {
 
-Session::Session(std::shared_ptr<const Model> model, int n_ctx, int n_threads, const SessionConfig& cfg)
-    : model_(std::move(model)), pool_(n_threads) {
-  state_ = std::make_unique<ForwardState>(model_->config(), n_ctx, std::min(cfg.n_batch, n_ctx), pool_,
-                                          cfg.static_activations ? ActMode::int8_static
-                                          : cfg.int8_activations ? ActMode::int8
-                                          : cfg.f16_activations  ? ActMode::f16
-                                                                 : ActMode::exact,
-                                          cfg.kv);
-  state_->cancel = &cancel_;
-  state_->fuse = cfg.fuse;
-  if (cfg.profile) {
-    tracer_ = std::make_unique<Tracer>();
-    state_->tracer = tracer_.get();
-  }
+namespace {
+
+// Per layer: its own sliding window (Gemma 3's local layers), 0 for full attention.
+std::vector<int> layer_windows(const ModelConfig& c) {
+  std::vector<int> w(size_t(c.n_layer), 0);
+  for (int l = 0; l < c.n_layer; ++l)
+    if (c.is_local_layer(l)) w[size_t(l)] = c.sliding_window;
+  return w;
+}
+
+ActMode act_mode_of(const SessionConfig& cfg) {
+  return cfg.static_activations ? ActMode::int8_static
+         : cfg.int8_activations ? ActMode::int8
+         : cfg.f16_activations  ? ActMode::f16
+                                : ActMode::exact;
+}
+
+}  // namespace
+
+Session::Session(std::shared_ptr<const Model> model, std::shared_ptr<Engine> engine, int n_ctx,
+                 const SessionConfig& cfg)
+    : model_(std::move(model)),
+      engine_(std::move(engine)),
+      n_ctx_(n_ctx),
+      n_batch_(std::min(cfg.n_batch, n_ctx)),
+      act_mode_(act_mode_of(cfg)),
+      fuse_(cfg.fuse) {
+  kv_ = std::make_unique<KvCache>(model_->config(), cfg.kv, n_ctx_, n_batch_, layer_windows(model_->config()));
+  if (cfg.profile) tracer_ = std::make_unique<Tracer>();
   history_.reserve(size_t(n_ctx));
   logits_.resize(size_t(model_->config().n_vocab));
 }
 
-Result<std::unique_ptr<Session>> Session::create(std::shared_ptr<const Model> model, const SessionConfig& cfg) {
+Result<std::unique_ptr<Session>> Session::create(std::shared_ptr<const Model> model, const SessionConfig& cfg,
+                                                 std::shared_ptr<Engine> engine) {
   if (!model) return make_error(Status::invalid_argument, "no model");
   if (model->vocab_only()) return make_error(Status::invalid_argument, "model was loaded vocab-only");
   if (cfg.n_ctx < 0 || cfg.n_ctx > (1 << 20))
@@ -42,9 +58,11 @@ Result<std::unique_ptr<Session>> Session::create(std::shared_ptr<const Model> mo
                           " has none (no pocketllm.act_scale.* metadata; pocketllm calibrate-act writes them)");
   PLLM_TRY(KvCache::validate(model->config(), cfg.kv));
   const int n_ctx = cfg.n_ctx > 0 ? cfg.n_ctx : std::min(model->config().n_ctx_train, 4096);
-  const int n_threads = cfg.n_threads > 0 ? cfg.n_threads : default_thread_count();
+  if (!engine) {
+    PLLM_ASSIGN(engine, Engine::create(cfg.n_threads));
+  }
   try {
-    return std::unique_ptr<Session>(new Session(std::move(model), n_ctx, n_threads, cfg));
+    return std::unique_ptr<Session>(new Session(std::move(model), std::move(engine), n_ctx, cfg));
   } catch (const std::bad_alloc&) {
     return make_error(Status::out_of_memory, "not enough memory for a context of " + std::to_string(n_ctx));
   }
@@ -69,22 +87,20 @@ Result<void> Session::wait_prewarm() {
   return prewarm_result_;
 }
 
-// Scheduling priority of pre-warm work (Linux nice; 0 is normal, 19 the lowest).
-constexpr int kPrewarmNice = 10;
-
 void Session::prewarm(std::vector<int32_t> tokens) {
   stop_prewarm();
   prewarm_result_ = Result<void>();
-  if (!background_pool_) background_pool_ = std::make_unique<ThreadPool>(pool_.size(), kPrewarmNice);
   prewarm_ = std::thread([this, t = std::move(tokens)] {
     tl_prewarming = this;
-    lower_thread_priority(kPrewarmNice);
-    state_->pool = background_pool_.get();
+    lower_thread_priority(10);  // as the background lane's workers (Linux nice)
+    lane_ = Engine::Lane::background;
     prewarm_result_ = prefill_prefix(*this, t);
-    state_->pool = &pool_;  // before the thread ends: whoever joins it sees the foreground pool
+    lane_ = Engine::Lane::foreground;  // before the thread ends: whoever joins it sees the foreground lane
     tl_prewarming = nullptr;
   });
 }
+
+StepOptions Session::step_options() const { return {act_mode_, fuse_, tracer_.get(), observer_}; }
 
 Result<void> Session::run(std::span<const int32_t> tokens, float* logits, bool all_logits) {
   if (tokens.empty()) return make_error(Status::invalid_argument, "no tokens to evaluate");
@@ -94,18 +110,18 @@ Result<void> Session::run(std::span<const int32_t> tokens, float* logits, bool a
   const int n_vocab = model_->config().n_vocab;
   size_t done = 0;
   while (done < tokens.size()) {
-    const int n = int(std::min(tokens.size() - done, size_t(state_->n_batch)));
-    const bool last_chunk = done + size_t(n) == tokens.size();
-    float* out = nullptr;
-    if (all_logits) out = logits + done * size_t(n_vocab);
-    else if (last_chunk) out = logits;
-    auto r = model_->forward(*state_, tokens.data() + done, n, int(history_.size()), out, all_logits);
+    const size_t n = std::min(tokens.size() - done, size_t(n_batch_));
+    const bool last_chunk = done + n == tokens.size();
+    SeqStep seq{kv_.get(), tokens.subspan(done, n), nullptr, all_logits, &cancel_};
+    if (all_logits) seq.logits = logits + done * size_t(n_vocab);
+    else if (last_chunk) seq.logits = logits;
+    auto r = engine_->forward(*model_, {&seq, 1}, step_options(), lane_);
     if (!r.ok()) {  // the failed batch may have written part of the cache: forget it
-      history_.resize(size_t(state_->kv.truncate(int(history_.size()))));
+      history_.resize(size_t(kv_->truncate(int(history_.size()))));
       return r.error();
     }
     history_.insert(history_.end(), tokens.begin() + done, tokens.begin() + done + n);
-    done += size_t(n);
+    done += n;
   }
   return {};
 }
@@ -113,7 +129,7 @@ Result<void> Session::run(std::span<const int32_t> tokens, float* logits, bool a
 void Session::truncate(size_t n) {
   stop_prewarm();
   if (n >= history_.size()) return;
-  history_.resize(size_t(state_->kv.truncate(int(n))));
+  history_.resize(size_t(kv_->truncate(int(n))));
 }
 
 Result<std::vector<uint8_t>> Session::save_prefix(size_t n) {
@@ -121,7 +137,7 @@ Result<std::vector<uint8_t>> Session::save_prefix(size_t n) {
   if (n > history_.size())
     return make_error(Status::out_of_range, "snapshot of " + std::to_string(n) + " tokens, but the session holds " +
                                                 std::to_string(history_.size()));
-  return make_kv_snapshot(state_->kv, model_->identity(), std::span<const int32_t>(history_.data(), n));
+  return make_kv_snapshot(*kv_, model_->identity(), std::span<const int32_t>(history_.data(), n));
 }
 
 Result<void> Session::restore_prefix(std::span<const uint8_t> snapshot, bool verified) {
@@ -134,7 +150,7 @@ Result<void> Session::restore_prefix(std::span<const uint8_t> snapshot, bool ver
   std::vector<int32_t> ids = view.token_ids();
   for (int32_t id : ids)
     if (id < 0 || id >= n_vocab) return make_error(Status::bad_format, "KV snapshot holds an invalid token id");
-  PLLM_TRY(restore_kv_snapshot(state_->kv, model_->identity(), view));
+  PLLM_TRY(restore_kv_snapshot(*kv_, model_->identity(), view));
   history_.assign(ids.begin(), ids.end());
   return {};
 }
@@ -149,6 +165,6 @@ Result<void> Session::eval_last(std::span<const int32_t> tokens) {
   return run(tokens, logits_.data(), false);
 }
 
-uint32_t Session::compute_tag() const { return uint32_t(state_->act_mode); }
+uint32_t Session::compute_tag() const { return uint32_t(act_mode_); }
 
 }  // namespace pllm

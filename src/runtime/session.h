@@ -1,5 +1,6 @@
-// A session: one conversation over a shared model. Owns the KV cache, scratch, thread
-// pool and the token history that says what the KV cache holds.
+// A session: one conversation over a shared model. Owns its KV cache and the token history
+// that says what the cache holds; its steps run on an engine (runtime/engine.h) that owns
+// the threads and scratch and may be shared with other sessions.
 #pragma once
 #include <atomic>
 #include <memory>
@@ -8,9 +9,10 @@
 #include <vector>
 
 #include "base/result.h"
-#include "base/thread_pool.h"
-#include "model/forward_state.h"
+#include "model/kv_cache.h"
 #include "model/model.h"
+#include "model/step.h"
+#include "runtime/engine.h"
 
 namespace pllm {
 
@@ -18,7 +20,7 @@ class PrefixCache;
 
 struct SessionConfig {
   int n_ctx = 0;      // 0: min(training context, 4096)
-  int n_threads = 0;  // 0: default_thread_count()
+  int n_threads = 0;  // 0: default_thread_count(); ignored for a session on a given engine
   int n_batch = 64;   // tokens per forward() during prefill
   bool int8_activations = false;  // W4A8/W8A8 integer kernels instead of exact f32 activations
   bool f16_activations = false;   // W4A16: fp16 activations (Q4_0/Q4_1/Q8_0); exclusive with int8
@@ -31,13 +33,36 @@ struct SessionConfig {
   KvOptions kv;                   // KV storage type, sliding window and sinks
 };
 
+class Session;
+
+// One session's part of a batched step (Session::step).
+struct SessionStep {
+  Session* session = nullptr;
+  std::span<const int32_t> tokens;  // one decode token or a prefill chunk (<= the session's n_batch)
+  bool logits = true;               // leave the last row's logits in session->last_logits()
+  Result<void> result;              // this session's outcome (cancelled, context full, ...)
+};
+
 class Session {
  public:
-  static Result<std::unique_ptr<Session>> create(std::shared_ptr<const Model> model, const SessionConfig& cfg);
+  // engine: the engine to step on, shared with other sessions; null: a private engine with
+  // cfg.n_threads threads.
+  static Result<std::unique_ptr<Session>> create(std::shared_ptr<const Model> model, const SessionConfig& cfg,
+                                                 std::shared_ptr<Engine> engine = nullptr);
   ~Session();
 
+  // Advances every session by its tokens in ONE forward pass, so the weights are read once
+  // for all of them. The sessions share one engine, model and activation mode. A session
+  // whose tokens do not fit (context, batch size) or that is cancelled mid-step gets its own
+  // error in its result, and its cache and history stay as before the step; the others go
+  // on. Returns an error when the step as a whole is malformed or failed (then every result
+  // carries it and no session moved).
+  static Result<void> step(std::span<SessionStep> steps);
+
   const Model& model() const { return *model_; }
-  int n_ctx() const { return state_->n_ctx; }
+  Engine& engine() const { return *engine_; }
+  int n_ctx() const { return n_ctx_; }
+  int n_batch() const { return n_batch_; }
   const std::vector<int32_t>& history() const { return history_; }
 
   // Append tokens and run them. logits_all: nullptr or n * n_vocab floats (every position).
@@ -52,8 +77,8 @@ class Session {
   void truncate(size_t n);
   void reset() { truncate(0); }
   // True when every layer has a sliding window: no context limit.
-  bool unbounded() const { return state_->kv.unbounded(); }
-  const KvCache& kv_cache() const { return state_->kv; }
+  bool unbounded() const { return kv_->unbounded(); }
+  const KvCache& kv_cache() const { return *kv_; }
   // How this session computes its KV (the activation mode; 0 = exact): the prefix cache keys
   // on it, so a prefix computed with int8 activations is never restored into an exact session.
   uint32_t compute_tag() const;
@@ -69,7 +94,7 @@ class Session {
   Result<void> restore_prefix(std::span<const uint8_t> snapshot, bool verified = false);
 
   // Whether save_prefix can work at all (no sliding window).
-  bool snapshots_supported() const { return state_->kv.prefix_bytes(0).ok(); }
+  bool snapshots_supported() const { return kv_->prefix_bytes(0).ok(); }
   // The prefix cache generate() consults and fills (runtime/prefix_cache.h); null: none.
   void set_prefix_cache(std::shared_ptr<PrefixCache> cache) {
     stop_prewarm();
@@ -93,7 +118,7 @@ class Session {
   // (model/act_observer.h); null detaches. The caller keeps it alive while attached.
   void set_act_observer(ActObserver* observer) {
     stop_prewarm();
-    state_->mm.observer = observer;
+    observer_ = observer;
   }
 
   // Op timings when created with profile = true, else null.
@@ -104,20 +129,25 @@ class Session {
   bool cancel_requested() const { return cancel_.load(); }
 
  private:
-  Session(std::shared_ptr<const Model> model, int n_ctx, int n_threads, const SessionConfig& cfg);
+  Session(std::shared_ptr<const Model> model, std::shared_ptr<Engine> engine, int n_ctx, const SessionConfig& cfg);
   Result<void> run(std::span<const int32_t> tokens, float* logits, bool all_logits);
+  StepOptions step_options() const;
 
   std::shared_ptr<const Model> model_;
-  ThreadPool pool_;
+  std::shared_ptr<Engine> engine_;
+  int n_ctx_, n_batch_;
+  ActMode act_mode_;
+  bool fuse_;
+  ActObserver* observer_ = nullptr;
+  Engine::Lane lane_ = Engine::Lane::foreground;  // background while pre-warming
   std::unique_ptr<Tracer> tracer_;
-  std::unique_ptr<ForwardState> state_;
+  std::unique_ptr<KvCache> kv_;
   std::vector<int32_t> history_;
   std::vector<float> logits_;  // [n_vocab]
   std::atomic<bool> cancel_{false};
   std::shared_ptr<PrefixCache> prefix_cache_;
-  // Pre-warm runs on its own thread and this pool of lower-priority workers (nice 10,
-  // created on first use), so typing/UI threads and foreground sessions keep the cores.
-  std::unique_ptr<ThreadPool> background_pool_;
+  // Pre-warm runs on its own thread and the engine's background lane (lower-priority
+  // workers), so typing/UI threads and foreground sessions keep the cores.
   std::thread prewarm_;
   Result<void> prewarm_result_;
 };

@@ -1,0 +1,204 @@
+#include "backends/cpu/cpu_layers.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
+#include "base/trace.h"
+#include "kernels/kernels.h"
+#include "kernels/ops_f32.h"
+#include "model/matmul.h"
+
+namespace pllm {
+
+CpuLayers::CpuLayers(const ModelConfig& c, StepScratch& s, ThreadPool& pool, std::span<const SeqStep> seqs,
+                     int n_rows, const StepOptions& opt)
+    : c_(c), s_(s), pool_(pool), seqs_(seqs), n_(n_rows), opt_(opt) {
+  decode_only_ = std::all_of(seqs.begin(), seqs.end(), [](const SeqStep& q) { return q.tokens.size() == 1; });
+  s_.mm.observer = opt.observer;
+}
+
+bool CpuLayers::cancelled() const {
+  return std::all_of(seqs_.begin(), seqs_.end(), [](const SeqStep& q) { return q.cancelled(); });
+}
+
+float* CpuLayers::buf(Act a) {
+  switch (a) {
+    case Act::x: return s_.x.data();
+    case Act::h: return s_.h.data();
+    case Act::q: return s_.q.data();
+    case Act::k: return s_.k.data();
+    case Act::v: return s_.v.data();
+    case Act::att: return s_.att.data();
+    case Act::gate: return s_.gate.data();
+    case Act::up: return s_.up.data();
+    case Act::proj: return s_.proj.data();
+  }
+  return nullptr;
+}
+
+Result<void> CpuLayers::embed(const Matrix& table, float scale) {
+  TraceScope ts(opt_.tracer, "embed");
+  const KernelTable& kt = kernels();
+  const int E = c_.n_embd;
+  for (int r = 0; r < n_; ++r) {
+    const int32_t id = s_.row_token[size_t(r)];
+    if (id < 0 || id >= table.rows)
+      return make_error(Status::invalid_argument, "token id " + std::to_string(id) + " is out of range");
+    float* x = s_.x.data() + size_t(r) * E;
+    alignas(64) uint8_t row[kMaxPanelRowBytes];
+    kt.for_type(table.type).dequantize_row(file_row(table, id, row), x, E);
+    if (scale != 1.0f)
+      for (int j = 0; j < E; ++j) x[j] *= scale;
+  }
+  return {};
+}
+
+void CpuLayers::norm(const char* name, int layer, Act src, const float* w, Act dst) {
+  TraceScope ts(opt_.tracer, name, layer);
+  const size_t E = size_t(c_.n_embd);
+  const float* in = buf(src);
+  float* out = buf(dst);
+  for (int r = 0; r < n_; ++r) rmsnorm_f32(in + r * E, w, out + r * E, int64_t(E), c_.rms_eps);
+}
+
+void CpuLayers::project(const char* name, int layer, std::initializer_list<Product> products, Act in) {
+  TraceScope ts(opt_.tracer, name, layer);
+  MatmulTarget targets[4];
+  int n_t = 0;
+  for (const Product& p : products) targets[n_t++] = {p.W, buf(p.out)};
+  const float* X = buf(in);
+  if (opt_.fuse) {
+    matmul_group({targets, size_t(n_t)}, X, n_, opt_.act_mode, s_.mm, pool_);
+  } else {
+    for (int i = 0; i < n_t; ++i) matmul(*targets[i].W, X, n_, targets[i].Y, opt_.act_mode, s_.mm, pool_);
+  }
+}
+
+void CpuLayers::qkv_to_cache(int l, const QkvSpec& sp) {
+  TraceScope ts(opt_.tracer, "qkv_rope_kv", l);
+  const int QD = c_.q_dim(), KD = c_.kv_dim(), HD = c_.head_dim;
+  for (int r = 0; r < n_; ++r) {
+    float* q = &s_.q[size_t(r) * QD];
+    float* k = &s_.k[size_t(r) * KD];
+    float* v = &s_.v[size_t(r) * KD];
+    if (sp.bq) {
+      add_f32(q, sp.bq, QD);
+      add_f32(k, sp.bk, KD);
+      add_f32(v, sp.bv, KD);
+    }
+    const int pos = s_.row_pos[size_t(r)];
+    float cs[kMaxRopeDims];
+    rope_angles(sp.rope.n_rot, sp.rope.inv_freq, double(pos), cs);
+    for (int h = 0; h < c_.n_head; ++h) {
+      if (sp.q_norm) rmsnorm_f32(q + h * HD, sp.q_norm, q + h * HD, HD, c_.rms_eps);
+      rope_apply(q + h * HD, sp.rope.n_rot, cs, sp.rope.neox);
+    }
+    for (int h = 0; h < c_.n_head_kv; ++h) {
+      if (sp.k_norm) rmsnorm_f32(k + h * HD, sp.k_norm, k + h * HD, HD, c_.rms_eps);
+      rope_apply(k + h * HD, sp.rope.n_rot, cs, sp.rope.neox);
+    }
+    s_.row_kv[size_t(r)]->store(l, pos, k, v);
+  }
+}
+
+// A decode step with few rows and a long context would leave threads idle with one task
+// per (row, kv head): split each row's visible positions into parts, merged afterwards.
+int CpuLayers::attention_parts(int l) const {
+  if (!decode_only_ || n_ > StepScratch::kMaxSplitRows) return 1;
+  int visible = INT_MAX;
+  for (int r = 0; r < n_; ++r)
+    visible = std::min(visible, s_.row_kv[size_t(r)]->n_visible(l, s_.row_pos[size_t(r)]));
+  const int tasks = n_ * c_.n_head_kv, threads = pool_.size();
+  int n_parts = std::clamp(visible / 512, 1, StepScratch::kMaxAttnParts);
+  // Fewer tasks than a multiple of the threads (SmolLM2: 3 kv heads on 2 threads) would leave
+  // a thread idle for a whole head: split further while each part keeps >= 64 positions.
+  while ((tasks * n_parts) % threads != 0 && n_parts < StepScratch::kMaxAttnParts && visible / (n_parts + 1) >= 64)
+    ++n_parts;
+  return n_parts;
+}
+
+void CpuLayers::attend(int l, float scale, const RopeSpec& rope) {
+  TraceScope ts(opt_.tracer, "attention", l);
+  const int n_kv = c_.n_head_kv, HD = c_.head_dim, QD = c_.q_dim(), group = c_.n_head / c_.n_head_kv;
+  const int n_parts = attention_parts(l);
+  // The query heads sharing a kv head go together, so each kv head is read once per row.
+  if (n_parts == 1) {
+    pool_.run(int64_t(n_) * n_kv, [&](int64_t task) {
+      const int r = int(task / n_kv), g = int(task % n_kv);
+      const size_t at = size_t(r) * QD + size_t(g) * group * HD;
+      AttnAccum a[KvCache::kMaxGroup];
+      for (int j = 0; j < group; ++j) attn_accum_init(a[j], HD);
+      // Causal: the row at position pos sees what its cache keeps up to pos.
+      s_.row_kv[size_t(r)]->attend_part(l, s_.row_pos[size_t(r)], g, group, &s_.q[at], scale, rope, 0, 1, a);
+      for (int j = 0; j < group; ++j) attn_accum_finish(a[j], HD, &s_.att[at + size_t(j) * HD]);
+    });
+    return;
+  }
+  AttnAccum* parts = s_.attn_parts.data();  // [row][g][part][j]
+  pool_.run(int64_t(n_) * n_kv * n_parts, [&](int64_t task) {
+    const int p = int(task % n_parts), g = int(task / n_parts % n_kv), r = int(task / n_parts / n_kv);
+    AttnAccum* a = parts + ((size_t(r) * n_kv + g) * n_parts + p) * group;
+    for (int j = 0; j < group; ++j) attn_accum_init(a[j], HD);
+    const size_t at = size_t(r) * QD + size_t(g) * group * HD;
+    s_.row_kv[size_t(r)]->attend_part(l, s_.row_pos[size_t(r)], g, group, &s_.q[at], scale, rope, p, n_parts, a);
+  });
+  for (int r = 0; r < n_; ++r)
+    for (int g = 0; g < n_kv; ++g)
+      for (int j = 0; j < group; ++j) {
+        AttnAccum* first = parts + (size_t(r) * n_kv + g) * n_parts * group;
+        for (int p = 1; p < n_parts; ++p) merge_accum(first[j], first[size_t(p) * group + j], HD);
+        attn_accum_finish(first[j], HD, &s_.att[size_t(r) * QD + (size_t(g) * group + j) * HD]);
+      }
+}
+
+void CpuLayers::glu(int l, Glu kind, int n_ff) {
+  const int64_t n = int64_t(n_) * n_ff;
+  if (kind == Glu::silu) {
+    TraceScope ts(opt_.tracer, "swiglu", l);
+    kernels().swiglu_f32(s_.gate.data(), s_.up.data(), s_.gate.data(), n);
+  } else {
+    TraceScope ts(opt_.tracer, "geglu", l);
+    geglu_f32(s_.gate.data(), s_.up.data(), s_.gate.data(), n);
+  }
+}
+
+void CpuLayers::residual(int l, Act from, const float* post_norm) {
+  TraceScope ts(opt_.tracer, "residual", l);
+  const int E = c_.n_embd;
+  float* y = buf(from);
+  if (post_norm)
+    for (int r = 0; r < n_; ++r) rmsnorm_f32(y + size_t(r) * E, post_norm, y + size_t(r) * E, E, c_.rms_eps);
+  add_f32(s_.x.data(), y, int64_t(n_) * E);
+}
+
+void CpuLayers::head(const float* norm, const Matrix& out) {
+  // The rows whose logits are wanted: all of a sequence's rows or its last one.
+  int n_out = 0, row = 0;
+  for (const SeqStep& q : seqs_) {
+    const int n = int(q.tokens.size());
+    if (q.logits)
+      for (int i = q.all_logits ? 0 : n - 1; i < n; ++i) s_.out_rows[size_t(n_out++)] = row + i;
+    row += n;
+  }
+  if (n_out == 0) return;
+  TraceScope ts(opt_.tracer, "output_head");
+  const int E = c_.n_embd;
+  for (int i = 0; i < n_out; ++i)
+    rmsnorm_f32(&s_.x[size_t(s_.out_rows[size_t(i)]) * E], norm, &s_.h[size_t(i) * E], E, c_.rms_eps);
+  if (seqs_.size() == 1) {  // straight into the caller's buffer
+    matmul(out, s_.h.data(), n_out, seqs_[0].logits, opt_.act_mode, s_.mm, pool_);
+    return;
+  }
+  matmul(out, s_.h.data(), n_out, s_.logits.data(), opt_.act_mode, s_.mm, pool_);
+  const size_t V = size_t(out.rows);
+  int at = 0;
+  for (const SeqStep& q : seqs_) {
+    if (!q.logits) continue;
+    const size_t n = q.all_logits ? q.tokens.size() : 1;
+    std::memcpy(q.logits, s_.logits.data() + size_t(at) * V, n * V * sizeof(float));
+    at += int(n);
+  }
+}
+
+}  // namespace pllm

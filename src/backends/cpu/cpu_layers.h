@@ -1,0 +1,43 @@
+// The CPU implementation of the layer seam (model/layer_ops.h) over one step's scratch.
+#pragma once
+#include <span>
+
+#include "backends/cpu/step_scratch.h"
+#include "base/thread_pool.h"
+#include "model/config.h"
+#include "model/layer_ops.h"
+#include "model/step.h"
+
+namespace pllm {
+
+class CpuLayers final : public LayerOps {
+ public:
+  // The scratch's row tables already describe the n_rows rows of `seqs`, in order.
+  CpuLayers(const ModelConfig& c, StepScratch& s, ThreadPool& pool, std::span<const SeqStep> seqs, int n_rows,
+            const StepOptions& opt);
+
+  bool cancelled() const override;
+  Result<void> embed(const Matrix& table, float scale) override;
+  void norm(const char* name, int layer, Act src, const float* w, Act dst) override;
+  void project(const char* name, int layer, std::initializer_list<Product> products, Act in) override;
+  void qkv_to_cache(int l, const QkvSpec& s) override;
+  void attend(int l, float scale, const RopeSpec& rope) override;
+  void glu(int l, Glu kind, int n_ff) override;
+  void residual(int l, Act from, const float* post_norm) override;
+  void head(const float* norm, const Matrix& out) override;
+
+ private:
+  float* buf(Act a);
+  // Attention parts per row for a step of single-row sequences (1: no split).
+  int attention_parts(int l) const;
+
+  const ModelConfig& c_;
+  StepScratch& s_;
+  ThreadPool& pool_;
+  std::span<const SeqStep> seqs_;
+  int n_;               // rows
+  bool decode_only_;    // every sequence has one row
+  StepOptions opt_;
+};
+
+}  // namespace pllm

@@ -1,0 +1,45 @@
+#include "backends/cpu/step_scratch.h"
+
+#include <algorithm>
+
+namespace pllm {
+
+void StepScratch::reserve(const ModelConfig& c, int rows, int gathered) {
+  const bool fits = rows <= rows_cap && c.n_embd <= n_embd && c.q_dim() <= q_dim && c.kv_dim() <= kv_dim &&
+                    c.n_ff <= n_ff && c.n_head <= n_head;
+  if (!fits) {
+    rows_cap = std::max(rows, rows_cap);
+    n_embd = std::max(n_embd, c.n_embd);
+    q_dim = std::max(q_dim, c.q_dim());
+    kv_dim = std::max(kv_dim, c.kv_dim());
+    n_ff = std::max(n_ff, c.n_ff);
+    n_head = std::max(n_head, c.n_head);
+    const size_t R = size_t(rows_cap);
+    attn_parts.resize(size_t(kMaxSplitRows) * size_t(n_head) * kMaxAttnParts);
+    x.resize(R * n_embd);
+    h.resize(R * std::max(n_embd, 1));
+    q.resize(R * q_dim);
+    k.resize(R * kv_dim);
+    v.resize(R * kv_dim);
+    att.resize(R * q_dim);
+    gate.resize(R * n_ff);
+    up.resize(R * n_ff);
+    proj.resize(R * n_embd);
+    const int widest = std::max({n_embd, n_ff, q_dim});
+    mm.act_row_stride = max_act_row_bytes(widest);
+    act_q.resize(size_t(kMaxActFormats) * R * mm.act_row_stride);
+    mm.n_batch = rows_cap;
+    mm.act_q = act_q.data();
+    row_kv.resize(R);
+    row_pos.resize(R);
+    row_token.resize(R);
+    out_rows.resize(R);
+  }
+  if (gathered > out_cap || c.n_vocab > n_vocab) {
+    out_cap = std::max(out_cap, gathered);
+    n_vocab = std::max(n_vocab, c.n_vocab);
+    logits.resize(size_t(out_cap) * size_t(n_vocab), /*zero=*/false);
+  }
+}
+
+}  // namespace pllm

@@ -1,0 +1,51 @@
+// Scratch memory of one forward step on the CPU: the named activations (model/layer_ops.h)
+// for up to `rows` rows, the quantised activations, the per-row tables and the split
+// attention states. Owned by an engine lane and shared by every session stepped there;
+// it only grows (at a step larger than any before), so steady-state steps allocate nothing.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "base/aligned_buffer.h"
+#include "kernels/kv_format.h"
+#include "model/config.h"
+#include "model/kv_cache.h"
+#include "model/matmul.h"
+
+namespace pllm {
+
+struct StepScratch {
+  // Room for `rows` rows of a model with config c, `gathered` of them producing logits
+  // through the gather buffer (multi-sequence steps). Grows only.
+  void reserve(const ModelConfig& c, int rows, int gathered);
+
+  // Decode attention split over the visible positions, for steps of at most kMaxSplitRows
+  // single-row sequences: [row][kv head][part][query head of the group] partial states.
+  static constexpr int kMaxAttnParts = 8;
+  static constexpr int kMaxSplitRows = 8;
+  AlignedBuffer<AttnAccum> attn_parts;
+
+  AlignedBuffer<float> x;        // [rows][n_embd] residual stream
+  AlignedBuffer<float> h;        // [rows][n_embd] normed input of a block
+  AlignedBuffer<float> q;        // [rows][q_dim]
+  AlignedBuffer<float> k;        // [rows][kv_dim]
+  AlignedBuffer<float> v;        // [rows][kv_dim]
+  AlignedBuffer<float> att;      // [rows][q_dim] attention output
+  AlignedBuffer<float> gate;     // [rows][n_ff] (the widest layer's n_ff)
+  AlignedBuffer<float> up;       // [rows][n_ff]
+  AlignedBuffer<float> proj;     // [rows][n_embd] output of wo / w_down
+  AlignedBuffer<uint8_t> act_q;  // [kMaxActFormats][rows][act_row_stride] quantised activations
+  AlignedBuffer<float> logits;   // [out_rows][n_vocab]: logits of several sequences before they are handed out
+  MatmulScratch mm{};            // view of act_q for matmul()
+
+  // Per row of the step: its sequence's cache, position and token.
+  std::vector<KvCache*> row_kv;
+  std::vector<int> row_pos;
+  std::vector<int32_t> row_token;
+  std::vector<int> out_rows;  // rows whose logits are wanted, in output order
+
+  int rows_cap = 0, out_cap = 0;
+  int n_embd = 0, q_dim = 0, kv_dim = 0, n_ff = 0, n_head = 0, n_vocab = 0;
+};
+
+}  // namespace pllm

@@ -1,0 +1,22 @@
+#include "model/blocks.h"
+
+namespace pllm {
+
+void attention_block(LayerOps& ops, int l, const LayerWeights& L, const AttnBlockSpec& s) {
+  ops.norm("attn_norm", l, Act::x, L.attn_norm, Act::h);
+  ops.project("qkv", l, {{&L.wq, Act::q}, {&L.wk, Act::k}, {&L.wv, Act::v}}, Act::h);
+  ops.qkv_to_cache(l, QkvSpec{L.bq, L.bk, L.bv, L.attn_q_norm, L.attn_k_norm, s.rope});
+  ops.attend(l, s.scale, s.rope);
+  ops.project("attn_out", l, {{&L.wo, Act::proj}}, Act::att);
+  ops.residual(l, Act::proj, L.post_attn_norm);
+}
+
+void ffn_block(LayerOps& ops, int l, const LayerWeights& L, int n_ff, Glu glu) {
+  ops.norm("ffn_norm", l, Act::x, L.ffn_norm, Act::h);
+  ops.project("gate_up", l, {{&L.w_gate, Act::gate}, {&L.w_up, Act::up}}, Act::h);
+  ops.glu(l, glu, n_ff);
+  ops.project("ffn_down", l, {{&L.w_down, Act::proj}}, Act::gate);
+  ops.residual(l, Act::proj, L.post_ffn_norm);
+}
+
+}  // namespace pllm

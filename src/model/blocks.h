@@ -1,0 +1,22 @@
+// Shared building blocks of the decoder architectures, composed over the layer seam
+// (model/layer_ops.h). An architecture file is a short composition of these.
+#pragma once
+#include "model/layer_ops.h"
+#include "model/model.h"
+
+namespace pllm {
+
+// How one layer's attention block differs between architectures.
+struct AttnBlockSpec {
+  float scale;      // multiplies q·k before the softmax
+  RopeSpec rope;    // the layer's RoPE (frequencies differ on gemma3's local layers)
+};
+
+// x += Wo · attention(rope(Wq·h), rope(Wk·h), Wv·h) with h = rmsnorm(x) * attn_norm; biases,
+// q/k norms and the post-attention norm are applied when the layer has them.
+void attention_block(LayerOps& ops, int l, const LayerWeights& L, const AttnBlockSpec& s);
+// x += Wdown · (act(Wgate·h) * (Wup·h)) with h = rmsnorm(x) * ffn_norm; the post-FFN norm
+// when the layer has one.
+void ffn_block(LayerOps& ops, int l, const LayerWeights& L, int n_ff, Glu glu);
+
+}  // namespace pllm

@@ -1,0 +1,63 @@
+// The layer seam: the operations a forward pass is made of, over one step's rows (one or
+// more sequences, each row at its own position). Architecture files compose these through
+// the shared blocks (model/blocks.h) and never touch activation memory: a backend owns it.
+// The CPU backend (backends/cpu/cpu_layers.h) is the reference; a GPU backend implements
+// the same interface over its own buffers, op by op.
+#pragma once
+#include <initializer_list>
+
+#include "base/result.h"
+#include "model/kv_cache.h"
+#include "model/weights.h"
+
+namespace pllm {
+
+// The named activations of a step, each [rows][width]: x residual stream [n_embd], h the
+// normed input of a block [n_embd], q [q_dim], k and v [kv_dim], att attention output
+// [q_dim], gate and up [n_ff of the layer], proj output of wo / w_down [n_embd].
+enum class Act { x, h, q, k, v, att, gate, up, proj };
+
+// One product of a group sharing an input: out = in · Wᵀ.
+struct Product {
+  const Matrix* W;
+  Act out;
+};
+
+enum class Glu { silu, gelu_tanh };  // SwiGLU (llama, qwen2) or GeGLU with tanh GELU (gemma)
+
+// What happens to q and k between the projection and the cache.
+struct QkvSpec {
+  const float* bq = nullptr;  // biases [q_dim], [kv_dim], [kv_dim] (qwen2), or null
+  const float* bk = nullptr;
+  const float* bv = nullptr;
+  const float* q_norm = nullptr;  // per-head RMSNorm weights [head_dim] (gemma3), or null
+  const float* k_norm = nullptr;
+  RopeSpec rope;
+};
+
+class LayerOps {
+ public:
+  virtual ~LayerOps() = default;
+  // True when every sequence of the step was cancelled: the pass may stop early.
+  virtual bool cancelled() const = 0;
+  // x = table[token of row] * scale.
+  virtual Result<void> embed(const Matrix& table, float scale) = 0;
+  // dst = rmsnorm(src) * w per row of n_embd (dst may be src). name, layer: for traces.
+  virtual void norm(const char* name, int layer, Act src, const float* w, Act dst) = 0;
+  // Products sharing the input `in` (one fused job unless fusion is off). name: for traces.
+  virtual void project(const char* name, int layer, std::initializer_list<Product> products, Act in) = 0;
+  // Biases, per-head norms and RoPE at each row's position on q and k, then k and v into
+  // the cache of each row's sequence at layer l.
+  virtual void qkv_to_cache(int l, const QkvSpec& s) = 0;
+  // att = attention of each row's query heads over what its position sees in its own
+  // sequence's cache at layer l (the cache re-rotates sinks with `rope`).
+  virtual void attend(int l, float scale, const RopeSpec& rope) = 0;
+  // gate = act(gate) * up over the layer's n_ff columns.
+  virtual void glu(int l, Glu kind, int n_ff) = 0;
+  // x += from, or x += rmsnorm(from) * post_norm when post_norm is set.
+  virtual void residual(int l, Act from, const float* post_norm) = 0;
+  // The logits of the rows that want them: out · (rmsnorm(x) * norm).
+  virtual void head(const float* norm, const Matrix& out) = 0;
+};
+
+}  // namespace pllm

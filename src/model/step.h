@@ -1,0 +1,34 @@
+// One forward step's work as the runtime hands it to a backend: the rows of one or more
+// sequences, each sequence with its own KV cache and position.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <span>
+
+#include "base/trace.h"
+#include "model/act_observer.h"
+#include "model/kv_cache.h"
+#include "model/matmul.h"
+
+namespace pllm {
+
+// One sequence's part of a step: tokens at positions kv->end() .. kv->end() + n - 1.
+struct SeqStep {
+  KvCache* kv = nullptr;
+  std::span<const int32_t> tokens;
+  // null, or n_vocab floats for the last row, or n * n_vocab floats with all_logits.
+  float* logits = nullptr;
+  bool all_logits = false;
+  const std::atomic<bool>* cancel = nullptr;  // this sequence's cancel flag, or null
+  bool cancelled() const { return cancel && cancel->load(std::memory_order_relaxed); }
+};
+
+// What is common to every row of a step.
+struct StepOptions {
+  ActMode act_mode = ActMode::exact;
+  bool fuse = true;                   // one pool job for Q/K/V and for gate/up
+  Tracer* tracer = nullptr;           // op timings, or null
+  ActObserver* observer = nullptr;    // sees every product's input (calibration), or null
+};
+
+}  // namespace pllm
