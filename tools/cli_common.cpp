@@ -92,7 +92,13 @@ void SessionOptions::add_to(CLI::App* cmd) {
   cmd->add_option("-b,--batch", batch, "tokens per forward pass in prefill (default 64)")->check(CLI::Range(1, 4096));
 }
 
-Session::Session(Model& m, const SessionOptions& o) {
+Engine::Engine(int threads) {
+  pllm_engine_params ep = pllm_engine_default_params();
+  ep.n_threads = threads;
+  check(pllm_engine_create(&ep, &p), "creating the engine");
+}
+
+Session::Session(Model& m, const SessionOptions& o, Engine* engine) {
   pllm_session_params sp = pllm_session_default_params();
   sp.n_ctx = o.n_ctx;
   sp.n_threads = o.threads;
@@ -108,7 +114,11 @@ Session::Session(Model& m, const SessionOptions& o) {
   sp.kv_window = o.kv_window;
   sp.n_batch = o.batch;
   sp.kv_sinks = o.kv_sinks;
-  check(pllm_session_create(m.p, &sp, &p), "creating the session");
+  if (engine) {
+    check(pllm_session_create_on(engine->p, m.p, &sp, &p), "creating the session");
+  } else {
+    check(pllm_session_create(m.p, &sp, &p), "creating the session");
+  }
   if (o.static_act) {
     int32_t n_static = 0, n_dynamic = 0;
     pllm_model_act_scale_counts(m.p, &n_static, &n_dynamic);

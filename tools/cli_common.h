@@ -55,9 +55,18 @@ struct SessionOptions {
   void add_to(CLI::App* cmd);
 };
 
+struct Engine {
+  pllm_engine* p = nullptr;
+  explicit Engine(int threads);
+  ~Engine() { pllm_engine_free(p); }
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+};
+
 struct Session {
   pllm_session* p = nullptr;
-  Session(Model& m, const SessionOptions& o);
+  // engine: step on a shared engine (o.threads is then ignored); null: a private one.
+  Session(Model& m, const SessionOptions& o, Engine* engine = nullptr);
   // With --profile: the per-op table to stderr and the Chrome trace to o.trace_out.
   void report_profile(const SessionOptions& o) const;
   ~Session() { pllm_session_free(p); }

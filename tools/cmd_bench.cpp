@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_parallel.h"
 #include "cli_common.h"
 #include "commands.h"
 
@@ -156,6 +157,7 @@ std::function<int()> add_bench(CLI::App& app) {
     SessionOptions sess;  // --int8-act, --no-fuse, --profile
     CacheOptions cache;   // with a prefix cache: also time restoring the prompt vs computing it
     int bw_mib = 1024;
+    int parallel = 0;  // > 0: N sequences advanced together (bench_parallel.h)
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("-m,--model", o->model, "GGUF file");
@@ -167,6 +169,9 @@ std::function<int()> add_bench(CLI::App& app) {
   o->cache.add_to(cmd);
   cmd->add_flag("--tg-empty", o->tg_empty,
                 "also time N decoded tokens from an empty context, as llama-bench's tg test does (tg0_tps)");
+  cmd->add_option("--parallel", o->parallel,
+                  "N sequences of -p prompt tokens then -n decode steps each, all advanced together in one "
+                  "forward pass per step (adds parallel, pp_agg_tps, tg_agg_tps, tg_step_ms)");
   cmd->add_option("--bw-mib", o->bw_mib, "buffer for the bandwidth measurement in MiB (default 1024, 0 = skip)");
   cmd->add_flag("--json", o->json, "print one JSON object");
   return [o]() {
@@ -175,6 +180,9 @@ std::function<int()> add_bench(CLI::App& app) {
     if (o->reps < 1 || o->reps > 1000) fail("-r must be between 1 and 1000");
     if (o->threads < 0 || o->threads > 256) fail("-t must be between 0 and 256");
     if (o->bw_mib < 0 || o->bw_mib > (1 << 16)) fail("--bw-mib must be between 0 and 65536");
+    if (o->parallel < 0 || o->parallel > 64) fail("--parallel must be between 1 and 64");
+    if (o->parallel > 0 && (o->cache.enabled() || o->tg_empty || o->sess.profile))
+      fail("--parallel does not combine with a prefix cache, --tg-empty or --profile");
     int threads = o->threads;
     if (threads == 0) threads = pllm_default_threads();
 
@@ -187,6 +195,7 @@ std::function<int()> add_bench(CLI::App& app) {
     int repacked = 0;
     pllm_prefix_cache_counters counters{};
     std::vector<double> pp, tg, ttft, tg0;
+    ParallelBench par;
     {
       Model model(path, false, o->sess.repack_weights());
       weight_bytes = pllm_model_weight_bytes(model.p);
@@ -201,10 +210,22 @@ std::function<int()> add_bench(CLI::App& app) {
       SessionOptions so = o->sess;
       so.n_ctx = int(need);
       so.threads = threads;
+      SplitMix rng{0x5EED};
+      if (o->parallel > 0) {
+        std::vector<std::vector<pllm_token>> prompts(size_t(o->parallel), std::vector<pllm_token>(size_t(o->n_prompt)));
+        for (auto& p : prompts)
+          for (auto& t : p) t = random_token(model, rng);
+        auto next = [&](pllm_token t) { return pllm_model_is_eog(model.p, t) ? random_token(model, rng) : t; };
+        par = bench_parallel(model, so, threads, prompts, o->n_gen, o->reps, next);
+        for (size_t r = 0; r < par.tg_agg.size(); ++r) {  // per sequence
+          pp.push_back(par.pp_agg[r] / o->parallel);
+          tg.push_back(par.tg_agg[r] / o->parallel);
+          ttft.push_back(par.ttft_ms[r]);
+        }
+      }
       Session session(model, so);
       kv_bytes = pllm_session_kv_bytes(session.p);
 
-      SplitMix rng{0x5EED};
       std::vector<pllm_token> prompt(size_t(o->n_prompt));
       for (auto& t : prompt) t = random_token(model, rng);
       std::vector<float> logits(static_cast<size_t>(n_vocab));
@@ -224,7 +245,7 @@ std::function<int()> add_bench(CLI::App& app) {
         for (int i = 0; i < std::min(o->n_gen, 4); ++i) t = step(t);
       }
 
-      for (int r = 0; r < o->reps; ++r) {
+      for (int r = 0; r < (o->parallel > 0 ? 0 : o->reps); ++r) {
         pllm_session_reset(session.p);
         const auto t0 = Clock::now();
         check(pllm_session_eval(session.p, prompt.data(), prompt.size(), nullptr), "prefill");
@@ -312,6 +333,14 @@ std::function<int()> add_bench(CLI::App& app) {
         j["cache"] = {{"cold_ttft_ms", cold_ttft}, {"warm_ttft_ms", warm_ttft}, {"cached_tokens", cached_tokens}};
         for (const auto& [name, value] : counter_fields(counters)) j["cache"][name] = value;
       }
+      if (o->parallel > 0) {
+        j["parallel"] = o->parallel;
+        j["pp_agg_tps"] = mean_sd(par.pp_agg).mean;
+        j["tg_agg_tps"] = mean_sd(par.tg_agg).mean;
+        j["tg_agg_sd"] = mean_sd(par.tg_agg).sd;
+        j["tg_step_ms"] = mean_sd(par.tg_step_ms).mean;
+        j["tg_agg_runs"] = par.tg_agg;
+      }
       if (o->tg_empty) {
         j["tg0_tps"] = tg0_mean;
         j["tg0_sd"] = tg0_sd;
@@ -334,6 +363,9 @@ std::function<int()> add_bench(CLI::App& app) {
     if (o->tg_empty)
       std::printf("%-16s %12.2f %10.2f   (from an empty context)\n", ("tg" + std::to_string(o->n_gen) + "@0").c_str(),
                   tg0_mean, tg0_sd);
+    if (o->parallel > 0)
+      std::printf("parallel         %d sequences: pp %.2f tok/s, tg %.2f tok/s summed; %.2f ms per decode step\n",
+                  o->parallel, mean_sd(par.pp_agg).mean, mean_sd(par.tg_agg).mean, mean_sd(par.tg_step_ms).mean);
     std::printf("TTFT             %.1f ms (prefill of %d tokens + first token)\n", ttft_mean, o->n_prompt);
     if (o->cache.enabled())
       std::printf("prefix cache     TTFT %.1f ms computed, %.1f ms with %d tokens restored; RAM hits %llu/%llu, "

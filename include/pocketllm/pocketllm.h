@@ -219,6 +219,55 @@ pllm_status pllm_session_prewarm_wait(pllm_session* session);
 /* Ask a running pllm_generate/pllm_session_eval on this session to stop (any thread). */
 void pllm_session_cancel(pllm_session* session);
 
+/* ---- Engines: many sessions, one set of threads, batched steps --------------
+ * An engine owns the worker threads and the scratch of forward passes. Sessions created on
+ * one engine share them (instead of one thread pool each) and can be advanced together:
+ * pllm_engine_step runs one forward pass over a row of every session, so the weights are
+ * read once for all of them. Steps on one engine are serialised: sessions of one engine may
+ * be used from several threads (each session by one thread at a time), and they take turns. */
+typedef struct pllm_engine pllm_engine;
+
+typedef struct pllm_engine_params {
+  int32_t n_threads; /* 0 = number of performance cores */
+} pllm_engine_params;
+
+pllm_engine_params pllm_engine_default_params(void);
+pllm_status pllm_engine_create(const pllm_engine_params* params, pllm_engine** out);
+/* Sessions created on the engine keep what they need of it alive: free it whenever. */
+void pllm_engine_free(pllm_engine* engine);
+int32_t pllm_engine_n_threads(const pllm_engine* engine);
+/* pllm_session_create on a shared engine (params->n_threads is ignored). */
+pllm_status pllm_session_create_on(pllm_engine* engine, pllm_model* model, const pllm_session_params* params,
+                                   pllm_session** out);
+
+/* One session's part of a pllm_engine_step. */
+typedef struct pllm_step_item {
+  pllm_session* session;
+  const pllm_token* tokens; /* one decode token, or a prefill chunk */
+  size_t n_tokens;          /* 1 .. the session's n_batch */
+  const pllm_sampling_params* sampling; /* NULL: logits only (pllm_session_logits); else one token is
+                                           sampled from the last logits with the session's sampler
+                                           (seeded by sampling->seed when first used or changed;
+                                           max_tokens and stop strings do not apply) */
+  float* logits_out;        /* NULL, or n_tokens * n_vocab floats: every row's logits (then
+                               pllm_session_logits and sampling are not available for this item) */
+  pllm_token token;         /* out: the sampled token, or -1 */
+  pllm_status status;       /* out: this session's outcome; PLLM_ERR_CANCELLED when
+                               pllm_session_cancel stopped it mid-step (the session is then as
+                               before the step); PLLM_ERR_OUT_OF_RANGE when its context is full */
+} pllm_step_item;
+
+/* Advances every item's session by its tokens in ONE forward pass. The sessions must be on
+ * this engine, distinct, of one model and one activation mode. Returns PLLM_OK when the step
+ * ran (each item's status says how its session fared: one session's error leaves the others
+ * advanced), or an error when the step as a whole could not run (then no session moved). */
+pllm_status pllm_engine_step(pllm_engine* engine, pllm_step_item* items, size_t n_items);
+/* The logits (n_vocab floats) of the session's last pllm_engine_step row (when the step
+ * sampled, as the sampler left them: repetition penalty applied); valid until the session's
+ * next step or eval. */
+const float* pllm_session_logits(const pllm_session* session);
+int32_t pllm_session_n_batch(const pllm_session* session);
+
 /* ---- Prefix cache ---------------------------------------------------------- */
 
 /* A cache of KV-cache snapshots of block-aligned (64-token) prompt prefixes, shared by the

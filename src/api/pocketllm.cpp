@@ -7,68 +7,53 @@
 #include <new>
 #include <string>
 
+#include "api/api_internal.h"
 #include "api/inspect.h"
 #include "kernels/kernels.h"
 #include "runtime/generator.h"
 #include "runtime/prefix_cache.h"
 #include "runtime/session.h"
 
-struct pllm_model {
-  std::shared_ptr<const pllm::Model> model;
-};
+using namespace pllm_api;
 
-struct pllm_session {
-  std::unique_ptr<pllm::Session> session;
-};
+namespace pllm_api {
 
-struct pllm_prefix_cache {
-  std::shared_ptr<pllm::PrefixCache> cache;
-  uint64_t model_id;
-};
-
-namespace {
-
-thread_local std::string g_last_error;
-
-pllm_status to_status(pllm::Status s) { return static_cast<pllm_status>(static_cast<int>(s)); }
-
-pllm_status fail(pllm_status s, std::string msg) {
-  g_last_error = std::move(msg);
-  return s;
-}
-pllm_status fail(const pllm::Error& e) { return fail(to_status(e.code), e.message); }
-
-template <class F>
-pllm_status guarded(F&& f) {
-  try {
-    g_last_error.clear();
-    return f();
-  } catch (const std::bad_alloc&) {
-    return fail(PLLM_ERR_OUT_OF_MEMORY, "out of memory");
-  } catch (const std::exception& e) {
-    return fail(PLLM_ERR_INTERNAL, std::string("internal error: ") + e.what());
-  } catch (...) {
-    return fail(PLLM_ERR_INTERNAL, "internal error");
+pllm_status create_session(pllm_model* m, pllm_engine* e, const pllm_session_params* params, pllm_session** out) {
+  *out = nullptr;
+  const pllm_session_params p = params ? *params : pllm_session_default_params();
+  pllm::SessionConfig cfg;
+  cfg.n_ctx = p.n_ctx;
+  cfg.n_threads = p.n_threads;
+  cfg.int8_activations = p.int8_activations != 0;
+  cfg.f16_activations = p.f16_activations != 0;
+  cfg.static_activations = p.static_activations != 0;
+  cfg.fuse = p.no_fuse == 0;
+  cfg.profile = p.profile != 0;
+  switch (p.kv_type) {
+    case PLLM_KV_F16: cfg.kv.type = pllm::KvType::f16; break;
+    case PLLM_KV_F32: cfg.kv.type = pllm::KvType::f32; break;
+    case PLLM_KV_Q8: cfg.kv.type = pllm::KvType::q8; break;
+    case PLLM_KV_Q4: cfg.kv.type = pllm::KvType::q4; break;
+    default: return fail(PLLM_ERR_INVALID_ARGUMENT, "unknown KV type " + std::to_string(p.kv_type));
   }
-}
-
-char* dup_string(const std::string& s) {
-  char* p = static_cast<char*>(std::malloc(s.size() + 1));
-  if (!p) throw std::bad_alloc();
-  std::memcpy(p, s.c_str(), s.size() + 1);
-  return p;
-}
-
-pllm_status copy_out(const void* src, size_t n, size_t elem, void* out, size_t capacity, size_t* n_out) {
-  if (n_out) *n_out = n;
-  if (n > capacity)
-    return fail(PLLM_ERR_OUT_OF_RANGE, "output buffer too small: " + std::to_string(n) + " needed, " +
-                                           std::to_string(capacity) + " given");
-  if (n) std::memcpy(out, src, n * elem);
+  if (p.n_batch != 0) cfg.n_batch = p.n_batch;
+  cfg.kv.window = p.kv_window;
+  cfg.kv.sinks = p.kv_sinks;
+  auto s = pllm::Session::create(m->model, cfg, e ? e->engine : nullptr);
+  if (!s.ok()) return fail(s.error());
+  *out = new pllm_session{std::move(s).value(), nullptr, {}};
   return PLLM_OK;
 }
 
-}  // namespace
+bool sampling_config(const pllm_sampling_params& sp, pllm::SamplingConfig& out) {
+  if (!(sp.temperature >= 0.0f) || sp.top_k < 0 || !(sp.top_p > 0.0f && sp.top_p <= 1.0f) ||
+      !(sp.min_p >= 0.0f && sp.min_p <= 1.0f) || !(sp.repeat_penalty > 0.0f))
+    return false;
+  out = {sp.temperature, sp.top_k, sp.top_p, sp.min_p, sp.repeat_penalty, sp.repeat_last_n, sp.seed};
+  return true;
+}
+
+}  // namespace pllm_api
 
 extern "C" {
 
@@ -186,30 +171,7 @@ pllm_session_params pllm_session_default_params(void) {
 pllm_status pllm_session_create(pllm_model* m, const pllm_session_params* params, pllm_session** out) {
   return guarded([&] {
     if (!m || !out) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_session_create: null argument");
-    *out = nullptr;
-    const pllm_session_params p = params ? *params : pllm_session_default_params();
-    pllm::SessionConfig cfg;
-    cfg.n_ctx = p.n_ctx;
-    cfg.n_threads = p.n_threads;
-    cfg.int8_activations = p.int8_activations != 0;
-    cfg.f16_activations = p.f16_activations != 0;
-    cfg.static_activations = p.static_activations != 0;
-    cfg.fuse = p.no_fuse == 0;
-    cfg.profile = p.profile != 0;
-    switch (p.kv_type) {
-      case PLLM_KV_F16: cfg.kv.type = pllm::KvType::f16; break;
-      case PLLM_KV_F32: cfg.kv.type = pllm::KvType::f32; break;
-      case PLLM_KV_Q8: cfg.kv.type = pllm::KvType::q8; break;
-      case PLLM_KV_Q4: cfg.kv.type = pllm::KvType::q4; break;
-      default: return fail(PLLM_ERR_INVALID_ARGUMENT, "unknown KV type " + std::to_string(p.kv_type));
-    }
-    if (p.n_batch != 0) cfg.n_batch = p.n_batch;
-    cfg.kv.window = p.kv_window;
-    cfg.kv.sinks = p.kv_sinks;
-    auto s = pllm::Session::create(m->model, cfg);
-    if (!s.ok()) return fail(s.error());
-    *out = new pllm_session{std::move(s).value()};
-    return PLLM_OK;
+    return create_session(m, nullptr, params, out);
   });
 }
 
@@ -285,12 +247,9 @@ pllm_status pllm_generate(pllm_session* s, const pllm_token* prompt, size_t n_pr
   return guarded([&] {
     if (!s || (!prompt && n_prompt)) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_generate: null argument");
     const pllm_sampling_params sp = sampling ? *sampling : pllm_sampling_default_params();
-    if (!(sp.temperature >= 0.0f) || sp.top_k < 0 || !(sp.top_p > 0.0f && sp.top_p <= 1.0f) ||
-        !(sp.min_p >= 0.0f && sp.min_p <= 1.0f) || !(sp.repeat_penalty > 0.0f) || sp.max_tokens < 0 ||
-        (sp.n_stop_strings && !sp.stop_strings))
-      return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_generate: sampling parameter out of range");
     pllm::GenerateParams gp;
-    gp.sampling = {sp.temperature, sp.top_k, sp.top_p, sp.min_p, sp.repeat_penalty, sp.repeat_last_n, sp.seed};
+    if (!sampling_config(sp, gp.sampling) || sp.max_tokens < 0 || (sp.n_stop_strings && !sp.stop_strings))
+      return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_generate: sampling parameter out of range");
     gp.max_tokens = sp.max_tokens;
     gp.ignore_eos = sp.ignore_eos != 0;
     for (size_t i = 0; i < sp.n_stop_strings; ++i) {

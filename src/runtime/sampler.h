@@ -15,6 +15,7 @@ struct SamplingConfig {
   float repeat_penalty = 1.0f;
   int repeat_last_n = 64;
   uint64_t seed = 0;
+  bool operator==(const SamplingConfig&) const = default;
 };
 
 class Sampler {

@@ -40,6 +40,7 @@ struct SessionStep {
   Session* session = nullptr;
   std::span<const int32_t> tokens;  // one decode token or a prefill chunk (<= the session's n_batch)
   bool logits = true;               // leave the last row's logits in session->last_logits()
+  float* logits_all = nullptr;      // instead: every row's logits, tokens.size() * n_vocab floats
   Result<void> result;              // this session's outcome (cancelled, context full, ...)
 };
 
@@ -70,6 +71,7 @@ class Session {
   // Append tokens and leave the last token's logits in last_logits().
   Result<void> eval_last(std::span<const int32_t> tokens);
   float* last_logits() { return logits_.data(); }
+  const float* last_logits() const { return logits_.data(); }
 
   // Keep at most the first n tokens of the history (the KV cache beyond them is dropped).
   // Keeps fewer when the cache cannot resume there exactly (a window already slid past

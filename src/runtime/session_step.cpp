@@ -44,7 +44,8 @@ Result<void> Session::step(std::span<SessionStep> steps) {
       st.result = make_error(Status::cancelled, "cancelled");
     }
     if (!st.result.ok()) continue;
-    seqs.push_back(SeqStep{s.kv_.get(), st.tokens, st.logits ? s.logits_.data() : nullptr, false, &s.cancel_});
+    float* out = st.logits_all ? st.logits_all : st.logits ? s.logits_.data() : nullptr;
+    seqs.push_back(SeqStep{s.kv_.get(), st.tokens, out, st.logits_all != nullptr, &s.cancel_});
     index.push_back(i);
   }
   if (seqs.empty()) return {};  // every session had its own error

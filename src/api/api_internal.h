@@ -1,0 +1,85 @@
+// What the C API's files share: the handle structs behind the opaque types and the
+// status/error helpers (thread-local last error, exception guard).
+#pragma once
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "pocketllm/pocketllm.h"
+#include "runtime/prefix_cache.h"
+#include "runtime/sampler.h"
+#include "runtime/session.h"
+
+struct pllm_model {
+  std::shared_ptr<const pllm::Model> model;
+};
+
+struct pllm_session {
+  std::unique_ptr<pllm::Session> session;
+  // The sampler pllm_engine_step draws with, made on the first sampled step and again when
+  // the sampling parameters change.
+  std::unique_ptr<pllm::Sampler> sampler;
+  pllm::SamplingConfig sampler_cfg;
+};
+
+struct pllm_engine {
+  std::shared_ptr<pllm::Engine> engine;
+};
+
+struct pllm_prefix_cache {
+  std::shared_ptr<pllm::PrefixCache> cache;
+  uint64_t model_id;
+};
+
+namespace pllm_api {
+
+inline thread_local std::string g_last_error;
+
+inline pllm_status to_status(pllm::Status s) { return static_cast<pllm_status>(static_cast<int>(s)); }
+
+inline pllm_status fail(pllm_status s, std::string msg) {
+  g_last_error = std::move(msg);
+  return s;
+}
+inline pllm_status fail(const pllm::Error& e) { return fail(to_status(e.code), e.message); }
+
+template <class F>
+pllm_status guarded(F&& f) {
+  try {
+    g_last_error.clear();
+    return f();
+  } catch (const std::bad_alloc&) {
+    return fail(PLLM_ERR_OUT_OF_MEMORY, "out of memory");
+  } catch (const std::exception& e) {
+    return fail(PLLM_ERR_INTERNAL, std::string("internal error: ") + e.what());
+  } catch (...) {
+    return fail(PLLM_ERR_INTERNAL, "internal error");
+  }
+}
+
+inline char* dup_string(const std::string& s) {
+  char* p = static_cast<char*>(std::malloc(s.size() + 1));
+  if (!p) throw std::bad_alloc();
+  std::memcpy(p, s.c_str(), s.size() + 1);
+  return p;
+}
+
+inline pllm_status copy_out(const void* src, size_t n, size_t elem, void* out, size_t capacity, size_t* n_out) {
+  if (n_out) *n_out = n;
+  if (n > capacity)
+    return fail(PLLM_ERR_OUT_OF_RANGE, "output buffer too small: " + std::to_string(n) + " needed, " +
+                                           std::to_string(capacity) + " given");
+  if (n) std::memcpy(out, src, n * elem);
+  return PLLM_OK;
+}
+
+}  // namespace pllm_api
+
+namespace pllm_api {
+// pllm_session_create's work, on engine e (null: a private one). *out null on error.
+pllm_status create_session(pllm_model* m, pllm_engine* e, const pllm_session_params* params, pllm_session** out);
+// Checks the ranges and converts; false when a parameter is out of range.
+bool sampling_config(const pllm_sampling_params& sp, pllm::SamplingConfig& out);
+}  // namespace pllm_api

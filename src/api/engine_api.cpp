@@ -1,0 +1,91 @@
+// The C API of engines and batched steps (pocketllm.h, "Engines").
+#include <vector>
+
+#include "api/api_internal.h"
+#include "runtime/engine.h"
+
+using namespace pllm_api;
+
+extern "C" {
+
+pllm_engine_params pllm_engine_default_params(void) { return pllm_engine_params{0}; }
+
+pllm_status pllm_engine_create(const pllm_engine_params* params, pllm_engine** out) {
+  return guarded([&] {
+    if (!out) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_engine_create: null argument");
+    *out = nullptr;
+    const pllm_engine_params p = params ? *params : pllm_engine_default_params();
+    auto e = pllm::Engine::create(p.n_threads);
+    if (!e.ok()) return fail(e.error());
+    *out = new pllm_engine{std::move(e).value()};
+    return PLLM_OK;
+  });
+}
+
+void pllm_engine_free(pllm_engine* e) { delete e; }
+
+int32_t pllm_engine_n_threads(const pllm_engine* e) { return e ? e->engine->n_threads() : 0; }
+
+pllm_status pllm_session_create_on(pllm_engine* e, pllm_model* m, const pllm_session_params* params,
+                                   pllm_session** out) {
+  return guarded([&] {
+    if (!e || !m || !out) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_session_create_on: null argument");
+    return create_session(m, e, params, out);
+  });
+}
+
+pllm_status pllm_engine_step(pllm_engine* e, pllm_step_item* items, size_t n_items) {
+  return guarded([&] {
+    if (!e || (!items && n_items)) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_engine_step: null argument");
+    if (n_items == 0) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_engine_step: no items");
+    // Grown, never shrunk: a steady-state step allocates nothing here.
+    thread_local std::vector<pllm::SessionStep> steps;
+    steps.clear();
+    for (size_t i = 0; i < n_items; ++i) {
+      pllm_step_item& it = items[i];
+      it.token = -1;
+      it.status = PLLM_ERR_INVALID_ARGUMENT;
+      if (!it.session || (!it.tokens && it.n_tokens))
+        return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_engine_step: item " + std::to_string(i) + " has a null pointer");
+      if (&it.session->session->engine() != e->engine.get())
+        return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_engine_step: item " + std::to_string(i) +
+                                                   "'s session was not created on this engine");
+      pllm::SamplingConfig sc;
+      if (it.sampling && !sampling_config(*it.sampling, sc))
+        return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_engine_step: item " + std::to_string(i) +
+                                                   ": sampling parameter out of range");
+      const int32_t n_vocab = it.session->session->model().config().n_vocab;
+      for (size_t j = 0; j < it.n_tokens; ++j)
+        if (it.tokens[j] < 0 || it.tokens[j] >= n_vocab)
+          return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_engine_step: token id " + std::to_string(it.tokens[j]) +
+                                                     " is out of range");
+      if (it.logits_out && it.sampling)
+        return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_engine_step: item " + std::to_string(i) +
+                                                   " asks for every row's logits and for sampling");
+      steps.push_back({it.session->session.get(), {it.tokens, it.n_tokens}, true, it.logits_out, {}});
+    }
+    auto r = pllm::Session::step(steps);
+    for (size_t i = 0; i < n_items; ++i) {
+      pllm_step_item& it = items[i];
+      const pllm::Result<void>& res = steps[i].result;
+      it.status = res.ok() ? PLLM_OK : to_status(res.error().code);
+      if (!res.ok() || !it.sampling) continue;
+      pllm_session& s = *it.session;
+      pllm::SamplingConfig sc;
+      sampling_config(*it.sampling, sc);
+      if (!s.sampler || !(sc == s.sampler_cfg)) {
+        s.sampler = std::make_unique<pllm::Sampler>(sc, s.session->model().config().n_vocab);
+        s.sampler_cfg = sc;
+      }
+      it.token = s.sampler->sample(s.session->last_logits(), s.session->history());
+    }
+    if (!r.ok()) return fail(r.error());
+    return PLLM_OK;
+  });
+}
+
+const float* pllm_session_logits(const pllm_session* s) { return s ? s->session->last_logits() : nullptr; }
+
+int32_t pllm_session_n_batch(const pllm_session* s) { return s ? s->session->n_batch() : 0; }
+
+}  // extern "C"
