@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cross-build the kernel tests (test_kernels, test_quant, test_attention, test_attention_kv, test_gemm,
+# Cross-build the kernel tests (test_kernels, test_quant, test_attention_kv, test_gemm,
 # test_matvec_rows, test_f16act, test_act, test_static_act_kernels) for aarch64 and run them under qemu-user:
 #   -cpu max         all features (NEON, dotprod, i8mm, FP16 arithmetic): every ISA table is tested,
 #                    the W4A16 kernels use fp16 FMLA (and their f32 fallback is tested directly)
@@ -13,7 +13,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD="${PLLM_ARM_BUILD_DIR:-$ROOT/build-arm}"
 GTEST_SRC="${PLLM_GTEST_SOURCE_DIR:-/usr/src/googletest}"
-TESTS="test_kernels test_quant test_attention test_attention_kv test_gemm test_matvec_rows test_f16act test_act test_static_act_kernels"
+TESTS="test_kernels test_quant test_attention_kv test_gemm test_matvec_rows test_f16act test_act test_static_act_kernels"
 
 have_tools() {
   command -v aarch64-linux-gnu-g++ >/dev/null && command -v qemu-aarch64-static >/dev/null &&
@@ -89,8 +89,6 @@ run "test_kernels (cpu max: scalar, neon, dotprod, i8mm)" $Q -cpu max "$T" --gte
 run "test_kernels (cpu max, PLLM_ISA=neon)" env PLLM_ISA=neon $Q -cpu max "$T" --gtest_brief=1
 run "test_kernels (cpu cortex-a76: no i8mm)" $Q -cpu cortex-a76 "$T" --gtest_brief=1
 run "test_kernels (cpu cortex-a53: no dotprod)" $Q -cpu cortex-a53 "$T" --gtest_brief=1
-run "test_attention (cpu max: scalar, neon, dotprod, i8mm)" $Q -cpu max "$B/test_attention" --gtest_brief=1
-run "test_attention (cpu cortex-a53: scalar, neon)" $Q -cpu cortex-a53 "$B/test_attention" --gtest_brief=1
 run "test_attention_kv (cpu max: scalar, neon, dotprod, i8mm)" $Q -cpu max "$B/test_attention_kv" --gtest_brief=1
 run "test_attention_kv (cpu cortex-a53: scalar, neon)" $Q -cpu cortex-a53 "$B/test_attention_kv" --gtest_brief=1
 run "test_gemm (cpu max: scalar, neon, dotprod, i8mm)" $Q -cpu max "$B/test_gemm" --gtest_brief=1

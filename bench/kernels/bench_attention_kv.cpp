@@ -2,8 +2,7 @@
 //
 // n_q query heads (1, or 3 = SmolLM2's grouped-query group: names ending in _q3) over n
 // cached tokens in one segment (q4: one call per 32-token group), cache of 3 kv-heads
-// (SmolLM2-135M layout), reading kv-head 1; attn_head_f16 (the whole-range kernel, one
-// head) for reference. ns/tok is per cached token for all n_q heads together: a _q3 case
+// (SmolLM2-135M layout), reading kv-head 1. ns/tok is per cached token for all n_q heads together: a _q3 case
 // below 3x its single-head twin is the saving from reading and decoding the cache once. bytes_per_second = K + V bytes of this head read
 // per call, scales included (f32 4 B, f16 2 B, q8 1 B + 4 B / 64, q4 0.5 B + per-group /
 // per-token fp16 scale and min). At 4096 tokens x hd 64 the whole 3-head cache is
@@ -27,7 +26,7 @@ namespace {
 
 constexpr int kKvHeads = 3;
 constexpr int kMaxBenchQ = 3;
-enum class Kind { f32, f16, q8, q4, head_f16 };
+enum class Kind { f32, f16, q8, q4 };
 
 void run(benchmark::State& st, const KernelTable* kt, Kind kind, int hd, int n, int n_q) {
   std::mt19937 rng(11);
@@ -79,18 +78,15 @@ void run(benchmark::State& st, const KernelTable* kt, Kind kind, int hd, int n, 
         for (int g = 0; g < ng; ++g)
           kt->attn_seg_q4(q.data(), n_q, views[size_t(g)], 0, std::min(G, n - g * G), hd, scale, a);
         break;
-      case Kind::head_f16: kt->attn_head_f16(q.data(), &kh[off], &vh[off], row, n, hd, scale, out.data()); break;
     }
-    if (kind != Kind::head_f16)
-      for (int j = 0; j < n_q; ++j) attn_accum_finish(a[j], hd, &out[size_t(j) * size_t(hd)]);
+    for (int j = 0; j < n_q; ++j) attn_accum_finish(a[j], hd, &out[size_t(j) * size_t(hd)]);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
   double bytes_per_token = 0;
   switch (kind) {
     case Kind::f32: bytes_per_token = 8.0 * hd; break;
-    case Kind::f16:
-    case Kind::head_f16: bytes_per_token = 4.0 * hd; break;
+    case Kind::f16: bytes_per_token = 4.0 * hd; break;
     case Kind::q8: bytes_per_token = 2.0 * hd + 8.0 * hd / kKvQ8Group; break;
     case Kind::q4: bytes_per_token = hd + 4.0 * hd / G + 4.0 * hd / 32; break;
   }
@@ -117,7 +113,6 @@ int main(int argc, char** argv) {
         reg("seg_f16", Kind::f16, 1);
         reg("seg_q8", Kind::q8, 1);
         reg("seg_q4", Kind::q4, 1);
-        reg("head_f16", Kind::head_f16, 1);
         reg("seg_f32_q3", Kind::f32, 3);
         reg("seg_f16_q3", Kind::f16, 3);
         reg("seg_q8_q3", Kind::q8, 3);

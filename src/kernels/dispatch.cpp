@@ -96,7 +96,6 @@ struct Tables {
 Tables build_tables() {
   Tables t;
   kern::fill_scalar(t.table[0]);
-  kern::fill_attention_scalar(t.table[0]);
   kern::fill_attention_kv_scalar(t.table[0]);
   kern::fill_gemm_scalar(t.table[0]);
   kern::fill_rows_scalar(t.table[0]);
@@ -112,13 +111,13 @@ Tables build_tables() {
     for (TypeKernels& tk : k.types) tk.vec_dot_panels = nullptr;
     switch (isa) {
 #if defined(PLLM_HAVE_X86_KERNELS)
-      case Isa::avx2: kern::fill_avx2(k); kern::fill_attention_avx2(k); kern::fill_attention_kv_avx2(k); kern::fill_gemm_avx2(k); kern::fill_rows_avx2(k); kern::fill_act_avx2(k); break;
-      case Isa::avx512: kern::fill_avx2(k); kern::fill_avx512(k); kern::fill_attention_avx512(k); kern::fill_attention_kv_avx512(k); kern::fill_gemm_avx512(k); kern::fill_rows_avx512(k); kern::fill_panel_avx512(k); kern::fill_act_avx2(k); break;
+      case Isa::avx2: kern::fill_avx2(k); kern::fill_attention_kv_avx2(k); kern::fill_gemm_avx2(k); kern::fill_rows_avx2(k); kern::fill_act_avx2(k); break;
+      case Isa::avx512: kern::fill_avx2(k); kern::fill_avx512(k); kern::fill_attention_kv_avx512(k); kern::fill_gemm_avx512(k); kern::fill_rows_avx512(k); kern::fill_panel_avx512(k); kern::fill_act_avx2(k); break;
 #endif
 #if defined(PLLM_HAVE_ARM_KERNELS)
-      case Isa::neon: kern::fill_neon(k); kern::fill_attention_neon(k); kern::fill_attention_kv_neon(k); kern::fill_gemm_neon(k); kern::fill_rows_neon(k); kern::fill_act_neon(k); break;
-      case Isa::neon_dotprod: kern::fill_neon(k); kern::fill_neon_dotprod(k); kern::fill_attention_neon(k); kern::fill_attention_kv_neon(k); kern::fill_gemm_neon_dotprod(k); kern::fill_rows_neon_dotprod(k); kern::fill_act_neon(k); break;
-      case Isa::neon_i8mm: kern::fill_neon(k); kern::fill_neon_dotprod(k); kern::fill_attention_neon(k); kern::fill_attention_kv_neon(k); kern::fill_gemm_neon_i8mm(k); kern::fill_rows_neon_i8mm(k); kern::fill_act_neon(k); break;
+      case Isa::neon: kern::fill_neon(k); kern::fill_attention_kv_neon(k); kern::fill_gemm_neon(k); kern::fill_rows_neon(k); kern::fill_act_neon(k); break;
+      case Isa::neon_dotprod: kern::fill_neon(k); kern::fill_neon_dotprod(k); kern::fill_attention_kv_neon(k); kern::fill_gemm_neon_dotprod(k); kern::fill_rows_neon_dotprod(k); kern::fill_act_neon(k); break;
+      case Isa::neon_i8mm: kern::fill_neon(k); kern::fill_neon_dotprod(k); kern::fill_attention_kv_neon(k); kern::fill_gemm_neon_i8mm(k); kern::fill_rows_neon_i8mm(k); kern::fill_act_neon(k); break;
 #endif
       default: continue;
     }

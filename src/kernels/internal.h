@@ -16,12 +16,7 @@ void fill_avx512(KernelTable& t);        // x86/avx512.cpp
 void fill_neon(KernelTable& t);          // arm/neon.cpp
 void fill_neon_dotprod(KernelTable& t);  // arm/neon_dotprod.cpp
 
-// Attention kernels (KernelTable::attn_head_*), one filler per ISA file.
-void fill_attention_scalar(KernelTable& t);  // generic/attention_scalar.cpp
-void fill_attention_avx2(KernelTable& t);    // x86/attention_avx2.cpp
-void fill_attention_avx512(KernelTable& t);  // x86/attention_avx512.cpp
-void fill_attention_neon(KernelTable& t);    // arm/attention_neon.cpp
-// KV-cache segment kernels (KernelTable::attn_seg_*), filled after the attention fillers.
+// KV-cache segment kernels (KernelTable::attn_seg_*).
 void fill_attention_kv_scalar(KernelTable& t);  // generic/attention_kv_scalar.cpp
 void fill_attention_kv_avx2(KernelTable& t);    // x86/attention_kv_avx2.cpp
 void fill_attention_kv_avx512(KernelTable& t);  // x86/attention_kv_avx512.cpp

@@ -107,19 +107,6 @@ struct KernelTable {
   // The scalar twin uses expf; SIMD versions a polynomial exp within a few ulp of it.
   void (*swiglu_f32)(const float* g, const float* u, float* out, int64_t n) = nullptr;
 
-  // --- attention (generic/attention_scalar.cpp, x86/attention_*.cpp, arm/attention_neon.cpp) ---
-  // Causal attention of ONE query head over n_pos cached positions (single pass, online
-  // softmax updated once per chunk of positions). k/v point at position 0 of this kv-head;
-  // consecutive positions are kv_stride elements apart (cache layout [pos][n_kv_heads * head_dim]).
-  // out[d] = sum_t softmax_t(scale * q.k_t) * v_t[d]. head_dim <= 256, multiple of 16;
-  // n_pos <= 0 writes zeros. No heap allocation.
-  void (*attn_head_f32)(const float* q, const float* k, const float* v, int64_t kv_stride, int n_pos,
-                        int head_dim, float scale, float* out) = nullptr;
-  // Same with an fp16 KV cache (uint16_t IEEE half).
-  void (*attn_head_f16)(const float* q, const uint16_t* k, const uint16_t* v, int64_t kv_stride, int n_pos,
-                        int head_dim, float scale, float* out) = nullptr;
-  // --- end attention ---
-
   // --- KV-cache attention by segments (generic/attention_kv_scalar.cpp, x86/attention_kv_*.cpp,
   // arm/attention_kv_neon.cpp). Each call folds n tokens of one kv head into the online-softmax
   // states of the n_q query heads that share it (grouped-query attention; 1 <= n_q <= 16):

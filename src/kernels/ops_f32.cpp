@@ -42,18 +42,6 @@ void rope_f32(float* x, int64_t n_rot, const float* inv_freq, double pos, bool n
   rope_apply(x, n_rot, cs, neox);
 }
 
-void softmax_f32(float* x, int64_t n) {
-  float mx = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - mx);
-    sum += x[i];
-  }
-  const float inv = 1.0f / sum;
-  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
-}
-
 void geglu_f32(const float* g, const float* u, float* out, int64_t n) {
   const float k = 0.7978845608028654f;  // sqrt(2 / pi)
   for (int64_t i = 0; i < n; ++i) {

@@ -23,9 +23,6 @@ void rope_f32(float* x, int64_t n_rot, const float* inv_freq, double pos, bool n
 void rope_angles(int64_t n_rot, const float* inv_freq, double pos, float* cs);
 void rope_apply(float* x, int64_t n_rot, const float* cs, bool neox);
 
-// In-place softmax over n values; returns nothing. Stable (subtracts the max).
-void softmax_f32(float* x, int64_t n);
-
 // SwiGLU (out = silu(g) * u) is KernelTable::swiglu_f32.
 
 // out = gelu(g) * u with GELU's tanh approximation (Gemma's GeGLU):

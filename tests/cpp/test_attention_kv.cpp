@@ -13,8 +13,7 @@
 // q4 keys are quantised in full groups of 32 (the cache pads the last one here with
 // extra tokens the kernel is never asked to read), values per token.
 //
-// Tolerance (per output element d), first-order error analysis with u = 2^-24, the same
-// model as test_attention.cpp:
+// Tolerance (per output element d), first-order error analysis with u = 2^-24:
 //  * logits: every kernel sums a score in f32 chains of at most hd/8 terms (AVX-512 one
 //    16-lane accumulator per token, AVX2 8 lanes, NEON 2-4 x 4 lanes) plus <= 4 reduction
 //    levels, q' = q k_scale and bias for q4, the q8 group combination (hd/64 terms) and
@@ -411,7 +410,7 @@ TEST_P(KvIsa, EmptySegmentLeavesStateUnchanged) {
 
 // The softmax weight itself (the exp and the online-softmax driver every format of an
 // ISA shares): two tokens with exact logits 0 and x (q = e_0, k_0 = 0, k_1 = x e_0,
-// scale 1), v_0 = 0, v_1 = e_0 give out[0] = e^x / (1 + e^x); as in test_attention.cpp
+// scale 1), v_0 = 0, v_1 = e_0 give out[0] = e^x / (1 + e^x);
 // |out - ref| <= 6 u ref (+1.7e-38 where exp flushes to 0). Each token in its own
 // segment too, so the carried state is exercised; and with three identical query heads in
 // one call. A polynomial coefficient off by ~1e-4 passes the sweeps above but not this.

@@ -472,6 +472,44 @@ TEST_P(KernelIsa, F32Helpers) {
   }
 }
 
+// Exact mode decodes every weight to exactly dequantize_row's float: against a one-hot
+// activation row the dot is that single product (all other terms are exact zeros), so it
+// must equal the scalar dequantiser's value bit for bit, element by element, through both
+// the one-row and the several-rows kernels. Catches a wrong fifth bit (Q5_0 / Q5_1) or
+// scale in one lane that the rounding-bound tests above could blur at large n.
+TEST_P(KernelIsa, ExactDotDecodesEveryWeightExactly) {
+  std::mt19937 rng(4242 + static_cast<int>(GetParam()));
+  for (TensorType t : kTypes) {
+    const TypeKernels& k = table_->for_type(t);
+    const int64_t n = 256;  // a multiple of every block size
+    const std::vector<uint8_t> w = make_weights(t, n, rng, false);
+    std::vector<float> deq(n);
+    scalar_->for_type(t).dequantize_row(w.data(), deq.data(), n);
+    std::vector<float> x(2 * n, 0.0f);  // two rows: e_i and 2 e_i
+    float out[2];
+    for (int64_t i = 0; i < n; ++i) {
+      x[i] = 1.0f;
+      x[n + i] = 2.0f;
+      ASSERT_EQ(k.vec_dot_f32(n, w.data(), x.data()), deq[i]) << type_traits(uint32_t(t))->name << " i=" << i;
+      k.vec_dot_f32_multi(n, w.data(), x.data(), n, 2, out, 1);
+      ASSERT_EQ(out[0], deq[i]) << type_traits(uint32_t(t))->name << " multi i=" << i;
+      ASSERT_EQ(out[1], 2.0f * deq[i]) << type_traits(uint32_t(t))->name << " multi row 2 i=" << i;
+      x[i] = x[n + i] = 0.0f;
+    }
+  }
+}
+
+// Every SIMD table has its own exact-mode kernel for the 32-element block types (the
+// shared fused-dot driver gives one to every ISA with decoders), not the scalar twin.
+TEST_P(KernelIsa, ExactModeIsVectorisedForBlockTypes) {
+  if (GetParam() == Isa::scalar) GTEST_SKIP() << "the scalar table is the twin";
+  for (TensorType t : {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0}) {
+    EXPECT_NE(table_->for_type(t).vec_dot_f32, scalar_->for_type(t).vec_dot_f32) << type_traits(uint32_t(t))->name;
+    EXPECT_NE(table_->for_type(t).vec_dot_f32_multi, scalar_->for_type(t).vec_dot_f32_multi)
+        << type_traits(uint32_t(t))->name;
+  }
+}
+
 // All-zero activations and weights must give exactly zero (d = 0 paths, no NaN).
 TEST_P(KernelIsa, ZerosGiveZero) {
   for (TensorType t : kTypes) {

@@ -18,7 +18,9 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/drivers/online_softmax.h"
 #include "kernels/internal.h"
+#include "kernels/arm/simd_neon.h"
 
 namespace pllm::kern {
 
@@ -26,15 +28,15 @@ namespace {
 
 #define PLLM_AI inline __attribute__((always_inline))
 
-constexpr int kChunk = 64;     // tokens per online-softmax step (multiple of 4)
-constexpr int kMaxQ = 16;      // query heads per call
+constexpr int kChunk = drivers::kAttnChunk;  // tokens per online-softmax step
+constexpr int kMaxQ = drivers::kAttnMaxQ;    // query heads per call
 constexpr int kHeadBlock = 4;  // heads whose accumulators are held in registers together
 
 PLLM_AI float32x4_t ld4(const float* p) { return vld1q_f32(p); }
 PLLM_AI float32x4_t ld4(const uint16_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
 PLLM_AI float h2f(uint16_t h) { return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0); }
 
-// exp(x) for x <= 0; see x86/attention_avx2.cpp. x < -87 (incl. -inf) gives 0.
+// exp(x) for x <= 0; see x86/attention_kv_avx2.cpp. x < -87 (incl. -inf) gives 0.
 PLLM_AI float32x4_t exp_neg(float32x4_t x) {
   const float32x4_t lo = vdupq_n_f32(-87.0f);
   const uint32x4_t keep = vcgeq_f32(x, lo);
@@ -76,48 +78,15 @@ PLLM_AI float32x4_t dot4(const float* q, const T* const* kr, int hd) {
   return reduce4(s);
 }
 
-// The chunked online softmax over n tokens for n_q heads (see attention_kv_avx512.cpp for
-// Src; score blocks of 4 tokens).
-template <class Src>
-PLLM_AI void fold_segment(const Src& src, int n_q, int n, int hd, float scale, AttnAccum* a) {
-  alignas(16) float s[kMaxQ * kChunk];
-  const float32x4_t ninf = vdupq_n_f32(-INFINITY);
-  const int32x4_t iota = {0, 1, 2, 3};
-  for (int t0 = 0; t0 < n; t0 += kChunk) {
-    const int cn = n - t0 < kChunk ? n - t0 : kChunk;
-    for (int j = 0; j < cn; j += 4) {
-      int row[4];
-      for (int i = 0; i < 4; ++i) row[i] = j + i < cn ? j + i : cn - 1;  // past the end: repeat the last
-      src.scores4(t0, row, n_q, s + j);
-    }
-    for (int h = 0; h < n_q; ++h) {
-      AttnAccum& A = a[h];
-      float* sh = s + h * kChunk;
-      float32x4_t vm = ninf;
-      for (int j = 0; j < cn; j += 4) {
-        const float32x4_t sc = vbslq_f32(vcgtq_s32(vdupq_n_s32(cn - j), iota), vmulq_n_f32(vld1q_f32(sh + j), scale), ninf);
-        vst1q_f32(sh + j, sc);
-        vm = vmaxq_f32(vm, sc);
-      }
-      const float cm = vmaxvq_f32(vm);
-      if (cm > A.m) {  // new running maximum: rescale once per chunk (exp(-inf) = 0 at the start)
-        const float r = std::exp(A.m - cm);
-        for (int d = 0; d < hd; d += 4) vst1q_f32(A.acc + d, vmulq_n_f32(vld1q_f32(A.acc + d), r));
-        A.l *= r;
-        A.m = cm;
-      }
-      const float32x4_t vmax = vdupq_n_f32(A.m);
-      float32x4_t vl = vdupq_n_f32(0.0f);
-      for (int j = 0; j < cn; j += 4) {
-        const float32x4_t p = exp_neg(vsubq_f32(vld1q_f32(sh + j), vmax));
-        vst1q_f32(sh + j, p);
-        vl = vaddq_f32(vl, p);
-      }
-      A.l += vaddvq_f32(vl);
-    }
-    src.accumulate(t0, s, cn, n_q, a);
+// The vector traits of drivers/online_softmax.h.
+struct AttnSimd : neon::F32x4 {
+  static PLLM_AI V exp_neg(V x) { return pllm::kern::exp_neg(x); }
+  static PLLM_AI V keep_first(V x, int k, V fill) {
+    const int32x4_t iota = {0, 1, 2, 3};
+    return vbslq_f32(vcgtq_s32(vdupq_n_s32(k), iota), x, fill);
   }
-}
+};
+
 
 // acc_h[d, d + 16) += sum_{j < cn} w_hj v_{t0+j}[d, d + 16) for H heads (p + h * kChunk,
 // a[h]); Src::vrow(t, d, v, mul, add) as in attention_kv_avx512.cpp (four registers).
@@ -194,7 +163,7 @@ struct PlainSrc {
   int64_t stride;
   int hd;
 
-  PLLM_AI void scores4(int t0, const int* row, int n_q, float* s) const {
+  PLLM_AI void scores(int t0, const int* row, int n_q, float* s) const {
     const T* kr[4];
     for (int i = 0; i < 4; ++i) kr[i] = k + (t0 + row[i]) * stride;
     if (sizeof(T) == sizeof(float) || n_q == 1) {  // rows read in place
@@ -247,7 +216,7 @@ struct Q8Src {
   int64_t stride, sstride;
   int hd;
 
-  PLLM_AI void scores4(int t0, const int* row, int n_q, float* s) const {
+  PLLM_AI void scores(int t0, const int* row, int n_q, float* s) const {
     const int8_t* kr[4];
     const float* sr[4];
     for (int i = 0; i < 4; ++i) {
@@ -311,7 +280,7 @@ struct Q4Src {
   int hd;
   int base;  // group token of the segment's first token
 
-  PLLM_AI void scores4(int t0, const int* row, int n_q, float* s) const {
+  PLLM_AI void scores(int t0, const int* row, int n_q, float* s) const {
     t0 += base;
     const uint8_t* kr[4];
     for (int i = 0; i < 4; ++i) kr[i] = g->k_codes + (t0 + row[i]) * g->code_stride;
@@ -364,13 +333,13 @@ struct Q4Src {
 void attn_seg_f32(const float* q, int n_q, const float* k, const float* v, int64_t stride, int n, int hd,
                   float scale, AttnAccum* a) {
   if (n <= 0) return;
-  fold_segment(PlainSrc<float>{q, k, v, stride, hd}, n_q, n, hd, scale, a);
+  drivers::fold_segment<AttnSimd>(PlainSrc<float>{q, k, v, stride, hd}, n_q, n, hd, scale, a);
 }
 
 void attn_seg_f16(const float* q, int n_q, const uint16_t* k, const uint16_t* v, int64_t stride, int n, int hd,
                   float scale, AttnAccum* a) {
   if (n <= 0) return;
-  fold_segment(PlainSrc<uint16_t>{q, k, v, stride, hd}, n_q, n, hd, scale, a);
+  drivers::fold_segment<AttnSimd>(PlainSrc<uint16_t>{q, k, v, stride, hd}, n_q, n, hd, scale, a);
 }
 
 void attn_seg_q8(const float* q, int n_q, const int8_t* k, const float* k_scale, const int8_t* v,
@@ -403,7 +372,7 @@ void attn_seg_q8(const float* q, int n_q, const int8_t* k, const float* k_scale,
         vst1_s8(qi + h * 256 + g * kKvQ8Group + 4 * c, b);
       }
     }
-  fold_segment(Q8Src{qi, dq, k, k_scale, v, v_scale, stride, scale_stride, hd}, n_q, n, hd, scale, a);
+  drivers::fold_segment<AttnSimd>(Q8Src{qi, dq, k, k_scale, v, v_scale, stride, scale_stride, hd}, n_q, n, hd, scale, a);
 }
 
 void attn_seg_q4(const float* q, int n_q, const KvQ4GroupView& g, int t0, int t1, int hd, float scale,
@@ -420,7 +389,7 @@ void attn_seg_q4(const float* q, int n_q, const KvQ4GroupView& g, int t0, int t1
     }
     bias[h] = vaddvq_f32(vb);
   }
-  fold_segment(Q4Src{qp, bias, &g, hd, t0}, n_q, t1 - t0, hd, scale, a);
+  drivers::fold_segment<AttnSimd>(Q4Src{qp, bias, &g, hd, t0}, n_q, t1 - t0, hd, scale, a);
 }
 
 #undef PLLM_AI

@@ -1,6 +1,6 @@
 // W4A16 with ARMv8.2 FP16 arithmetic: fp16 FMLA (8 lanes) on fp16 activations.
 // Compiled with -march=armv8.2-a+fp16; installed only when getauxval(AT_HWCAP) reports
-// HWCAP_ASIMDHP (dispatch.cpp). Anonymous namespace only (see avx2.cpp).
+// HWCAP_ASIMDHP (dispatch.cpp). Anonymous namespace; the group loop is drivers/fused_dot.h.
 //
 // Per 32-element block the weights are decoded in registers to four float16x8 holding
 // small exact values: Q4_0 q - 8, Q4_1 q (0..15), Q8_0 q / 16 (exact: |q / 16| <= 8 keeps
@@ -18,6 +18,7 @@
 
 #include <cstdint>
 
+#include "kernels/drivers/fused_dot.h"
 #include "kernels/internal.h"
 #include "quant/blocks.h"
 
@@ -120,37 +121,23 @@ void fused(int64_t n, const void* w_row, const uint16_t* x, int64_t xs, float* o
   }
 }
 
+// fused<NX, T> as drivers::in_groups_of_8 / one_row want it.
 template <class T>
-float fused_one(int64_t n, const void* w_row, const uint16_t* x) {
-  float r;
-  fused<1, T>(n, w_row, x, 0, &r, 0);
-  return r;
-}
-
-template <class T>
-void fused_multi(int64_t n, const void* w_row, const uint16_t* x, int64_t xs, int n_x, float* out, int64_t os) {
-  for (int j0 = 0; j0 < n_x; j0 += 8) {
-    const uint16_t* xr = x + j0 * xs;
-    float* o = out + j0 * os;
-    switch (n_x - j0 < 8 ? n_x - j0 : 8) {
-      case 1: fused<1, T>(n, w_row, xr, xs, o, os); break;
-      case 2: fused<2, T>(n, w_row, xr, xs, o, os); break;
-      case 3: fused<3, T>(n, w_row, xr, xs, o, os); break;
-      case 4: fused<4, T>(n, w_row, xr, xs, o, os); break;
-      case 5: fused<5, T>(n, w_row, xr, xs, o, os); break;
-      case 6: fused<6, T>(n, w_row, xr, xs, o, os); break;
-      case 7: fused<7, T>(n, w_row, xr, xs, o, os); break;
-      default: fused<8, T>(n, w_row, xr, xs, o, os); break;
+struct Fused {
+  template <int NX>
+  struct K {
+    static void run(int64_t n, const void* w_row, const uint16_t* x, int64_t xs, float* out, int64_t os) {
+      fused<NX, T>(n, w_row, x, xs, out, os);
     }
-  }
-}
+  };
+};
 
 template <class T>
 void set(KernelTable& t, TensorType type) {
   TypeKernels& k = t.types[static_cast<uint32_t>(type) & 31];
   g_fallback[T::kSlot] = k.vec_dot_f16act;  // the baseline kernel fill_f16act_neon installed
-  k.vec_dot_f16act = fused_one<T>;
-  k.vec_dot_f16act_multi = fused_multi<T>;
+  k.vec_dot_f16act = drivers::one_row<Fused<T>::template K, uint16_t>;
+  k.vec_dot_f16act_multi = drivers::in_groups_of_8<Fused<T>::template K, uint16_t>;
 }
 
 }  // namespace

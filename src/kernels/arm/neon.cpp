@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "kernels/arm/decode_neon.h"
+#include "kernels/drivers/fused_dot.h"
 #include "kernels/internal.h"
 #include "quant/blocks.h"
 
@@ -14,11 +16,8 @@ namespace pllm::kern {
 
 namespace {
 
-inline float h2f(uint16_t h) {
-  __fp16 v;
-  __builtin_memcpy(&v, &h, 2);
-  return static_cast<float>(v);
-}
+using namespace neon;  // h2f, unpack_k4_scales, load_bf16, the decoders (simd_neon.h, decode_neon.h)
+
 inline uint16_t f2h(float f) {
   const __fp16 v = static_cast<__fp16>(f);  // round to nearest even
   uint16_t h;
@@ -129,15 +128,6 @@ float vec_dot_q8_0(int64_t n, const void* w_row, const void* xq) {
   return vaddvq_f32(acc);
 }
 
-inline void unpack_k4_scales(const uint8_t* s, uint8_t out[16]) {
-  uint32_t w0, w1, w2;
-  __builtin_memcpy(&w0, s, 4);
-  __builtin_memcpy(&w1, s + 4, 4);
-  __builtin_memcpy(&w2, s + 8, 4);
-  const uint32_t v[4] = {w0 & 0x3f3f3f3fu, (w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u), w1 & 0x3f3f3f3fu,
-                         ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u)};
-  __builtin_memcpy(out, v, 16);
-}
 
 float vec_dot_q4_K(int64_t n, const void* w_row, const void* xq) {
   const block_q4_K* w = static_cast<const block_q4_K*>(w_row);
@@ -247,7 +237,6 @@ float vec_dot_f16(int64_t n, const void* w_row, const void* xq) {
   return dot_generic(static_cast<const float*>(xq), n, [w](int64_t i) { return vcvt_f32_f16(vld1_f16(w + i)); },
                      one_f16, w_row);
 }
-inline float32x4_t load_bf16(const uint16_t* p) { return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16)); }
 float vec_dot_bf16(int64_t n, const void* w_row, const void* xq) {
   const uint16_t* w = static_cast<const uint16_t*>(w_row);
   return dot_generic(static_cast<const float*>(xq), n, [w](int64_t i) { return load_bf16(w + i); }, one_bf16, w_row);
@@ -309,280 +298,20 @@ void dequant_q8_0(const void* w_row, float* y, int64_t n) {
 }
 
 
-// ------------------------------------------------------------ exact mode: fused dequant + f32 dot
-// Same scheme as x86/avx2.cpp: a decoder yields 32-element units (eight float32x4)
-// holding exactly dequantize_row's floats; fused<NX> runs NX activation rows against
-// each unit with A = 4 (NX <= 4) or 2 (NX <= 8) 4-lane accumulators per row, so every
-// row has >= 8 independent lanes (<= n/8 lane additions per product, as the tests
-// assume) and 8 weights + up to 16 accumulators fit the 32 registers.
-#define PLLM_AI inline __attribute__((always_inline))
-
-PLLM_AI void u8_to_f32(uint8x16_t v, float32x4_t* out) {
-  const uint16x8_t a = vmovl_u8(vget_low_u8(v)), b = vmovl_high_u8(v);
-  out[0] = vcvtq_f32_u32(vmovl_u16(vget_low_u16(a)));
-  out[1] = vcvtq_f32_u32(vmovl_high_u16(a));
-  out[2] = vcvtq_f32_u32(vmovl_u16(vget_low_u16(b)));
-  out[3] = vcvtq_f32_u32(vmovl_high_u16(b));
-}
-PLLM_AI void s8_to_f32(int8x16_t v, float32x4_t* out) {
-  const int16x8_t a = vmovl_s8(vget_low_s8(v)), b = vmovl_high_s8(v);
-  out[0] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(a)));
-  out[1] = vcvtq_f32_s32(vmovl_high_s16(a));
-  out[2] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(b)));
-  out[3] = vcvtq_f32_s32(vmovl_high_s16(b));
-}
-
-struct DecF32 {
-  static constexpr int kUnits = 1;
-  const float* w;
-  const float* p = nullptr;
-  explicit DecF32(const void* row) : w(static_cast<const float*>(row)) {}
-  PLLM_AI void block(int64_t b) { p = w + 32 * b; }
-  PLLM_AI void unit(int, float32x4_t v[8]) {
-    for (int k = 0; k < 8; ++k) v[k] = vld1q_f32(p + 4 * k);
-  }
-  void tail(int64_t n, float* buf) const {
-    for (int64_t i = n & ~int64_t{31}; i < n; ++i) *buf++ = w[i];
-  }
-};
-
-struct DecF16 {
-  static constexpr int kUnits = 1;
-  const __fp16* w;
-  const __fp16* p = nullptr;
-  explicit DecF16(const void* row) : w(static_cast<const __fp16*>(row)) {}
-  PLLM_AI void block(int64_t b) { p = w + 32 * b; }
-  PLLM_AI void unit(int, float32x4_t v[8]) {
-    for (int k = 0; k < 8; ++k) v[k] = vcvt_f32_f16(vld1_f16(p + 4 * k));
-  }
-  void tail(int64_t n, float* buf) const {
-    for (int64_t i = n & ~int64_t{31}; i < n; ++i) *buf++ = static_cast<float>(w[i]);
-  }
-};
-
-struct DecBF16 {
-  static constexpr int kUnits = 1;
-  const uint16_t* w;
-  const uint16_t* p = nullptr;
-  explicit DecBF16(const void* row) : w(static_cast<const uint16_t*>(row)) {}
-  PLLM_AI void block(int64_t b) { p = w + 32 * b; }
-  PLLM_AI void unit(int, float32x4_t v[8]) {
-    for (int k = 0; k < 8; ++k) v[k] = load_bf16(p + 4 * k);
-  }
-  void tail(int64_t n, float* buf) const {
-    for (int64_t i = n & ~int64_t{31}; i < n; ++i) *buf++ = one_bf16(w, i);
-  }
-};
-
-struct DecQuant {  // quantised rows have no tail
-  void tail(int64_t, float*) const {}
-};
-
-// d * (q - 8) == q * d + (-8 d) exactly (11-bit d times a 4-bit integer).
-struct DecQ4_0 : DecQuant {
-  static constexpr int kUnits = 1;
-  const block_q4_0* w;
-  const uint8_t* q = nullptr;
-  float32x4_t d, m8d;
-  explicit DecQ4_0(const void* row) : w(static_cast<const block_q4_0*>(row)) {}
-  PLLM_AI void block(int64_t b) {
-    q = w[b].qs;
-    const float df = h2f(w[b].d);
-    d = vdupq_n_f32(df);
-    m8d = vdupq_n_f32(-8.0f * df);
-  }
-  PLLM_AI void unit(int, float32x4_t v[8]) {
-    const uint8x16_t raw = vld1q_u8(q);
-    u8_to_f32(vandq_u8(raw, vdupq_n_u8(0x0F)), v);
-    u8_to_f32(vshrq_n_u8(raw, 4), v + 4);
-    for (int k = 0; k < 8; ++k) v[k] = vfmaq_f32(m8d, v[k], d);
-  }
-};
-
-// reference d * q + m with d * q exact: the FMA rounds identically.
-struct DecQ4_1 : DecQuant {
-  static constexpr int kUnits = 1;
-  const block_q4_1* w;
-  const uint8_t* q = nullptr;
-  float32x4_t d, m;
-  explicit DecQ4_1(const void* row) : w(static_cast<const block_q4_1*>(row)) {}
-  PLLM_AI void block(int64_t b) {
-    q = w[b].qs;
-    d = vdupq_n_f32(h2f(w[b].d));
-    m = vdupq_n_f32(h2f(w[b].m));
-  }
-  PLLM_AI void unit(int, float32x4_t v[8]) {
-    const uint8x16_t raw = vld1q_u8(q);
-    u8_to_f32(vandq_u8(raw, vdupq_n_u8(0x0F)), v);
-    u8_to_f32(vshrq_n_u8(raw, 4), v + 4);
-    for (int k = 0; k < 8; ++k) v[k] = vfmaq_f32(m, v[k], d);
-  }
-};
-
-struct DecQ8_0 : DecQuant {
-  static constexpr int kUnits = 1;
-  const block_q8_0* w;
-  const int8_t* q = nullptr;
-  float32x4_t d;
-  explicit DecQ8_0(const void* row) : w(static_cast<const block_q8_0*>(row)) {}
-  PLLM_AI void block(int64_t b) {
-    q = w[b].qs;
-    d = vdupq_n_f32(h2f(w[b].d));
-  }
-  PLLM_AI void unit(int, float32x4_t v[8]) {
-    s8_to_f32(vld1q_s8(q), v);
-    s8_to_f32(vld1q_s8(q + 16), v + 4);
-    for (int k = 0; k < 8; ++k) v[k] = vmulq_f32(d, v[k]);
-  }
-};
-
-// reference (d * sc) * q - dmin * m, both products exact: FMA rounds identically.
-struct DecQ4_K : DecQuant {
-  static constexpr int kUnits = 8;
-  const block_q4_K* w;
-  const uint8_t* q = nullptr;
-  float dsc[8], mn[8];
-  explicit DecQ4_K(const void* row) : w(static_cast<const block_q4_K*>(row)) {}
-  PLLM_AI void block(int64_t b) {
-    uint8_t sm[16];
-    unpack_k4_scales(w[b].scales, sm);
-    const float d = h2f(w[b].d), dmin = h2f(w[b].dmin);
-    for (int j = 0; j < 8; ++j) {
-      dsc[j] = d * static_cast<float>(sm[j]);
-      mn[j] = -(dmin * static_cast<float>(sm[8 + j]));
-    }
-    q = w[b].qs;
-  }
-  PLLM_AI void unit(int u, float32x4_t v[8]) {
-    const uint8_t* p = q + 32 * (u / 2);
-    uint8x16_t a = vld1q_u8(p), b = vld1q_u8(p + 16);
-    if (u & 1) {
-      a = vshrq_n_u8(a, 4);
-      b = vshrq_n_u8(b, 4);
-    } else {
-      a = vandq_u8(a, vdupq_n_u8(0x0F));
-      b = vandq_u8(b, vdupq_n_u8(0x0F));
-    }
-    u8_to_f32(a, v);
-    u8_to_f32(b, v + 4);
-    const float32x4_t ds = vdupq_n_f32(dsc[u]), m = vdupq_n_f32(mn[u]);
-    for (int k = 0; k < 8; ++k) v[k] = vfmaq_f32(m, v[k], ds);
-  }
-};
-
-// reference (d * sc) * q, q = (low 4 | high 2 << 4) - 32.
-struct DecQ6_K : DecQuant {
-  static constexpr int kUnits = 8;
-  const block_q6_K* w;
-  const block_q6_K* blk = nullptr;
-  float ds[16];
-  explicit DecQ6_K(const void* row) : w(static_cast<const block_q6_K*>(row)) {}
-  PLLM_AI void block(int64_t b) {
-    blk = w + b;
-    const float d = h2f(blk->d);
-    for (int g = 0; g < 16; ++g) ds[g] = d * static_cast<float>(blk->scales[g]);
-  }
-  PLLM_AI void unit(int u, float32x4_t v[8]) {
-    const int h = u / 4, k = u % 4;
-    const uint8_t* ql = blk->ql + 64 * h + 32 * (k & 1);
-    const uint8_t* qh = blk->qh + 32 * h;
-    const int8x16_t sh = vdupq_n_s8(static_cast<int8_t>(-2 * k));
-    for (int c = 0; c < 2; ++c) {
-      uint8x16_t lo = vld1q_u8(ql + 16 * c);
-      lo = (k >> 1) ? vshrq_n_u8(lo, 4) : vandq_u8(lo, vdupq_n_u8(0x0F));
-      const uint8x16_t hi = vandq_u8(vshlq_u8(vld1q_u8(qh + 16 * c), sh), vdupq_n_u8(0x03));
-      const int8x16_t qv = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, vshlq_n_u8(hi, 4))), vdupq_n_s8(32));
-      s8_to_f32(qv, v + 4 * c);
-      const float32x4_t sc = vdupq_n_f32(ds[8 * h + 2 * k + c]);
-      for (int i = 0; i < 4; ++i) v[4 * c + i] = vmulq_f32(sc, v[4 * c + i]);
-    }
-  }
-};
-
-template <int NX>
-PLLM_AI void fma_unit(const float32x4_t w[8], const float* x, int64_t xs, float32x4_t (*acc)[NX <= 4 ? 4 : 2]) {
-  constexpr int A = NX <= 4 ? 4 : 2;
-  for (int k = 0; k < 8; ++k) {
-    for (int j = 0; j < NX; ++j) acc[j][k % A] = vfmaq_f32(acc[j][k % A], w[k], vld1q_f32(x + j * xs + 4 * k));
-  }
-}
-
-template <int NX, class D>
-void fused(int64_t n, const void* w_row, const float* x, int64_t xs, float* out, int64_t os) {
-  constexpr int A = NX <= 4 ? 4 : 2;
-  D dec(w_row);
-  float32x4_t acc[NX][A];
-  for (int j = 0; j < NX; ++j)
-    for (int a = 0; a < A; ++a) acc[j][a] = vdupq_n_f32(0.0f);
-  const int64_t nb = n / (32 * D::kUnits);
-  const float* xp = x;
-  for (int64_t b = 0; b < nb; ++b) {
-    dec.block(b);
-    for (int u = 0; u < D::kUnits; ++u, xp += 32) {
-      float32x4_t wv[8];
-      dec.unit(u, wv);
-      fma_unit<NX>(wv, xp, xs, acc);
-    }
-  }
-  const int tail = static_cast<int>(n - nb * 32 * D::kUnits);
-  if (tail > 0) {  // float types only: zero-padded weights and activations
-    float wt[32] = {}, xt[NX][32] = {};
-    dec.tail(n, wt);
-    for (int j = 0; j < NX; ++j) __builtin_memcpy(xt[j], xp + j * xs, sizeof(float) * tail);
-    float32x4_t wv[8];
-    for (int k = 0; k < 8; ++k) wv[k] = vld1q_f32(wt + 4 * k);
-    fma_unit<NX>(wv, xt[0], 32, acc);
-  }
-  for (int j = 0; j < NX; ++j) {
-    float32x4_t s = vaddq_f32(acc[j][0], acc[j][1]);
-    if constexpr (A == 4) s = vaddq_f32(s, vaddq_f32(acc[j][2], acc[j][3]));
-    out[j * os] = vaddvq_f32(s);
-  }
-}
-
-template <class D>
-float fused_one(int64_t n, const void* w_row, const float* x) {
-  float r;
-  fused<1, D>(n, w_row, x, 0, &r, 0);
-  return r;
-}
-
-template <class D>
-void fused_multi(int64_t n, const void* w_row, const float* x, int64_t xs, int n_x, float* out, int64_t os) {
-  for (int j0 = 0; j0 < n_x; j0 += 8) {
-    const float* xr = x + j0 * xs;
-    float* o = out + j0 * os;
-    switch (n_x - j0 < 8 ? n_x - j0 : 8) {
-      case 1: fused<1, D>(n, w_row, xr, xs, o, os); break;
-      case 2: fused<2, D>(n, w_row, xr, xs, o, os); break;
-      case 3: fused<3, D>(n, w_row, xr, xs, o, os); break;
-      case 4: fused<4, D>(n, w_row, xr, xs, o, os); break;
-      case 5: fused<5, D>(n, w_row, xr, xs, o, os); break;
-      case 6: fused<6, D>(n, w_row, xr, xs, o, os); break;
-      case 7: fused<7, D>(n, w_row, xr, xs, o, os); break;
-      default: fused<8, D>(n, w_row, xr, xs, o, os); break;
-    }
-  }
-}
-
-template <class D>
-void set_fused(TypeKernels& k) {
-  k.vec_dot_f32 = fused_one<D>;
-  k.vec_dot_f32_multi = fused_multi<D>;
-}
-
 }  // namespace
 
 void fill_neon(KernelTable& t) {
   auto at = [&t](TensorType type) -> TypeKernels& { return t.types[static_cast<uint32_t>(type) & 31]; };
-  set_fused<DecF32>(at(TensorType::F32));
-  set_fused<DecF16>(at(TensorType::F16));
-  set_fused<DecBF16>(at(TensorType::BF16));
-  set_fused<DecQ4_0>(at(TensorType::Q4_0));
-  set_fused<DecQ4_1>(at(TensorType::Q4_1));
-  set_fused<DecQ8_0>(at(TensorType::Q8_0));
-  set_fused<DecQ4_K>(at(TensorType::Q4_K));
-  set_fused<DecQ6_K>(at(TensorType::Q6_K));
+  drivers::set_exact<F32x4, DecF32>(at(TensorType::F32));
+  drivers::set_exact<F32x4, DecF16>(at(TensorType::F16));
+  drivers::set_exact<F32x4, DecBF16>(at(TensorType::BF16));
+  drivers::set_exact<F32x4, DecQ4_0>(at(TensorType::Q4_0));
+  drivers::set_exact<F32x4, DecQ4_1>(at(TensorType::Q4_1));
+  drivers::set_exact<F32x4, DecQ5_0>(at(TensorType::Q5_0));
+  drivers::set_exact<F32x4, DecQ5_1>(at(TensorType::Q5_1));
+  drivers::set_exact<F32x4, DecQ8_0>(at(TensorType::Q8_0));
+  drivers::set_exact<F32x4, DecQ4_K>(at(TensorType::Q4_K));
+  drivers::set_exact<F32x4, DecQ6_K>(at(TensorType::Q6_K));
   at(TensorType::F32).vec_dot = vec_dot_f32;
   at(TensorType::F16).vec_dot = vec_dot_f16;
   at(TensorType::F16).dequantize_row = dequant_f16;

@@ -14,29 +14,37 @@
 //   q4: keys as q'.code + bias (q'_c = q_c * k_scale_c, bias = sum q_c * k_min_c, once
 //       per call and head); values as (p_t * scale_tb) * code plus sum_t p_t * min_tb.
 //
-// As in avx2.cpp: anonymous namespace only, no shared inline functions.
+// Namespaces as in avx2.cpp (shared: simd_avx2.h, drivers/online_softmax.h).
 #include <immintrin.h>
 
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/drivers/online_softmax.h"
 #include "kernels/internal.h"
+#include "kernels/x86/simd_avx2.h"
 
 namespace pllm::kern {
 
 namespace {
 
+using avx2::h2f;
+using avx2::hmax;
+using avx2::hsum;
+
 #define PLLM_AI inline __attribute__((always_inline))
 
-constexpr int kChunk = 64;     // tokens per online-softmax step (multiple of 8)
-constexpr int kMaxQ = 16;      // query heads per call
+constexpr int kChunk = drivers::kAttnChunk;  // tokens per online-softmax step
+constexpr int kMaxQ = drivers::kAttnMaxQ;    // query heads per call
 constexpr int kHeadBlock = 4;  // heads whose accumulators are held in registers together
 
 PLLM_AI __m256 ld8(const float* p) { return _mm256_loadu_ps(p); }
 PLLM_AI __m256 ld8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-PLLM_AI float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
-// exp(x) for x <= 0; see x86/attention_avx2.cpp (identical). x < -87 (incl. -inf) gives 0.
+// exp(x) for x <= 0 (the softmax weights). Range reduction x = n ln2 + r with ln2
+// split in two (the first part exact in n*C1), |r| <= ln2/2, degree-7 Cephes
+// polynomial; relative error <= ~2 ulp for x in [-87, 0]. x < -87 (incl. -inf)
+// gives 0: the true value is < 1.7e-38, negligible against l >= 1.
 PLLM_AI __m256 exp_neg(__m256 x) {
   const __m256 lo = _mm256_set1_ps(-87.0f);
   const __m256 keep = _mm256_cmp_ps(x, lo, _CMP_GE_OQ);
@@ -54,20 +62,6 @@ PLLM_AI __m256 exp_neg(__m256 x) {
   y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
   const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_and_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(e)), keep);
-}
-
-PLLM_AI float hsum(__m256 a) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-PLLM_AI float hmax(__m256 a) {
-  __m128 s = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_max_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 // Lane i = sum of the lanes of v[i]: two hadd levels leave four tokens per 128-bit
@@ -96,50 +90,14 @@ PLLM_AI __m256 dot8(const float* q, const T* const* kr, int hd) {
   return reduce8(acc);
 }
 
-// The chunked online softmax over n tokens for n_q heads (see attention_kv_avx512.cpp for
-// Src; score blocks of 8 tokens).
-template <class Src>
-PLLM_AI void fold_segment(const Src& src, int n_q, int n, int hd, float scale, AttnAccum* a) {
-  alignas(32) float s[kMaxQ * kChunk];
-  const __m256 vscale = _mm256_set1_ps(scale), ninf = _mm256_set1_ps(-INFINITY);
-  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  for (int t0 = 0; t0 < n; t0 += kChunk) {
-    const int cn = n - t0 < kChunk ? n - t0 : kChunk;
-    for (int j = 0; j < cn; j += 8) {
-      int row[8];  // rows past the chunk's last token cn - 1 repeat it (their scores are masked off)
-      for (int i = 0; i < 8; ++i) row[i] = j + i < cn ? j + i : cn - 1;
-      src.scores8(t0, row, n_q, s + j);
-    }
-    for (int h = 0; h < n_q; ++h) {
-      AttnAccum& A = a[h];
-      float* sh = s + h * kChunk;
-      __m256 vm = ninf;
-      for (int j = 0; j < cn; j += 8) {
-        const __m256 valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(cn - j), iota));
-        const __m256 sc = _mm256_blendv_ps(ninf, _mm256_mul_ps(_mm256_load_ps(sh + j), vscale), valid);
-        _mm256_store_ps(sh + j, sc);
-        vm = _mm256_max_ps(vm, sc);
-      }
-      const float cm = hmax(vm);
-      if (cm > A.m) {  // new running maximum: rescale once per chunk (exp(-inf) = 0 at the start)
-        const float r = std::exp(A.m - cm);
-        const __m256 vr = _mm256_set1_ps(r);
-        for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(A.acc + d, _mm256_mul_ps(_mm256_loadu_ps(A.acc + d), vr));
-        A.l *= r;
-        A.m = cm;
-      }
-      const __m256 vmax = _mm256_set1_ps(A.m);
-      __m256 vl = _mm256_setzero_ps();
-      for (int j = 0; j < cn; j += 8) {
-        const __m256 p = exp_neg(_mm256_sub_ps(_mm256_load_ps(sh + j), vmax));
-        _mm256_store_ps(sh + j, p);
-        vl = _mm256_add_ps(vl, p);
-      }
-      A.l += hsum(vl);
-    }
-    src.accumulate(t0, s, cn, n_q, a);
+// The vector traits of drivers/online_softmax.h.
+struct AttnSimd : avx2::F32x8 {
+  static PLLM_AI V exp_neg(V x) { return pllm::kern::exp_neg(x); }
+  static PLLM_AI V keep_first(V x, int k, V fill) {
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_blendv_ps(fill, x, _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(k), iota)));
   }
-}
+};
 
 // acc_h[d, d + 16) += sum_{j < cn} w_hj v_{t0+j}[d, d + 16) for H heads (p + h * kChunk,
 // a[h]); Src::vrow(t, d, v, mul, add) as in attention_kv_avx512.cpp (two registers).
@@ -218,7 +176,7 @@ struct PlainSrc {
   int64_t stride;
   int hd;
 
-  PLLM_AI void scores8(int t0, const int* row, int n_q, float* s) const {
+  PLLM_AI void scores(int t0, const int* row, int n_q, float* s) const {
     const T* kr[8];
     for (int i = 0; i < 8; ++i) kr[i] = k + (t0 + row[i]) * stride;
     if (sizeof(T) == sizeof(float) || n_q == 1) {  // rows read in place
@@ -266,7 +224,7 @@ struct Q8Src {
   int64_t stride, sstride;
   int hd;
 
-  PLLM_AI void scores8(int t0, const int* row, int n_q, float* s) const {
+  PLLM_AI void scores(int t0, const int* row, int n_q, float* s) const {
     const int8_t* kr[8];
     for (int i = 0; i < 8; ++i) kr[i] = k + (t0 + row[i]) * stride;
     const __m256i sidx =
@@ -328,7 +286,7 @@ struct Q4Src {
   int hd;
   int base;  // group token of the segment's first token
 
-  PLLM_AI void scores8(int t0, const int* row, int n_q, float* s) const {
+  PLLM_AI void scores(int t0, const int* row, int n_q, float* s) const {
     t0 += base;
     const uint8_t* kr[8];
     for (int i = 0; i < 8; ++i) kr[i] = g->k_codes + (t0 + row[i]) * g->code_stride;
@@ -386,13 +344,13 @@ struct Q4Src {
 void attn_seg_f32(const float* q, int n_q, const float* k, const float* v, int64_t stride, int n, int hd,
                   float scale, AttnAccum* a) {
   if (n <= 0) return;
-  fold_segment(PlainSrc<float>{q, k, v, stride, hd}, n_q, n, hd, scale, a);
+  drivers::fold_segment<AttnSimd>(PlainSrc<float>{q, k, v, stride, hd}, n_q, n, hd, scale, a);
 }
 
 void attn_seg_f16(const float* q, int n_q, const uint16_t* k, const uint16_t* v, int64_t stride, int n, int hd,
                   float scale, AttnAccum* a) {
   if (n <= 0) return;
-  fold_segment(PlainSrc<uint16_t>{q, k, v, stride, hd}, n_q, n, hd, scale, a);
+  drivers::fold_segment<AttnSimd>(PlainSrc<uint16_t>{q, k, v, stride, hd}, n_q, n, hd, scale, a);
 }
 
 void attn_seg_q8(const float* q, int n_q, const int8_t* k, const float* k_scale, const int8_t* v,
@@ -429,7 +387,7 @@ void attn_seg_q8(const float* q, int n_q, const int8_t* k, const float* k_scale,
         _mm_store_si128(reinterpret_cast<__m128i*>(qi + h * 256 + g * kKvQ8Group + 8 * c), b);
       }
     }
-  fold_segment(Q8Src{qi, dq, k, k_scale, v, v_scale, stride, scale_stride, hd}, n_q, n, hd, scale, a);
+  drivers::fold_segment<AttnSimd>(Q8Src{qi, dq, k, k_scale, v, v_scale, stride, scale_stride, hd}, n_q, n, hd, scale, a);
 }
 
 void attn_seg_q4(const float* q, int n_q, const KvQ4GroupView& g, int t0, int t1, int hd, float scale,
@@ -446,7 +404,7 @@ void attn_seg_q4(const float* q, int n_q, const KvQ4GroupView& g, int t0, int t1
     }
     bias[h] = hsum(vb);
   }
-  fold_segment(Q4Src{qp, bias, &g, hd, t0}, n_q, t1 - t0, hd, scale, a);
+  drivers::fold_segment<AttnSimd>(Q4Src{qp, bias, &g, hd, t0}, n_q, t1 - t0, hd, scale, a);
 }
 
 #undef PLLM_AI

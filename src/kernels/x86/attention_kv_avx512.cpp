@@ -20,13 +20,15 @@
 //       computed once per call and head; values as acc += (p_t * scale_tb) * code per
 //       token and sum_t p_t * min_tb added once per 32-channel block.
 //
-// As in avx512.cpp: anonymous namespace only, no shared inline functions.
+// Namespaces as in avx2.cpp (shared: simd_avx512.h, drivers/online_softmax.h).
 #include <immintrin.h>
 
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/drivers/online_softmax.h"
 #include "kernels/internal.h"
+#include "kernels/x86/simd_avx512.h"
 
 namespace pllm::kern {
 
@@ -34,8 +36,8 @@ namespace {
 
 #define PLLM_AI inline __attribute__((always_inline))
 
-constexpr int kChunk = 64;  // tokens per online-softmax step (multiple of 16)
-constexpr int kMaxQ = 16;   // query heads per call
+constexpr int kChunk = drivers::kAttnChunk;  // tokens per online-softmax step
+constexpr int kMaxQ = drivers::kAttnMaxQ;    // query heads per call
 constexpr int kHeadBlock = 4;  // heads whose accumulators are held in registers together
 
 PLLM_AI __m512 ld16(const float* p) { return _mm512_loadu_ps(p); }
@@ -44,7 +46,7 @@ PLLM_AI __m512 ld16(const uint16_t* p) {
 }
 PLLM_AI float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
-// exp(x) for x <= 0; see x86/attention_avx2.cpp (same reduction and polynomial; 2^n
+// exp(x) for x <= 0; see x86/attention_kv_avx2.cpp (same reduction and polynomial; 2^n
 // applied with vscalefps). x < -87 (incl. -inf) gives 0.
 PLLM_AI __m512 exp_neg(__m512 x) {
   const __m512 lo = _mm512_set1_ps(-87.0f);
@@ -109,50 +111,14 @@ PLLM_AI __m512 dot16(const float* q, const T* const* kr, int hd) {
   return reduce16(acc);
 }
 
-// The chunked online softmax over n tokens for n_q heads. Src::scores16(t, row, n_q, s)
-// stores the unscaled scores of tokens t + row[i] for head h at s[h * kChunk + i];
-// Src::accumulate(t, p, cn, n_q, a) adds sum_{j < cn} p[h * kChunk + j] v_{t+j} to a[h].acc.
-template <class Src>
-PLLM_AI void fold_segment(const Src& src, int n_q, int n, int hd, float scale, AttnAccum* a) {
-  alignas(64) float s[kMaxQ * kChunk];
-  const __m512 vscale = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-INFINITY);
-  for (int t0 = 0; t0 < n; t0 += kChunk) {
-    const int cn = n - t0 < kChunk ? n - t0 : kChunk;
-    for (int j = 0; j < cn; j += 16) {
-      int row[16];  // rows past the chunk's last token cn - 1 repeat it (their scores are masked off)
-      for (int i = 0; i < 16; ++i) row[i] = j + i < cn ? j + i : cn - 1;
-      src.scores16(t0, row, n_q, s + j);
-    }
-    for (int h = 0; h < n_q; ++h) {
-      AttnAccum& A = a[h];
-      float* sh = s + h * kChunk;
-      __m512 vm = ninf;
-      for (int j = 0; j < cn; j += 16) {
-        const __mmask16 valid = cn - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (cn - j)) - 1);
-        const __m512 sc = _mm512_mask_mov_ps(ninf, valid, _mm512_mul_ps(_mm512_load_ps(sh + j), vscale));
-        _mm512_store_ps(sh + j, sc);
-        vm = _mm512_max_ps(vm, sc);
-      }
-      const float cm = _mm512_reduce_max_ps(vm);
-      if (cm > A.m) {  // new running maximum: rescale once per chunk (exp(-inf) = 0 at the start)
-        const float r = std::exp(A.m - cm);
-        const __m512 vr = _mm512_set1_ps(r);
-        for (int d = 0; d < hd; d += 16) _mm512_storeu_ps(A.acc + d, _mm512_mul_ps(_mm512_loadu_ps(A.acc + d), vr));
-        A.l *= r;
-        A.m = cm;
-      }
-      const __m512 vmax = _mm512_set1_ps(A.m);
-      __m512 vl = _mm512_setzero_ps();
-      for (int j = 0; j < cn; j += 16) {
-        const __m512 p = exp_neg(_mm512_sub_ps(_mm512_load_ps(sh + j), vmax));
-        _mm512_store_ps(sh + j, p);
-        vl = _mm512_add_ps(vl, p);
-      }
-      A.l += _mm512_reduce_add_ps(vl);
-    }
-    src.accumulate(t0, s, cn, n_q, a);
+// The vector traits of drivers/online_softmax.h.
+struct AttnSimd : avx512::F32x16 {
+  static PLLM_AI V exp_neg(V x) { return pllm::kern::exp_neg(x); }
+  static PLLM_AI V keep_first(V x, int k, V fill) {
+    return _mm512_mask_mov_ps(fill, k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << k) - 1), x);
   }
-}
+};
+
 
 // acc_h[d, d + 16 NV) += sum_{j < cn} w_hj v_{t0+j}[d, ...) for H heads (p + h * kChunk,
 // a[h]). Src::vrow(t, d, v, mul, add): token t's dims d.. as NV registers of codes with
@@ -231,7 +197,7 @@ struct PlainSrc {
   int64_t stride;
   int hd;
 
-  PLLM_AI void scores16(int t0, const int* row, int n_q, float* s) const {
+  PLLM_AI void scores(int t0, const int* row, int n_q, float* s) const {
     const T* kr[16];
     for (int i = 0; i < 16; ++i) kr[i] = k + (t0 + row[i]) * stride;
     if (sizeof(T) == sizeof(float) || n_q == 1) {  // rows read in place
@@ -279,7 +245,7 @@ struct Q8Src {
   int64_t stride, sstride;
   int hd;
 
-  PLLM_AI void scores16(int t0, const int* row, int n_q, float* s) const {
+  PLLM_AI void scores(int t0, const int* row, int n_q, float* s) const {
     const int8_t* kr[16];
     for (int i = 0; i < 16; ++i) kr[i] = k + (t0 + row[i]) * stride;
     const __m512i sidx = _mm512_mullo_epi32(_mm512_loadu_si512(row), _mm512_set1_epi32(int32_t(sstride)));
@@ -336,7 +302,7 @@ struct Q4Src {
   int hd;
   int base;  // group token of the segment's first token
 
-  PLLM_AI void scores16(int t0, const int* row, int n_q, float* s) const {
+  PLLM_AI void scores(int t0, const int* row, int n_q, float* s) const {
     t0 += base;
     const uint8_t* kr[16];
     for (int i = 0; i < 16; ++i) kr[i] = g->k_codes + (t0 + row[i]) * g->code_stride;
@@ -388,13 +354,13 @@ struct Q4Src {
 void attn_seg_f32(const float* q, int n_q, const float* k, const float* v, int64_t stride, int n, int hd,
                   float scale, AttnAccum* a) {
   if (n <= 0) return;
-  fold_segment(PlainSrc<float>{q, k, v, stride, hd}, n_q, n, hd, scale, a);
+  drivers::fold_segment<AttnSimd>(PlainSrc<float>{q, k, v, stride, hd}, n_q, n, hd, scale, a);
 }
 
 void attn_seg_f16(const float* q, int n_q, const uint16_t* k, const uint16_t* v, int64_t stride, int n, int hd,
                   float scale, AttnAccum* a) {
   if (n <= 0) return;
-  fold_segment(PlainSrc<uint16_t>{q, k, v, stride, hd}, n_q, n, hd, scale, a);
+  drivers::fold_segment<AttnSimd>(PlainSrc<uint16_t>{q, k, v, stride, hd}, n_q, n, hd, scale, a);
 }
 
 void attn_seg_q8(const float* q, int n_q, const int8_t* k, const float* k_scale, const int8_t* v,
@@ -429,7 +395,7 @@ void attn_seg_q8(const float* q, int n_q, const int8_t* k, const float* k_scale,
       }
       corr[h * 4 + g] = 128 * _mm512_reduce_add_epi32(sum);
     }
-  fold_segment(Q8Src{qi, dq, corr, k, k_scale, v, v_scale, stride, scale_stride, hd}, n_q, n, hd, scale, a);
+  drivers::fold_segment<AttnSimd>(Q8Src{qi, dq, corr, k, k_scale, v, v_scale, stride, scale_stride, hd}, n_q, n, hd, scale, a);
 }
 
 void attn_seg_q4(const float* q, int n_q, const KvQ4GroupView& g, int t0, int t1, int hd, float scale,
@@ -446,7 +412,7 @@ void attn_seg_q4(const float* q, int n_q, const KvQ4GroupView& g, int t0, int t1
     }
     bias[h] = _mm512_reduce_add_ps(vb);
   }
-  fold_segment(Q4Src{qp, bias, &g, hd, t0}, n_q, t1 - t0, hd, scale, a);
+  drivers::fold_segment<AttnSimd>(Q4Src{qp, bias, &g, hd, t0}, n_q, t1 - t0, hd, scale, a);
 }
 
 #undef PLLM_AI

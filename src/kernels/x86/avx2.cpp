@@ -1,28 +1,26 @@
 // AVX2 + FMA + F16C kernels. Compiled with -mavx2 -mfma -mf16c (see CMakeLists.txt)
 // and only ever called after dispatch.cpp has checked the CPU supports them.
 //
-// Everything here is in an anonymous namespace and no inline functions from shared
-// headers are used, so no AVX-compiled copy of a shared inline function can be
-// picked by the linker for generic code.
+// File-local kernels are in an anonymous namespace; the shared building blocks are in
+// namespace avx2 (simd_avx2.h, decode_avx2.h: AVX2-flagged files only) and the drivers
+// (kernels/drivers/) are templates over those types, so no AVX-compiled copy of an
+// inline function can be picked by the linker for generic code or another ISA.
 #include <immintrin.h>
 
 #include <cstdint>
 
+#include "kernels/drivers/fused_dot.h"
 #include "kernels/internal.h"
+#include "kernels/x86/decode_avx2.h"
 #include "quant/blocks.h"
 
 namespace pllm::kern {
 
 namespace {
 
-inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+using namespace avx2;  // h2f, hsum, unpack_k4_scales, load_bf16, the decoders (simd_avx2.h, decode_avx2.h)
 
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+
 
 // 16 packed bytes -> 32 bytes: low nibbles first (elements 0..15), then high nibbles.
 inline __m256i nibbles32(const uint8_t* p) {
@@ -170,21 +168,6 @@ float vec_dot_q8_0(int64_t n, const void* w_row, const void* xq) {
   return hsum(_mm256_add_ps(acc0, acc1));
 }
 
-// The eight 6-bit scales (sc[0..7]) and mins (sc[8..15]) of a Q4_K block.
-inline void unpack_k4_scales(const uint8_t* s, uint8_t out[16]) {
-  uint32_t w0, w1, w2;
-  __builtin_memcpy(&w0, s, 4);
-  __builtin_memcpy(&w1, s + 4, 4);
-  __builtin_memcpy(&w2, s + 8, 4);
-  const uint32_t sc_lo = w0 & 0x3f3f3f3fu;
-  const uint32_t sc_hi = (w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u);
-  const uint32_t m_lo = w1 & 0x3f3f3f3fu;
-  const uint32_t m_hi = ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u);
-  __builtin_memcpy(out, &sc_lo, 4);
-  __builtin_memcpy(out + 4, &sc_hi, 4);
-  __builtin_memcpy(out + 8, &m_lo, 4);
-  __builtin_memcpy(out + 12, &m_hi, 4);
-}
 
 float vec_dot_q4_K(int64_t n, const void* w_row, const void* xq) {
   const block_q4_K* w = static_cast<const block_q4_K*>(w_row);
@@ -294,10 +277,6 @@ float vec_dot_f16(int64_t n, const void* w_row, const void* xq) {
   return s;
 }
 
-inline __m256 load_bf16(const uint16_t* p) {
-  const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-}
 
 float vec_dot_bf16(int64_t n, const void* w_row, const void* xq) {
   const uint16_t* w = static_cast<const uint16_t*>(w_row);
@@ -394,332 +373,20 @@ void dequant_q4_K(const void* w_row, float* y, int64_t n) {
 }
 
 
-// ------------------------------------------------------------ exact mode: fused dequant + f32 dot
-// A decoder turns a weight row into 32-element units of four __m256, holding exactly
-// the floats dequantize_row produces (each formula below is the reference's, or an
-// FMA whose product is exact so it rounds identically). It provides
-//   kUnits (units per block), block(b) (per-block setup), unit(u, w) (decode unit u),
-//   and, for float types only, tail(n, buf): the last n % 32 weights, zero-padded.
-// fused<NX> runs NX activation rows against each decoded unit. Each row gets A
-// independent 8-lane accumulators (A = 4, 2, 1 for NX <= 2, <= 4, <= 8: enough
-// chains to hide FMA latency, few enough to fit 16 registers), so a product passes
-// through at most n/8 lane additions + log2(A) + 3 reduction levels (tests).
-#define PLLM_AI inline __attribute__((always_inline))
-
-PLLM_AI __m256i zx8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
-
-struct DecF32 {
-  static constexpr int kUnits = 1;
-  const float* w;
-  const float* p = nullptr;
-  explicit DecF32(const void* row) : w(static_cast<const float*>(row)) {}
-  PLLM_AI void block(int64_t b) { p = w + 32 * b; }
-  PLLM_AI void unit(int, __m256 v[4]) {
-    for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(p + 8 * k);
-  }
-  void tail(int64_t n, float* buf) const {
-    const int64_t s = n & ~int64_t{31};
-    for (int64_t i = s; i < n; ++i) buf[i - s] = w[i];
-  }
-};
-
-struct DecF16 {
-  static constexpr int kUnits = 1;
-  const uint16_t* w;
-  const uint16_t* p = nullptr;
-  explicit DecF16(const void* row) : w(static_cast<const uint16_t*>(row)) {}
-  PLLM_AI void block(int64_t b) { p = w + 32 * b; }
-  PLLM_AI void unit(int, __m256 v[4]) {
-    for (int k = 0; k < 4; ++k) v[k] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8 * k)));
-  }
-  void tail(int64_t n, float* buf) const {
-    const int64_t s = n & ~int64_t{31};
-    for (int64_t i = s; i < n; ++i) buf[i - s] = h2f(w[i]);
-  }
-};
-
-struct DecBF16 {
-  static constexpr int kUnits = 1;
-  const uint16_t* w;
-  const uint16_t* p = nullptr;
-  explicit DecBF16(const void* row) : w(static_cast<const uint16_t*>(row)) {}
-  PLLM_AI void block(int64_t b) { p = w + 32 * b; }
-  PLLM_AI void unit(int, __m256 v[4]) {
-    for (int k = 0; k < 4; ++k) v[k] = load_bf16(p + 8 * k);
-  }
-  void tail(int64_t n, float* buf) const {
-    const int64_t s = n & ~int64_t{31};
-    for (int64_t i = s; i < n; ++i) {
-      const uint32_t bits = uint32_t(w[i]) << 16;
-      __builtin_memcpy(buf + i - s, &bits, 4);
-    }
-  }
-};
-
-struct DecQuant {  // quantised types never have a tail (n is a multiple of the block)
-  void tail(int64_t, float*) const {}
-};
-
-// d * (q - 8) == fma(q, d, -8d): exact either way (11-bit d times a 4-bit integer).
-struct DecQ4_0 : DecQuant {
-  static constexpr int kUnits = 1;
-  const block_q4_0* w;
-  const uint8_t* q = nullptr;
-  __m256 d, m8d;
-  explicit DecQ4_0(const void* row) : w(static_cast<const block_q4_0*>(row)) {}
-  PLLM_AI void block(int64_t b) {
-    q = w[b].qs;
-    const float df = h2f(w[b].d);
-    d = _mm256_set1_ps(df);
-    m8d = _mm256_set1_ps(-8.0f * df);
-  }
-  PLLM_AI void unit(int, __m256 v[4]) {
-    const __m256i a = zx8(q), b = zx8(q + 8), m4 = _mm256_set1_epi32(0x0F);
-    v[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(a, m4)), d, m8d);
-    v[1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(b, m4)), d, m8d);
-    v[2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(a, 4)), d, m8d);
-    v[3] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4)), d, m8d);
-  }
-};
-
-// reference d * q + m; d * q is exact, so fma(q, d, m) rounds identically.
-struct DecQ4_1 : DecQuant {
-  static constexpr int kUnits = 1;
-  const block_q4_1* w;
-  const uint8_t* q = nullptr;
-  __m256 d, m;
-  explicit DecQ4_1(const void* row) : w(static_cast<const block_q4_1*>(row)) {}
-  PLLM_AI void block(int64_t b) {
-    q = w[b].qs;
-    d = _mm256_set1_ps(h2f(w[b].d));
-    m = _mm256_set1_ps(h2f(w[b].m));
-  }
-  PLLM_AI void unit(int, __m256 v[4]) {
-    const __m256i a = zx8(q), b = zx8(q + 8), m4 = _mm256_set1_epi32(0x0F);
-    v[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(a, m4)), d, m);
-    v[1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(b, m4)), d, m);
-    v[2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(a, 4)), d, m);
-    v[3] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4)), d, m);
-  }
-};
-
-// Q5_0 / Q5_1: the Q4 nibbles plus the fifth bit (bit j of the word qh) at 16.
-// Eight elements starting at element 8k: bits 8k..8k+7 of the word, each moved to 0x10.
-PLLM_AI __m256i q5_high8(__m256i hword, int k) {
-  const __m256i shifts = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(8 * k));
-  return _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(hword, shifts), _mm256_set1_epi32(1)), 4);
-}
-
-// reference d * (q - 16): (q - 16) * d is exact (5 by 11 bits), so fma(q, d, -16d) rounds to it.
-struct DecQ5_0 : DecQuant {
-  static constexpr int kUnits = 1;
-  const block_q5_0* w;
-  const uint8_t* q = nullptr;
-  __m256i h;
-  __m256 d, m16d;
-  explicit DecQ5_0(const void* row) : w(static_cast<const block_q5_0*>(row)) {}
-  PLLM_AI void block(int64_t b) {
-    q = w[b].qs;
-    uint32_t hw;
-    __builtin_memcpy(&hw, w[b].qh, 4);
-    h = _mm256_set1_epi32(static_cast<int>(hw));
-    const float df = h2f(w[b].d);
-    d = _mm256_set1_ps(df);
-    m16d = _mm256_set1_ps(-16.0f * df);
-  }
-  PLLM_AI void unit(int, __m256 v[4]) {
-    const __m256i a = zx8(q), b = zx8(q + 8), m4 = _mm256_set1_epi32(0x0F);
-    v[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_or_si256(_mm256_and_si256(a, m4), q5_high8(h, 0))), d, m16d);
-    v[1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_or_si256(_mm256_and_si256(b, m4), q5_high8(h, 1))), d, m16d);
-    v[2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_or_si256(_mm256_srli_epi32(a, 4), q5_high8(h, 2))), d, m16d);
-    v[3] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_or_si256(_mm256_srli_epi32(b, 4), q5_high8(h, 3))), d, m16d);
-  }
-};
-
-// reference d * q + m; d * q is exact, so fma(q, d, m) rounds identically.
-struct DecQ5_1 : DecQuant {
-  static constexpr int kUnits = 1;
-  const block_q5_1* w;
-  const uint8_t* q = nullptr;
-  __m256i h;
-  __m256 d, m;
-  explicit DecQ5_1(const void* row) : w(static_cast<const block_q5_1*>(row)) {}
-  PLLM_AI void block(int64_t b) {
-    q = w[b].qs;
-    uint32_t hw;
-    __builtin_memcpy(&hw, w[b].qh, 4);
-    h = _mm256_set1_epi32(static_cast<int>(hw));
-    d = _mm256_set1_ps(h2f(w[b].d));
-    m = _mm256_set1_ps(h2f(w[b].m));
-  }
-  PLLM_AI void unit(int, __m256 v[4]) {
-    const __m256i a = zx8(q), b = zx8(q + 8), m4 = _mm256_set1_epi32(0x0F);
-    v[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_or_si256(_mm256_and_si256(a, m4), q5_high8(h, 0))), d, m);
-    v[1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_or_si256(_mm256_and_si256(b, m4), q5_high8(h, 1))), d, m);
-    v[2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_or_si256(_mm256_srli_epi32(a, 4), q5_high8(h, 2))), d, m);
-    v[3] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_or_si256(_mm256_srli_epi32(b, 4), q5_high8(h, 3))), d, m);
-  }
-};
-
-struct DecQ8_0 : DecQuant {
-  static constexpr int kUnits = 1;
-  const block_q8_0* w;
-  const int8_t* q = nullptr;
-  __m256 d;
-  explicit DecQ8_0(const void* row) : w(static_cast<const block_q8_0*>(row)) {}
-  PLLM_AI void block(int64_t b) {
-    q = w[b].qs;
-    d = _mm256_set1_ps(h2f(w[b].d));
-  }
-  PLLM_AI void unit(int, __m256 v[4]) {
-    for (int k = 0; k < 4; ++k) {
-      const __m256i i = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8 * k)));
-      v[k] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(i));
-    }
-  }
-};
-
-// reference (d * sc) * q - dmin * m: d * sc and (d * sc) * q are exact (<= 21 bits),
-// so fma(q, d * sc, -(dmin * m)) rounds identically.
-struct DecQ4_K : DecQuant {
-  static constexpr int kUnits = 8;
-  const block_q4_K* w;
-  const uint8_t* q = nullptr;
-  float dsc[8], mn[8];
-  explicit DecQ4_K(const void* row) : w(static_cast<const block_q4_K*>(row)) {}
-  PLLM_AI void block(int64_t b) {
-    uint8_t sm[16];
-    unpack_k4_scales(w[b].scales, sm);
-    const float d = h2f(w[b].d), dmin = h2f(w[b].dmin);
-    for (int j = 0; j < 8; ++j) {
-      dsc[j] = d * static_cast<float>(sm[j]);
-      mn[j] = -(dmin * static_cast<float>(sm[8 + j]));
-    }
-    q = w[b].qs;
-  }
-  PLLM_AI void unit(int u, __m256 v[4]) {
-    const uint8_t* p = q + 32 * (u / 2);
-    const __m256 ds = _mm256_set1_ps(dsc[u]), m = _mm256_set1_ps(mn[u]);
-    for (int k = 0; k < 4; ++k) {
-      const __m256i a = zx8(p + 8 * k);
-      const __m256i qi = (u & 1) ? _mm256_srli_epi32(a, 4) : _mm256_and_si256(a, _mm256_set1_epi32(0x0F));
-      v[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(qi), ds, m);
-    }
-  }
-};
-
-// reference (d * sc) * q with q = (low 4 | high 2 << 4) - 32.
-struct DecQ6_K : DecQuant {
-  static constexpr int kUnits = 8;
-  const block_q6_K* w;
-  const block_q6_K* blk = nullptr;
-  float ds[16];
-  explicit DecQ6_K(const void* row) : w(static_cast<const block_q6_K*>(row)) {}
-  PLLM_AI void block(int64_t b) {
-    blk = w + b;
-    const float d = h2f(blk->d);
-    for (int g = 0; g < 16; ++g) ds[g] = d * static_cast<float>(blk->scales[g]);
-  }
-  PLLM_AI void unit(int u, __m256 v[4]) {
-    const int h = u / 4, k = u % 4;
-    const uint8_t* ql = blk->ql + 64 * h + 32 * (k & 1);
-    const uint8_t* qh = blk->qh + 32 * h;
-    const __m256i m4 = _mm256_set1_epi32(0x0F), m3 = _mm256_set1_epi32(0x03), c32 = _mm256_set1_epi32(32);
-    for (int c = 0; c < 4; ++c) {
-      const __m256i lo = _mm256_and_si256(_mm256_srli_epi32(zx8(ql + 8 * c), 4 * (k >> 1)), m4);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi32(zx8(qh + 8 * c), 2 * k), m3);
-      const __m256i qi = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), c32);
-      v[c] = _mm256_mul_ps(_mm256_set1_ps(ds[8 * h + 2 * k + c / 2]), _mm256_cvtepi32_ps(qi));
-    }
-  }
-};
-
-template <int NX>
-PLLM_AI void fma_unit(const __m256 w[4], const float* x, int64_t xs, __m256 (*acc)[NX <= 2 ? 4 : NX <= 4 ? 2 : 1]) {
-  constexpr int A = NX <= 2 ? 4 : NX <= 4 ? 2 : 1;
-  for (int k = 0; k < 4; ++k) {
-    for (int j = 0; j < NX; ++j) acc[j][k % A] = _mm256_fmadd_ps(w[k], _mm256_loadu_ps(x + j * xs + 8 * k), acc[j][k % A]);
-  }
-}
-
-template <int NX, class D>
-void fused(int64_t n, const void* w_row, const float* x, int64_t xs, float* out, int64_t os) {
-  constexpr int A = NX <= 2 ? 4 : NX <= 4 ? 2 : 1;
-  D dec(w_row);
-  __m256 acc[NX][A];
-  for (int j = 0; j < NX; ++j)
-    for (int a = 0; a < A; ++a) acc[j][a] = _mm256_setzero_ps();
-  const int64_t nb = n / (32 * D::kUnits);
-  const float* xp = x;
-  for (int64_t b = 0; b < nb; ++b) {
-    dec.block(b);
-    for (int u = 0; u < D::kUnits; ++u, xp += 32) {
-      __m256 wv[4];
-      dec.unit(u, wv);
-      fma_unit<NX>(wv, xp, xs, acc);
-    }
-  }
-  const int tail = static_cast<int>(n - nb * 32 * D::kUnits);
-  if (tail > 0) {  // float types only: zero-padded weights and activations
-    alignas(32) float wt[32] = {}, xt[NX][32] = {};
-    dec.tail(n, wt);
-    for (int j = 0; j < NX; ++j) __builtin_memcpy(xt[j], xp + j * xs, sizeof(float) * tail);
-    const __m256 wv[4] = {_mm256_load_ps(wt), _mm256_load_ps(wt + 8), _mm256_load_ps(wt + 16), _mm256_load_ps(wt + 24)};
-    fma_unit<NX>(wv, xt[0], 32, acc);
-  }
-  for (int j = 0; j < NX; ++j) {
-    __m256 s = acc[j][0];
-    if constexpr (A == 4) s = _mm256_add_ps(_mm256_add_ps(acc[j][0], acc[j][1]), _mm256_add_ps(acc[j][2], acc[j][3]));
-    if constexpr (A == 2) s = _mm256_add_ps(acc[j][0], acc[j][1]);
-    out[j * os] = hsum(s);
-  }
-}
-
-template <class D>
-float fused_one(int64_t n, const void* w_row, const float* x) {
-  float r;
-  fused<1, D>(n, w_row, x, 0, &r, 0);
-  return r;
-}
-
-template <class D>
-void fused_multi(int64_t n, const void* w_row, const float* x, int64_t xs, int n_x, float* out, int64_t os) {
-  for (int j0 = 0; j0 < n_x; j0 += 8) {
-    const float* xr = x + j0 * xs;
-    float* o = out + j0 * os;
-    switch (n_x - j0 < 8 ? n_x - j0 : 8) {
-      case 1: fused<1, D>(n, w_row, xr, xs, o, os); break;
-      case 2: fused<2, D>(n, w_row, xr, xs, o, os); break;
-      case 3: fused<3, D>(n, w_row, xr, xs, o, os); break;
-      case 4: fused<4, D>(n, w_row, xr, xs, o, os); break;
-      case 5: fused<5, D>(n, w_row, xr, xs, o, os); break;
-      case 6: fused<6, D>(n, w_row, xr, xs, o, os); break;
-      case 7: fused<7, D>(n, w_row, xr, xs, o, os); break;
-      default: fused<8, D>(n, w_row, xr, xs, o, os); break;
-    }
-  }
-}
-
-template <class D>
-void set_fused(TypeKernels& k) {
-  k.vec_dot_f32 = fused_one<D>;
-  k.vec_dot_f32_multi = fused_multi<D>;
-}
-
 }  // namespace
 
 void fill_avx2(KernelTable& t) {
   auto at = [&t](TensorType type) -> TypeKernels& { return t.types[static_cast<uint32_t>(type) & 31]; };
-  set_fused<DecF32>(at(TensorType::F32));
-  set_fused<DecF16>(at(TensorType::F16));
-  set_fused<DecBF16>(at(TensorType::BF16));
-  set_fused<DecQ4_0>(at(TensorType::Q4_0));
-  set_fused<DecQ4_1>(at(TensorType::Q4_1));
-  set_fused<DecQ5_0>(at(TensorType::Q5_0));
-  set_fused<DecQ5_1>(at(TensorType::Q5_1));
-  set_fused<DecQ8_0>(at(TensorType::Q8_0));
-  set_fused<DecQ4_K>(at(TensorType::Q4_K));
-  set_fused<DecQ6_K>(at(TensorType::Q6_K));
+  drivers::set_exact<F32x8, DecF32>(at(TensorType::F32));
+  drivers::set_exact<F32x8, DecF16>(at(TensorType::F16));
+  drivers::set_exact<F32x8, DecBF16>(at(TensorType::BF16));
+  drivers::set_exact<F32x8, DecQ4_0>(at(TensorType::Q4_0));
+  drivers::set_exact<F32x8, DecQ4_1>(at(TensorType::Q4_1));
+  drivers::set_exact<F32x8, DecQ5_0>(at(TensorType::Q5_0));
+  drivers::set_exact<F32x8, DecQ5_1>(at(TensorType::Q5_1));
+  drivers::set_exact<F32x8, DecQ8_0>(at(TensorType::Q8_0));
+  drivers::set_exact<F32x8, DecQ4_K>(at(TensorType::Q4_K));
+  drivers::set_exact<F32x8, DecQ6_K>(at(TensorType::Q6_K));
   at(TensorType::F32).vec_dot = vec_dot_f32;
   at(TensorType::F16).vec_dot = vec_dot_f16;
   at(TensorType::F16).dequantize_row = dequant_f16;

@@ -3,19 +3,21 @@
 // The table given to fill_avx512 already holds the AVX2 kernels; entries not
 // overridden here (the dequantisers) stay AVX2.
 //
-// As in avx2.cpp: anonymous namespace only, no shared inline functions.
+// Namespaces as in avx2.cpp (shared blocks: simd_avx512.h, AVX-512-flagged files only).
 #include <immintrin.h>
 
 #include <cstdint>
 
+#include "kernels/drivers/fused_dot.h"
 #include "kernels/internal.h"
+#include "kernels/x86/simd_avx512.h"
 #include "quant/blocks.h"
 
 namespace pllm::kern {
 
 namespace {
 
-inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+using avx512::h2f;
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
 inline __m512i combine(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
@@ -343,14 +345,21 @@ void axpy_f32(float a, const float* x, float* y, int64_t n) {
 // gets A = 2 (NX <= 4) or 1 accumulator of 16 lanes. Measured on Zen 4 (512-bit ops
 // split in two) against the AVX2 kernels with bench/kernels; only installed where it
 // is faster (fill_avx512).
-#define PLLM_AI inline __attribute__((always_inline))
 
 PLLM_AI __m512i zx16(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 
-struct Dec512Q4_0 {
+// Decoder interface of drivers/fused_dot.h: one unit per block, decoded in unit(); no tail.
+struct Dec512 {
+  static constexpr int kUnits = 1;
+  int64_t b = 0;
+  PLLM_AI void block(int64_t blk) { b = blk; }
+  void tail(int64_t, float*) const {}
+};
+
+struct Dec512Q4_0 : Dec512 {
   const block_q4_0* w;
   explicit Dec512Q4_0(const void* row) : w(static_cast<const block_q4_0*>(row)) {}
-  PLLM_AI void unit(int64_t b, __m512 v[2]) {
+  PLLM_AI void unit(int, __m512 v[2]) {
     const float df = h2f(w[b].d);
     const __m512 d = _mm512_set1_ps(df), m8d = _mm512_set1_ps(-8.0f * df);
     const __m512i a = zx16(w[b].qs);
@@ -359,10 +368,10 @@ struct Dec512Q4_0 {
   }
 };
 
-struct Dec512Q4_1 {
+struct Dec512Q4_1 : Dec512 {
   const block_q4_1* w;
   explicit Dec512Q4_1(const void* row) : w(static_cast<const block_q4_1*>(row)) {}
-  PLLM_AI void unit(int64_t b, __m512 v[2]) {
+  PLLM_AI void unit(int, __m512 v[2]) {
     const __m512 d = _mm512_set1_ps(h2f(w[b].d)), m = _mm512_set1_ps(h2f(w[b].m));
     const __m512i a = zx16(w[b].qs);
     v[0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(a, _mm512_set1_epi32(0x0F))), d, m);
@@ -381,10 +390,10 @@ PLLM_AI void q5_units(const uint8_t* qs, const uint8_t* qh, __m512i u[2]) {
   u[1] = _mm512_or_si512(_mm512_srli_epi32(a, 4), _mm512_maskz_mov_epi32(static_cast<__mmask16>(h >> 16), sixteen));
 }
 
-struct Dec512Q5_0 {  // fma(q, d, -16d) is the exact (q - 16) * d, as the reference's product
+struct Dec512Q5_0 : Dec512 {  // fma(q, d, -16d) is the exact (q - 16) * d, as the reference's product
   const block_q5_0* w;
   explicit Dec512Q5_0(const void* row) : w(static_cast<const block_q5_0*>(row)) {}
-  PLLM_AI void unit(int64_t b, __m512 v[2]) {
+  PLLM_AI void unit(int, __m512 v[2]) {
     const float df = h2f(w[b].d);
     const __m512 d = _mm512_set1_ps(df), m16d = _mm512_set1_ps(-16.0f * df);
     __m512i u[2];
@@ -394,10 +403,10 @@ struct Dec512Q5_0 {  // fma(q, d, -16d) is the exact (q - 16) * d, as the refere
   }
 };
 
-struct Dec512Q5_1 {
+struct Dec512Q5_1 : Dec512 {
   const block_q5_1* w;
   explicit Dec512Q5_1(const void* row) : w(static_cast<const block_q5_1*>(row)) {}
-  PLLM_AI void unit(int64_t b, __m512 v[2]) {
+  PLLM_AI void unit(int, __m512 v[2]) {
     const __m512 d = _mm512_set1_ps(h2f(w[b].d)), m = _mm512_set1_ps(h2f(w[b].m));
     __m512i u[2];
     q5_units(w[b].qs, w[b].qh, u);
@@ -406,10 +415,10 @@ struct Dec512Q5_1 {
   }
 };
 
-struct Dec512Q8_0 {
+struct Dec512Q8_0 : Dec512 {
   const block_q8_0* w;
   explicit Dec512Q8_0(const void* row) : w(static_cast<const block_q8_0*>(row)) {}
-  PLLM_AI void unit(int64_t b, __m512 v[2]) {
+  PLLM_AI void unit(int, __m512 v[2]) {
     const __m512 d = _mm512_set1_ps(h2f(w[b].d));
     for (int k = 0; k < 2; ++k) {
       const __m512i i = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].qs + 16 * k)));
@@ -418,70 +427,17 @@ struct Dec512Q8_0 {
   }
 };
 
-template <int NX, class D>
-void fused512(int64_t n, const void* w_row, const float* x, int64_t xs, float* out, int64_t os) {
-  constexpr int A = NX <= 4 ? 2 : 1;
-  D dec(w_row);
-  __m512 acc[NX][A];
-  for (int j = 0; j < NX; ++j)
-    for (int a = 0; a < A; ++a) acc[j][a] = _mm512_setzero_ps();
-  const float* xp = x;
-  for (int64_t b = 0; b < n / 32; ++b, xp += 32) {
-    __m512 wv[2];
-    dec.unit(b, wv);
-    for (int k = 0; k < 2; ++k)
-      for (int j = 0; j < NX; ++j)
-        acc[j][k % A] = _mm512_fmadd_ps(wv[k], _mm512_loadu_ps(xp + j * xs + 16 * k), acc[j][k % A]);
-  }
-  for (int j = 0; j < NX; ++j) {
-    __m512 s = acc[j][0];
-    if constexpr (A == 2) s = _mm512_add_ps(acc[j][0], acc[j][1]);
-    out[j * os] = _mm512_reduce_add_ps(s);
-  }
-}
-
-template <class D>
-float fused512_one(int64_t n, const void* w_row, const float* x) {
-  float r;
-  fused512<1, D>(n, w_row, x, 0, &r, 0);
-  return r;
-}
-
-template <class D>
-void fused512_multi(int64_t n, const void* w_row, const float* x, int64_t xs, int n_x, float* out, int64_t os) {
-  for (int j0 = 0; j0 < n_x; j0 += 8) {
-    const float* xr = x + j0 * xs;
-    float* o = out + j0 * os;
-    switch (n_x - j0 < 8 ? n_x - j0 : 8) {
-      case 1: fused512<1, D>(n, w_row, xr, xs, o, os); break;
-      case 2: fused512<2, D>(n, w_row, xr, xs, o, os); break;
-      case 3: fused512<3, D>(n, w_row, xr, xs, o, os); break;
-      case 4: fused512<4, D>(n, w_row, xr, xs, o, os); break;
-      case 5: fused512<5, D>(n, w_row, xr, xs, o, os); break;
-      case 6: fused512<6, D>(n, w_row, xr, xs, o, os); break;
-      case 7: fused512<7, D>(n, w_row, xr, xs, o, os); break;
-      default: fused512<8, D>(n, w_row, xr, xs, o, os); break;
-    }
-  }
-}
-
-template <class D>
-void set_fused512(TypeKernels& k) {
-  k.vec_dot_f32 = fused512_one<D>;
-  k.vec_dot_f32_multi = fused512_multi<D>;
-}
-
 }  // namespace
 
 void fill_avx512(KernelTable& t) {
   auto at = [&t](TensorType type) -> TypeKernels& { return t.types[static_cast<uint32_t>(type) & 31]; };
   // Exact mode: 512-bit for the 32-block types (measured equal to ~15% faster than
   // the AVX2 kernels on Zen 4, bench/kernels); the K-quants and float types keep AVX2.
-  set_fused512<Dec512Q4_0>(at(TensorType::Q4_0));
-  set_fused512<Dec512Q4_1>(at(TensorType::Q4_1));
-  set_fused512<Dec512Q5_0>(at(TensorType::Q5_0));
-  set_fused512<Dec512Q5_1>(at(TensorType::Q5_1));
-  set_fused512<Dec512Q8_0>(at(TensorType::Q8_0));
+  drivers::set_exact<avx512::F32x16, Dec512Q4_0>(at(TensorType::Q4_0));
+  drivers::set_exact<avx512::F32x16, Dec512Q4_1>(at(TensorType::Q4_1));
+  drivers::set_exact<avx512::F32x16, Dec512Q5_0>(at(TensorType::Q5_0));
+  drivers::set_exact<avx512::F32x16, Dec512Q5_1>(at(TensorType::Q5_1));
+  drivers::set_exact<avx512::F32x16, Dec512Q8_0>(at(TensorType::Q8_0));
   at(TensorType::F32).vec_dot = vec_dot_f32;
   at(TensorType::F16).vec_dot = vec_dot_f16;
   at(TensorType::BF16).vec_dot = vec_dot_bf16;

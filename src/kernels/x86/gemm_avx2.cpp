@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/drivers/gemm_panels.h"
 #include "kernels/internal.h"
 #include "quant/blocks.h"
 
@@ -99,7 +100,7 @@ struct Q41 {
 };
 
 // Sum of the 32 signed activation bytes.
-inline int32_t sum32(const int8_t* qs) {
+inline int32_t sum32_bytes(const int8_t* qs) {
   const __m256i v = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs)),
                                      _mm256_set1_epi8(static_cast<char>(0x80)));  // a + 128
   const __m256i s = _mm256_sad_epu8(v, _mm256_setzero_si256());
@@ -138,18 +139,7 @@ void pack_panel(const uint8_t* w, size_t w_stride, int nr, int kb0, int kbn, Pan
   }
 }
 
-// Per-token, per-block activation terms, computed once per call into gemm_scratch:
-// element (t, kb) at [t * ld + kb]; views are offset to the current token / K chunk.
-struct ActPrep {
-  float* d;        // activation scale
-  float* s;        // Q8_1 s (Q4_1 only)
-  int32_t* corr;   // -offset * sum(a) (x86 Q4_0 / Q8_0 only)
-  int64_t ld;
-  ActPrep at(int x0, int kb0) const {
-    const int64_t o = x0 * ld + kb0;
-    return {d + o, s + o, corr + o, ld};
-  }
-};
+using drivers::ActPrep;
 
 template <class T, int NX>
 inline void micro(const Panel& P, int kbn, const uint8_t* const* arow, const ActPrep& ap, int t0, float* out,
@@ -210,62 +200,34 @@ void micro_n(int nx, const Panel& P, int kbn, const uint8_t* const* arow, const 
   }
 }
 
-template <class T>
-void gemm(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t xq_stride, int n_x,
-          float* out, int64_t out_stride) {
+
+// The micro-kernel as drivers/gemm_panels.h wants it.
+struct Tiles {
+  static constexpr int kPanel = pllm::kern::kPanel, kPanels = pllm::kern::kPanels, kKb = pllm::kern::kKb;
+  static constexpr int kSuper = pllm::kern::kSuper, kTile = pllm::kern::kTile;
   static_assert(kTile <= 4, "micro_n handles up to 4 tokens");
-  const int nb = static_cast<int>(n / 32);
-  const uint8_t* wb = static_cast<const uint8_t*>(w);
-  const uint8_t* xb = static_cast<const uint8_t*>(xq);
-  Panel panels[kPanels];
-  const int64_t nprep = int64_t(n_x) * nb;
-  float* prep = static_cast<float*>(gemm_scratch(size_t(nprep) * 3 * sizeof(float)));
-  const ActPrep ap{prep, prep + nprep, reinterpret_cast<int32_t*>(prep + 2 * nprep), nb};
-  for (int t = 0; t < n_x; ++t) {
-    const typename T::A* a = reinterpret_cast<const typename T::A*>(xb + t * xq_stride);
-    for (int kb = 0; kb < nb; ++kb) {
-      ap.d[t * nb + kb] = T::act_d(a[kb]);
-      if constexpr (T::kMin) ap.s[t * nb + kb] = T::act_s(a[kb]);
-      if constexpr (T::kOffset != 0) ap.corr[t * nb + kb] = -T::kOffset * sum32(a[kb].qs);
-    }
+  using Panel = pllm::kern::Panel;
+  using Mask = __m256i;
+  static Mask mask(int nr) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)); }
+  template <class T>
+  static void pack(const uint8_t* w, size_t w_stride, int nr, int kb0, int kbn, Panel& P) {
+    pack_panel<T>(w, w_stride, nr, kb0, kbn, P);
   }
-  for (int rg = 0; rg < n_rows; rg += kPanel * kPanels) {
-    const int nrg = n_rows - rg < kPanel * kPanels ? n_rows - rg : kPanel * kPanels;
-    const int np = (nrg + kPanel - 1) / kPanel;
-    for (int kb0 = 0; kb0 < nb; kb0 += kKb) {
-      const int kbn = nb - kb0 < kKb ? nb - kb0 : kKb;
-      for (int p = 0; p < np; ++p) {
-        const int nr = nrg - p * kPanel < kPanel ? nrg - p * kPanel : kPanel;
-        pack_panel<T>(wb + (rg + p * kPanel) * w_stride, w_stride, nr, kb0, kbn, panels[p]);
-      }
-      for (int x0 = 0; x0 < n_x; x0 += kSuper) {
-        const int nxs = n_x - x0 < kSuper ? n_x - x0 : kSuper;
-        const uint8_t* arow[kSuper];
-        for (int t = 0; t < nxs; ++t) {
-          arow[t] = xb + (x0 + t) * xq_stride + kb0 * sizeof(typename T::A);
-        }
-        const ActPrep apx = ap.at(x0, kb0);
-        for (int p = 0; p < np; ++p) {
-          const int nr = nrg - p * kPanel < kPanel ? nrg - p * kPanel : kPanel;
-          const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-          for (int t0 = 0; t0 < nxs; t0 += kTile) {
-            const int nx = nxs - t0 < kTile ? nxs - t0 : kTile;
-            float* o = out + (x0 + t0) * out_stride + rg + p * kPanel;
-            micro_n<T>(nx, panels[p], kbn, arow + t0, apx, t0, o, out_stride, mask, kb0 > 0);
-          }
-        }
-      }
-    }
+  template <class T>
+  static void micro(int nx, const Panel& P, int kbn, const uint8_t* const* arow, const ActPrep& ap, int t0, float* out,
+                    int64_t os, Mask mask, bool acc) {
+    micro_n<T>(nx, P, kbn, arow, ap, t0, out, os, mask, acc);
   }
-}
+  static int32_t sum32(const int8_t* qs) { return sum32_bytes(qs); }
+};
 
 }  // namespace
 
 void fill_gemm_avx2(KernelTable& t) {
   fill_gemm_vec_dot_loop(t, Isa::avx2);
-  t.types[static_cast<uint32_t>(TensorType::Q4_0)].gemm_q8 = gemm<Q40>;
-  t.types[static_cast<uint32_t>(TensorType::Q8_0)].gemm_q8 = gemm<Q80>;
-  t.types[static_cast<uint32_t>(TensorType::Q4_1)].gemm_q8 = gemm<Q41>;
+  t.types[static_cast<uint32_t>(TensorType::Q4_0)].gemm_q8 = drivers::gemm_q8<Tiles, Q40>;
+  t.types[static_cast<uint32_t>(TensorType::Q8_0)].gemm_q8 = drivers::gemm_q8<Tiles, Q80>;
+  t.types[static_cast<uint32_t>(TensorType::Q4_1)].gemm_q8 = drivers::gemm_q8<Tiles, Q41>;
 }
 
 }  // namespace pllm::kern

@@ -20,7 +20,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/drivers/row_groups.h"
 #include "kernels/internal.h"
+#include "kernels/x86/simd_avx512.h"
 #include "quant/blocks.h"
 
 namespace pllm::kern {
@@ -225,67 +227,29 @@ struct DecQ8_0 {
   }
 };
 
-template <int R, class D>
-PLLM_AI void f32_rows(int64_t nb, const uint8_t* w, size_t ws, const float* x, float* out) {
-  using Block = typename D::Block;
-  constexpr int kBB = sizeof(Block);
-  __m512 acc0[R], acc1[R];
-  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
-  const uint8_t* pf = w + 4 * ws;
-  for (int64_t b = 0; b < nb; ++b, x += 32, pf += R * kBB) {
-    prefetch_lines(pf, R * kBB);
-    const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
-    for (int r = 0; r < R; ++r) {
-      const Block* wr = reinterpret_cast<const Block*>(w + r * ws);
-      __m512 v[2];
-      D::unit(wr[b], v);
-      acc0[r] = _mm512_fmadd_ps(v[0], x0, acc0[r]);
-      acc1[r] = _mm512_fmadd_ps(v[1], x1, acc1[r]);
-    }
-  }
-  for (int r = 0; r < R; ++r) acc0[r] = _mm512_add_ps(acc0[r], acc1[r]);
-  store_sums<R>(acc0, out);
-}
-
-// ------------------------------------------------------------ row loops
-template <class Block, class Act, template <int> class K>
-void rows(int64_t n, const void* w, size_t ws, int n_rows, const void* xq, float* out) {
-  const uint8_t* wb = static_cast<const uint8_t*>(w);
-  const Act* a = static_cast<const Act*>(xq);
-  const int64_t nb = n / 32;
-  int r = 0;
-  for (; r + 4 <= n_rows; r += 4) K<4>::run(nb, wb + r * ws, ws, a, out + r);
-  switch (n_rows - r) {
-    case 1: K<1>::run(nb, wb + r * ws, ws, a, out + r); break;
-    case 2: K<2>::run(nb, wb + r * ws, ws, a, out + r); break;
-    case 3: K<3>::run(nb, wb + r * ws, ws, a, out + r); break;
-    default: break;
-  }
-}
-
+// ------------------------------------------------------------ row groups (drivers/row_groups.h)
 template <int R> struct KQ4_0 { static void run(int64_t nb, const uint8_t* w, size_t ws, const block_q8_0* a, float* o) { q4_0_rows<R>(nb, w, ws, a, o); } };
 template <int R> struct KQ4_1 { static void run(int64_t nb, const uint8_t* w, size_t ws, const block_q8_1* a, float* o) { q4_1_rows<R>(nb, w, ws, a, o); } };
 template <int R> struct KQ8_0 { static void run(int64_t nb, const uint8_t* w, size_t ws, const block_q8_0* a, float* o) { q8_0_rows<R>(nb, w, ws, a, o); } };
-template <class D> struct KF32 {
-  template <int R> struct K { static void run(int64_t nb, const uint8_t* w, size_t ws, const float* x, float* o) { f32_rows<R, D>(nb, w, ws, x, o); } };
-};
 
-template <class D>
-void rows_f32(int64_t n, const void* w, size_t ws, int n_rows, const float* x, float* out) {
-  rows<typename D::Block, float, KF32<D>::template K>(n, w, ws, n_rows, x, out);
-}
+// Exact mode: the driver's row kernel over this file's decoders.
+struct RowsSimd : avx512::F32x16 {
+  static PLLM_AI void prefetch(const uint8_t* p, int bytes) { prefetch_lines(p, bytes); }
+  template <int R>
+  static PLLM_AI void store_sums(const V* acc, float* out) { pllm::kern::store_sums<R>(acc, out); }
+};
 
 }  // namespace
 
 void fill_rows_avx512(KernelTable& t) {
   fill_rows_loop(t, Isa::avx512);  // every available type: this table's one-row kernels in a loop
   auto at = [&t](TensorType type) -> TypeKernels& { return t.types[static_cast<uint32_t>(type) & 31]; };
-  at(TensorType::Q4_0).vec_dot_rows = rows<block_q4_0, block_q8_0, KQ4_0>;
-  at(TensorType::Q4_1).vec_dot_rows = rows<block_q4_1, block_q8_1, KQ4_1>;
-  at(TensorType::Q8_0).vec_dot_rows = rows<block_q8_0, block_q8_0, KQ8_0>;
-  at(TensorType::Q4_0).vec_dot_f32_rows = rows_f32<DecQ4_0>;
-  at(TensorType::Q4_1).vec_dot_f32_rows = rows_f32<DecQ4_1>;
-  at(TensorType::Q8_0).vec_dot_f32_rows = rows_f32<DecQ8_0>;
+  at(TensorType::Q4_0).vec_dot_rows = drivers::rows_by_4<KQ4_0, block_q8_0>;
+  at(TensorType::Q4_1).vec_dot_rows = drivers::rows_by_4<KQ4_1, block_q8_1>;
+  at(TensorType::Q8_0).vec_dot_rows = drivers::rows_by_4<KQ8_0, block_q8_0>;
+  at(TensorType::Q4_0).vec_dot_f32_rows = drivers::exact_rows<RowsSimd, DecQ4_0>;
+  at(TensorType::Q4_1).vec_dot_f32_rows = drivers::exact_rows<RowsSimd, DecQ4_1>;
+  at(TensorType::Q8_0).vec_dot_f32_rows = drivers::exact_rows<RowsSimd, DecQ8_0>;
 }
 
 }  // namespace pllm::kern

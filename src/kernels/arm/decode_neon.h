@@ -1,0 +1,234 @@
+// Baseline-NEON weight decoders for the fused-dot driver (kernels/drivers/fused_dot.h):
+// exact mode (neon.cpp) and W4A16 (f16act_neon.cpp). Baseline flags only (see simd_neon.h).
+//
+// Same scheme as x86/decode_avx2.h: a decoder yields 32-element units (eight float32x4)
+// holding exactly dequantize_row's floats: kUnits, block(b), unit(u, v), tail(n, buf).
+#pragma once
+#include "kernels/arm/simd_neon.h"
+#include "quant/blocks.h"
+
+namespace pllm::kern::neon {
+
+struct DecF32 {
+  static constexpr int kUnits = 1;
+  const float* w;
+  const float* p = nullptr;
+  explicit DecF32(const void* row) : w(static_cast<const float*>(row)) {}
+  PLLM_AI void block(int64_t b) { p = w + 32 * b; }
+  PLLM_AI void unit(int, float32x4_t v[8]) {
+    for (int k = 0; k < 8; ++k) v[k] = vld1q_f32(p + 4 * k);
+  }
+  void tail(int64_t n, float* buf) const {
+    for (int64_t i = n & ~int64_t{31}; i < n; ++i) *buf++ = w[i];
+  }
+};
+
+struct DecF16 {
+  static constexpr int kUnits = 1;
+  const __fp16* w;
+  const __fp16* p = nullptr;
+  explicit DecF16(const void* row) : w(static_cast<const __fp16*>(row)) {}
+  PLLM_AI void block(int64_t b) { p = w + 32 * b; }
+  PLLM_AI void unit(int, float32x4_t v[8]) {
+    for (int k = 0; k < 8; ++k) v[k] = vcvt_f32_f16(vld1_f16(p + 4 * k));
+  }
+  void tail(int64_t n, float* buf) const {
+    for (int64_t i = n & ~int64_t{31}; i < n; ++i) *buf++ = static_cast<float>(w[i]);
+  }
+};
+
+struct DecBF16 {
+  static constexpr int kUnits = 1;
+  const uint16_t* w;
+  const uint16_t* p = nullptr;
+  explicit DecBF16(const void* row) : w(static_cast<const uint16_t*>(row)) {}
+  PLLM_AI void block(int64_t b) { p = w + 32 * b; }
+  PLLM_AI void unit(int, float32x4_t v[8]) {
+    for (int k = 0; k < 8; ++k) v[k] = load_bf16(p + 4 * k);
+  }
+  void tail(int64_t n, float* buf) const {
+    for (int64_t i = n & ~int64_t{31}; i < n; ++i) {
+      const uint32_t bits = uint32_t(w[i]) << 16;
+      __builtin_memcpy(buf++, &bits, 4);
+    }
+  }
+};
+
+struct DecQuant {  // quantised rows have no tail
+  void tail(int64_t, float*) const {}
+};
+
+// d * (q - 8) == q * d + (-8 d) exactly (11-bit d times a 4-bit integer).
+struct DecQ4_0 : DecQuant {
+  static constexpr int kUnits = 1;
+  const block_q4_0* w;
+  const uint8_t* q = nullptr;
+  float32x4_t d, m8d;
+  explicit DecQ4_0(const void* row) : w(static_cast<const block_q4_0*>(row)) {}
+  PLLM_AI void block(int64_t b) {
+    q = w[b].qs;
+    const float df = h2f(w[b].d);
+    d = vdupq_n_f32(df);
+    m8d = vdupq_n_f32(-8.0f * df);
+  }
+  PLLM_AI void unit(int, float32x4_t v[8]) {
+    const uint8x16_t raw = vld1q_u8(q);
+    u8_to_f32(vandq_u8(raw, vdupq_n_u8(0x0F)), v);
+    u8_to_f32(vshrq_n_u8(raw, 4), v + 4);
+    for (int k = 0; k < 8; ++k) v[k] = vfmaq_f32(m8d, v[k], d);
+  }
+};
+
+// reference d * q + m with d * q exact: the FMA rounds identically.
+struct DecQ4_1 : DecQuant {
+  static constexpr int kUnits = 1;
+  const block_q4_1* w;
+  const uint8_t* q = nullptr;
+  float32x4_t d, m;
+  explicit DecQ4_1(const void* row) : w(static_cast<const block_q4_1*>(row)) {}
+  PLLM_AI void block(int64_t b) {
+    q = w[b].qs;
+    d = vdupq_n_f32(h2f(w[b].d));
+    m = vdupq_n_f32(h2f(w[b].m));
+  }
+  PLLM_AI void unit(int, float32x4_t v[8]) {
+    const uint8x16_t raw = vld1q_u8(q);
+    u8_to_f32(vandq_u8(raw, vdupq_n_u8(0x0F)), v);
+    u8_to_f32(vshrq_n_u8(raw, 4), v + 4);
+    for (int k = 0; k < 8; ++k) v[k] = vfmaq_f32(m, v[k], d);
+  }
+};
+
+// Q5_0 / Q5_1: the Q4 nibbles plus the fifth bit (bit j of the word qh) at 16. Elements
+// 0..15 take bits 0..15 (low nibbles), elements 16..31 bits 16..31 (high nibbles).
+PLLM_AI uint8x16_t q5_high16(uint32_t bits) {  // byte j: 0x10 where bit j of the low 16 bits is set
+  const uint8x16_t b = vcombine_u8(vdup_n_u8(static_cast<uint8_t>(bits)), vdup_n_u8(static_cast<uint8_t>(bits >> 8)));
+  const uint8x16_t sel = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+  return vandq_u8(vtstq_u8(b, sel), vdupq_n_u8(0x10));
+}
+PLLM_AI void q5_unit(const uint8_t* qs, const uint8_t* qh, float32x4_t v[8]) {
+  uint32_t h;
+  __builtin_memcpy(&h, qh, 4);
+  const uint8x16_t raw = vld1q_u8(qs);
+  u8_to_f32(vorrq_u8(vandq_u8(raw, vdupq_n_u8(0x0F)), q5_high16(h)), v);
+  u8_to_f32(vorrq_u8(vshrq_n_u8(raw, 4), q5_high16(h >> 16)), v + 4);
+}
+
+// reference d * (q - 16): (q - 16) * d is exact (5 by 11 bits), so fma(-16d, q, d) rounds to it.
+struct DecQ5_0 : DecQuant {
+  static constexpr int kUnits = 1;
+  const block_q5_0* w;
+  const block_q5_0* blk = nullptr;
+  float32x4_t d, m16d;
+  explicit DecQ5_0(const void* row) : w(static_cast<const block_q5_0*>(row)) {}
+  PLLM_AI void block(int64_t b) {
+    blk = w + b;
+    const float df = h2f(blk->d);
+    d = vdupq_n_f32(df);
+    m16d = vdupq_n_f32(-16.0f * df);
+  }
+  PLLM_AI void unit(int, float32x4_t v[8]) {
+    q5_unit(blk->qs, blk->qh, v);
+    for (int k = 0; k < 8; ++k) v[k] = vfmaq_f32(m16d, v[k], d);
+  }
+};
+
+// reference d * q + m with d * q exact: the FMA rounds identically.
+struct DecQ5_1 : DecQuant {
+  static constexpr int kUnits = 1;
+  const block_q5_1* w;
+  const block_q5_1* blk = nullptr;
+  float32x4_t d, m;
+  explicit DecQ5_1(const void* row) : w(static_cast<const block_q5_1*>(row)) {}
+  PLLM_AI void block(int64_t b) {
+    blk = w + b;
+    d = vdupq_n_f32(h2f(blk->d));
+    m = vdupq_n_f32(h2f(blk->m));
+  }
+  PLLM_AI void unit(int, float32x4_t v[8]) {
+    q5_unit(blk->qs, blk->qh, v);
+    for (int k = 0; k < 8; ++k) v[k] = vfmaq_f32(m, v[k], d);
+  }
+};
+
+struct DecQ8_0 : DecQuant {
+  static constexpr int kUnits = 1;
+  const block_q8_0* w;
+  const int8_t* q = nullptr;
+  float32x4_t d;
+  explicit DecQ8_0(const void* row) : w(static_cast<const block_q8_0*>(row)) {}
+  PLLM_AI void block(int64_t b) {
+    q = w[b].qs;
+    d = vdupq_n_f32(h2f(w[b].d));
+  }
+  PLLM_AI void unit(int, float32x4_t v[8]) {
+    s8_to_f32(vld1q_s8(q), v);
+    s8_to_f32(vld1q_s8(q + 16), v + 4);
+    for (int k = 0; k < 8; ++k) v[k] = vmulq_f32(d, v[k]);
+  }
+};
+
+// reference (d * sc) * q - dmin * m, both products exact: FMA rounds identically.
+struct DecQ4_K : DecQuant {
+  static constexpr int kUnits = 8;
+  const block_q4_K* w;
+  const uint8_t* q = nullptr;
+  float dsc[8], mn[8];
+  explicit DecQ4_K(const void* row) : w(static_cast<const block_q4_K*>(row)) {}
+  PLLM_AI void block(int64_t b) {
+    uint8_t sm[16];
+    unpack_k4_scales(w[b].scales, sm);
+    const float d = h2f(w[b].d), dmin = h2f(w[b].dmin);
+    for (int j = 0; j < 8; ++j) {
+      dsc[j] = d * static_cast<float>(sm[j]);
+      mn[j] = -(dmin * static_cast<float>(sm[8 + j]));
+    }
+    q = w[b].qs;
+  }
+  PLLM_AI void unit(int u, float32x4_t v[8]) {
+    const uint8_t* p = q + 32 * (u / 2);
+    uint8x16_t a = vld1q_u8(p), b = vld1q_u8(p + 16);
+    if (u & 1) {
+      a = vshrq_n_u8(a, 4);
+      b = vshrq_n_u8(b, 4);
+    } else {
+      a = vandq_u8(a, vdupq_n_u8(0x0F));
+      b = vandq_u8(b, vdupq_n_u8(0x0F));
+    }
+    u8_to_f32(a, v);
+    u8_to_f32(b, v + 4);
+    const float32x4_t ds = vdupq_n_f32(dsc[u]), m = vdupq_n_f32(mn[u]);
+    for (int k = 0; k < 8; ++k) v[k] = vfmaq_f32(m, v[k], ds);
+  }
+};
+
+// reference (d * sc) * q, q = (low 4 | high 2 << 4) - 32.
+struct DecQ6_K : DecQuant {
+  static constexpr int kUnits = 8;
+  const block_q6_K* w;
+  const block_q6_K* blk = nullptr;
+  float ds[16];
+  explicit DecQ6_K(const void* row) : w(static_cast<const block_q6_K*>(row)) {}
+  PLLM_AI void block(int64_t b) {
+    blk = w + b;
+    const float d = h2f(blk->d);
+    for (int g = 0; g < 16; ++g) ds[g] = d * static_cast<float>(blk->scales[g]);
+  }
+  PLLM_AI void unit(int u, float32x4_t v[8]) {
+    const int h = u / 4, k = u % 4;
+    const uint8_t* ql = blk->ql + 64 * h + 32 * (k & 1);
+    const uint8_t* qh = blk->qh + 32 * h;
+    const int8x16_t sh = vdupq_n_s8(static_cast<int8_t>(-2 * k));
+    for (int c = 0; c < 2; ++c) {
+      uint8x16_t lo = vld1q_u8(ql + 16 * c);
+      lo = (k >> 1) ? vshrq_n_u8(lo, 4) : vandq_u8(lo, vdupq_n_u8(0x0F));
+      const uint8x16_t hi = vandq_u8(vshlq_u8(vld1q_u8(qh + 16 * c), sh), vdupq_n_u8(0x03));
+      const int8x16_t qv = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, vshlq_n_u8(hi, 4))), vdupq_n_s8(32));
+      s8_to_f32(qv, v + 4 * c);
+      const float32x4_t sc = vdupq_n_f32(ds[8 * h + 2 * k + c]);
+      for (int i = 0; i < 4; ++i) v[4 * c + i] = vmulq_f32(sc, v[4 * c + i]);
+    }
+  }
+};
+
+}  // namespace pllm::kern::neon

@@ -1,0 +1,75 @@
+// AArch64 baseline-NEON building blocks shared by the translation units built with the
+// baseline flags (neon.cpp, f16act_neon.cpp, attention_kv_neon.cpp), in namespace
+// pllm::kern::neon. Include ONLY from those files: every copy of these inline functions
+// must be the same machine code, none compiled with +dotprod / +i8mm / +fp16 (the linker
+// keeps one copy for all users).
+#pragma once
+#if !defined(__aarch64__) || defined(__ARM_FEATURE_DOTPROD) || defined(__ARM_FEATURE_MATMUL_INT8) || \
+    defined(__ARM_FEATURE_FP16_VECTOR_ARITHMETIC)
+#error "arm/simd_neon.h: include only from translation units built with the baseline AArch64 flags"
+#endif
+#include <arm_neon.h>
+
+#include <cstdint>
+
+#define PLLM_AI inline __attribute__((always_inline))
+
+namespace pllm::kern::neon {
+
+PLLM_AI float h2f(uint16_t h) {
+  __fp16 v;
+  __builtin_memcpy(&v, &h, 2);
+  return static_cast<float>(v);
+}
+
+PLLM_AI float32x4_t load_bf16(const uint16_t* p) { return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16)); }
+
+// The eight 6-bit scales (sc[0..7]) and mins (sc[8..15]) of a Q4_K block.
+PLLM_AI void unpack_k4_scales(const uint8_t* s, uint8_t out[16]) {
+  uint32_t w0, w1, w2;
+  __builtin_memcpy(&w0, s, 4);
+  __builtin_memcpy(&w1, s + 4, 4);
+  __builtin_memcpy(&w2, s + 8, 4);
+  const uint32_t v[4] = {w0 & 0x3f3f3f3fu, (w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u), w1 & 0x3f3f3f3fu,
+                         ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u)};
+  __builtin_memcpy(out, v, 16);
+}
+
+// 16 bytes -> 16 floats in four float32x4 (element order).
+PLLM_AI void u8_to_f32(uint8x16_t v, float32x4_t* out) {
+  const uint16x8_t a = vmovl_u8(vget_low_u8(v)), b = vmovl_high_u8(v);
+  out[0] = vcvtq_f32_u32(vmovl_u16(vget_low_u16(a)));
+  out[1] = vcvtq_f32_u32(vmovl_high_u16(a));
+  out[2] = vcvtq_f32_u32(vmovl_u16(vget_low_u16(b)));
+  out[3] = vcvtq_f32_u32(vmovl_high_u16(b));
+}
+PLLM_AI void s8_to_f32(int8x16_t v, float32x4_t* out) {
+  const int16x8_t a = vmovl_s8(vget_low_s8(v)), b = vmovl_high_s8(v);
+  out[0] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(a)));
+  out[1] = vcvtq_f32_s32(vmovl_high_s16(a));
+  out[2] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(b)));
+  out[3] = vcvtq_f32_s32(vmovl_high_s16(b));
+}
+
+// Vector traits for the shared drivers (kernels/drivers/*.h): 4 f32 lanes.
+struct F32x4 {
+  using V = float32x4_t;
+  static constexpr int kLanes = 4;
+  // Accumulators per activation row in fused_dot: 4 (NX <= 4) or 2 (NX <= 8), so every row
+  // has >= 8 lanes and 8 weights + up to 16 accumulators fit the 32 registers.
+  static constexpr int accs(int nx) { return nx <= 4 ? 4 : 2; }
+  static PLLM_AI V zero() { return vdupq_n_f32(0.0f); }
+  static PLLM_AI V set1(float x) { return vdupq_n_f32(x); }
+  static PLLM_AI V load(const float* p) { return vld1q_f32(p); }
+  static PLLM_AI V load(const uint16_t* p) { return vcvt_f32_f16(vld1_f16(reinterpret_cast<const __fp16*>(p))); }
+  static PLLM_AI void store(float* p, V v) { vst1q_f32(p, v); }
+  static PLLM_AI V add(V a, V b) { return vaddq_f32(a, b); }
+  static PLLM_AI V sub(V a, V b) { return vsubq_f32(a, b); }
+  static PLLM_AI V mul(V a, V b) { return vmulq_f32(a, b); }
+  static PLLM_AI V max(V a, V b) { return vmaxq_f32(a, b); }
+  static PLLM_AI V fma(V acc, V a, V b) { return vfmaq_f32(acc, a, b); }
+  static PLLM_AI float hsum(V v) { return vaddvq_f32(v); }
+  static PLLM_AI float hmax(V v) { return vmaxvq_f32(v); }
+};
+
+}  // namespace pllm::kern::neon

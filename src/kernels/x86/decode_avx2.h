@@ -1,0 +1,241 @@
+// AVX2 weight decoders for the fused-dot driver (kernels/drivers/fused_dot.h): exact mode
+// (avx2.cpp) and W4A16 (f16act_avx2.cpp). AVX2 flags only (see simd_avx2.h).
+//
+// A decoder turns a weight row into 32-element units of four __m256, holding exactly
+// the floats dequantize_row produces (each formula below is the reference's, or an
+// FMA whose product is exact so it rounds identically). It provides
+//   kUnits (units per block), block(b) (per-block setup), unit(u, w) (decode unit u),
+//   and, for float types only, tail(n, buf): the last n % 32 weights, zero-padded.
+#pragma once
+#include "kernels/x86/simd_avx2.h"
+#include "quant/blocks.h"
+
+namespace pllm::kern::avx2 {
+
+struct DecF32 {
+  static constexpr int kUnits = 1;
+  const float* w;
+  const float* p = nullptr;
+  explicit DecF32(const void* row) : w(static_cast<const float*>(row)) {}
+  PLLM_AI void block(int64_t b) { p = w + 32 * b; }
+  PLLM_AI void unit(int, __m256 v[4]) {
+    for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(p + 8 * k);
+  }
+  void tail(int64_t n, float* buf) const {
+    const int64_t s = n & ~int64_t{31};
+    for (int64_t i = s; i < n; ++i) buf[i - s] = w[i];
+  }
+};
+
+struct DecF16 {
+  static constexpr int kUnits = 1;
+  const uint16_t* w;
+  const uint16_t* p = nullptr;
+  explicit DecF16(const void* row) : w(static_cast<const uint16_t*>(row)) {}
+  PLLM_AI void block(int64_t b) { p = w + 32 * b; }
+  PLLM_AI void unit(int, __m256 v[4]) {
+    for (int k = 0; k < 4; ++k) v[k] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8 * k)));
+  }
+  void tail(int64_t n, float* buf) const {
+    const int64_t s = n & ~int64_t{31};
+    for (int64_t i = s; i < n; ++i) buf[i - s] = h2f(w[i]);
+  }
+};
+
+struct DecBF16 {
+  static constexpr int kUnits = 1;
+  const uint16_t* w;
+  const uint16_t* p = nullptr;
+  explicit DecBF16(const void* row) : w(static_cast<const uint16_t*>(row)) {}
+  PLLM_AI void block(int64_t b) { p = w + 32 * b; }
+  PLLM_AI void unit(int, __m256 v[4]) {
+    for (int k = 0; k < 4; ++k) v[k] = load_bf16(p + 8 * k);
+  }
+  void tail(int64_t n, float* buf) const {
+    const int64_t s = n & ~int64_t{31};
+    for (int64_t i = s; i < n; ++i) {
+      const uint32_t bits = uint32_t(w[i]) << 16;
+      __builtin_memcpy(buf + i - s, &bits, 4);
+    }
+  }
+};
+
+struct DecQuant {  // quantised types never have a tail (n is a multiple of the block)
+  void tail(int64_t, float*) const {}
+};
+
+// d * (q - 8) == fma(q, d, -8d): exact either way (11-bit d times a 4-bit integer).
+struct DecQ4_0 : DecQuant {
+  static constexpr int kUnits = 1;
+  const block_q4_0* w;
+  const uint8_t* q = nullptr;
+  __m256 d, m8d;
+  explicit DecQ4_0(const void* row) : w(static_cast<const block_q4_0*>(row)) {}
+  PLLM_AI void block(int64_t b) {
+    q = w[b].qs;
+    const float df = h2f(w[b].d);
+    d = _mm256_set1_ps(df);
+    m8d = _mm256_set1_ps(-8.0f * df);
+  }
+  PLLM_AI void unit(int, __m256 v[4]) {
+    const __m256i a = zx8(q), b = zx8(q + 8), m4 = _mm256_set1_epi32(0x0F);
+    v[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(a, m4)), d, m8d);
+    v[1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(b, m4)), d, m8d);
+    v[2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(a, 4)), d, m8d);
+    v[3] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4)), d, m8d);
+  }
+};
+
+// reference d * q + m; d * q is exact, so fma(q, d, m) rounds identically.
+struct DecQ4_1 : DecQuant {
+  static constexpr int kUnits = 1;
+  const block_q4_1* w;
+  const uint8_t* q = nullptr;
+  __m256 d, m;
+  explicit DecQ4_1(const void* row) : w(static_cast<const block_q4_1*>(row)) {}
+  PLLM_AI void block(int64_t b) {
+    q = w[b].qs;
+    d = _mm256_set1_ps(h2f(w[b].d));
+    m = _mm256_set1_ps(h2f(w[b].m));
+  }
+  PLLM_AI void unit(int, __m256 v[4]) {
+    const __m256i a = zx8(q), b = zx8(q + 8), m4 = _mm256_set1_epi32(0x0F);
+    v[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(a, m4)), d, m);
+    v[1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(b, m4)), d, m);
+    v[2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(a, 4)), d, m);
+    v[3] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4)), d, m);
+  }
+};
+
+// Q5_0 / Q5_1: the Q4 nibbles plus the fifth bit (bit j of the word qh) at 16.
+// Eight elements starting at element 8k: bits 8k..8k+7 of the word, each moved to 0x10.
+PLLM_AI __m256i q5_high8(__m256i hword, int k) {
+  const __m256i shifts = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(8 * k));
+  return _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(hword, shifts), _mm256_set1_epi32(1)), 4);
+}
+
+// reference d * (q - 16): (q - 16) * d is exact (5 by 11 bits), so fma(q, d, -16d) rounds to it.
+struct DecQ5_0 : DecQuant {
+  static constexpr int kUnits = 1;
+  const block_q5_0* w;
+  const uint8_t* q = nullptr;
+  __m256i h;
+  __m256 d, m16d;
+  explicit DecQ5_0(const void* row) : w(static_cast<const block_q5_0*>(row)) {}
+  PLLM_AI void block(int64_t b) {
+    q = w[b].qs;
+    uint32_t hw;
+    __builtin_memcpy(&hw, w[b].qh, 4);
+    h = _mm256_set1_epi32(static_cast<int>(hw));
+    const float df = h2f(w[b].d);
+    d = _mm256_set1_ps(df);
+    m16d = _mm256_set1_ps(-16.0f * df);
+  }
+  PLLM_AI void unit(int, __m256 v[4]) {
+    const __m256i a = zx8(q), b = zx8(q + 8), m4 = _mm256_set1_epi32(0x0F);
+    v[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_or_si256(_mm256_and_si256(a, m4), q5_high8(h, 0))), d, m16d);
+    v[1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_or_si256(_mm256_and_si256(b, m4), q5_high8(h, 1))), d, m16d);
+    v[2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_or_si256(_mm256_srli_epi32(a, 4), q5_high8(h, 2))), d, m16d);
+    v[3] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_or_si256(_mm256_srli_epi32(b, 4), q5_high8(h, 3))), d, m16d);
+  }
+};
+
+// reference d * q + m; d * q is exact, so fma(q, d, m) rounds identically.
+struct DecQ5_1 : DecQuant {
+  static constexpr int kUnits = 1;
+  const block_q5_1* w;
+  const uint8_t* q = nullptr;
+  __m256i h;
+  __m256 d, m;
+  explicit DecQ5_1(const void* row) : w(static_cast<const block_q5_1*>(row)) {}
+  PLLM_AI void block(int64_t b) {
+    q = w[b].qs;
+    uint32_t hw;
+    __builtin_memcpy(&hw, w[b].qh, 4);
+    h = _mm256_set1_epi32(static_cast<int>(hw));
+    d = _mm256_set1_ps(h2f(w[b].d));
+    m = _mm256_set1_ps(h2f(w[b].m));
+  }
+  PLLM_AI void unit(int, __m256 v[4]) {
+    const __m256i a = zx8(q), b = zx8(q + 8), m4 = _mm256_set1_epi32(0x0F);
+    v[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_or_si256(_mm256_and_si256(a, m4), q5_high8(h, 0))), d, m);
+    v[1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_or_si256(_mm256_and_si256(b, m4), q5_high8(h, 1))), d, m);
+    v[2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_or_si256(_mm256_srli_epi32(a, 4), q5_high8(h, 2))), d, m);
+    v[3] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_or_si256(_mm256_srli_epi32(b, 4), q5_high8(h, 3))), d, m);
+  }
+};
+
+struct DecQ8_0 : DecQuant {
+  static constexpr int kUnits = 1;
+  const block_q8_0* w;
+  const int8_t* q = nullptr;
+  __m256 d;
+  explicit DecQ8_0(const void* row) : w(static_cast<const block_q8_0*>(row)) {}
+  PLLM_AI void block(int64_t b) {
+    q = w[b].qs;
+    d = _mm256_set1_ps(h2f(w[b].d));
+  }
+  PLLM_AI void unit(int, __m256 v[4]) {
+    for (int k = 0; k < 4; ++k) {
+      const __m256i i = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8 * k)));
+      v[k] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(i));
+    }
+  }
+};
+
+// reference (d * sc) * q - dmin * m: d * sc and (d * sc) * q are exact (<= 21 bits),
+// so fma(q, d * sc, -(dmin * m)) rounds identically.
+struct DecQ4_K : DecQuant {
+  static constexpr int kUnits = 8;
+  const block_q4_K* w;
+  const uint8_t* q = nullptr;
+  float dsc[8], mn[8];
+  explicit DecQ4_K(const void* row) : w(static_cast<const block_q4_K*>(row)) {}
+  PLLM_AI void block(int64_t b) {
+    uint8_t sm[16];
+    unpack_k4_scales(w[b].scales, sm);
+    const float d = h2f(w[b].d), dmin = h2f(w[b].dmin);
+    for (int j = 0; j < 8; ++j) {
+      dsc[j] = d * static_cast<float>(sm[j]);
+      mn[j] = -(dmin * static_cast<float>(sm[8 + j]));
+    }
+    q = w[b].qs;
+  }
+  PLLM_AI void unit(int u, __m256 v[4]) {
+    const uint8_t* p = q + 32 * (u / 2);
+    const __m256 ds = _mm256_set1_ps(dsc[u]), m = _mm256_set1_ps(mn[u]);
+    for (int k = 0; k < 4; ++k) {
+      const __m256i a = zx8(p + 8 * k);
+      const __m256i qi = (u & 1) ? _mm256_srli_epi32(a, 4) : _mm256_and_si256(a, _mm256_set1_epi32(0x0F));
+      v[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(qi), ds, m);
+    }
+  }
+};
+
+// reference (d * sc) * q with q = (low 4 | high 2 << 4) - 32.
+struct DecQ6_K : DecQuant {
+  static constexpr int kUnits = 8;
+  const block_q6_K* w;
+  const block_q6_K* blk = nullptr;
+  float ds[16];
+  explicit DecQ6_K(const void* row) : w(static_cast<const block_q6_K*>(row)) {}
+  PLLM_AI void block(int64_t b) {
+    blk = w + b;
+    const float d = h2f(blk->d);
+    for (int g = 0; g < 16; ++g) ds[g] = d * static_cast<float>(blk->scales[g]);
+  }
+  PLLM_AI void unit(int u, __m256 v[4]) {
+    const int h = u / 4, k = u % 4;
+    const uint8_t* ql = blk->ql + 64 * h + 32 * (k & 1);
+    const uint8_t* qh = blk->qh + 32 * h;
+    const __m256i m4 = _mm256_set1_epi32(0x0F), m3 = _mm256_set1_epi32(0x03), c32 = _mm256_set1_epi32(32);
+    for (int c = 0; c < 4; ++c) {
+      const __m256i lo = _mm256_and_si256(_mm256_srli_epi32(zx8(ql + 8 * c), 4 * (k >> 1)), m4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi32(zx8(qh + 8 * c), 2 * k), m3);
+      const __m256i qi = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), c32);
+      v[c] = _mm256_mul_ps(_mm256_set1_ps(ds[8 * h + 2 * k + c / 2]), _mm256_cvtepi32_ps(qi));
+    }
+  }
+};
+
+}  // namespace pllm::kern::avx2
