@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "model/model.h"
 #include "real_model.h"
@@ -92,6 +93,51 @@ TEST(NoAlloc, DecodeF16) { expect_no_alloc_decoding(false, true); }
 // the test writes; q4 also quantises a group every 32 positions.
 TEST(NoAlloc, DecodeWindowedQ8) { expect_no_alloc_decoding(false, false, {KvType::q8, 24, 4}); }
 TEST(NoAlloc, DecodeWindowedQ4) { expect_no_alloc_decoding(false, false, {KvType::q4, 16, 4}); }
+
+// A batched step of four sessions on one engine (Session::step): after one warm-up step
+// sizes the engine's scratch, decode steps allocate nothing.
+TEST(NoAlloc, BatchedDecodeStep) {
+  if (!PLLM_COUNT_ALLOCS) GTEST_SKIP() << "allocation counting is off under AddressSanitizer (release build runs it)";
+  if (access(real_model_path().c_str(), R_OK) != 0) GTEST_SKIP() << "model not found at " << real_model_path();
+  auto m = Model::load(real_model_path(), false);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  auto engine = Engine::create(2);
+  ASSERT_TRUE(engine.ok());
+  SessionConfig cfg;
+  cfg.n_ctx = 256;
+  std::vector<std::unique_ptr<Session>> sessions;
+  const KvOptions kvs[4] = {{}, {KvType::q8, 0, 4}, {KvType::q4, 0, 4}, {KvType::f16, 24, 4}};
+  for (const KvOptions& kv : kvs) {
+    cfg.kv = kv;
+    auto s = Session::create(m.value(), cfg, engine.value());
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    sessions.push_back(std::move(s).value());
+  }
+  int32_t tok[4] = {28, 198, 1780, 314};
+  std::vector<SessionStep> steps;
+  for (int i = 0; i < 4; ++i) steps.push_back({sessions[size_t(i)].get(), {&tok[i], 1}, true, nullptr, {}});
+  ASSERT_TRUE(Session::step(steps).ok());  // warm-up step
+  g_allocs = 0;
+  g_counting = true;
+  for (int k = 0; k < 48; ++k) {
+    for (int i = 0; i < 4; ++i) {
+      const float* l = sessions[size_t(i)]->last_logits();
+      int32_t best = 0;
+      for (int v = 1; v < m.value()->config().n_vocab; ++v)
+        if (l[v] > l[best]) best = v;
+      tok[i] = best;
+    }
+    auto r = Session::step(steps);
+    bool ok = r.ok();
+    for (const SessionStep& st : steps) ok = ok && st.result.ok();
+    if (!ok) {
+      g_counting = false;
+      FAIL() << "batched step failed";
+    }
+  }
+  g_counting = false;
+  EXPECT_EQ(g_allocs.load(), 0) << "heap allocations during 48 batched decode steps of 4 sessions";
+}
 
 TEST(NoAlloc, CounterWorks) {
   if (!PLLM_COUNT_ALLOCS) GTEST_SKIP() << "allocation counting is off under AddressSanitizer";
