@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build llama.cpp's llama-bench and llama-quantize for the side-by-side comparison.
+# Build llama.cpp's llama-bench, llama-batched-bench and llama-quantize for the side-by-side comparisons.
 #
 # The source comes from the PyPI sdist of llama-cpp-python (it vendors llama.cpp under
 # vendor/llama.cpp). Everything is cached:
@@ -27,7 +27,7 @@ if ! "$VENV/bin/python" -c "import gguf" 2>/dev/null; then
   "$VENV/bin/pip" install -q --disable-pip-version-check gguf
 fi
 
-if [ -x "$CACHE/bin/llama-bench" ] && [ -x "$CACHE/bin/llama-quantize" ]; then
+if [ -x "$CACHE/bin/llama-bench" ] && [ -x "$CACHE/bin/llama-quantize" ] && [ -x "$CACHE/bin/llama-batched-bench" ]; then
   log "llama-bench and llama-quantize already built in $CACHE/bin"
   exit 0
 fi
@@ -56,8 +56,8 @@ cmake -S "$LLAMA_SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TOOLS=ON >/dev/null
 log "building llama-bench and llama-quantize with -j$JOBS (takes a while on few cores)"
-cmake --build "$BUILD" -j "$JOBS" --target llama-bench llama-quantize
-for t in llama-bench llama-quantize; do
+cmake --build "$BUILD" -j "$JOBS" --target llama-bench llama-quantize llama-batched-bench
+for t in llama-bench llama-quantize llama-batched-bench; do
   cp "$(find "$BUILD" -type f -name "$t" -perm -u+x | head -n1)" "$CACHE/bin/$t"
 done
 log "done: $CACHE/bin/llama-bench $CACHE/bin/llama-quantize"
