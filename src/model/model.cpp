@@ -144,7 +144,7 @@ Result<void> Model::forward(ForwardState& st, const int32_t* tokens, int n, int 
   if (pos0 != st.kv.end())
     return make_error(Status::internal, "KV cache holds " + std::to_string(st.kv.end()) +
                                             " positions, batch starts at " + std::to_string(pos0));
-  st.kv.begin_batch(pos0, n);
+  PLLM_TRY(st.kv.begin_batch(pos0, n));
   return arch_->forward(*this, st, tokens, n, pos0, logits, all_logits);
 }
 
