@@ -28,7 +28,7 @@
 // Memory grows with use: the whole cache is reserved as address space (base/reserved_memory.h)
 // and each array is committed in KV blocks of kBlock positions, up to the block holding the
 // highest position it stores (rows: the slot; q4 groups: two groups of 32 per block), when a
-// batch first crosses into the block (begin_batch: no heap allocation, a syscall per block).
+// batch first crosses into the block (begin_batch: no heap allocation, one madvise per array).
 // truncate() and import_prefix() to fewer positions release the whole blocks past the kept
 // ones. A windowed layer's ring fills to its size, then wraps: it never commits more. Nothing
 // reads a slot before it was written since the last release (a query sees only positions it
@@ -131,7 +131,7 @@ class KvCache {
   // Writes prefix_bytes(n) bytes to out.
   Result<void> export_prefix(int n, uint8_t* out) const;
   // Replaces the cache's contents by a snapshot of [0, n) (len == what prefix_bytes(n)
-  // gives for this layout); afterwards end() == n.
+  // gives for this layout); afterwards end() == n, and the blocks past n are released.
   Result<void> import_prefix(int n, const uint8_t* in, size_t len);
 
  private:
