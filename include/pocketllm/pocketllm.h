@@ -140,8 +140,11 @@ pllm_session_params pllm_session_default_params(void);
 pllm_status pllm_session_create(pllm_model* model, const pllm_session_params* params, pllm_session** out);
 void pllm_session_free(pllm_session* session);
 int32_t pllm_session_n_ctx(const pllm_session* session);
-/* Bytes the session's KV cache occupies (allocated at creation). */
+/* Bytes the session's KV cache reserves at creation: what it holds once the context is full. */
 uint64_t pllm_session_kv_bytes(const pllm_session* session);
+/* Bytes of it in memory now: it grows in blocks of 64 positions as the context fills and shrinks
+ * on reset (the whole of pllm_session_kv_bytes where the platform cannot grow it). */
+uint64_t pllm_session_kv_committed_bytes(const pllm_session* session);
 /* Per-op timings recorded since creation (params.profile = 1): a Chrome trace JSON (opens in
  * Perfetto / chrome://tracing) and a text table of time per op. Either output may be NULL; free
  * the strings with pllm_string_free. PLLM_ERR_INVALID_ARGUMENT if profiling is off. */

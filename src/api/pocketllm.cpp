@@ -189,6 +189,9 @@ pllm_status pllm_session_profile(pllm_session* s, char** chrome_trace_json, char
 }
 int32_t pllm_session_n_ctx(const pllm_session* s) { return s ? s->session->n_ctx() : 0; }
 uint64_t pllm_session_kv_bytes(const pllm_session* s) { return s ? s->session->kv_cache().bytes() : 0; }
+uint64_t pllm_session_kv_committed_bytes(const pllm_session* s) {
+  return s ? s->session->kv_cache().committed_bytes() : 0;
+}
 void pllm_session_reset(pllm_session* s) {
   if (s) s->session->reset();
 }

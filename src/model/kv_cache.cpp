@@ -1,9 +1,13 @@
 #include "model/kv_cache.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <new>
 
+#include "base/checked.h"
 #include "base/fp16.h"
 #include "kernels/kernels.h"
 #include "kernels/ops_f32.h"
@@ -60,7 +64,19 @@ KvCache::KvCache(const ModelConfig& c, const KvOptions& o, int n_ctx, int n_batc
     : type_(o.type), kv_dim_(c.kv_dim()), head_dim_(c.head_dim), n_ctx_(n_ctx) {
   layers_.resize(size_t(c.n_layer));
   unbounded_ = true;
+  const size_t page = ReservedMemory::page_size();
   size_t off = 0;
+  // Each array on its own pages, so releasing the end of one never touches another.
+  auto place = [&](size_t stride, int cap, int first, int unit) -> size_t {
+    const auto start = checked_align_up(off, page);
+    const auto len = checked_mul(stride, uint64_t(cap));
+    const auto end = start && len ? checked_add(*start, *len) : std::nullopt;
+    if (!end || *end > SIZE_MAX / 2) throw std::bad_alloc();
+    off = size_t(*end);
+    if (cap > 0) regions_.push_back(Region{size_t(*start), stride, cap, first, unit, 0});
+    return size_t(*start);
+  };
+  regions_.reserve(size_t(c.n_layer) * 5);
   for (int l = 0; l < c.n_layer; ++l) {
     Layer& L = layers_[size_t(l)];
     const int own = size_t(l) < layer_window.size() ? layer_window[size_t(l)] : 0;
@@ -86,37 +102,86 @@ KvCache::KvCache(const ModelConfig& c, const KvOptions& o, int n_ctx, int n_batc
     // q4: the f16 rows hold the group being filled plus a batch, so every query of a batch
     // finds its own incomplete group there after the whole batch was stored.
     if (type_ == KvType::q4) L.recent = round_up(G + n_batch, G);
-    const size_t slots = size_t(L.sinks) + size_t(L.ring);
+    const int slots = L.sinks + L.ring;
     const size_t D = size_t(kv_dim_);
-    L.k = off = align_up(off);
     switch (type_) {
       case KvType::f32:
-        L.v = align_up(L.k + slots * D * 4);
-        off = L.v + slots * D * 4;
+      case KvType::f16: {
+        const size_t row = D * (type_ == KvType::f32 ? 4 : 2);
+        L.k = place(row, slots, 0, 1);
+        L.v = place(row, slots, 0, 1);
         break;
-      case KvType::f16:
-        L.v = align_up(L.k + slots * D * 2);
-        off = L.v + slots * D * 2;
-        break;
+      }
       case KvType::q8:
-        L.v = align_up(L.k + slots * D);
-        L.ks = align_up(L.v + slots * D);
-        L.vs = align_up(L.ks + slots * (D / kKvQ8Group) * 4);
-        off = L.vs + slots * (D / kKvQ8Group) * 4;
+        L.k = place(D, slots, 0, 1);
+        L.v = place(D, slots, 0, 1);
+        L.ks = place((D / kKvQ8Group) * 4, slots, 0, 1);
+        L.vs = place((D / kKvQ8Group) * 4, slots, 0, 1);
         break;
       case KvType::q4:
-        L.v = align_up(L.k + size_t(L.sinks) * D * 2);
-        L.tail_k = align_up(L.v + size_t(L.sinks) * D * 2);
-        L.tail_v = align_up(L.tail_k + size_t(L.recent) * D * 2);
-        L.groups = align_up(L.tail_v + size_t(L.recent) * D * 2);
-        off = L.groups + size_t(L.ring / G) * group_bytes();
+        L.k = place(D * 2, L.sinks, 0, 1);
+        L.v = place(D * 2, L.sinks, 0, 1);
+        L.tail_k = place(D * 2, L.recent, L.sinks, 1);
+        L.tail_v = place(D * 2, L.recent, L.sinks, 1);
+        L.groups = place(group_bytes(), L.ring / G, L.sinks, G);
         break;
     }
   }
-  total_bytes_ = align_up(off);
-  storage_.resize(total_bytes_);
-  for (Layer& L : layers_) L.base = storage_.data();
+  memory_ = ReservedMemory(off);
+  for (Layer& L : layers_) L.base = memory_.data();
+  update_grow_at();
   if (type_ == KvType::q4) scratch_.resize(size_t(2 * kv_dim_));
+}
+
+int KvCache::Region::used(int e) const { return std::min(std::max(0, e - first) / unit, cap); }
+
+size_t KvCache::Region::bytes(int slots) const {
+  const size_t page = ReservedMemory::page_size();
+  return (size_t(slots) * stride + page - 1) / page * page;  // <= the region's pages: checked at placement
+}
+
+Result<void> KvCache::grow_to(int e) {
+  for (Region& r : regions_) {
+    const int per_block = kBlock / r.unit;
+    const int want = std::min(round_up(r.used(e), per_block), r.cap);
+    if (want <= r.covered) continue;
+    const size_t have = r.bytes(r.covered), need = r.bytes(want);
+    // Pages past `have` were never committed or were released: they hold no data.
+    if (!memory_.commit(r.off + have, need - have)) {
+      update_grow_at();
+      return make_error(Status::out_of_memory, "no memory for KV block " + std::to_string(e / kBlock) + " (" +
+                                                   std::to_string(need - have) + " bytes)");
+    }
+    r.covered = want;
+  }
+  update_grow_at();
+  return {};
+}
+
+void KvCache::shrink_to(int e) {
+  for (Region& r : regions_) {
+    const int per_block = kBlock / r.unit;
+    const int want = std::min(round_up(r.used(e), per_block), r.cap);
+    if (want >= r.covered) continue;
+    const size_t keep = r.bytes(want), have = r.bytes(r.covered);
+    memory_.release(r.off + keep, have - keep);  // the page holding slot want - 1 stays
+    r.covered = want;
+  }
+  update_grow_at();
+}
+
+void KvCache::update_grow_at() {
+  int64_t at = INT32_MAX;
+  for (const Region& r : regions_)
+    if (r.covered < r.cap) at = std::min(at, int64_t(r.first) + int64_t(r.covered + 1) * r.unit - 1);
+  grow_at_ = int(at);
+}
+
+size_t KvCache::committed_bytes() const {
+  if (!ReservedMemory::grows_on_demand()) return bytes();
+  size_t n = 0;
+  for (const Region& r : regions_) n += r.bytes(r.covered);
+  return n;
 }
 
 // q4 group block: k_scale[D] k_min[D] (f16) | k_codes[G][D/2] | v_scale[G][D/32] v_min[G][D/32] (f16) |
@@ -156,6 +221,7 @@ int KvCache::truncate(int n) {
     }
   }
   end_ = m;
+  shrink_to(m);
   return m;
 }
 
@@ -351,14 +417,6 @@ void KvCache::attend_part(int l, int pos, int kv_head, int n_q, const float* q, 
   }
   const int w0 = std::max(lo, L.sinks) - n_sink;  // window index i is position i + w0
   if (e > n_sink) attend_range(L, pos, std::max(b, n_sink) + w0, e + w0, kv_head, n_q, q, scale, a);
-}
-
-void KvCache::attend(int l, int pos, int kv_head, const float* q, float scale, const RopeSpec& rope,
-                     float* out) const {
-  AttnAccum a;
-  attn_accum_init(a, head_dim_);
-  attend_part(l, pos, kv_head, 1, q, scale, rope, 0, 1, &a);
-  attn_accum_finish(a, head_dim_, out);
 }
 
 }  // namespace pllm

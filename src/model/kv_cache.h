@@ -21,15 +21,24 @@
 // incomplete group from those, so what it sees never depends on later positions or on
 // how the prompt was split into batches).
 //
-// Each layer's arrays start on a 128-byte boundary and a decode step reads each once,
-// front to back. Stores are single-threaded (the forward pass writes a batch's keys and
-// values before its attention); attend() is const and runs on many threads at once.
+// Each layer's arrays start on their own page and a decode step reads each once, front to
+// back. Stores are single-threaded (the forward pass writes a batch's keys and values before
+// its attention); attend_part() is const and runs on many threads at once.
+//
+// Memory grows with use: the whole cache is reserved as address space (base/reserved_memory.h)
+// and each array is committed in KV blocks of kBlock positions, up to the block holding the
+// highest position it stores (rows: the slot; q4 groups: two groups of 32 per block), when a
+// batch first crosses into the block (begin_batch: no heap allocation, one madvise per array).
+// truncate() and import_prefix() to fewer positions release the whole blocks past the kept
+// ones. A windowed layer's ring fills to its size, then wraps: it never commits more. Nothing
+// reads a slot before it was written since the last release (a query sees only positions it
+// stored; q4 reads only complete groups), so released memory is never taken for data.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "base/aligned_buffer.h"
+#include "base/reserved_memory.h"
 #include "base/result.h"
 #include "kernels/kv_format.h"
 #include "model/config.h"
@@ -60,7 +69,8 @@ struct RopeSpec {
 class KvCache {
  public:
   // layer_window[l] > 0 gives layer l its own window without sinks (Gemma 3's local
-  // layers), unless the session's window is smaller. Throws std::bad_alloc when too big.
+  // layers), unless the session's window is smaller. Throws std::bad_alloc when too big to
+  // reserve; commits nothing yet.
   static Result<void> validate(const ModelConfig& c, const KvOptions& o);
   KvCache(const ModelConfig& c, const KvOptions& o, int n_ctx, int n_batch, const std::vector<int>& layer_window);
 
@@ -71,30 +81,40 @@ class KvCache {
   int end() const { return end_; }
   // Whether positions pos0 .. pos0 + n - 1 can be stored (no window: they fit n_ctx).
   bool fits(int64_t pos0, int64_t n) const;
-  // Start a batch of n positions at pos0 == end(); afterwards end() == pos0 + n.
-  void begin_batch(int pos0, int n) { end_ = pos0 + n; }
+  // Start a batch of n positions at pos0 == end(); afterwards end() == pos0 + n. Commits the
+  // blocks the batch crosses into first: out_of_memory (and end() unchanged) if it cannot.
+  Result<void> begin_batch(int pos0, int n) {
+    if (pos0 + n > grow_at_) PLLM_TRY(grow_to(pos0 + n));
+    end_ = pos0 + n;
+    return {};
+  }
   // Keep positions [0, m) for the largest m <= n the cache can resume from exactly (a window
   // may already have overwritten what position n would need; a q4 group already quantised
-  // can only be resumed at its start). Returns m.
+  // can only be resumed at its start). Returns m. Releases the blocks past the kept positions.
   int truncate(int n);
 
   // Keys and values of position pos in layer l ([kv_dim] f32 each, keys already rotated).
+  // pos must lie in the current batch (begin_batch committed its block).
   void store(int l, int pos, const float* k, const float* v);
-  // Attention of one query head (q: [head_dim], rotated for position pos) over what
-  // position pos sees in layer l through kv head kv_head: out[head_dim].
-  void attend(int l, int pos, int kv_head, const float* q, float scale, const RopeSpec& rope, float* out) const;
 
-  // The same split for parallel decoding: the n_q query heads q + j * head_dim (j < n_q <=
-  // kMaxGroup) sharing kv head kv_head fold slice `part` of `n_parts` equal slices of what
-  // position pos sees into a[j] (initialised by the caller). Slices merge with merge_accum.
+  // Attention over what position pos sees in layer l, split for parallel decoding: the n_q
+  // query heads q + j * head_dim (j < n_q <= kMaxGroup, rotated for position pos) sharing kv
+  // head kv_head fold slice `part` of `n_parts` equal slices of the visible positions into
+  // a[j] (attn_accum_init'ed by the caller). Slices merge with merge_accum.
   static constexpr int kMaxGroup = 16;
   void attend_part(int l, int pos, int kv_head, int n_q, const float* q, float scale, const RopeSpec& rope,
                    int part, int n_parts, AttnAccum* a) const;
   // Positions a query at pos sees in layer l.
   int n_visible(int l, int pos) const;
 
-  // Bytes the cache holds (all layers, K and V, scales, tails).
-  size_t bytes() const { return total_bytes_; }
+  // Positions per KV block, the unit memory is committed and released in.
+  static constexpr int kBlock = 64;
+  // Bytes the cache reserves (all layers, K and V, scales, tails, each array page-aligned):
+  // what it holds once every slot is in use.
+  size_t bytes() const { return memory_.size(); }
+  // Bytes committed now (whole pages of whole blocks). Equals bytes() where memory cannot
+  // grow on demand (ReservedMemory::grows_on_demand()).
+  size_t committed_bytes() const;
   int n_layer() const { return int(layers_.size()); }
   int kv_dim() const { return kv_dim_; }
   int head_dim() const { return head_dim_; }
@@ -111,7 +131,7 @@ class KvCache {
   // Writes prefix_bytes(n) bytes to out.
   Result<void> export_prefix(int n, uint8_t* out) const;
   // Replaces the cache's contents by a snapshot of [0, n) (len == what prefix_bytes(n)
-  // gives for this layout); afterwards end() == n.
+  // gives for this layout); afterwards end() == n, and the blocks past n are released.
   Result<void> import_prefix(int n, const uint8_t* in, size_t len);
 
  private:
@@ -120,13 +140,32 @@ class KvCache {
     int window = 0;  // 0: none
     int ring = 0;    // R, ring slots (a multiple of kKvQ4GroupTokens for q4)
     int recent = 0;  // q4: f16 rows of the newest positions (a multiple of the group, >= group + batch)
-    uint8_t* base = nullptr;  // 128-byte aligned start of this layer's arrays in storage_
+    uint8_t* base = nullptr;  // start of memory_ (the offsets below are from it)
     // Offsets in bytes from base; which are used depends on the type.
     size_t k = 0, v = 0;                    // f32/f16/q8 rows [slots][kv_dim]; q4: f16 sinks [S][kv_dim]
     size_t ks = 0, vs = 0;                  // q8 scales [slots][kv_dim / 64]
     size_t tail_k = 0, tail_v = 0;          // q4: f16 rows of the newest positions [recent][kv_dim]
     size_t groups = 0;                      // q4: ring / G group blocks of group_bytes
   };
+  // One array of a layer, committed block by block: its slots in use when end() == e are
+  // min((e - first) / unit, cap) (rows: unit 1; q4 groups: unit G, a slot is a group block).
+  struct Region {
+    size_t off = 0;      // page-aligned offset in memory_
+    size_t stride = 0;   // bytes per slot
+    int cap = 0;         // slots
+    int first = 0;       // the position its slot 0 starts at (q4 tail and groups: the sinks)
+    int unit = 1;        // positions per slot
+    int covered = 0;     // slots committed: whole blocks, at most cap
+    int used(int e) const;
+    size_t bytes(int slots) const;  // committed bytes for that many slots (whole pages)
+  };
+  // Commits every region's blocks up to what end() == e uses (never shrinks).
+  Result<void> grow_to(int e);
+  // Releases every region's blocks past what end() == e uses (never grows).
+  void shrink_to(int e);
+  // The largest end() the committed blocks hold (begin_batch's quick check).
+  void update_grow_at();
+
   // The oldest position a query at pos sees in the window part (>= sinks).
   static int window_lo(const Layer& L, int pos);
   // The oldest window position still stored when end() == end (what truncate may rely on).
@@ -146,9 +185,10 @@ class KvCache {
   bool unbounded_ = false;  // any windowed layer: positions are not limited by n_ctx
   int end_ = 0;
   std::vector<Layer> layers_;
-  AlignedBuffer<uint8_t> storage_;
+  std::vector<Region> regions_;  // every layer's arrays
+  int grow_at_ = 0;              // begin_batch commits when a batch ends past this
+  ReservedMemory memory_;
   std::vector<float> scratch_;  // q4 flush: one value row as f32
-  size_t total_bytes_ = 0;
 };
 
 }  // namespace pllm

@@ -81,6 +81,7 @@ Result<void> KvCache::import_prefix(int n, const uint8_t* in, size_t len) {
   if (len != layer_prefix_bytes(n) * layers_.size())
     return make_error(Status::bad_format, "KV snapshot payload has " + std::to_string(len) + " bytes, expected " +
                                               std::to_string(layer_prefix_bytes(n) * layers_.size()));
+  PLLM_TRY(grow_to(n));  // before anything changes: a failure leaves the cache as it was
   const size_t D = size_t(kv_dim_), N = size_t(n);
   auto get = [&](size_t off, size_t bytes, const Layer& L) {
     std::memcpy(L.base + off, in, bytes);
@@ -112,6 +113,7 @@ Result<void> KvCache::import_prefix(int n, const uint8_t* in, size_t len) {
     }
   }
   end_ = n;
+  shrink_to(n);  // a shorter prefix than the cache held: release the blocks past it
   return {};
 }
 

@@ -137,6 +137,14 @@ std::vector<double> q8_round(const std::vector<double>& q) {
   return out;
 }
 
+// One query head over everything position pos sees: attend_part as a single slice.
+void attend_whole(const KvCache& kv, int l, int pos, int kv_head, const float* q, const RopeSpec& rope, float* out) {
+  AttnAccum a;
+  attn_accum_init(a, kHd);
+  kv.attend_part(l, pos, kv_head, 1, q, 0.125f, rope, 0, 1, &a);
+  attn_accum_finish(a, kHd, out);
+}
+
 struct Scenario {
   KvType type;
   int window, sinks, batch;
@@ -186,7 +194,7 @@ void run_scenario(const Scenario& sc, int n_pos, const std::vector<std::pair<int
   for (int pos0 = 0; pos0 < n_pos;) {
     const int n = std::min(sc.batch, n_pos - pos0);
     ASSERT_EQ(kv.end(), pos0);
-    kv.begin_batch(pos0, n);
+    ASSERT_TRUE(kv.begin_batch(pos0, n).ok());
     for (int layer = 0; layer < 2; ++layer)
       for (int p = pos0; p < pos0 + n; ++p) {
         fresh(layer, p);
@@ -199,7 +207,7 @@ void run_scenario(const Scenario& sc, int n_pos, const std::vector<std::pair<int
         for (int h = 0; h < kKvHeads; ++h) {
           std::vector<float> q(kHd), got(kHd);
           for (float& x : q) x = nd(rng) * 0.3f;
-          kv.attend(layer, p, h, q.data(), 0.125f, rope, got.data());
+          attend_whole(kv, layer, p, h, q.data(), rope, got.data());
           // Reference: visible positions and their (possibly re-placed) keys.
           const int lo = sc.window ? std::max(S, p - (sc.window - S) + 1) : 0;
           std::vector<int> vis;
@@ -281,6 +289,11 @@ TEST(KvCache, TruncateResumesExactly) {
   run_scenario({KvType::q8, 12, 2, 3, false}, 60, {{30, 28}, {45, 20}});
   run_scenario({KvType::q4, 0, 0, 8, false}, 120, {{80, 70}, {100, 99}});
   run_scenario({KvType::q4, 40, 4, 5, false}, 200, {{150, 140}, {170, 60}});
+  // Back across KV blocks (their memory is released, then committed again by the refill).
+  run_scenario({KvType::f32, 0, 0, 16, false}, 200, {{160, 30}, {192, 64}});
+  run_scenario({KvType::q8, 0, 0, 7, false}, 210, {{203, 63}, {140, 65}});
+  run_scenario({KvType::q4, 0, 0, 8, false}, 240, {{200, 32}, {232, 96}});
+  run_scenario({KvType::q8, 40, 4, 5, false}, 230, {{150, 140}, {170, 40}});
 }
 
 TEST(KvCache, TruncateRules) {
@@ -288,7 +301,7 @@ TEST(KvCache, TruncateRules) {
   std::vector<float> k(kDim, 0.5f), v(kDim, 0.25f);
   auto fill = [&](KvCache& kv, int n) {
     for (int p = kv.end(); p < n; ++p) {
-      kv.begin_batch(p, 1);
+      ASSERT_TRUE(kv.begin_batch(p, 1).ok());
       kv.store(0, p, k.data(), v.data());
     }
   };
@@ -354,7 +367,7 @@ namespace pllm {
 namespace {
 
 // Decode splits the visible positions into slices and merges their softmax states; two
-// query heads share the kv head. Must equal attend() head by head, for every slice count,
+// query heads share the kv head. Must equal one head in one slice, head by head, for every slice count,
 // across sinks, a wrapped ring and (q4) groups plus tail.
 TEST(KvCache, SlicedGroupedAttentionEqualsWhole) {
   const ModelConfig c = tiny_config(1);
@@ -370,13 +383,13 @@ TEST(KvCache, SlicedGroupedAttentionEqualsWhole) {
       std::vector<float> k(kDim), v(kDim), q(2 * kHd);
       for (int p = 0; p < 211; ++p) {
         for (int i = 0; i < kDim; ++i) k[size_t(i)] = nd(rng), v[size_t(i)] = nd(rng);
-        kv.begin_batch(p, 1);
+        ASSERT_TRUE(kv.begin_batch(p, 1).ok());
         kv.store(0, p, k.data(), v.data());
       }
       const int pos = 210;
       for (float& x : q) x = nd(rng) * 0.3f;
       float whole[2][kHd];
-      for (int j = 0; j < 2; ++j) kv.attend(0, pos, 1, q.data() + j * kHd, 0.125f, rope, whole[j]);
+      for (int j = 0; j < 2; ++j) attend_whole(kv, 0, pos, 1, q.data() + j * kHd, rope, whole[j]);
       for (int parts = 1; parts <= 8; ++parts) {
         std::vector<AttnAccum> a(size_t(parts) * 2);
         for (auto& x : a) attn_accum_init(x, kHd);

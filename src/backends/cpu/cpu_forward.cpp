@@ -29,7 +29,7 @@ Result<void> cpu_forward(const Model& m, StepScratch& s, ThreadPool& pool, std::
   int r = 0;
   for (const SeqStep& q : seqs) {
     const int pos0 = q.kv->end(), n = int(q.tokens.size());
-    q.kv->begin_batch(pos0, n);
+    PLLM_TRY(q.kv->begin_batch(pos0, n));
     for (int i = 0; i < n; ++i, ++r) {
       s.row_kv[size_t(r)] = q.kv;
       s.row_pos[size_t(r)] = pos0 + i;
