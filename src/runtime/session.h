@@ -55,8 +55,8 @@ class Session {
   // Advances every session by its tokens in ONE forward pass, so the weights are read once
   // for all of them. The sessions share one engine, model and activation mode. A session
   // whose tokens do not fit (context, batch size) or that is cancelled mid-step gets its own
-  // error in its result, and its cache and history stay as before the step; the others go
-  // on. Returns an error when the step as a whole is malformed or failed (then every result
+  // error in its result, and its cache and history stay as before the step (a windowed or q4
+  // cache may have to drop more, as truncate() says); the others go on. Returns an error when the step as a whole is malformed or failed (then every result
   // carries it and no session moved).
   static Result<void> step(std::span<SessionStep> steps);
 
