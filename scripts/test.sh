@@ -34,8 +34,7 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktra
 # The batched-equality test is numerics (3 minutes under ASan); the engine's other tests run the
 # same batched paths here.
 (cd "$ROOT/build-asan" && ctest --output-on-failure -j "$JOBS" -E 'EngineReal.BatchedEqualsSolo')
-PARSING_SUITES=(test_malformed_gguf.py test_cli_errors.py test_tokenize.py test_prefix_cache.py test_chat_repl.py
-                test_kv_cache.py)
+PARSING_SUITES=(test_malformed_gguf.py test_cli_errors.py test_tokenize.py test_prefix_cache.py test_chat_repl.py)
 if [ "$LONG" = 1 ]; then PY_ASAN=("$ROOT/tests/py"); else PY_ASAN=("${PARSING_SUITES[@]/#/$ROOT/tests/py/}"); fi
 POCKETLLM_BIN="$ROOT/build-asan/pocketllm" POCKETLLM_SANITIZED=1 "$VENV/bin/python" -m pytest -q "${PY_ASAN[@]}"
 
