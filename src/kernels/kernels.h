@@ -58,6 +58,13 @@ struct TypeKernels {
   // Several weight rows against ONE activation row: out[r] = vec_dot(n, w + r*w_stride, xq)
   // up to f32 rounding (integer block sums exact; same error bound as vec_dot).
   void (*vec_dot_rows)(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, float* out) = nullptr;
+  // Several weight rows against n_x activation rows (a batched decode step, 2 <= n_x <= 8 in
+  // practice; any n_x >= 1 works): out[x * out_stride + r] = vec_dot(n, w + r*w_stride, xq + x*xq_stride),
+  // same bound as vec_dot_rows. Unlike gemm_q8 nothing is repacked per call: each weight row is
+  // read from memory once for all n_x rows. Where an ISA has no tiled kernel it is vec_dot in a
+  // loop over small groups of weight rows (kept in L1 while every activation row passes).
+  void (*vec_dot_rows_multi)(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t xq_stride,
+                             int n_x, float* out, int64_t out_stride) = nullptr;
   // Same for the exact path with f32 activations: out[r] = vec_dot_f32(n, w + r*w_stride, x)
   // up to rounding (same decoded weights, >= 8 f32 lanes per row as for vec_dot_f32).
   void (*vec_dot_f32_rows)(int64_t n, const void* w, size_t w_stride, int n_rows, const float* x, float* out) = nullptr;

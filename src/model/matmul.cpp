@@ -24,6 +24,10 @@ namespace {
 constexpr int kMaxTargets = 4;
 static_assert(kMaxActFormats >= kMaxTargets, "one activation slot per target at most");
 constexpr int kGroup = 4;  // token rows per fused exact-mode kernel call
+// int8 products over at most this many token rows (a batched decode step) take
+// vec_dot_rows_multi; longer ones (prefill) the tiled GEMM, whose per-call repacking only
+// pays off over many tokens.
+constexpr int kMultiRowDecode = 8;
 
 struct Plan {
   const TypeKernels* tk[kMaxTargets];
@@ -126,12 +130,16 @@ void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_t
     auto row = [&](int64_t r) { return w + size_t(r - r0) * rb; };
     if (p.act_slot[i] >= 0) {
       const uint8_t* xq = s.act_q + p.act_slot[i] * slot_bytes;
-      if (gemm && tk.gemm_q8) {  // all tokens at once: the kernel tiles rows x tokens itself
-        tk.gemm_q8(cols, w, rb, int(r1 - r0), xq, s.act_row_stride, n_tok, Y + r0, rows);
-        return;
-      }
       if (n_tok == 1) {  // decode: the kernel streams several weight rows per activation load
         tk.vec_dot_rows(cols, w, rb, int(r1 - r0), xq, Y + r0);
+        return;
+      }
+      if (n_tok <= kMultiRowDecode) {  // a batched decode step: no per-call repacking
+        tk.vec_dot_rows_multi(cols, w, rb, int(r1 - r0), xq, s.act_row_stride, n_tok, Y + r0, rows);
+        return;
+      }
+      if (gemm && tk.gemm_q8) {  // all tokens at once: the kernel tiles rows x tokens itself
+        tk.gemm_q8(cols, w, rb, int(r1 - r0), xq, s.act_row_stride, n_tok, Y + r0, rows);
         return;
       }
       for (int64_t r = r0; r < r1; ++r)
@@ -178,9 +186,13 @@ void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_t
     }
     // Repacked (16-row panels; r0, r1 are panel boundaries). int8 decode reads the panels
     // directly; every other path unpacks one panel at a time into the file's layout.
-    if (p.act_slot[i] >= 0 && n_tok == 1) {
-      p.tk[i]->vec_dot_panels(cols, W.panel(r0 / kPanelRows), int((r1 - r0) / kPanelRows),
-                              s.act_q + p.act_slot[i] * slot_bytes, targets[i].Y + r0);
+    // A batched decode step runs the decode kernel once per token row over the task's few
+    // panels (a few KiB, L1-resident after the first row): the same arithmetic as a solo step.
+    if (p.act_slot[i] >= 0 && n_tok <= kMultiRowDecode) {
+      for (int t = 0; t < n_tok; ++t)
+        p.tk[i]->vec_dot_panels(cols, W.panel(r0 / kPanelRows), int((r1 - r0) / kPanelRows),
+                                s.act_q + p.act_slot[i] * slot_bytes + t * s.act_row_stride,
+                                targets[i].Y + int64_t(t) * W.rows + r0);
       return;
     }
     if (p.act_slot[i] >= 0 && gemm && p.tk[i]->gemm_q8_panels) {

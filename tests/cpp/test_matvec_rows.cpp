@@ -273,6 +273,66 @@ TEST_P(MatvecRows, PanelsMatchFileLayout) {
   }
 }
 
+// vec_dot_rows_multi (a batched decode step): n_x activation rows against n_rows weight rows,
+// out[x * os + r] within the int8 bound above of the scalar one-row vec_dot of that pair, on
+// every type with an int8 activation format. os leaves a gap after each output row: the gap
+// and both ends are guarded. Activation rows sit act_bytes + 64 apart (a padded stride).
+TEST_P(MatvecRows, MultiRowsMatchScalarPairs) {
+  std::mt19937 rng(9090 + static_cast<int>(GetParam()));
+  for (TensorType t : kTypes) {
+    const TypeKernels& k = table_->for_type(t);
+    const TypeKernels& ks = scalar_->for_type(t);
+    if (k.act_type == TensorType::F32) continue;
+    ASSERT_NE(k.vec_dot_rows_multi, nullptr);
+    const char* tname = type_traits(static_cast<uint32_t>(t))->name;
+    for (int64_t n : sizes_for(t)) {
+      const size_t rb = *row_bytes(static_cast<uint32_t>(t), n);
+      const int64_t nb = n / block_of(t);
+      const size_t xs = k.act_bytes(n) + 64;
+      for (int n_rows : {1, 3, 4, 5, 13}) {
+        for (int n_x : {1, 2, 3, 5, 8, 11}) {
+          const bool raw = (n_rows + n_x) % 2 == 1;
+          std::vector<uint8_t> w(rb * n_rows);
+          for (int r = 0; r < n_rows; ++r) fill_row(t, n, rng, raw, w.data() + r * rb);
+          std::vector<uint8_t> xq(xs * n_x);
+          std::vector<std::vector<double>> a(n_x);
+          for (int x = 0; x < n_x; ++x) {
+            const std::vector<float> xf = random_floats(rng, n, x % 2 ? 3.0f : 0.5f);
+            k.quantize_act(xf.data(), xq.data() + x * xs, n);
+            a[x] = act_values(k.act_type, xq.data() + x * xs, xf.data(), n);
+          }
+          const int os = n_rows + 3;
+          const std::vector<float> out = guarded(os * n_x, [&](float* o) {
+            for (int x = 0; x < n_x; ++x)  // the gaps between output rows hold guard values too
+              for (int g = n_rows; g < os; ++g) std::memcpy(&o[x * os + g], &kGuardBits, 4);
+            k.vec_dot_rows_multi(n, w.data(), rb, n_rows, xq.data(), xs, n_x, o, os);
+          }, "vec_dot_rows_multi");
+          std::vector<float> deq(n);
+          for (int r = 0; r < n_rows; ++r) {
+            const uint8_t* wr = w.data() + r * rb;
+            ks.dequantize_row(wr, deq.data(), n);
+            const std::vector<double> off = offsets(t, wr, n);
+            for (int x = 0; x < n_x; ++x) {
+              double s_q = 0.0;
+              for (int64_t i = 0; i < n; ++i) s_q += (std::fabs(double(deq[i])) + 2.0 * off[i]) * std::fabs(a[x][i]);
+              const double ref = ks.vec_dot(n, wr, xq.data() + x * xs);
+              const double tol = (2.0 * nb + 16.0) * kU * s_q + kU * std::fabs(ref) + 1e-30;
+              EXPECT_NEAR(out[x * os + r], ref, tol) << tname << " n=" << n << " rows=" << n_rows << " n_x=" << n_x
+                                                     << " row " << r << " act " << x;
+            }
+            for (int x = 0; x < n_x; ++x)
+              for (int g = n_rows; g < os; ++g) {
+                uint32_t bits;
+                std::memcpy(&bits, &out[x * os + g], 4);
+                EXPECT_EQ(bits, kGuardBits) << tname << ": write into the gap after output row " << x;
+              }
+          }
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllIsas, MatvecRows,
                          ::testing::Values(Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon_dotprod,
                                            Isa::neon_i8mm),

@@ -20,10 +20,10 @@ LENGTHS = (16, 5, 11, 1, 9)  # ragged: steps hold 5, 4, 3 and 1 sequences
 CHUNK = 4
 
 
-def _run_together(pllm_bin, model, seqs, out, n_vocab, env=None, extra=()):
+def _run_together(pllm_bin, model, seqs, out, n_vocab, env=None, extra=(), chunk=CHUNK):
     spec = "; ".join(" ".join(map(str, s)) for s in seqs)
     proc = pllm_cli.run_cli(pllm_bin, ["logits", "-m", model, "--ids", spec, "--out", out, "-t", "2",
-                                       "--chunk", str(CHUNK), *extra], env=env)
+                                       "--chunk", str(chunk), *extra], env=env)
     pllm_cli.check_ok(proc)
     raw = np.fromfile(out, dtype="<f4").astype(np.float64)
     total = sum(len(s) for s in seqs)
@@ -68,6 +68,25 @@ def test_batched_equals_solo_engine_run(pllm_bin, tiny_models_paths, work_dir, n
                                    extra=("--kv-type", "f32"))
         rms = np.sqrt(np.mean(solo ** 2))
         assert np.max(np.abs(got[k] - solo)) <= 1e-5 * rms, f"{name} sequence {k}"
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("name", ["llama-Q4_0", "qwen2-Q4_1", "llama-Q8_0", "gemma3-Q4_0"])
+def test_int8_batched_decode_equals_solo_engine_run(pllm_bin, tiny_models_paths, work_dir, name, isa):
+    """--int8-act, one token per sequence per step: every step holds 1-5 decode rows, which
+    take the multi-row int8 kernel (vec_dot_rows_multi); the solo runs take the one-row
+    kernel. Each activation row is quantised on its own and the integer block sums are exact,
+    so only the order of f32 sums may differ (as in the exact-mode test above)."""
+    n_vocab = Reference(tiny_models_paths[name]).hp.n_vocab
+    seqs = [tm.sample_ids(CONFIGS[name], n, seed=k + 7) for k, n in enumerate(LENGTHS)]
+    env = pllm_cli.isa_env(isa)
+    got = _run_together(pllm_bin, tiny_models_paths[name], seqs, work_dir / "batched.f32", n_vocab, env=env,
+                        extra=("--kv-type", "f32", "--int8-act"), chunk=1)
+    for k, s in enumerate(seqs):
+        solo = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], s, work_dir / "solo.f32", n_vocab, chunk=1,
+                                   env=env, int8_act=True, extra=("--kv-type", "f32"))
+        rms = np.sqrt(np.mean(solo ** 2))
+        assert np.max(np.abs(got[k] - solo)) <= 1e-5 * rms, f"{name} isa={isa} sequence {k}"
 
 
 def test_empty_sequence_is_an_error(pllm_bin, tiny_models_paths, work_dir):

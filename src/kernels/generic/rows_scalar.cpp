@@ -1,4 +1,4 @@
-// Decode matvec (TypeKernels::vec_dot_rows / vec_dot_f32_rows): the scalar twins and
+// Decode matvec (TypeKernels::vec_dot_rows / vec_dot_rows_multi / vec_dot_f32_rows): the scalar twins and
 // the per-row loop fallback that SIMD tables keep for types without a multi-row kernel.
 //
 // Both are literally a loop over the weight rows of a one-row kernel. The function
@@ -28,6 +28,19 @@ void rows_loop(int64_t n, const void* w, size_t w_stride, int n_rows, const void
 }
 
 template <int IsaIdx, int Type>
+void rows_multi_loop(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t xq_stride, int n_x,
+                     float* out, int64_t out_stride) {
+  const DotFn dot = g_dot[IsaIdx][Type];
+  const uint8_t* wb = static_cast<const uint8_t*>(w);
+  const uint8_t* ab = static_cast<const uint8_t*>(xq);
+  constexpr int kRows = 4;  // weight rows kept hot while every activation row passes
+  for (int r0 = 0; r0 < n_rows; r0 += kRows)
+    for (int x = 0; x < n_x; ++x)
+      for (int r = r0; r < n_rows && r < r0 + kRows; ++r)
+        out[x * out_stride + r] = dot(n, wb + r * w_stride, ab + x * xq_stride);
+}
+
+template <int IsaIdx, int Type>
 void rows_f32_loop(int64_t n, const void* w, size_t w_stride, int n_rows, const float* x, float* out) {
   const DotF32Fn dot = g_dot_f32[IsaIdx][Type];
   const uint8_t* wb = static_cast<const uint8_t*>(w);
@@ -42,6 +55,7 @@ void set_loops(KernelTable& t) {
     g_dot[IsaIdx][Type] = k.vec_dot;
     g_dot_f32[IsaIdx][Type] = k.vec_dot_f32;
     k.vec_dot_rows = rows_loop<IsaIdx, Type>;
+    k.vec_dot_rows_multi = rows_multi_loop<IsaIdx, Type>;
     k.vec_dot_f32_rows = rows_f32_loop<IsaIdx, Type>;
   };
   [&]<int... T>(std::integer_sequence<int, T...>) { (one.template operator()<T>(), ...); }(

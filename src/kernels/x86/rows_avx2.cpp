@@ -1,8 +1,10 @@
 // AVX2 (+FMA, F16C) decode matvec: several weight rows against one activation row
-// (TypeKernels::vec_dot_rows / vec_dot_f32_rows) for Q4_0, Q4_1 and Q8_0. Same scheme as
+// (TypeKernels::vec_dot_rows / vec_dot_f32_rows) or against 2-8 activation rows of a
+// batched decode step (vec_dot_rows_multi) for Q4_0, Q4_1 and Q8_0. Same scheme as
 // rows_avx512.cpp (read that first): 4 rows per pass share every activation load and
-// per-block activation term, one 8-lane accumulator per row, one combined horizontal
-// sum for the 4 rows; remainders of 1..3 rows run the same code with fewer rows.
+// per-block activation term, one 8-lane accumulator per (row, activation row), one
+// combined horizontal sum per 4 rows; remainders of 1..3 rows run the same code with fewer
+// rows.
 //
 // Integer block sums: maddubs (unsigned x signed bytes -> i16 pairs) then madd with 1
 // -> i32; no i16 saturation is possible: Q4 nibbles <= 15 (|pair| <= 2*15*128), and
@@ -59,70 +61,84 @@ PLLM_AI void store_sums(const __m256* acc, float* out) {
 }
 
 // ------------------------------------------------------------ int8 activations
-// Q4_0: sum (q - 8) a = sum q a - 8 sum a; 8 sum a is per activation block (shared).
-template <int R>
-PLLM_AI void q4_0_rows(int64_t nb, const uint8_t* w, size_t ws, const block_q8_0* a, float* out) {
-  constexpr int kBB = sizeof(block_q4_0);
-  __m256 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  const __m256i eight = _mm256_set1_epi8(8);
-  const uint8_t* pf = w + 4 * ws;
-  for (int64_t b = 0; b < nb; ++b, pf += R * kBB) {
-    prefetch_lines(pf, R * kBB);
-    const __m256i y = load256(a[b].qs);
-    const __m256i y8 = sum_pairs(_mm256_maddubs_epi16(eight, y));
-    const float ad = h2f(a[b].d);
-    for (int r = 0; r < R; ++r) {
-      const block_q4_0* wr = reinterpret_cast<const block_q4_0*>(w + r * ws);
-      const __m256i p = _mm256_sub_epi32(sum_pairs(_mm256_maddubs_epi16(nibbles32(wr[b].qs), y)), y8);
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(wr[b].d) * ad), _mm256_cvtepi32_ps(p), acc[r]);
-    }
+// One tile kernel for the three types: T activation rows against R weight rows. Each
+// weight block is unpacked once for the T activation rows (M::Wb) and each activation
+// block once for the R weight rows (M::Ab); M::dot folds one (weight, activation) block
+// pair into an 8-lane accumulator. With T = 1 it is vec_dot_rows.
+
+// Q4_0: sum (q - 8) a = sum q a - 8 sum a; 8 sum a is per activation block.
+struct MQ4_0 {
+  using W = block_q4_0;
+  using A = block_q8_0;
+  struct Wb { __m256i q; float d; };
+  struct Ab { __m256i y, y8; float d; };
+  static PLLM_AI Wb wload(const W& b) { return {nibbles32(b.qs), h2f(b.d)}; }
+  static PLLM_AI Ab aload(const A& a) {
+    const __m256i y = load256(a.qs);
+    return {y, sum_pairs(_mm256_maddubs_epi16(_mm256_set1_epi8(8), y)), h2f(a.d)};
   }
-  store_sums<R>(acc, out);
-}
+  static PLLM_AI __m256 dot(__m256 acc, const Wb& w, const Ab& a) {
+    const __m256i p = _mm256_sub_epi32(sum_pairs(_mm256_maddubs_epi16(w.q, a.y)), a.y8);
+    return _mm256_fmadd_ps(_mm256_set1_ps(w.d * a.d), _mm256_cvtepi32_ps(p), acc);
+  }
+};
 
 // Q4_1: sum (d q + m) ad a = d ad sum q a + m s; m s added as m * (s / 8) on 8 lanes.
-template <int R>
-PLLM_AI void q4_1_rows(int64_t nb, const uint8_t* w, size_t ws, const block_q8_1* a, float* out) {
-  constexpr int kBB = sizeof(block_q4_1);
-  __m256 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  const uint8_t* pf = w + 4 * ws;
-  for (int64_t b = 0; b < nb; ++b, pf += R * kBB) {
-    prefetch_lines(pf, R * kBB);
-    const __m256i y = load256(a[b].qs);
-    const float ad = a[b].d;
-    const __m256 as = _mm256_set1_ps(a[b].s * 0.125f);
-    for (int r = 0; r < R; ++r) {
-      const block_q4_1* wr = reinterpret_cast<const block_q4_1*>(w + r * ws);
-      const __m256i p = sum_pairs(_mm256_maddubs_epi16(nibbles32(wr[b].qs), y));
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(wr[b].d) * ad), _mm256_cvtepi32_ps(p), acc[r]);
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(wr[b].m)), as, acc[r]);
-    }
+struct MQ4_1 {
+  using W = block_q4_1;
+  using A = block_q8_1;
+  struct Wb { __m256i q; float d, m; };
+  struct Ab { __m256i y; __m256 s8; float d; };
+  static PLLM_AI Wb wload(const W& b) { return {nibbles32(b.qs), h2f(b.d), h2f(b.m)}; }
+  static PLLM_AI Ab aload(const A& a) { return {load256(a.qs), _mm256_set1_ps(a.s * 0.125f), a.d}; }
+  static PLLM_AI __m256 dot(__m256 acc, const Wb& w, const Ab& a) {
+    const __m256i p = sum_pairs(_mm256_maddubs_epi16(w.q, a.y));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(w.d * a.d), _mm256_cvtepi32_ps(p), acc);
+    return _mm256_fmadd_ps(_mm256_set1_ps(w.m), a.s8, acc);
   }
-  store_sums<R>(acc, out);
-}
+};
 
 // Q8_0: sum w a = sum |w| sign(a, w).
-template <int R>
-PLLM_AI void q8_0_rows(int64_t nb, const uint8_t* w, size_t ws, const block_q8_0* a, float* out) {
-  constexpr int kBB = sizeof(block_q8_0);
-  __m256 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  const uint8_t* pf = w + 4 * ws;
-  for (int64_t b = 0; b < nb; ++b, pf += R * kBB) {
-    prefetch_lines(pf, R * kBB);
-    const __m256i y = load256(a[b].qs);
-    const float ad = h2f(a[b].d);
-    for (int r = 0; r < R; ++r) {
-      const block_q8_0* wr = reinterpret_cast<const block_q8_0*>(w + r * ws);
-      const __m256i q = load256(wr[b].qs);
-      const __m256i p = sum_pairs(_mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(y, q)));
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(wr[b].d) * ad), _mm256_cvtepi32_ps(p), acc[r]);
-    }
+struct MQ8_0 {
+  using W = block_q8_0;
+  using A = block_q8_0;
+  struct Wb { __m256i q, aq; float d; };
+  struct Ab { __m256i y; float d; };
+  static PLLM_AI Wb wload(const W& b) {
+    const __m256i q = load256(b.qs);
+    return {q, _mm256_sign_epi8(q, q), h2f(b.d)};
   }
-  store_sums<R>(acc, out);
-}
+  static PLLM_AI Ab aload(const A& a) { return {load256(a.qs), h2f(a.d)}; }
+  static PLLM_AI __m256 dot(__m256 acc, const Wb& w, const Ab& a) {
+    const __m256i p = sum_pairs(_mm256_maddubs_epi16(w.aq, _mm256_sign_epi8(a.y, w.q)));
+    return _mm256_fmadd_ps(_mm256_set1_ps(w.d * a.d), _mm256_cvtepi32_ps(p), acc);
+  }
+};
+
+// R weight rows (ws bytes apart) x T activation rows (as bytes apart) -> out[t * os + r].
+template <class M>
+struct Tile {
+  template <int R, int T>
+  struct K {
+    static void run(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* out, int64_t os) {
+      constexpr int kBB = sizeof(typename M::W);
+      __m256 acc[T][R];
+      for (int t = 0; t < T; ++t)
+        for (int r = 0; r < R; ++r) acc[t][r] = _mm256_setzero_ps();
+      const uint8_t* pf = w + 4 * ws;
+      for (int64_t b = 0; b < nb; ++b, pf += R * kBB) {
+        prefetch_lines(pf, R * kBB);
+        typename M::Wb wb[R];
+        for (int r = 0; r < R; ++r) wb[r] = M::wload(reinterpret_cast<const typename M::W*>(w + r * ws)[b]);
+        for (int t = 0; t < T; ++t) {
+          const typename M::Ab ab = M::aload(reinterpret_cast<const typename M::A*>(a + t * as)[b]);
+          for (int r = 0; r < R; ++r) acc[t][r] = M::dot(acc[t][r], wb[r], ab);
+        }
+      }
+      for (int t = 0; t < T; ++t) store_sums<R>(acc[t], out + t * os);
+    }
+  };
+};
 
 // ------------------------------------------------------------ f32 activations (exact)
 // Block -> 32 floats in four __m256 (element order), bit-identical to dequantize_row.
@@ -167,9 +183,9 @@ struct DecQ8_0 {
 };
 
 // ------------------------------------------------------------ row groups (drivers/row_groups.h)
-template <int R> struct KQ4_0 { static void run(int64_t nb, const uint8_t* w, size_t ws, const block_q8_0* a, float* o) { q4_0_rows<R>(nb, w, ws, a, o); } };
-template <int R> struct KQ4_1 { static void run(int64_t nb, const uint8_t* w, size_t ws, const block_q8_1* a, float* o) { q4_1_rows<R>(nb, w, ws, a, o); } };
-template <int R> struct KQ8_0 { static void run(int64_t nb, const uint8_t* w, size_t ws, const block_q8_0* a, float* o) { q8_0_rows<R>(nb, w, ws, a, o); } };
+// Several activation rows: tiles of kTileRows weight rows x kTileActs activation rows
+// (accumulators R x T plus the R unpacked weight blocks stay within the 16 ymm registers).
+constexpr int kTileRows = 4, kTileActs = 2;
 
 // Exact mode: the driver's row kernel over this file's decoders.
 struct RowsSimd : avx2::F32x8 {
@@ -183,9 +199,13 @@ struct RowsSimd : avx2::F32x8 {
 void fill_rows_avx2(KernelTable& t) {
   fill_rows_loop(t, Isa::avx2);  // every available type: this table's one-row kernels in a loop
   auto at = [&t](TensorType type) -> TypeKernels& { return t.types[static_cast<uint32_t>(type) & 31]; };
-  at(TensorType::Q4_0).vec_dot_rows = drivers::rows_by_4<KQ4_0, block_q8_0>;
-  at(TensorType::Q4_1).vec_dot_rows = drivers::rows_by_4<KQ4_1, block_q8_1>;
-  at(TensorType::Q8_0).vec_dot_rows = drivers::rows_by_4<KQ8_0, block_q8_0>;
+  auto int8 = [&]<class M>(TensorType type) {
+    at(type).vec_dot_rows = drivers::rows_one<Tile<M>::template K, 4>;
+    at(type).vec_dot_rows_multi = drivers::rows_multi<Tile<M>::template K, kTileRows, kTileActs>;
+  };
+  int8.operator()<MQ4_0>(TensorType::Q4_0);
+  int8.operator()<MQ4_1>(TensorType::Q4_1);
+  int8.operator()<MQ8_0>(TensorType::Q8_0);
   at(TensorType::Q4_0).vec_dot_f32_rows = drivers::exact_rows<RowsSimd, DecQ4_0>;
   at(TensorType::Q4_1).vec_dot_f32_rows = drivers::exact_rows<RowsSimd, DecQ4_1>;
   at(TensorType::Q8_0).vec_dot_f32_rows = drivers::exact_rows<RowsSimd, DecQ8_0>;
