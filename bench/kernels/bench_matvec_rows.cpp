@@ -2,7 +2,8 @@
 // per-row loop they replace (vec_dot / vec_dot_f32 once per weight row), one thread,
 // SmolLM2-135M shapes (rows x cols = 1536x576 and 576x1536), Q4_0 / Q4_1 / Q8_0.
 //
-// Names: isa/type/shape/{loop,rows}_{int8,f32}/{hot,cold}
+// Names: isa/type/shape/{loop,rows}_{int8,f32}/{hot,cold}, isa/type/shape/multi_int8_xN/{hot,cold}
+// (N activation rows of a batched decode step: vec_dot_rows_multi)
 //   hot   one matrix (0.5-1 MB), cache resident: kernel throughput
 //   cold  a ring of copies totalling ~96 MB, a different copy every pass: streaming
 //         from DRAM as in real decode (one thread, so below the machine's total bandwidth)
@@ -107,6 +108,29 @@ void run(benchmark::State& st, const TypeKernels* k, TensorType t, int64_t rows,
   st.SetBytesProcessed(int64_t(st.iterations()) * int64_t(s.mat_bytes));
 }
 
+// A batched decode step: vec_dot_rows_multi over n_x activation rows (copies of one row),
+// in chunks of kChunk weight rows. items_per_second = (weight row, activation row) dots.
+void run_multi(benchmark::State& st, const TypeKernels* k, TensorType t, int64_t rows, int64_t cols, int n_x, bool cold) {
+  Setup s = make(*k, t, rows, cols, cold);
+  const size_t xs = s.xq.size();
+  std::vector<uint8_t> xq(xs * n_x);
+  for (int x = 0; x < n_x; ++x) std::copy(s.xq.begin(), s.xq.end(), xq.begin() + x * xs);
+  std::vector<float> y(size_t(rows) * n_x);
+  int c = 0;
+  for (auto _ : st) {
+    const uint8_t* w = s.w.data() + size_t(c) * s.mat_bytes;
+    if (++c == s.copies) c = 0;
+    for (int64_t r0 = 0; r0 < rows; r0 += kChunk) {
+      const int nr = int(rows - r0 < kChunk ? rows - r0 : kChunk);
+      k->vec_dot_rows_multi(cols, w + r0 * s.rb, s.rb, nr, xq.data(), xs, n_x, y.data() + r0, rows);
+    }
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  st.SetBytesProcessed(int64_t(st.iterations()) * int64_t(s.mat_bytes));
+  st.SetItemsProcessed(int64_t(st.iterations()) * rows * n_x);
+}
+
 void register_all() {
   const Isa isas[] = {Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon_dotprod, Isa::neon_i8mm};
   const TensorType types[] = {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q8_0};
@@ -125,6 +149,14 @@ void register_all() {
                                        (rk ? "rows" : "loop") + (f32 ? "_f32" : "_int8") + (cold ? "/cold" : "/hot");
               benchmark::RegisterBenchmark(name.c_str(), run, k, t, sh[0], sh[1], rk != 0, f32 != 0, cold != 0);
             }
+      for (const auto& sh : shapes)
+        for (int n_x : {2, 4, 8})
+          for (int cold = 0; cold < 2; ++cold) {
+            const std::string name = std::string(isa_name(isa)) + "/" + type_traits(static_cast<uint32_t>(t))->name +
+                                     "/" + std::to_string(sh[0]) + "x" + std::to_string(sh[1]) + "/multi_int8_x" +
+                                     std::to_string(n_x) + (cold ? "/cold" : "/hot");
+            benchmark::RegisterBenchmark(name.c_str(), run_multi, k, t, sh[0], sh[1], n_x, cold != 0);
+          }
       if (k->vec_dot_panels)
         for (const auto& sh : shapes)
           for (int cold = 0; cold < 2; ++cold) {

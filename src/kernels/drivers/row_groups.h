@@ -4,10 +4,8 @@
 // with fewer rows), and the exact-mode (f32 activation) row kernel over the ISA's decoders.
 // ODR: templates over the ISA's types only (see fused_dot.h).
 #pragma once
-#include <array>
 #include <cstddef>
 #include <cstdint>
-#include <utility>
 
 namespace pllm::kern::drivers {
 
@@ -29,34 +27,30 @@ void rows_by_4(int64_t n, const void* w, size_t ws, int n_rows, const X* xq, flo
 }
 
 // Several weight rows against several int8 activation rows (TypeKernels::vec_dot_rows_multi):
-// out[x * os + r] = dot(row r, activation row x). Weight rows in groups of RG, activation rows
-// in groups of TG; each (group, group) tile is one call of K<R, T>::run(nb, w, ws, a, as, out,
-// os) (R <= RG rows at w, ws apart; T <= TG activation rows at a, as bytes apart; out[t * os +
-// r]). A group of RG weight rows is a few KiB, so it stays in L1 while every activation group
-// passes over it: the weights are read from memory once per call, whatever n_x.
-template <template <int, int> class K, int RG, int TG>
-void rows_multi(int64_t n, const void* w, size_t ws, int n_rows, const void* xq, size_t xs, int n_x, float* out,
-                int64_t os) {
-  using Fn = void (*)(int64_t, const uint8_t*, size_t, const uint8_t*, size_t, float*, int64_t);
-  static constexpr auto kTiles = []<int... I>(std::integer_sequence<int, I...>) {
-    return std::array<Fn, RG * TG>{&K<I / TG + 1, I % TG + 1>::run...};
-  }(std::make_integer_sequence<int, RG * TG>{});
+// out[x * os + r] = dot(row r, activation row x). The activation rows in groups of up to 8,
+// each group one call of K<T>::run(nb, w, ws, n_rows, a, as, out, os) over all the weight
+// rows (T activation rows at a, as bytes apart; out[t * os + r]): the kernel streams each
+// weight row once for the group, so a batched decode step of <= 8 rows reads the weights once.
+template <template <int> class K>
+void acts_in_groups_of_8(int64_t n, const void* w, size_t ws, int n_rows, const void* xq, size_t xs, int n_x,
+                         float* out, int64_t os) {
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   const uint8_t* ab = static_cast<const uint8_t*>(xq);
   const int64_t nb = n / 32;
-  for (int r = 0; r < n_rows; r += RG) {
-    const int nr = n_rows - r < RG ? n_rows - r : RG;
-    for (int x = 0; x < n_x; x += TG) {
-      const int nx = n_x - x < TG ? n_x - x : TG;
-      kTiles[(nr - 1) * TG + (nx - 1)](nb, wb + r * ws, ws, ab + x * xs, xs, out + x * os + r, os);
+  for (int x = 0; x < n_x; x += 8) {
+    const uint8_t* a = ab + x * xs;
+    float* o = out + x * os;
+    switch (n_x - x < 8 ? n_x - x : 8) {
+      case 1: K<1>::run(nb, wb, ws, n_rows, a, xs, o, os); break;
+      case 2: K<2>::run(nb, wb, ws, n_rows, a, xs, o, os); break;
+      case 3: K<3>::run(nb, wb, ws, n_rows, a, xs, o, os); break;
+      case 4: K<4>::run(nb, wb, ws, n_rows, a, xs, o, os); break;
+      case 5: K<5>::run(nb, wb, ws, n_rows, a, xs, o, os); break;
+      case 6: K<6>::run(nb, wb, ws, n_rows, a, xs, o, os); break;
+      case 7: K<7>::run(nb, wb, ws, n_rows, a, xs, o, os); break;
+      default: K<8>::run(nb, wb, ws, n_rows, a, xs, o, os); break;
     }
   }
-}
-
-// One activation row through the same tiles, as vec_dot_rows (K<R, 1>).
-template <template <int, int> class K, int RG>
-void rows_one(int64_t n, const void* w, size_t ws, int n_rows, const void* xq, float* out) {
-  rows_multi<K, RG, 1>(n, w, ws, n_rows, xq, 0, 1, out, 0);
 }
 
 // Exact mode, R rows: S as in fused_dot.h plus prefetch(p, bytes) and store_sums<R>(acc, out)

@@ -61,25 +61,25 @@ PLLM_AI void store_sums(const __m256* acc, float* out) {
 }
 
 // ------------------------------------------------------------ int8 activations
-// One tile kernel for the three types: T activation rows against R weight rows. Each
-// weight block is unpacked once for the T activation rows (M::Wb) and each activation
-// block once for the R weight rows (M::Ab); M::dot folds one (weight, activation) block
-// pair into an 8-lane accumulator. With T = 1 it is vec_dot_rows.
+// Per type M: wload unpacks a weight block once for every activation row it meets (Wb);
+// aprep gives an activation block's scale (and Q4_1's min term s / 8) as floats; dot folds
+// one (weight, activation) block pair into an 8-lane accumulator. Lane k of a pair holds the
+// exact integer sum over elements 4k..4k+3 and gets the same roundings in both kernels below,
+// so a batched step (Wide) gives bit-for-bit the one-row result (Rows).
 
-// Q4_0: sum (q - 8) a = sum q a - 8 sum a; 8 sum a is per activation block.
+// Q4_0: the nibbles minus 8 as signed bytes q; sum q a = sum |q| sign(a, q).
 struct MQ4_0 {
   using W = block_q4_0;
   using A = block_q8_0;
-  struct Wb { __m256i q; float d; };
-  struct Ab { __m256i y, y8; float d; };
-  static PLLM_AI Wb wload(const W& b) { return {nibbles32(b.qs), h2f(b.d)}; }
-  static PLLM_AI Ab aload(const A& a) {
-    const __m256i y = load256(a.qs);
-    return {y, sum_pairs(_mm256_maddubs_epi16(_mm256_set1_epi8(8), y)), h2f(a.d)};
+  struct Wb { __m256i qa, qs; __m256 d; };
+  static PLLM_AI Wb wload(const W& b) {
+    const __m256i q = _mm256_sub_epi8(nibbles32(b.qs), _mm256_set1_epi8(8));
+    return {_mm256_sign_epi8(q, q), q, _mm256_set1_ps(h2f(b.d))};
   }
-  static PLLM_AI __m256 dot(__m256 acc, const Wb& w, const Ab& a) {
-    const __m256i p = _mm256_sub_epi32(sum_pairs(_mm256_maddubs_epi16(w.q, a.y)), a.y8);
-    return _mm256_fmadd_ps(_mm256_set1_ps(w.d * a.d), _mm256_cvtepi32_ps(p), acc);
+  static PLLM_AI void aprep(const A& a, float& d, float& s8) { d = h2f(a.d), s8 = 0.0f; }
+  static PLLM_AI __m256 dot(__m256 acc, const Wb& w, const A& a, const float* ad, const float*) {
+    const __m256i p = sum_pairs(_mm256_maddubs_epi16(w.qa, _mm256_sign_epi8(load256(a.qs), w.qs)));
+    return _mm256_fmadd_ps(_mm256_mul_ps(w.d, _mm256_broadcast_ss(ad)), _mm256_cvtepi32_ps(p), acc);
   }
 };
 
@@ -87,14 +87,13 @@ struct MQ4_0 {
 struct MQ4_1 {
   using W = block_q4_1;
   using A = block_q8_1;
-  struct Wb { __m256i q; float d, m; };
-  struct Ab { __m256i y; __m256 s8; float d; };
-  static PLLM_AI Wb wload(const W& b) { return {nibbles32(b.qs), h2f(b.d), h2f(b.m)}; }
-  static PLLM_AI Ab aload(const A& a) { return {load256(a.qs), _mm256_set1_ps(a.s * 0.125f), a.d}; }
-  static PLLM_AI __m256 dot(__m256 acc, const Wb& w, const Ab& a) {
-    const __m256i p = sum_pairs(_mm256_maddubs_epi16(w.q, a.y));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(w.d * a.d), _mm256_cvtepi32_ps(p), acc);
-    return _mm256_fmadd_ps(_mm256_set1_ps(w.m), a.s8, acc);
+  struct Wb { __m256i q; __m256 d, m; };
+  static PLLM_AI Wb wload(const W& b) { return {nibbles32(b.qs), _mm256_set1_ps(h2f(b.d)), _mm256_set1_ps(h2f(b.m))}; }
+  static PLLM_AI void aprep(const A& a, float& d, float& s8) { d = a.d, s8 = a.s * 0.125f; }
+  static PLLM_AI __m256 dot(__m256 acc, const Wb& w, const A& a, const float* ad, const float* s8) {
+    const __m256i p = sum_pairs(_mm256_maddubs_epi16(w.q, load256(a.qs)));
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(w.d, _mm256_broadcast_ss(ad)), _mm256_cvtepi32_ps(p), acc);
+    return _mm256_fmadd_ps(w.m, _mm256_broadcast_ss(s8), acc);
   }
 };
 
@@ -102,40 +101,76 @@ struct MQ4_1 {
 struct MQ8_0 {
   using W = block_q8_0;
   using A = block_q8_0;
-  struct Wb { __m256i q, aq; float d; };
-  struct Ab { __m256i y; float d; };
+  struct Wb { __m256i qa, qs; __m256 d; };
   static PLLM_AI Wb wload(const W& b) {
     const __m256i q = load256(b.qs);
-    return {q, _mm256_sign_epi8(q, q), h2f(b.d)};
+    return {_mm256_sign_epi8(q, q), q, _mm256_set1_ps(h2f(b.d))};
   }
-  static PLLM_AI Ab aload(const A& a) { return {load256(a.qs), h2f(a.d)}; }
-  static PLLM_AI __m256 dot(__m256 acc, const Wb& w, const Ab& a) {
-    const __m256i p = sum_pairs(_mm256_maddubs_epi16(w.aq, _mm256_sign_epi8(a.y, w.q)));
-    return _mm256_fmadd_ps(_mm256_set1_ps(w.d * a.d), _mm256_cvtepi32_ps(p), acc);
+  static PLLM_AI void aprep(const A& a, float& d, float& s8) { d = h2f(a.d), s8 = 0.0f; }
+  static PLLM_AI __m256 dot(__m256 acc, const Wb& w, const A& a, const float* ad, const float*) {
+    const __m256i p = sum_pairs(_mm256_maddubs_epi16(w.qa, _mm256_sign_epi8(load256(a.qs), w.qs)));
+    return _mm256_fmadd_ps(_mm256_mul_ps(w.d, _mm256_broadcast_ss(ad)), _mm256_cvtepi32_ps(p), acc);
   }
 };
 
-// R weight rows (ws bytes apart) x T activation rows (as bytes apart) -> out[t * os + r].
+// One activation row, R <= 4 weight rows (ws bytes apart) sharing each activation block.
 template <class M>
-struct Tile {
-  template <int R, int T>
+struct Rows {
+  template <int R>
+  static void run(int64_t nb, const uint8_t* w, size_t ws, const typename M::A* a, float* out) {
+    constexpr int kBB = sizeof(typename M::W);
+    __m256 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+    const uint8_t* pf = w + 4 * ws;
+    for (int64_t b = 0; b < nb; ++b, pf += R * kBB) {
+      prefetch_lines(pf, R * kBB);
+      float ad, s8;
+      M::aprep(a[b], ad, s8);
+      for (int r = 0; r < R; ++r)
+        acc[r] = M::dot(acc[r], M::wload(reinterpret_cast<const typename M::W*>(w + r * ws)[b]), a[b], &ad, &s8);
+    }
+    store_sums<R>(acc, out);
+  }
+  template <int R>
   struct K {
-    static void run(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* out, int64_t os) {
-      constexpr int kBB = sizeof(typename M::W);
-      __m256 acc[T][R];
-      for (int t = 0; t < T; ++t)
-        for (int r = 0; r < R; ++r) acc[t][r] = _mm256_setzero_ps();
-      const uint8_t* pf = w + 4 * ws;
-      for (int64_t b = 0; b < nb; ++b, pf += R * kBB) {
-        prefetch_lines(pf, R * kBB);
-        typename M::Wb wb[R];
-        for (int r = 0; r < R; ++r) wb[r] = M::wload(reinterpret_cast<const typename M::W*>(w + r * ws)[b]);
-        for (int t = 0; t < T; ++t) {
-          const typename M::Ab ab = M::aload(reinterpret_cast<const typename M::A*>(a + t * as)[b]);
-          for (int r = 0; r < R; ++r) acc[t][r] = M::dot(acc[t][r], wb[r], ab);
+    static void run(int64_t nb, const uint8_t* w, size_t ws, const typename M::A* a, float* o) { Rows::run<R>(nb, w, ws, a, o); }
+  };
+};
+
+// A batched decode step: n_rows weight rows (ws bytes apart) against T <= 8 activation rows
+// (as bytes apart), out[t * os + r]. The activations' scales are converted once per call
+// (per 256-block slice of a longer row), then each weight block is unpacked once for all T
+// rows, one accumulator per activation row (T + the unpacked block + temporaries fit the 16
+// ymm registers). Rows wider than one slice add the slices' sums in order.
+template <class M>
+struct Wide {
+  template <int T>
+  struct K {
+    static void run(int64_t nb, const uint8_t* w, size_t ws, int n_rows, const uint8_t* a, size_t as, float* out,
+                    int64_t os) {
+      constexpr int kSlice = 256;
+      const typename M::A* at[T];
+      for (int t = 0; t < T; ++t) at[t] = reinterpret_cast<const typename M::A*>(a + t * as);
+      alignas(32) float ad[T][kSlice], s8[T][kSlice];
+      for (int64_t b0 = 0; b0 < nb; b0 += kSlice) {
+        const int bn = nb - b0 < kSlice ? int(nb - b0) : kSlice;
+        for (int t = 0; t < T; ++t)
+          for (int i = 0; i < bn; ++i) M::aprep(at[t][b0 + i], ad[t][i], s8[t][i]);
+        for (int r = 0; r < n_rows; ++r) {
+          const typename M::W* wr = reinterpret_cast<const typename M::W*>(w + r * ws) + b0;
+          __m256 acc[T];
+          for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+          for (int i = 0; i < bn; ++i) {
+            const typename M::Wb wb = M::wload(wr[i]);
+            for (int t = 0; t < T; ++t) acc[t] = M::dot(acc[t], wb, at[t][b0 + i], &ad[t][i], &s8[t][i]);
+          }
+          for (int t = 0; t < T; ++t) {
+            float sum;
+            store_sums<1>(&acc[t], &sum);
+            out[t * os + r] = b0 == 0 ? sum : out[t * os + r] + sum;
+          }
         }
       }
-      for (int t = 0; t < T; ++t) store_sums<R>(acc[t], out + t * os);
     }
   };
 };
@@ -183,10 +218,6 @@ struct DecQ8_0 {
 };
 
 // ------------------------------------------------------------ row groups (drivers/row_groups.h)
-// Several activation rows: tiles of kTileRows weight rows x kTileActs activation rows
-// (accumulators R x T plus the R unpacked weight blocks stay within the 16 ymm registers).
-constexpr int kTileRows = 4, kTileActs = 2;
-
 // Exact mode: the driver's row kernel over this file's decoders.
 struct RowsSimd : avx2::F32x8 {
   static PLLM_AI void prefetch(const uint8_t* p, int bytes) { prefetch_lines(p, bytes); }
@@ -200,8 +231,8 @@ void fill_rows_avx2(KernelTable& t) {
   fill_rows_loop(t, Isa::avx2);  // every available type: this table's one-row kernels in a loop
   auto at = [&t](TensorType type) -> TypeKernels& { return t.types[static_cast<uint32_t>(type) & 31]; };
   auto int8 = [&]<class M>(TensorType type) {
-    at(type).vec_dot_rows = drivers::rows_one<Tile<M>::template K, 4>;
-    at(type).vec_dot_rows_multi = drivers::rows_multi<Tile<M>::template K, kTileRows, kTileActs>;
+    at(type).vec_dot_rows = drivers::rows_by_4<Rows<M>::template K, typename M::A>;
+    at(type).vec_dot_rows_multi = drivers::acts_in_groups_of_8<Wide<M>::template K>;
   };
   int8.operator()<MQ4_0>(TensorType::Q4_0);
   int8.operator()<MQ4_1>(TensorType::Q4_1);
