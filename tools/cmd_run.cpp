@@ -38,7 +38,7 @@ std::function<int()> add_run(CLI::App& app) {
     Session session(model, o->gen.session);
     PrefixCache cache(model, o->gen.cache);
     cache.attach(session);
-    const GenerationResult r = generate(session, ids, o->gen.sampling(), !o->json);
+    const GenerationResult r = generate(session, ids, o->gen.sampling(model.p), !o->json);
     if (o->json) {
       nlohmann::json j = {{"text", r.text},
                           {"tokens", r.tokens},

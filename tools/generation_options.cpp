@@ -7,15 +7,22 @@
 namespace cli {
 
 void GenerationOptions::add_to(CLI::App* cmd) {
+  cmd_ = cmd;
   cmd->add_option("-m,--model", model, "GGUF model file (default: the SmolLM2-135M-Instruct Q4_1 download)");
   cmd->add_option("--system", system, "system prompt");
   cmd->add_option("-n,--n-predict", n_predict, "maximum tokens to generate")->check(CLI::Range(0, 1 << 24));
   cmd->add_flag("--ignore-eos", ignore_eos, "keep generating past end-of-generation tokens");
-  cmd->add_option("--temp", temp, "temperature; 0 = greedy")->check(CLI::Range(0.0f, 100.0f));
-  cmd->add_option("--top-k", top_k, "top-k cut; 0 = off")->check(CLI::Range(0, 1 << 24));
-  cmd->add_option("--top-p", top_p, "nucleus cut; 1 = off")->check(CLI::Range(1e-6f, 1.0f));
-  cmd->add_option("--min-p", min_p, "min-p cut; 0 = off")->check(CLI::Range(0.0f, 1.0f));
-  cmd->add_option("--repeat-penalty", repeat_penalty, "repetition penalty; 1 = off")->check(CLI::Range(1e-3f, 100.0f));
+  // Unset sampling flags take the model's values: its file's general.sampling.* keys, else the
+  // documented defaults (docs/PERFORMANCE.md, "Default mode and sampling").
+  cmd->add_option("--temp", temp, "temperature; 0 = greedy (default: the model's, else 0.8)")
+      ->check(CLI::Range(0.0f, 100.0f));
+  cmd->add_option("--top-k", top_k, "top-k cut; 0 = off (default: the model's, else 40)")->check(CLI::Range(0, 1 << 24));
+  cmd->add_option("--top-p", top_p, "nucleus cut; 1 = off (default: the model's, else 0.95)")
+      ->check(CLI::Range(1e-6f, 1.0f));
+  cmd->add_option("--min-p", min_p, "min-p cut; 0 = off (default: the model's, else 0.05)")
+      ->check(CLI::Range(0.0f, 1.0f));
+  cmd->add_option("--repeat-penalty", repeat_penalty, "repetition penalty; 1 = off (default: the model's, else 1)")
+      ->check(CLI::Range(1e-3f, 100.0f));
   cmd->add_option("--seed", seed, "random seed (default: random)")->each([this](const std::string&) { seed_given = true; });
   cmd->add_option("-t,--threads", session.threads, "threads (default: physical performance cores)")
       ->check(CLI::Range(0, 256));
@@ -25,13 +32,13 @@ void GenerationOptions::add_to(CLI::App* cmd) {
   cache.add_to(cmd);
 }
 
-pllm_sampling_params GenerationOptions::sampling() const {
-  pllm_sampling_params sp = pllm_sampling_default_params();
-  sp.temperature = temp;
-  sp.top_k = top_k;
-  sp.top_p = top_p;
-  sp.min_p = min_p;
-  sp.repeat_penalty = repeat_penalty;
+pllm_sampling_params GenerationOptions::sampling(const pllm_model* model) const {
+  pllm_sampling_params sp = pllm_model_sampling_params(model);
+  if (given("--temp")) sp.temperature = temp;
+  if (given("--top-k")) sp.top_k = top_k;
+  if (given("--top-p")) sp.top_p = top_p;
+  if (given("--min-p")) sp.min_p = min_p;
+  if (given("--repeat-penalty")) sp.repeat_penalty = repeat_penalty;
   sp.max_tokens = n_predict;
   sp.ignore_eos = ignore_eos ? 1 : 0;
   sp.seed = seed_given ? seed : std::random_device{}();

@@ -12,10 +12,10 @@ struct GenerationOptions {
   std::string model;
   std::string system;
   int n_predict = 256;
-  float temp = 0.8f;
-  int top_k = 40;
-  float top_p = 0.95f;
-  float min_p = 0.05f;
+  float temp = 0.0f;  // the sampling values apply only where their flag is given
+  int top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
   float repeat_penalty = 1.0f;
   uint64_t seed = 0;
   bool seed_given = false;
@@ -24,7 +24,13 @@ struct GenerationOptions {
   CacheOptions cache;      // --cache-dir, --cache-ram, --cache-disk, --no-cache
 
   void add_to(CLI::App* cmd);
-  pllm_sampling_params sampling() const;
+  // The model's sampling (pllm_model_sampling_params: its file's general.sampling.* keys over
+  // the defaults) with the flags the user gave on top.
+  pllm_sampling_params sampling(const pllm_model* model) const;
+
+ private:
+  CLI::App* cmd_ = nullptr;
+  bool given(const char* flag) const { return cmd_ && cmd_->count(flag) > 0; }
 };
 
 struct GenerationResult {

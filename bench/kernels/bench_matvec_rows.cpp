@@ -131,6 +131,30 @@ void run_multi(benchmark::State& st, const TypeKernels* k, TensorType t, int64_t
   st.SetItemsProcessed(int64_t(st.iterations()) * rows * n_x);
 }
 
+// The exact path of the same step (f32 activations): vec_dot_f32_multi per weight row over
+// groups of up to 4 activation rows, as matmul_group runs it.
+void run_multi_f32(benchmark::State& st, const TypeKernels* k, TensorType t, int64_t rows, int64_t cols, int n_x,
+                   bool cold) {
+  Setup s = make(*k, t, rows, cols, cold);
+  std::vector<float> x(size_t(cols) * n_x);
+  for (int j = 0; j < n_x; ++j) std::copy(s.x.begin(), s.x.end(), x.begin() + j * cols);
+  std::vector<float> y(size_t(rows) * n_x);
+  int c = 0;
+  for (auto _ : st) {
+    const uint8_t* w = s.w.data() + size_t(c) * s.mat_bytes;
+    if (++c == s.copies) c = 0;
+    for (int j0 = 0; j0 < n_x; j0 += 4) {
+      const int nj = n_x - j0 < 4 ? n_x - j0 : 4;
+      for (int64_t r = 0; r < rows; ++r)
+        k->vec_dot_f32_multi(cols, w + r * s.rb, x.data() + j0 * cols, cols, nj, y.data() + j0 * rows + r, rows);
+    }
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  st.SetBytesProcessed(int64_t(st.iterations()) * int64_t(s.mat_bytes));
+  st.SetItemsProcessed(int64_t(st.iterations()) * rows * n_x);
+}
+
 void register_all() {
   const Isa isas[] = {Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon_dotprod, Isa::neon_i8mm};
   const TensorType types[] = {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q8_0};
@@ -156,6 +180,10 @@ void register_all() {
                                      "/" + std::to_string(sh[0]) + "x" + std::to_string(sh[1]) + "/multi_int8_x" +
                                      std::to_string(n_x) + (cold ? "/cold" : "/hot");
             benchmark::RegisterBenchmark(name.c_str(), run_multi, k, t, sh[0], sh[1], n_x, cold != 0);
+            const std::string name_f32 = std::string(isa_name(isa)) + "/" + type_traits(static_cast<uint32_t>(t))->name +
+                                         "/" + std::to_string(sh[0]) + "x" + std::to_string(sh[1]) + "/multi_f32_x" +
+                                         std::to_string(n_x) + (cold ? "/cold" : "/hot");
+            benchmark::RegisterBenchmark(name_f32.c_str(), run_multi_f32, k, t, sh[0], sh[1], n_x, cold != 0);
           }
       if (k->vec_dot_panels)
         for (const auto& sh : shapes)

@@ -175,6 +175,10 @@ typedef struct pllm_sampling_params {
 } pllm_sampling_params;
 
 pllm_sampling_params pllm_sampling_default_params(void);
+/* The sampling that suits this model: pllm_sampling_default_params() with the model file's
+ * general.sampling.* values (temp, top_k, top_p, min_p, penalty_repeat, penalty_last_n) in
+ * place of the defaults where the file has them. Defaults alone for a NULL model. */
+pllm_sampling_params pllm_model_sampling_params(const pllm_model* model);
 
 /* Called for each generated token. text holds the newly completed UTF-8 text (never a
  * partial character; may be empty). Return non-zero to stop generation. */

@@ -230,8 +230,8 @@ pllm_status pllm_session_eval(pllm_session* s, const pllm_token* tokens, size_t 
   });
 }
 
-pllm_sampling_params pllm_sampling_default_params(void) {
-  const pllm::SamplingConfig d;
+namespace {
+pllm_sampling_params params_from(const pllm::SamplingConfig& d) {
   pllm_sampling_params p{};
   p.temperature = d.temperature;
   p.top_k = d.top_k;
@@ -242,6 +242,13 @@ pllm_sampling_params pllm_sampling_default_params(void) {
   p.seed = d.seed;
   p.max_tokens = 256;
   return p;
+}
+}  // namespace
+
+pllm_sampling_params pllm_sampling_default_params(void) { return params_from(pllm::SamplingConfig{}); }
+
+pllm_sampling_params pllm_model_sampling_params(const pllm_model* m) {
+  return m ? params_from(m->model->sampling_defaults()) : pllm_sampling_default_params();
 }
 
 pllm_status pllm_generate(pllm_session* s, const pllm_token* prompt, size_t n_prompt,

@@ -40,6 +40,39 @@ Result<std::shared_ptr<const Model>> Model::load(const std::string& path, bool v
   return std::shared_ptr<const Model>(std::move(m));
 }
 
+namespace {
+
+// general.sampling.* (written by llama.cpp's converter when a model publishes its preferred
+// sampling): each key present replaces the documented default; a key of the wrong type or
+// out of range is a load error naming it.
+Result<SamplingConfig> sampling_from_file(const GgufFile& f, const std::string& path) {
+  SamplingConfig c;
+  auto real = [&](const char* key, float& v, double lo, double hi) -> Result<void> {
+    PLLM_ASSIGN(double x, f.get_f64_or(key, v));
+    if (!(x >= lo && x <= hi))
+      return make_error(Status::bad_format, path + ": " + key + " = " + std::to_string(x) + " is out of range");
+    v = float(x);
+    return {};
+  };
+  auto whole = [&](const char* key, int& v, int64_t lo, int64_t hi) -> Result<void> {
+    if (!f.find(key)) return {};
+    PLLM_ASSIGN(double x, f.get_f64(key));
+    if (!(x >= double(lo) && x <= double(hi)) || x != double(int64_t(x)))
+      return make_error(Status::bad_format, path + ": " + key + " = " + std::to_string(x) + " is out of range");
+    v = int(x);
+    return {};
+  };
+  PLLM_TRY(real("general.sampling.temp", c.temperature, 0.0, 100.0));
+  PLLM_TRY(whole("general.sampling.top_k", c.top_k, 0, 1 << 24));
+  PLLM_TRY(real("general.sampling.top_p", c.top_p, 1e-6, 1.0));
+  PLLM_TRY(real("general.sampling.min_p", c.min_p, 0.0, 1.0));
+  PLLM_TRY(real("general.sampling.penalty_repeat", c.repeat_penalty, 1e-3, 100.0));
+  PLLM_TRY(whole("general.sampling.penalty_last_n", c.repeat_last_n, -1, 1 << 24));
+  return c;
+}
+
+}  // namespace
+
 Result<std::shared_ptr<Model>> Model::load_for_tools(const std::string& path) { return load_impl(path, false, {}, false); }
 
 Result<std::shared_ptr<Model>> Model::load_impl(const std::string& path, bool vocab_only, const Progress& progress,
@@ -64,6 +97,7 @@ Result<std::shared_ptr<Model>> Model::load_impl(const std::string& path, bool vo
       m->chat_family_ = ChatFamily::gemma;
   }
   if (m->chat_family_ == ChatFamily::unknown) m->chat_family_ = ChatFamily::chatml;
+  PLLM_ASSIGN(m->sampling_defaults_, sampling_from_file(*file, path));
   if (!report(0.5f)) return make_error(Status::cancelled, path + ": load cancelled");
 
   if (!vocab_only) {

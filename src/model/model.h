@@ -14,6 +14,7 @@
 #include "model/act_scales.h"
 #include "model/config.h"
 #include "model/weights.h"
+#include "model/sampling_config.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -80,6 +81,10 @@ class Model {
   bool vocab_only() const { return vocab_only_; }
   ChatFamily chat_family() const { return chat_family_; }
   const std::string& chat_template() const { return chat_template_; }
+  // Sampling that suits this model: the file's general.sampling.* keys (temp, top_k, top_p,
+  // min_p, penalty_repeat, penalty_last_n; the keys llama.cpp writes) over the documented
+  // defaults (SamplingConfig{}). The seed is left 0.
+  const SamplingConfig& sampling_defaults() const { return sampling_defaults_; }
   // 64-bit identity of the weights (hash of every tensor's name, type, shape and offset and
   // of the first and last MiB of tensor data), computed once at load: KV snapshots and
   // prefix-cache entries carry it so one model's cache is never restored into another.
@@ -105,6 +110,7 @@ class Model {
   std::unique_ptr<Tokenizer> tokenizer_;
   ChatFamily chat_family_ = ChatFamily::chatml;
   std::string chat_template_;
+  SamplingConfig sampling_defaults_;
   bool vocab_only_ = false;
   uint64_t identity_ = 0;
   std::vector<AlignedBuffer<uint8_t>> repacked_;  // panel storage of repacked matrices

@@ -5,18 +5,9 @@
 #include <span>
 #include <vector>
 
-namespace pllm {
+#include "model/sampling_config.h"
 
-struct SamplingConfig {
-  float temperature = 0.8f;
-  int top_k = 40;
-  float top_p = 0.95f;
-  float min_p = 0.05f;
-  float repeat_penalty = 1.0f;
-  int repeat_last_n = 64;
-  uint64_t seed = 0;
-  bool operator==(const SamplingConfig&) const = default;
-};
+namespace pllm {
 
 class Sampler {
  public:
