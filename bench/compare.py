@@ -9,6 +9,7 @@ load) hit both engines alike. The table reports mean +- sd over the rounds and o
 
     bench/setup_llamacpp.sh && bench/make_quants.sh     # once
     bench/compare.py --pocketllm build/pocketllm -t 2 -p 512 -n 128 --rounds 3
+    bench/compare.py --isa avx2 ...    # on an AVX-512 machine: ours as an AVX2 machine would run it
 
 Columns: pp = prompt tokens per second; tg@0 = generated tokens per second from an empty context
 (what llama-bench's tg test measures); tg@P = ours, generated after the P-token prompt; RSS = peak
@@ -27,8 +28,9 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_MODELS = [os.path.join(os.environ.get("POCKETLLM_MODELS", os.path.join(ROOT, "models")),
-                               f"SmolLM2-135M-Instruct.{t}.gguf") for t in ("Q4_0", "Q4_1", "Q8_0")]
+MODELS_DIR = os.environ.get("POCKETLLM_MODELS", os.path.join(ROOT, "models"))
+DEFAULT_MODELS = [os.path.join(MODELS_DIR, f"SmolLM2-135M-Instruct.{t}.gguf") for t in ("Q4_0", "Q4_1", "Q8_0")] + [
+    os.path.join(MODELS_DIR, "gemma-3-270m-Q4_K_M.gguf")]  # K-quants: what most published GGUF files are
 
 
 def cpu_idle_fraction(interval=0.5):
@@ -63,13 +65,13 @@ def cpu_busy_seconds():
     return (v[0] + v[1] + v[2] + v[5] + v[6]) / os.sysconf("SC_CLK_TCK")  # user nice system irq softirq
 
 
-def run_measured(cmd):
+def run_measured(cmd, env=None):
     """Run cmd; return (stdout text, peak RSS of the child in MiB, other load). The other load is
     the CPU time other processes used while cmd ran, in cores (0 = the machine was ours alone).
     Raise on failure."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         busy0, t0 = cpu_busy_seconds(), time.monotonic()
-        p = subprocess.Popen(cmd, stdout=out, stderr=err)
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
         _, status, usage = os.wait4(p.pid, 0)
         wall, busy = time.monotonic() - t0, cpu_busy_seconds() - busy0
         p.returncode = os.waitstatus_to_exitcode(status)
@@ -82,10 +84,19 @@ def run_measured(cmd):
         return text, usage.ru_maxrss / 1024.0, other  # ru_maxrss is in kB on Linux
 
 
+def ours_env(args):
+    """--isa caps our kernels with PLLM_ISA (e.g. avx2 on an AVX-512 machine: the stand-in for AVX2
+    machines); llama.cpp runs as built."""
+    env = dict(os.environ)
+    if args.isa:
+        env["PLLM_ISA"] = args.isa
+    return env
+
+
 def run_ours(args, model, int8):
     cmd = [args.pocketllm, "bench", "-m", model, "-p", str(args.p), "-n", str(args.n), "-t", str(args.t),
            "-r", "1", "--json", "--bw-mib", "0", "--tg-empty"] + (["--int8-act"] if int8 else [])
-    text, rss, other = run_measured(cmd)
+    text, rss, other = run_measured(cmd, ours_env(args))
     j = json.loads(text)
     return {"pp": j["pp_tps"], "tg0": j["tg0_tps"], "tgP": j["tg_tps"], "ttft_ms": j["ttft_ms"], "rss": rss,
             "other_load": other, "bytes_per_token": j["bytes_per_token_mb"] * 1e6, "isa": j["isa"]}
@@ -108,7 +119,7 @@ def run_llama(args, model):
 
 def bandwidth(args, model):
     text, _, _ = run_measured([args.pocketllm, "bench", "-m", model, "-p", "8", "-n", "4", "-r", "1", "-t", str(args.t),
-                            "--json"])
+                               "--json"], ours_env(args))
     return json.loads(text)["bandwidth_gbs"]
 
 
@@ -125,7 +136,8 @@ def fmt(values):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("models", nargs="*", help="GGUF files (default: SmolLM2-135M-Instruct Q4_0, Q4_1, Q8_0)")
+    ap.add_argument("models", nargs="*",
+                    help="GGUF files (default: SmolLM2-135M-Instruct Q4_0, Q4_1, Q8_0 and Gemma 3 270M Q4_K_M)")
     ap.add_argument("--pocketllm", default=os.path.join(ROOT, "build", "pocketllm"))
     ap.add_argument("--llama-bench", default=os.path.join(ROOT, "bench", ".cache", "bin", "llama-bench"))
     ap.add_argument("-p", type=int, default=512, help="prompt tokens (default 512)")
@@ -137,6 +149,8 @@ def main():
     ap.add_argument("--max-wait", type=float, default=60, help="give up waiting for idle CPUs after this many seconds (0 = never wait)")
     ap.add_argument("--quiet-load", type=float, default=0.1,
                     help="second table: only runs during which other processes used at most this many cores")
+    ap.add_argument("--isa", help="cap our kernels at this level (PLLM_ISA: avx2 on an AVX-512 machine stands in for "
+                                  "AVX2 machines; the tables say so); llama.cpp runs as built")
     ap.add_argument("--json-out", help="also write every measurement to this file")
     ap.add_argument("--from-json", nargs="+", metavar="FILE",
                     help="print the tables of earlier --json-out files (same -p/-n/-t; runs pooled) and exit")
@@ -153,7 +167,7 @@ def main():
                 for key in ("exact", "int8", "llama"):
                     dst[key] += r[key]
                 dst["bandwidth_gbs"] = max(dst["bandwidth_gbs"], r["bandwidth_gbs"])
-        print_tables(pooled, saved["p"], saved["n"], saved["threads"], rounds, args.quiet_load)
+        print_tables(pooled, saved["p"], saved["n"], saved["threads"], rounds, args.quiet_load, saved.get("isa_cap"))
         return
 
     for exe in (args.pocketllm, args.llama_bench):
@@ -162,7 +176,7 @@ def main():
     models = args.models or [m for m in DEFAULT_MODELS if os.path.exists(m)]
     missing = [m for m in (args.models or DEFAULT_MODELS) if not os.path.exists(m)]
     for m in missing:
-        print(f"warning: skipping missing {m} (bench/make_quants.sh makes the Q4_0/Q8_0 files)", file=sys.stderr)
+        print(f"warning: skipping missing {m} (bench/make_quants.sh makes the Q4_0/Q8_0 files; scripts/test.sh fetches the Gemma file)", file=sys.stderr)
     if not models:
         sys.exit("error: no model files")
 
@@ -187,9 +201,9 @@ def main():
 
     if args.json_out:
         with open(args.json_out, "w") as f:
-            json.dump({"p": args.p, "n": args.n, "threads": args.t, "rounds": args.rounds, "results": results}, f,
-                      indent=1)
-    print_tables(results, args.p, args.n, args.t, args.rounds, args.quiet_load)
+            json.dump({"p": args.p, "n": args.n, "threads": args.t, "rounds": args.rounds, "isa_cap": args.isa,
+                       "results": results}, f, indent=1)
+    print_tables(results, args.p, args.n, args.t, args.rounds, args.quiet_load, args.isa)
 
 
 def print_table(results, P, N, max_load=None):
@@ -216,10 +230,12 @@ def print_table(results, P, N, max_load=None):
                   f"| {len(runs)}/{len(llama)} | {statistics.fmean(x['other_load'] for x in runs + llama):.2f} |")
 
 
-def print_tables(results, P, N, threads, rounds, quiet_load):
+def print_tables(results, P, N, threads, rounds, quiet_load, isa_cap=None):
     first = next(iter(results.values()))
-    print(f"\nthreads {threads}, {rounds} rounds, read bandwidth {first['bandwidth_gbs']:.1f} GB/s, ISA "
-          f"{first['exact'][0]['isa']}\n\nAll runs:\n")
+    isa = first["exact"][0]["isa"]
+    print(f"\nthreads {threads}, {rounds} rounds, read bandwidth {first['bandwidth_gbs']:.1f} GB/s, our ISA {isa}"
+          + (f" (capped with PLLM_ISA={isa_cap}: a stand-in for machines whose best level that is; llama.cpp "
+             "ran with everything this CPU has)" if isa_cap else "") + "\n\nAll runs:\n")
     print_table(results, P, N)
     print(f"\nOnly runs during which other processes used <= {quiet_load} cores:\n")
     print_table(results, P, N, quiet_load)
