@@ -49,15 +49,16 @@ fi
 LLAMA_SRC="$SRC_ROOT/vendor/llama.cpp"
 [ -f "$LLAMA_SRC/CMakeLists.txt" ] || { log "no vendor/llama.cpp/CMakeLists.txt in the sdist"; exit 1; }
 
-# 3. configure + build only the two tools
+# 3. configure + build only the tools the benchmarks use
 BUILD="$CACHE/llama.cpp-build"
 log "configuring llama.cpp in $BUILD"
 cmake -S "$LLAMA_SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TOOLS=ON >/dev/null
-log "building llama-bench and llama-quantize with -j$JOBS (takes a while on few cores)"
-cmake --build "$BUILD" -j "$JOBS" --target llama-bench llama-quantize llama-batched-bench
-for t in llama-bench llama-quantize llama-batched-bench; do
+TOOLS=(llama-bench llama-quantize llama-batched-bench llama-completion llama-perplexity)
+log "building ${TOOLS[*]} with -j$JOBS (takes a while on few cores)"
+cmake --build "$BUILD" -j "$JOBS" --target "${TOOLS[@]}"
+for t in "${TOOLS[@]}"; do
   cp "$(find "$BUILD" -type f -name "$t" -perm -u+x | head -n1)" "$CACHE/bin/$t"
 done
 log "done: $CACHE/bin/llama-bench $CACHE/bin/llama-quantize"
