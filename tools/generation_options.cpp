@@ -12,9 +12,9 @@ void GenerationOptions::add_to(CLI::App* cmd) {
   cmd->add_option("--system", system, "system prompt");
   cmd->add_option("-n,--n-predict", n_predict, "maximum tokens to generate")->check(CLI::Range(0, 1 << 24));
   cmd->add_flag("--ignore-eos", ignore_eos, "keep generating past end-of-generation tokens");
-  // Unset sampling flags take the model's values: its file's general.sampling.* keys, else the
-  // documented defaults (docs/PERFORMANCE.md, "Default mode and sampling").
-  cmd->add_option("--temp", temp, "temperature; 0 = greedy (default: the model's, else 0.8)")
+  // Unset sampling flags take the model's values: its file's general.sampling.* keys, else
+  // greedy (pllm_model_sampling_params).
+  cmd->add_option("--temp", temp, "temperature; 0 = greedy (default: the model's, else 0)")
       ->check(CLI::Range(0.0f, 100.0f));
   cmd->add_option("--top-k", top_k, "top-k cut; 0 = off (default: the model's, else 40)")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--top-p", top_p, "nucleus cut; 1 = off (default: the model's, else 0.95)")

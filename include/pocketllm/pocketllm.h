@@ -174,10 +174,12 @@ typedef struct pllm_sampling_params {
   int32_t ignore_eos;               /* 1: do not stop at end-of-generation tokens (benchmarks) */
 } pllm_sampling_params;
 
+/* The sampler's generic defaults (llama.cpp's): temperature 0.8, top-k 40, top-p 0.95, min-p 0.05. */
 pllm_sampling_params pllm_sampling_default_params(void);
-/* The sampling that suits this model: pllm_sampling_default_params() with the model file's
- * general.sampling.* values (temp, top_k, top_p, min_p, penalty_repeat, penalty_last_n) in
- * place of the defaults where the file has them. Defaults alone for a NULL model. */
+/* The sampling that suits this model (what `pocketllm run` and `chat` use): the model file's
+ * general.sampling.* values (temp, top_k, top_p, min_p, penalty_repeat, penalty_last_n) where
+ * it has them, else greedy (temperature 0; the other fields as pllm_sampling_default_params).
+ * pllm_sampling_default_params() for a NULL model. */
 pllm_sampling_params pllm_model_sampling_params(const pllm_model* model);
 
 /* Called for each generated token. text holds the newly completed UTF-8 text (never a

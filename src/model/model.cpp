@@ -43,10 +43,10 @@ Result<std::shared_ptr<const Model>> Model::load(const std::string& path, bool v
 namespace {
 
 // general.sampling.* (written by llama.cpp's converter when a model publishes its preferred
-// sampling): each key present replaces the documented default; a key of the wrong type or
-// out of range is a load error naming it.
+// sampling): each key present replaces kModelDefaultSampling's value; a key of the wrong type
+// or out of range is a load error naming it.
 Result<SamplingConfig> sampling_from_file(const GgufFile& f, const std::string& path) {
-  SamplingConfig c;
+  SamplingConfig c = kModelDefaultSampling;
   auto real = [&](const char* key, float& v, double lo, double hi) -> Result<void> {
     PLLM_ASSIGN(double x, f.get_f64_or(key, v));
     if (!(x >= lo && x <= hi))

@@ -82,8 +82,8 @@ class Model {
   ChatFamily chat_family() const { return chat_family_; }
   const std::string& chat_template() const { return chat_template_; }
   // Sampling that suits this model: the file's general.sampling.* keys (temp, top_k, top_p,
-  // min_p, penalty_repeat, penalty_last_n; the keys llama.cpp writes) over the documented
-  // defaults (SamplingConfig{}). The seed is left 0.
+  // min_p, penalty_repeat, penalty_last_n; the keys llama.cpp writes) over
+  // kModelDefaultSampling (greedy). The seed is left 0.
   const SamplingConfig& sampling_defaults() const { return sampling_defaults_; }
   // 64-bit identity of the weights (hash of every tensor's name, type, shape and offset and
   // of the first and last MiB of tensor data), computed once at load: KV snapshots and

@@ -5,7 +5,7 @@
 
 namespace pllm {
 
-// The documented defaults, used where the model file names none.
+// The sampler's generic defaults (llama.cpp's), pllm_sampling_default_params().
 struct SamplingConfig {
   float temperature = 0.8f;
   int top_k = 40;
@@ -16,5 +16,16 @@ struct SamplingConfig {
   uint64_t seed = 0;
   bool operator==(const SamplingConfig&) const = default;
 };
+
+// What suits a model whose file names no sampling (general.sampling.*): greedy, with the
+// generic cuts kept for when a caller raises the temperature. Small instruct models put
+// factual answers on near-ties (SmolLM2-135M Q4_1: the first token of "What is the capital of
+// France?" leads by 0.085 logits), which any temperature turns into a coin flip: at 0.2 half
+// the seeded runs answer wrong (docs/PERFORMANCE.md, "Default activation mode").
+inline constexpr SamplingConfig kModelDefaultSampling = [] {
+  SamplingConfig c;
+  c.temperature = 0.0f;
+  return c;
+}();
 
 }  // namespace pllm
