@@ -32,12 +32,12 @@ POCKETLLM_BIN="$ROOT/build/pocketllm" "$VENV/bin/python" -m pytest -q "$ROOT/tes
 
 log "AddressSanitizer + UBSan build (the suites that parse input or touch memory directly)"
 # Parsers (GGUF, tokenizer, chat template, KV snapshots, the prefix cache's files, the C API's
-# arguments), the KV cache and engine memory, and the kernels' bounds on small inputs. Test
+# arguments, sysfs thermal files), the KV cache and engine memory, and the kernels' bounds on small inputs. Test
 # cases that only re-run the real model's numerics are left to the release build: under ASan
 # each costs minutes and checks no input handling the cases kept here do not.
 ASAN_TESTS=(test_gguf test_gguf_writer test_tokenizer test_chat_template test_sampler test_kv_cache test_kv_memory
             test_kv_snapshot test_prefix_cache test_api test_engine test_model_override test_kernels
-            test_matvec_rows test_gemm test_attention_kv test_quant)
+            test_matvec_rows test_gemm test_attention_kv test_quant test_thermal_sysfs)
 ASAN_NUMERICS='EngineReal.BatchedEqualsSolo*:EngineReal.CancelMidStep*:PrefixCacheTest.SameGreedyOutput*'
 ASAN_NUMERICS+=':PrefixCacheTest.Prewarm*:PrefixCacheTest.SharedBySessions*:PrefixCacheTest.WindowedSessions*'
 ASAN_NUMERICS+=':PrefixCacheTest.BudgetsEvict*:PrefixCacheTest.ActivationModes*:KvSnapshot.RoundTrip*'
@@ -65,11 +65,12 @@ POCKETLLM_BIN="$ROOT/build-asan/pocketllm" POCKETLLM_SANITIZED=1 "$VENV/bin/pyth
 log "ThreadSanitizer build (concurrency tests)"
 # The test cases whose code shares threads: the pool, several callers on one engine, cancel
 # from another thread or mid-step, pre-warm on the background lane, the prefix cache shared
-# by sessions on several threads. The numerics cases of the same suites run in the release
+# by sessions on several threads, the app-set thermal source. The numerics cases of the same suites run in the release
 # build (under TSan they take minutes and share no threads).
-TSAN_TESTS=(test_thread_pool test_engine test_api test_prefix_cache)
+TSAN_TESTS=(test_thread_pool test_engine test_api test_prefix_cache test_thermal)
 declare -A TSAN_FILTER=(
   [test_thread_pool]='*'
+  [test_thermal]='*'
   [test_engine]='EngineReal.ConcurrentCallers*:EngineReal.CancelMidStep*'
   [test_api]='Api.CancelFromAnotherThread:Api.CallbackStopsAndCancelFromInsideStops:Api.PrewarmThenGenerate:ApiLoad.*'
   [test_prefix_cache]='PrefixCacheTest.SharedBySessions*:PrefixCacheTest.Prewarm*'
