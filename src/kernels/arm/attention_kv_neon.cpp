@@ -13,12 +13,14 @@
 //       SADALP into int32: exact. Baseline ARMv8.0 only, so both NEON tables use it.
 //   q4: keys as q'.code + bias (q'_c = q_c * k_scale_c, bias = sum q_c * k_min_c, once
 //       per call and head); values as (p_t * scale_tb) * code plus sum_t p_t * min_tb.
+//
+// Shared: simd_neon.h, drivers/attn_seg.h (the softmax loop, the value accumulation, the
+// f32 / f16 source and the q4 query constants).
 #include <arm_neon.h>
 
-#include <cmath>
 #include <cstdint>
 
-#include "kernels/drivers/online_softmax.h"
+#include "kernels/drivers/attn_seg.h"
 #include "kernels/internal.h"
 #include "kernels/arm/simd_neon.h"
 
@@ -28,13 +30,12 @@ namespace {
 
 #define PLLM_AI inline __attribute__((always_inline))
 
+using neon::h2f;
+using neon::s8_to_f32;
+using neon::u8_to_f32;
+
 constexpr int kChunk = drivers::kAttnChunk;  // tokens per online-softmax step
 constexpr int kMaxQ = drivers::kAttnMaxQ;    // query heads per call
-constexpr int kHeadBlock = 4;  // heads whose accumulators are held in registers together
-
-PLLM_AI float32x4_t ld4(const float* p) { return vld1q_f32(p); }
-PLLM_AI float32x4_t ld4(const uint16_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
-PLLM_AI float h2f(uint16_t h) { return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0); }
 
 // exp(x) for x <= 0; see x86/attention_kv_avx2.cpp. x < -87 (incl. -inf) gives 0.
 PLLM_AI float32x4_t exp_neg(float32x4_t x) {
@@ -61,132 +62,26 @@ PLLM_AI float32x4_t reduce4(const float32x4_t* v) {
   return vpaddq_f32(vpaddq_f32(v[0], v[1]), vpaddq_f32(v[2], v[3]));
 }
 
-// Lane i = q . row i over hd dims (rows of f32 or f16), four chains per row.
-template <class T>
-PLLM_AI float32x4_t dot4(const float* q, const T* const* kr, int hd) {
-  float32x4_t a[4][4];
-  for (int i = 0; i < 4; ++i)
-    for (int c = 0; c < 4; ++c) a[i][c] = vdupq_n_f32(0.0f);
-  for (int d = 0; d < hd; d += 16) {
-    float32x4_t qd[4];
-    for (int c = 0; c < 4; ++c) qd[c] = vld1q_f32(q + d + 4 * c);
-    for (int i = 0; i < 4; ++i)
-      for (int c = 0; c < 4; ++c) a[i][c] = vfmaq_f32(a[i][c], qd[c], ld4(kr[i] + d + 4 * c));
-  }
-  float32x4_t s[4];
-  for (int i = 0; i < 4; ++i) s[i] = vaddq_f32(vaddq_f32(a[i][0], a[i][1]), vaddq_f32(a[i][2], a[i][3]));
-  return reduce4(s);
+// Codes of 32 channels (16 bytes, ggml nibble order) -> 8 x f32x4 in channel order.
+PLLM_AI void q4_decode32(const uint8_t* p, float32x4_t* f) {
+  const uint8x16_t b = vld1q_u8(p);
+  u8_to_f32(vandq_u8(b, vdupq_n_u8(0x0F)), f);
+  u8_to_f32(vshrq_n_u8(b, 4), f + 4);
 }
 
-// The vector traits of drivers/online_softmax.h.
+// The vector traits of the drivers (online_softmax.h, attn_values.h, attn_seg.h).
 struct AttnSimd : neon::F32x4 {
+  static constexpr int kDotChains = 4;  // four chains per key row: 4 rows, 16 chains
+  static constexpr int kPlainVecs = 4;  // values in blocks of 16 dims
+  // Two tokens per step for one or two heads (32 registers).
+  static constexpr int tokens_per_step(int vecs) { return vecs <= 8 ? 2 : 1; }
   static PLLM_AI V exp_neg(V x) { return pllm::kern::exp_neg(x); }
   static PLLM_AI V keep_first(V x, int k, V fill) {
     const int32x4_t iota = {0, 1, 2, 3};
     return vbslq_f32(vcgtq_s32(vdupq_n_s32(k), iota), x, fill);
   }
-};
-
-
-// acc_h[d, d + 16) += sum_{j < cn} w_hj v_{t0+j}[d, d + 16) for H heads (p + h * kChunk,
-// a[h]); Src::vrow(t, d, v, mul, add) as in attention_kv_avx512.cpp (four registers).
-// Each row is decoded once for the H heads; two tokens per step for one or two heads.
-template <int H, class Src>
-void acc_block(const Src& src, int t0, int d, const float* p, int cn, AttnAccum* a) {
-  constexpr int U = H <= 2 ? 2 : 1;
-  float32x4_t x[U][H][4];
-  float bias[H];
-  for (int h = 0; h < H; ++h) {
-    bias[h] = 0.0f;
-    for (int c = 0; c < 4; ++c) {
-      x[0][h][c] = vld1q_f32(a[h].acc + d + 4 * c);
-      for (int u = 1; u < U; ++u) x[u][h][c] = vdupq_n_f32(0.0f);
-    }
-  }
-  int j = 0;
-  for (; j + U <= cn; j += U) {
-#pragma GCC unroll 2
-    for (int u = 0; u < U; ++u) {
-      float32x4_t v[4];
-      float mul, add;
-      src.vrow(t0 + j + u, d, v, mul, add);
-      for (int h = 0; h < H; ++h) {
-        float w = p[h * kChunk + j + u];
-        if constexpr (Src::kAffine) bias[h] += w * add;
-        if constexpr (Src::kScaled) w *= mul;
-        for (int c = 0; c < 4; ++c) x[u][h][c] = vfmaq_n_f32(x[u][h][c], v[c], w);
-      }
-    }
-  }
-  for (; j < cn; ++j) {
-    float32x4_t v[4];
-    float mul, add;
-    src.vrow(t0 + j, d, v, mul, add);
-    for (int h = 0; h < H; ++h) {
-      float w = p[h * kChunk + j];
-      if constexpr (Src::kAffine) bias[h] += w * add;
-      if constexpr (Src::kScaled) w *= mul;
-      for (int c = 0; c < 4; ++c) x[0][h][c] = vfmaq_n_f32(x[0][h][c], v[c], w);
-    }
-  }
-  for (int h = 0; h < H; ++h)
-    for (int c = 0; c < 4; ++c) {
-      float32x4_t r = x[0][h][c];
-      for (int u = 1; u < U; ++u) r = vaddq_f32(r, x[u][h][c]);
-      if constexpr (Src::kAffine) r = vaddq_f32(r, vdupq_n_f32(bias[h]));
-      vst1q_f32(a[h].acc + d + 4 * c, r);
-    }
-}
-
-// All hd dims (blocks of 16) for all n_q heads, kHeadBlock heads at a time.
-template <class Src>
-PLLM_AI void accumulate_heads(const Src& src, int t0, const float* p, int cn, int n_q, int hd, AttnAccum* a) {
-  for (int d = 0; d < hd; d += 16) {
-    int h = 0;
-    for (; h + kHeadBlock <= n_q; h += kHeadBlock) acc_block<kHeadBlock>(src, t0, d, p + h * kChunk, cn, a + h);
-    switch (n_q - h) {
-      case 1: acc_block<1>(src, t0, d, p + h * kChunk, cn, a + h); break;
-      case 2: acc_block<2>(src, t0, d, p + h * kChunk, cn, a + h); break;
-      case 3: acc_block<3>(src, t0, d, p + h * kChunk, cn, a + h); break;
-      default: break;
-    }
-  }
-}
-
-// ---- f32 / f16 rows ----
-template <class T>
-struct PlainSrc {
-  static constexpr bool kScaled = false, kAffine = false;
-  const float* q;  // n_q heads, q + h * hd
-  const T* k;
-  const T* v;
-  int64_t stride;
-  int hd;
-
-  PLLM_AI void scores(int t0, const int* row, int n_q, float* s) const {
-    const T* kr[4];
-    for (int i = 0; i < 4; ++i) kr[i] = k + (t0 + row[i]) * stride;
-    if (sizeof(T) == sizeof(float) || n_q == 1) {  // rows read in place
-      for (int h = 0; h < n_q; ++h) vst1q_f32(s + h * kChunk, dot4(q + h * hd, kr, hd));
-      return;
-    }
-    alignas(16) float tile[4 * 256];  // the block's keys decoded once for all heads
-    const float* tr[4];
-    for (int i = 0; i < 4; ++i) {
-      for (int d = 0; d < hd; d += 4) vst1q_f32(tile + i * hd + d, ld4(kr[i] + d));
-      tr[i] = tile + i * hd;
-    }
-    for (int h = 0; h < n_q; ++h) vst1q_f32(s + h * kChunk, dot4(q + h * hd, tr, hd));
-  }
-
-  PLLM_AI void vrow(int t, int d, float32x4_t* x, float&, float&) const {
-    const T* vt = v + t * stride + d;
-    for (int c = 0; c < 4; ++c) x[c] = ld4(vt + 4 * c);
-  }
-
-  void accumulate(int t0, const float* p, int cn, int n_q, AttnAccum* a) const {
-    accumulate_heads(*this, t0, p, cn, n_q, hd, a);
-  }
+  static PLLM_AI V reduce(const V* v) { return reduce4(v); }
+  static PLLM_AI void q4_codes32(const uint8_t* p, V* c) { q4_decode32(p, c); }
 };
 
 // ---- q8 ----
@@ -194,15 +89,6 @@ struct PlainSrc {
 PLLM_AI int32x4_t dot16_i8(int32x4_t acc, int8x16_t q, int8x16_t k) {
   const int16x8_t p = vmlal_high_s8(vmull_s8(vget_low_s8(q), vget_low_s8(k)), q, k);
   return vpadalq_s16(acc, p);
-}
-// 16 int8 -> 4 x f32x4
-PLLM_AI void i8x16_to_ps(const int8_t* p, float32x4_t* f) {
-  const int8x16_t b = vld1q_s8(p);
-  const int16x8_t lo = vmovl_s8(vget_low_s8(b)), hi = vmovl_high_s8(b);
-  f[0] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo)));
-  f[1] = vcvtq_f32_s32(vmovl_high_s16(lo));
-  f[2] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi)));
-  f[3] = vcvtq_f32_s32(vmovl_high_s16(hi));
 }
 
 struct Q8Src {
@@ -246,101 +132,58 @@ struct Q8Src {
   }
 
   // 16 dims of one 64-channel group, weight p_t * scale_tg.
+  template <int NV>
   PLLM_AI void vrow(int t, int d, float32x4_t* x, float& mul, float&) const {
+    static_assert(NV == 4, "16 dims");
     mul = vs[t * sstride + d / kKvQ8Group];
-    i8x16_to_ps(v + t * stride + d, x);
+    s8_to_f32(vld1q_s8(v + t * stride + d), x);
   }
 
   void accumulate(int t0, const float* p, int cn, int n_q, AttnAccum* a) const {
-    accumulate_heads(*this, t0, p, cn, n_q, hd, a);
+    drivers::accumulate_values<AttnSimd, 4>(*this, t0, p, cn, n_q, hd, a);
   }
 };
 
 // ---- q4 ----
-// 16 nibbles (low or high halves of 16 bytes) -> 4 x f32x4 in channel order.
-PLLM_AI void u8x16_to_ps(uint8x16_t b, float32x4_t* f) {
-  const uint16x8_t lo = vmovl_u8(vget_low_u8(b)), hi = vmovl_high_u8(b);
-  f[0] = vcvtq_f32_u32(vmovl_u16(vget_low_u16(lo)));
-  f[1] = vcvtq_f32_u32(vmovl_high_u16(lo));
-  f[2] = vcvtq_f32_u32(vmovl_u16(vget_low_u16(hi)));
-  f[3] = vcvtq_f32_u32(vmovl_high_u16(hi));
-}
-// Codes of 32 channels (16 bytes, ggml nibble order) -> 8 x f32x4 in channel order.
-PLLM_AI void q4_decode32(const uint8_t* p, float32x4_t* f) {
-  const uint8x16_t b = vld1q_u8(p);
-  u8x16_to_ps(vandq_u8(b, vdupq_n_u8(0x0F)), f);
-  u8x16_to_ps(vshrq_n_u8(b, 4), f + 4);
-}
-
-struct Q4Src {
-  static constexpr bool kScaled = true, kAffine = true;
-  const float* qp;    // q_c * k_scale_c per head, qp + h * hd
-  const float* bias;  // sum_c q_c * k_min_c per head
-  const KvQ4GroupView* g;
-  int hd;
-  int base;  // group token of the segment's first token
-
+struct Q4Src : drivers::Q4Data {
   PLLM_AI void scores(int t0, const int* row, int n_q, float* s) const {
     t0 += base;
     const uint8_t* kr[4];
     for (int i = 0; i < 4; ++i) kr[i] = g->k_codes + (t0 + row[i]) * g->code_stride;
-    if (n_q == 1) {  // decode inside the dot product
-      float32x4_t a[4][2];
-      for (int i = 0; i < 4; ++i) a[i][0] = a[i][1] = vdupq_n_f32(0.0f);
-      for (int b = 0; b < hd / 32; ++b) {
-        const float* qb = qp + 32 * b;
-        for (int i = 0; i < 4; ++i) {
-          float32x4_t f[8];
-          q4_decode32(kr[i] + 16 * b, f);
-          for (int c = 0; c < 8; ++c) a[i][c & 1] = vfmaq_f32(a[i][c & 1], vld1q_f32(qb + 4 * c), f[c]);
-        }
-      }
-      float32x4_t sc[4];
-      for (int i = 0; i < 4; ++i) sc[i] = vaddq_f32(a[i][0], a[i][1]);
-      vst1q_f32(s, vaddq_f32(reduce4(sc), vdupq_n_f32(bias[0])));
-      return;
-    }
-    alignas(16) float tile[4 * 256];  // the block's key codes as f32, decoded once for all heads
-    const float* tr[4];
-    for (int i = 0; i < 4; ++i) {
-      for (int b = 0; b < hd / 32; ++b) {
+    if (n_q > 1) return drivers::q4_scores_tiled<AttnSimd>(kr, qp, bias, n_q, hd, s);
+    // One head: the codes decoded inside the dot product, two chains per row.
+    float32x4_t a[4][2];
+    for (int i = 0; i < 4; ++i) a[i][0] = a[i][1] = vdupq_n_f32(0.0f);
+    for (int b = 0; b < hd / 32; ++b) {
+      const float* qb = qp + 32 * b;
+      for (int i = 0; i < 4; ++i) {
         float32x4_t f[8];
         q4_decode32(kr[i] + 16 * b, f);
-        for (int c = 0; c < 8; ++c) vst1q_f32(tile + i * hd + 32 * b + 4 * c, f[c]);
+        for (int c = 0; c < 8; ++c) a[i][c & 1] = vfmaq_f32(a[i][c & 1], vld1q_f32(qb + 4 * c), f[c]);
       }
-      tr[i] = tile + i * hd;
     }
-    for (int h = 0; h < n_q; ++h)
-      vst1q_f32(s + h * kChunk, vaddq_f32(dot4(qp + h * hd, tr, hd), vdupq_n_f32(bias[h])));
+    float32x4_t sc[4];
+    for (int i = 0; i < 4; ++i) sc[i] = vaddq_f32(a[i][0], a[i][1]);
+    vst1q_f32(s, vaddq_f32(reduce4(sc), vdupq_n_f32(bias[0])));
   }
 
   // 16 channels of one 32-channel block (low nibbles for its first half, high for the
   // second), weight p_t * scale_tb, plus p_t * min_tb.
+  template <int NV>
   PLLM_AI void vrow(int t, int d, float32x4_t* x, float& mul, float& add) const {
+    static_assert(NV == 4, "16 dims");
     const int64_t tt = base + t;
     const int b = d / 32;
     mul = h2f(g->v_scale[tt * g->vs_stride + b]);
     add = h2f(g->v_min[tt * g->vs_stride + b]);
     const uint8x16_t c = vld1q_u8(g->v_codes + tt * g->code_stride + 16 * b);
-    u8x16_to_ps((d & 16) ? vshrq_n_u8(c, 4) : vandq_u8(c, vdupq_n_u8(0x0F)), x);
+    u8_to_f32((d & 16) ? vshrq_n_u8(c, 4) : vandq_u8(c, vdupq_n_u8(0x0F)), x);
   }
 
   void accumulate(int t0, const float* p, int cn, int n_q, AttnAccum* a) const {
-    accumulate_heads(*this, t0, p, cn, n_q, hd, a);
+    drivers::accumulate_values<AttnSimd, 4>(*this, t0, p, cn, n_q, hd, a);
   }
 };
-
-void attn_seg_f32(const float* q, int n_q, const float* k, const float* v, int64_t stride, int n, int hd,
-                  float scale, AttnAccum* a) {
-  if (n <= 0) return;
-  drivers::fold_segment<AttnSimd>(PlainSrc<float>{q, k, v, stride, hd}, n_q, n, hd, scale, a);
-}
-
-void attn_seg_f16(const float* q, int n_q, const uint16_t* k, const uint16_t* v, int64_t stride, int n, int hd,
-                  float scale, AttnAccum* a) {
-  if (n <= 0) return;
-  drivers::fold_segment<AttnSimd>(PlainSrc<uint16_t>{q, k, v, stride, hd}, n_q, n, hd, scale, a);
-}
 
 void attn_seg_q8(const float* q, int n_q, const int8_t* k, const float* k_scale, const int8_t* v,
                  const float* v_scale, int64_t stride, int64_t scale_stride, int n, int hd, float scale,
@@ -375,32 +218,10 @@ void attn_seg_q8(const float* q, int n_q, const int8_t* k, const float* k_scale,
   drivers::fold_segment<AttnSimd>(Q8Src{qi, dq, k, k_scale, v, v_scale, stride, scale_stride, hd}, n_q, n, hd, scale, a);
 }
 
-void attn_seg_q4(const float* q, int n_q, const KvQ4GroupView& g, int t0, int t1, int hd, float scale,
-                 AttnAccum* a) {
-  if (t1 <= t0) return;
-  alignas(16) float qp[kMaxQ * 256];
-  float bias[kMaxQ];
-  for (int h = 0; h < n_q; ++h) {
-    float32x4_t vb = vdupq_n_f32(0.0f);
-    for (int d = 0; d < hd; d += 4) {
-      const float32x4_t qd = vld1q_f32(q + h * hd + d);
-      vst1q_f32(qp + h * hd + d, vmulq_f32(qd, ld4(g.k_scale + d)));
-      vb = vfmaq_f32(vb, qd, ld4(g.k_min + d));
-    }
-    bias[h] = vaddvq_f32(vb);
-  }
-  drivers::fold_segment<AttnSimd>(Q4Src{qp, bias, &g, hd, t0}, n_q, t1 - t0, hd, scale, a);
-}
-
 #undef PLLM_AI
 
 }  // namespace
 
-void fill_attention_kv_neon(KernelTable& t) {
-  t.attn_seg_f32 = attn_seg_f32;
-  t.attn_seg_f16 = attn_seg_f16;
-  t.attn_seg_q8 = attn_seg_q8;
-  t.attn_seg_q4 = attn_seg_q4;
-}
+void fill_attention_kv_neon(KernelTable& t) { drivers::set_attn_seg<AttnSimd, Q4Src>(t, attn_seg_q8); }
 
 }  // namespace pllm::kern

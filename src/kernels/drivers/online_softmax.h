@@ -7,7 +7,8 @@
 // tokens for every head (rows past the chunk's last token repeat it: never a read past the
 // segment; those lanes are masked to -inf here); (2) per head the chunk maximum and at most
 // one rescale of acc and l (exp(-inf) = 0 at the start); (3) p = exp(s - m) with the ISA's
-// vectorised exp; (4) Src::accumulate adds p_ht v_t to the heads' accumulators.
+// vectorised exp; (4) Src::accumulate adds p_ht v_t to the heads' accumulators (the
+// loops of attn_values.h). The entry points built on it are in attn_seg.h.
 #pragma once
 #include <cmath>
 

@@ -14,13 +14,13 @@
 //   q4: keys as q'.code + bias (q'_c = q_c * k_scale_c, bias = sum q_c * k_min_c, once
 //       per call and head); values as (p_t * scale_tb) * code plus sum_t p_t * min_tb.
 //
-// Namespaces as in avx2.cpp (shared: simd_avx2.h, drivers/online_softmax.h).
+// Namespaces as in avx2.cpp (shared: simd_avx2.h, drivers/attn_seg.h: the softmax loop,
+// the value accumulation, the f32 / f16 source and the q4 query constants).
 #include <immintrin.h>
 
-#include <cmath>
 #include <cstdint>
 
-#include "kernels/drivers/online_softmax.h"
+#include "kernels/drivers/attn_seg.h"
 #include "kernels/internal.h"
 #include "kernels/x86/simd_avx2.h"
 
@@ -30,16 +30,11 @@ namespace {
 
 using avx2::h2f;
 using avx2::hmax;
-using avx2::hsum;
 
 #define PLLM_AI inline __attribute__((always_inline))
 
 constexpr int kChunk = drivers::kAttnChunk;  // tokens per online-softmax step
 constexpr int kMaxQ = drivers::kAttnMaxQ;    // query heads per call
-constexpr int kHeadBlock = 4;  // heads whose accumulators are held in registers together
-
-PLLM_AI __m256 ld8(const float* p) { return _mm256_loadu_ps(p); }
-PLLM_AI __m256 ld8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 
 // exp(x) for x <= 0 (the softmax weights). Range reduction x = n ln2 + r with ln2
 // split in two (the first part exact in n*C1), |r| <= ln2/2, degree-7 Cephes
@@ -77,130 +72,30 @@ PLLM_AI __m256i reduce8i(const __m256i* v) {  // same for int32 (exact)
   return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-// Lane i = q . row i over hd dims (rows of f32 or f16), one chain per row.
-template <class T>
-PLLM_AI __m256 dot8(const float* q, const T* const* kr, int hd) {
-  __m256 acc[8];
-  for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_ps();
-  for (int d = 0; d < hd; d += 8) {
-    const __m256 qd = _mm256_loadu_ps(q + d);
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) acc[i] = _mm256_fmadd_ps(qd, ld8(kr[i] + d), acc[i]);
-  }
-  return reduce8(acc);
+// Codes of 32 channels (16 bytes, ggml nibble order) -> channels 0..7, 8..15, 16..23, 24..31.
+PLLM_AI void q4_decode32(const uint8_t* p, __m256* c) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i m4 = _mm_set1_epi8(0x0F);
+  const __m128i lo = _mm_and_si128(b, m4), hi = _mm_and_si128(_mm_srli_epi16(b, 4), m4);
+  c[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo));
+  c[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(lo, lo)));
+  c[2] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi));
+  c[3] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(hi, hi)));
 }
 
-// The vector traits of drivers/online_softmax.h.
+// The vector traits of the drivers (online_softmax.h, attn_values.h, attn_seg.h).
 struct AttnSimd : avx2::F32x8 {
+  static constexpr int kDotChains = 1;  // one chain per key row: 8 rows, 8 chains
+  static constexpr int kPlainVecs = 2;  // values in blocks of 16 dims
+  // 8 FMA chains: 4 tokens per step for one head, 2 for two (16 registers).
+  static constexpr int tokens_per_step(int vecs) { return vecs <= 2 ? 4 : vecs <= 4 ? 2 : 1; }
   static PLLM_AI V exp_neg(V x) { return pllm::kern::exp_neg(x); }
   static PLLM_AI V keep_first(V x, int k, V fill) {
     const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     return _mm256_blendv_ps(fill, x, _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(k), iota)));
   }
-};
-
-// acc_h[d, d + 16) += sum_{j < cn} w_hj v_{t0+j}[d, d + 16) for H heads (p + h * kChunk,
-// a[h]); Src::vrow(t, d, v, mul, add) as in attention_kv_avx512.cpp (two registers).
-// Each row is decoded once for the H heads; U tokens per step keep 8 FMA chains.
-template <int H, class Src>
-void acc_block(const Src& src, int t0, int d, const float* p, int cn, AttnAccum* a) {
-  constexpr int U = H == 1 ? 4 : H == 2 ? 2 : 1;
-  __m256 x[U][H][2];
-  float bias[H];
-  for (int h = 0; h < H; ++h) {
-    bias[h] = 0.0f;
-    for (int c = 0; c < 2; ++c) {
-      x[0][h][c] = _mm256_loadu_ps(a[h].acc + d + 8 * c);
-      for (int u = 1; u < U; ++u) x[u][h][c] = _mm256_setzero_ps();
-    }
-  }
-  int j = 0;
-  for (; j + U <= cn; j += U) {
-#pragma GCC unroll 4
-    for (int u = 0; u < U; ++u) {
-      __m256 v[2];
-      float mul, add;
-      src.vrow(t0 + j + u, d, v, mul, add);
-      for (int h = 0; h < H; ++h) {
-        float w = p[h * kChunk + j + u];
-        if constexpr (Src::kAffine) bias[h] += w * add;
-        if constexpr (Src::kScaled) w *= mul;
-        const __m256 vw = _mm256_set1_ps(w);
-        for (int c = 0; c < 2; ++c) x[u][h][c] = _mm256_fmadd_ps(vw, v[c], x[u][h][c]);
-      }
-    }
-  }
-  for (; j < cn; ++j) {
-    __m256 v[2];
-    float mul, add;
-    src.vrow(t0 + j, d, v, mul, add);
-    for (int h = 0; h < H; ++h) {
-      float w = p[h * kChunk + j];
-      if constexpr (Src::kAffine) bias[h] += w * add;
-      if constexpr (Src::kScaled) w *= mul;
-      const __m256 vw = _mm256_set1_ps(w);
-      for (int c = 0; c < 2; ++c) x[0][h][c] = _mm256_fmadd_ps(vw, v[c], x[0][h][c]);
-    }
-  }
-  for (int h = 0; h < H; ++h)
-    for (int c = 0; c < 2; ++c) {
-      __m256 r = x[0][h][c];
-      for (int u = 1; u < U; ++u) r = _mm256_add_ps(r, x[u][h][c]);
-      if constexpr (Src::kAffine) r = _mm256_add_ps(r, _mm256_set1_ps(bias[h]));
-      _mm256_storeu_ps(a[h].acc + d + 8 * c, r);
-    }
-}
-
-// All hd dims (blocks of 16) for all n_q heads, kHeadBlock heads at a time.
-template <class Src>
-PLLM_AI void accumulate_heads(const Src& src, int t0, const float* p, int cn, int n_q, int hd, AttnAccum* a) {
-  for (int d = 0; d < hd; d += 16) {
-    int h = 0;
-    for (; h + kHeadBlock <= n_q; h += kHeadBlock) acc_block<kHeadBlock>(src, t0, d, p + h * kChunk, cn, a + h);
-    switch (n_q - h) {
-      case 1: acc_block<1>(src, t0, d, p + h * kChunk, cn, a + h); break;
-      case 2: acc_block<2>(src, t0, d, p + h * kChunk, cn, a + h); break;
-      case 3: acc_block<3>(src, t0, d, p + h * kChunk, cn, a + h); break;
-      default: break;
-    }
-  }
-}
-
-// ---- f32 / f16 rows ----
-template <class T>
-struct PlainSrc {
-  static constexpr bool kScaled = false, kAffine = false;
-  const float* q;  // n_q heads, q + h * hd
-  const T* k;
-  const T* v;
-  int64_t stride;
-  int hd;
-
-  PLLM_AI void scores(int t0, const int* row, int n_q, float* s) const {
-    const T* kr[8];
-    for (int i = 0; i < 8; ++i) kr[i] = k + (t0 + row[i]) * stride;
-    if (sizeof(T) == sizeof(float) || n_q == 1) {  // rows read in place
-      for (int h = 0; h < n_q; ++h) _mm256_store_ps(s + h * kChunk, dot8(q + h * hd, kr, hd));
-      return;
-    }
-    alignas(32) float tile[8 * 256];  // the block's keys decoded once for all heads
-    const float* tr[8];
-    for (int i = 0; i < 8; ++i) {
-      for (int d = 0; d < hd; d += 8) _mm256_store_ps(tile + i * hd + d, ld8(kr[i] + d));
-      tr[i] = tile + i * hd;
-    }
-    for (int h = 0; h < n_q; ++h) _mm256_store_ps(s + h * kChunk, dot8(q + h * hd, tr, hd));
-  }
-
-  PLLM_AI void vrow(int t, int d, __m256* x, float&, float&) const {
-    const T* vt = v + t * stride + d;
-    x[0] = ld8(vt);
-    x[1] = ld8(vt + 8);
-  }
-
-  void accumulate(int t0, const float* p, int cn, int n_q, AttnAccum* a) const {
-    accumulate_heads(*this, t0, p, cn, n_q, hd, a);
-  }
+  static PLLM_AI V reduce(const V* v) { return reduce8(v); }
+  static PLLM_AI void q4_codes32(const uint8_t* p, V* c) { q4_decode32(p, c); }
 };
 
 // ---- q8 ----
@@ -254,7 +149,9 @@ struct Q8Src {
   }
 
   // 16 dims of one 64-channel group, weight p_t * scale_tg.
+  template <int NV>
   PLLM_AI void vrow(int t, int d, __m256* x, float& mul, float&) const {
+    static_assert(NV == 2, "16 dims");
     const int8_t* vt = v + t * stride + d;
     mul = vs[t * sstride + d / kKvQ8Group];
     x[0] = i8x8_to_ps(vt);
@@ -262,69 +159,40 @@ struct Q8Src {
   }
 
   void accumulate(int t0, const float* p, int cn, int n_q, AttnAccum* a) const {
-    accumulate_heads(*this, t0, p, cn, n_q, hd, a);
+    drivers::accumulate_values<AttnSimd, 2>(*this, t0, p, cn, n_q, hd, a);
   }
 };
 
 // ---- q4 ----
-// Codes of 32 channels (16 bytes, ggml nibble order) -> channels 0..7, 8..15, 16..23, 24..31.
-PLLM_AI void q4_decode32(const uint8_t* p, __m256* c) {
-  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  const __m128i m4 = _mm_set1_epi8(0x0F);
-  const __m128i lo = _mm_and_si128(b, m4), hi = _mm_and_si128(_mm_srli_epi16(b, 4), m4);
-  c[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo));
-  c[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(lo, lo)));
-  c[2] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi));
-  c[3] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(hi, hi)));
-}
-
-struct Q4Src {
-  static constexpr bool kScaled = true, kAffine = true;
-  const float* qp;    // q_c * k_scale_c per head, qp + h * hd (32-byte aligned)
-  const float* bias;  // sum_c q_c * k_min_c per head
-  const KvQ4GroupView* g;
-  int hd;
-  int base;  // group token of the segment's first token
-
+struct Q4Src : drivers::Q4Data {
   PLLM_AI void scores(int t0, const int* row, int n_q, float* s) const {
     t0 += base;
     const uint8_t* kr[8];
     for (int i = 0; i < 8; ++i) kr[i] = g->k_codes + (t0 + row[i]) * g->code_stride;
-    if (n_q == 1) {  // decode inside the dot product
-      __m256 acc[8];
-      for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_ps();
-      for (int b = 0; b < hd / 32; ++b) {
-        const float* qb = qp + 32 * b;
+    if (n_q > 1) return drivers::q4_scores_tiled<AttnSimd>(kr, qp, bias, n_q, hd, s);
+    // One head: the codes decoded inside the dot product.
+    __m256 acc[8];
+    for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_ps();
+    for (int b = 0; b < hd / 32; ++b) {
+      const float* qb = qp + 32 * b;
 #pragma GCC unroll 8
-        for (int i = 0; i < 8; ++i) {
-          __m256 c[4];
-          q4_decode32(kr[i] + 16 * b, c);
-          __m256 x = _mm256_fmadd_ps(_mm256_load_ps(qb), c[0], acc[i]);
-          x = _mm256_fmadd_ps(_mm256_load_ps(qb + 8), c[1], x);
-          x = _mm256_fmadd_ps(_mm256_load_ps(qb + 16), c[2], x);
-          acc[i] = _mm256_fmadd_ps(_mm256_load_ps(qb + 24), c[3], x);
-        }
-      }
-      _mm256_store_ps(s, _mm256_add_ps(reduce8(acc), _mm256_set1_ps(bias[0])));
-      return;
-    }
-    alignas(32) float tile[8 * 256];  // the block's key codes as f32, decoded once for all heads
-    const float* tr[8];
-    for (int i = 0; i < 8; ++i) {
-      for (int b = 0; b < hd / 32; ++b) {
+      for (int i = 0; i < 8; ++i) {
         __m256 c[4];
         q4_decode32(kr[i] + 16 * b, c);
-        for (int e = 0; e < 4; ++e) _mm256_store_ps(tile + i * hd + 32 * b + 8 * e, c[e]);
+        __m256 x = _mm256_fmadd_ps(_mm256_load_ps(qb), c[0], acc[i]);
+        x = _mm256_fmadd_ps(_mm256_load_ps(qb + 8), c[1], x);
+        x = _mm256_fmadd_ps(_mm256_load_ps(qb + 16), c[2], x);
+        acc[i] = _mm256_fmadd_ps(_mm256_load_ps(qb + 24), c[3], x);
       }
-      tr[i] = tile + i * hd;
     }
-    for (int h = 0; h < n_q; ++h)
-      _mm256_store_ps(s + h * kChunk, _mm256_add_ps(dot8(qp + h * hd, tr, hd), _mm256_set1_ps(bias[h])));
+    _mm256_store_ps(s, _mm256_add_ps(reduce8(acc), _mm256_set1_ps(bias[0])));
   }
 
   // 16 channels of one 32-channel block (low nibbles for its first half, high for the
   // second), weight p_t * scale_tb, plus p_t * min_tb.
+  template <int NV>
   PLLM_AI void vrow(int t, int d, __m256* x, float& mul, float& add) const {
+    static_assert(NV == 2, "16 dims");
     const int64_t tt = base + t;
     const int b = d / 32;
     mul = h2f(g->v_scale[tt * g->vs_stride + b]);
@@ -337,21 +205,9 @@ struct Q4Src {
   }
 
   void accumulate(int t0, const float* p, int cn, int n_q, AttnAccum* a) const {
-    accumulate_heads(*this, t0, p, cn, n_q, hd, a);
+    drivers::accumulate_values<AttnSimd, 2>(*this, t0, p, cn, n_q, hd, a);
   }
 };
-
-void attn_seg_f32(const float* q, int n_q, const float* k, const float* v, int64_t stride, int n, int hd,
-                  float scale, AttnAccum* a) {
-  if (n <= 0) return;
-  drivers::fold_segment<AttnSimd>(PlainSrc<float>{q, k, v, stride, hd}, n_q, n, hd, scale, a);
-}
-
-void attn_seg_f16(const float* q, int n_q, const uint16_t* k, const uint16_t* v, int64_t stride, int n, int hd,
-                  float scale, AttnAccum* a) {
-  if (n <= 0) return;
-  drivers::fold_segment<AttnSimd>(PlainSrc<uint16_t>{q, k, v, stride, hd}, n_q, n, hd, scale, a);
-}
 
 void attn_seg_q8(const float* q, int n_q, const int8_t* k, const float* k_scale, const int8_t* v,
                  const float* v_scale, int64_t stride, int64_t scale_stride, int n, int hd, float scale,
@@ -390,32 +246,10 @@ void attn_seg_q8(const float* q, int n_q, const int8_t* k, const float* k_scale,
   drivers::fold_segment<AttnSimd>(Q8Src{qi, dq, k, k_scale, v, v_scale, stride, scale_stride, hd}, n_q, n, hd, scale, a);
 }
 
-void attn_seg_q4(const float* q, int n_q, const KvQ4GroupView& g, int t0, int t1, int hd, float scale,
-                 AttnAccum* a) {
-  if (t1 <= t0) return;
-  alignas(32) float qp[kMaxQ * 256];
-  float bias[kMaxQ];
-  for (int h = 0; h < n_q; ++h) {
-    __m256 vb = _mm256_setzero_ps();
-    for (int d = 0; d < hd; d += 8) {
-      const __m256 qd = _mm256_loadu_ps(q + h * hd + d);
-      _mm256_store_ps(qp + h * hd + d, _mm256_mul_ps(qd, ld8(g.k_scale + d)));
-      vb = _mm256_fmadd_ps(qd, ld8(g.k_min + d), vb);
-    }
-    bias[h] = hsum(vb);
-  }
-  drivers::fold_segment<AttnSimd>(Q4Src{qp, bias, &g, hd, t0}, n_q, t1 - t0, hd, scale, a);
-}
-
 #undef PLLM_AI
 
 }  // namespace
 
-void fill_attention_kv_avx2(KernelTable& t) {
-  t.attn_seg_f32 = attn_seg_f32;
-  t.attn_seg_f16 = attn_seg_f16;
-  t.attn_seg_q8 = attn_seg_q8;
-  t.attn_seg_q4 = attn_seg_q4;
-}
+void fill_attention_kv_avx2(KernelTable& t) { drivers::set_attn_seg<AttnSimd, Q4Src>(t, attn_seg_q8); }
 
 }  // namespace pllm::kern

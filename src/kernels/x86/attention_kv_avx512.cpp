@@ -20,13 +20,13 @@
 //       computed once per call and head; values as acc += (p_t * scale_tb) * code per
 //       token and sum_t p_t * min_tb added once per 32-channel block.
 //
-// Namespaces as in avx2.cpp (shared: simd_avx512.h, drivers/online_softmax.h).
+// Namespaces as in avx2.cpp (shared: simd_avx512.h, drivers/attn_seg.h: the softmax loop,
+// the value accumulation, the f32 / f16 source and the q4 query constants).
 #include <immintrin.h>
 
-#include <cmath>
 #include <cstdint>
 
-#include "kernels/drivers/online_softmax.h"
+#include "kernels/drivers/attn_seg.h"
 #include "kernels/internal.h"
 #include "kernels/x86/simd_avx512.h"
 
@@ -38,13 +38,8 @@ namespace {
 
 constexpr int kChunk = drivers::kAttnChunk;  // tokens per online-softmax step
 constexpr int kMaxQ = drivers::kAttnMaxQ;    // query heads per call
-constexpr int kHeadBlock = 4;  // heads whose accumulators are held in registers together
 
-PLLM_AI __m512 ld16(const float* p) { return _mm512_loadu_ps(p); }
-PLLM_AI __m512 ld16(const uint16_t* p) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-PLLM_AI float h2f(uint16_t h) { return _cvtsh_ss(h); }
+using avx512::h2f;
 
 // exp(x) for x <= 0; see x86/attention_kv_avx2.cpp (same reduction and polynomial; 2^n
 // applied with vscalefps). x < -87 (incl. -inf) gives 0.
@@ -98,138 +93,26 @@ PLLM_AI __m512i reduce16i(const __m512i* v) {
   return _mm512_add_epi32(_mm512_shuffle_i32x4(y0, y1, 0x88), _mm512_shuffle_i32x4(y0, y1, 0xDD));
 }
 
-// Lane i = q . row i over hd dims (rows of f32 or f16), one chain per row.
-template <class T>
-PLLM_AI __m512 dot16(const float* q, const T* const* kr, int hd) {
-  __m512 acc[16];
-  for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
-  for (int d = 0; d < hd; d += 16) {
-    const __m512 qd = _mm512_loadu_ps(q + d);
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; ++i) acc[i] = _mm512_fmadd_ps(qd, ld16(kr[i] + d), acc[i]);
-  }
-  return reduce16(acc);
+// Codes of 32 channels (16 bytes, ggml nibble order) -> channels 0..15 and 16..31 as f32.
+PLLM_AI void q4_decode32(const uint8_t* p, __m512& lo, __m512& hi) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i m4 = _mm_set1_epi8(0x0F);
+  lo = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(b, m4)));
+  hi = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(b, 4), m4)));
 }
 
-// The vector traits of drivers/online_softmax.h.
+// The vector traits of the drivers (online_softmax.h, attn_values.h, attn_seg.h).
 struct AttnSimd : avx512::F32x16 {
+  static constexpr int kDotChains = 1;  // one chain per key row: 16 rows, 16 chains
+  static constexpr int kPlainVecs = 4;  // values in blocks of 64 dims
+  // Two tokens per step while their accumulators fit with room for the decoded row.
+  static constexpr int tokens_per_step(int vecs) { return vecs <= 8 ? 2 : 1; }
   static PLLM_AI V exp_neg(V x) { return pllm::kern::exp_neg(x); }
   static PLLM_AI V keep_first(V x, int k, V fill) {
     return _mm512_mask_mov_ps(fill, k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << k) - 1), x);
   }
-};
-
-
-// acc_h[d, d + 16 NV) += sum_{j < cn} w_hj v_{t0+j}[d, ...) for H heads (p + h * kChunk,
-// a[h]). Src::vrow(t, d, v, mul, add): token t's dims d.. as NV registers of codes with
-// v = mul * codes + add (plain rows: codes = values, mul and add unused); the weight of
-// head h is then p_h * mul and sum p_h * add is added once at the end. Each row is
-// decoded once for the H heads; U tokens per step give independent FMA chains.
-template <int NV, int H, class Src>
-void acc_block(const Src& src, int t0, int d, const float* p, int cn, AttnAccum* a) {
-  constexpr int U = H * NV <= 8 ? 2 : 1;
-  __m512 x[U][H][NV];
-  float bias[H];
-  for (int h = 0; h < H; ++h) {
-    bias[h] = 0.0f;
-    for (int c = 0; c < NV; ++c) {
-      x[0][h][c] = _mm512_loadu_ps(a[h].acc + d + 16 * c);
-      for (int u = 1; u < U; ++u) x[u][h][c] = _mm512_setzero_ps();
-    }
-  }
-  int j = 0;
-  for (; j + U <= cn; j += U) {
-#pragma GCC unroll 2
-    for (int u = 0; u < U; ++u) {
-      __m512 v[NV];
-      float mul, add;
-      src.template vrow<NV>(t0 + j + u, d, v, mul, add);
-      for (int h = 0; h < H; ++h) {
-        float w = p[h * kChunk + j + u];
-        if constexpr (Src::kAffine) bias[h] += w * add;
-        if constexpr (Src::kScaled) w *= mul;
-        const __m512 vw = _mm512_set1_ps(w);
-        for (int c = 0; c < NV; ++c) x[u][h][c] = _mm512_fmadd_ps(vw, v[c], x[u][h][c]);
-      }
-    }
-  }
-  for (; j < cn; ++j) {
-    __m512 v[NV];
-    float mul, add;
-    src.template vrow<NV>(t0 + j, d, v, mul, add);
-    for (int h = 0; h < H; ++h) {
-      float w = p[h * kChunk + j];
-      if constexpr (Src::kAffine) bias[h] += w * add;
-      if constexpr (Src::kScaled) w *= mul;
-      const __m512 vw = _mm512_set1_ps(w);
-      for (int c = 0; c < NV; ++c) x[0][h][c] = _mm512_fmadd_ps(vw, v[c], x[0][h][c]);
-    }
-  }
-  for (int h = 0; h < H; ++h)
-    for (int c = 0; c < NV; ++c) {
-      __m512 r = x[0][h][c];
-      for (int u = 1; u < U; ++u) r = _mm512_add_ps(r, x[u][h][c]);
-      if constexpr (Src::kAffine) r = _mm512_add_ps(r, _mm512_set1_ps(bias[h]));
-      _mm512_storeu_ps(a[h].acc + d + 16 * c, r);
-    }
-}
-
-// Dims [d, d + 16 NV) for all n_q heads, kHeadBlock heads at a time.
-template <int NV, class Src>
-PLLM_AI void acc_heads(const Src& src, int t0, int d, const float* p, int cn, int n_q, AttnAccum* a) {
-  int h = 0;
-  for (; h + kHeadBlock <= n_q; h += kHeadBlock) acc_block<NV, kHeadBlock>(src, t0, d, p + h * kChunk, cn, a + h);
-  switch (n_q - h) {
-    case 1: acc_block<NV, 1>(src, t0, d, p + h * kChunk, cn, a + h); break;
-    case 2: acc_block<NV, 2>(src, t0, d, p + h * kChunk, cn, a + h); break;
-    case 3: acc_block<NV, 3>(src, t0, d, p + h * kChunk, cn, a + h); break;
-    default: break;
-  }
-}
-
-// ---- f32 / f16 rows ----
-template <class T>
-struct PlainSrc {
-  static constexpr bool kScaled = false, kAffine = false;
-  const float* q;  // n_q heads, q + h * hd
-  const T* k;
-  const T* v;
-  int64_t stride;
-  int hd;
-
-  PLLM_AI void scores(int t0, const int* row, int n_q, float* s) const {
-    const T* kr[16];
-    for (int i = 0; i < 16; ++i) kr[i] = k + (t0 + row[i]) * stride;
-    if (sizeof(T) == sizeof(float) || n_q == 1) {  // rows read in place
-      for (int h = 0; h < n_q; ++h) _mm512_store_ps(s + h * kChunk, dot16(q + h * hd, kr, hd));
-      return;
-    }
-    alignas(64) float tile[16 * 256];  // the block's keys decoded once for all heads
-    const float* tr[16];
-    for (int i = 0; i < 16; ++i) {
-      for (int d = 0; d < hd; d += 16) _mm512_store_ps(tile + i * hd + d, ld16(kr[i] + d));
-      tr[i] = tile + i * hd;
-    }
-    for (int h = 0; h < n_q; ++h) _mm512_store_ps(s + h * kChunk, dot16(q + h * hd, tr, hd));
-  }
-
-  template <int NV>
-  PLLM_AI void vrow(int t, int d, __m512* x, float&, float&) const {
-    const T* vt = v + t * stride + d;
-    for (int c = 0; c < NV; ++c) x[c] = ld16(vt + 16 * c);
-  }
-
-  // Blocks of 64 dims, then the rest (hd % 64 in {16, 32, 48}).
-  void accumulate(int t0, const float* p, int cn, int n_q, AttnAccum* a) const {
-    int d = 0;
-    for (; d + 64 <= hd; d += 64) acc_heads<4>(*this, t0, d, p, cn, n_q, a);
-    switch ((hd - d) / 16) {
-      case 1: acc_heads<1>(*this, t0, d, p, cn, n_q, a); break;
-      case 2: acc_heads<2>(*this, t0, d, p, cn, n_q, a); break;
-      case 3: acc_heads<3>(*this, t0, d, p, cn, n_q, a); break;
-      default: break;
-    }
-  }
+  static PLLM_AI V reduce(const V* v) { return reduce16(v); }
+  static PLLM_AI void q4_codes32(const uint8_t* p, V* c) { q4_decode32(p, c[0], c[1]); }
 };
 
 // ---- q8 ----
@@ -281,64 +164,36 @@ struct Q8Src {
   }
 
   void accumulate(int t0, const float* p, int cn, int n_q, AttnAccum* a) const {
-    for (int d = 0; d < hd; d += kKvQ8Group) acc_heads<4>(*this, t0, d, p, cn, n_q, a);
+    drivers::accumulate_values<AttnSimd, 4>(*this, t0, p, cn, n_q, hd, a);
   }
 };
 
 // ---- q4 ----
-// Codes of 32 channels (16 bytes, ggml nibble order) -> channels 0..15 and 16..31 as f32.
-PLLM_AI void q4_decode32(const uint8_t* p, __m512& lo, __m512& hi) {
-  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  const __m128i m4 = _mm_set1_epi8(0x0F);
-  lo = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(b, m4)));
-  hi = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(b, 4), m4)));
-}
-
-struct Q4Src {
-  static constexpr bool kScaled = true, kAffine = true;
-  const float* qp;    // q_c * k_scale_c per head, qp + h * hd (64-byte aligned)
-  const float* bias;  // sum_c q_c * k_min_c per head
-  const KvQ4GroupView* g;
-  int hd;
-  int base;  // group token of the segment's first token
-
+struct Q4Src : drivers::Q4Data {
   PLLM_AI void scores(int t0, const int* row, int n_q, float* s) const {
     t0 += base;
     const uint8_t* kr[16];
     for (int i = 0; i < 16; ++i) kr[i] = g->k_codes + (t0 + row[i]) * g->code_stride;
-    if (n_q == 1) {  // decode inside the dot product
-      __m512 acc[16];
-      for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
-      for (int b = 0; b < hd / 32; ++b) {
-        const __m512 qa = _mm512_load_ps(qp + 32 * b), qb = _mm512_load_ps(qp + 32 * b + 16);
+    if (n_q > 1) return drivers::q4_scores_tiled<AttnSimd>(kr, qp, bias, n_q, hd, s);
+    // One head: the codes decoded inside the dot product.
+    __m512 acc[16];
+    for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+    for (int b = 0; b < hd / 32; ++b) {
+      const __m512 qa = _mm512_load_ps(qp + 32 * b), qb = _mm512_load_ps(qp + 32 * b + 16);
 #pragma GCC unroll 16
-        for (int i = 0; i < 16; ++i) {
-          __m512 lo, hi;
-          q4_decode32(kr[i] + 16 * b, lo, hi);
-          acc[i] = _mm512_fmadd_ps(qb, hi, _mm512_fmadd_ps(qa, lo, acc[i]));
-        }
-      }
-      _mm512_store_ps(s, _mm512_add_ps(reduce16(acc), _mm512_set1_ps(bias[0])));
-      return;
-    }
-    alignas(64) float tile[16 * 256];  // the block's key codes as f32, decoded once for all heads
-    const float* tr[16];
-    for (int i = 0; i < 16; ++i) {
-      for (int b = 0; b < hd / 32; ++b) {
+      for (int i = 0; i < 16; ++i) {
         __m512 lo, hi;
         q4_decode32(kr[i] + 16 * b, lo, hi);
-        _mm512_store_ps(tile + i * hd + 32 * b, lo);
-        _mm512_store_ps(tile + i * hd + 32 * b + 16, hi);
+        acc[i] = _mm512_fmadd_ps(qb, hi, _mm512_fmadd_ps(qa, lo, acc[i]));
       }
-      tr[i] = tile + i * hd;
     }
-    for (int h = 0; h < n_q; ++h)
-      _mm512_store_ps(s + h * kChunk, _mm512_add_ps(dot16(qp + h * hd, tr, hd), _mm512_set1_ps(bias[h])));
+    _mm512_store_ps(s, _mm512_add_ps(reduce16(acc), _mm512_set1_ps(bias[0])));
   }
 
   // NV = 2: one 32-channel block, weight p_t * scale_tb, plus p_t * min_tb.
   template <int NV>
   PLLM_AI void vrow(int t, int d, __m512* x, float& mul, float& add) const {
+    static_assert(NV == 2, "one block");
     const int64_t tt = base + t;
     const int b = d / 32;
     mul = h2f(g->v_scale[tt * g->vs_stride + b]);
@@ -347,21 +202,9 @@ struct Q4Src {
   }
 
   void accumulate(int t0, const float* p, int cn, int n_q, AttnAccum* a) const {
-    for (int d = 0; d < hd; d += 32) acc_heads<2>(*this, t0, d, p, cn, n_q, a);
+    drivers::accumulate_values<AttnSimd, 2>(*this, t0, p, cn, n_q, hd, a);
   }
 };
-
-void attn_seg_f32(const float* q, int n_q, const float* k, const float* v, int64_t stride, int n, int hd,
-                  float scale, AttnAccum* a) {
-  if (n <= 0) return;
-  drivers::fold_segment<AttnSimd>(PlainSrc<float>{q, k, v, stride, hd}, n_q, n, hd, scale, a);
-}
-
-void attn_seg_f16(const float* q, int n_q, const uint16_t* k, const uint16_t* v, int64_t stride, int n, int hd,
-                  float scale, AttnAccum* a) {
-  if (n <= 0) return;
-  drivers::fold_segment<AttnSimd>(PlainSrc<uint16_t>{q, k, v, stride, hd}, n_q, n, hd, scale, a);
-}
 
 void attn_seg_q8(const float* q, int n_q, const int8_t* k, const float* k_scale, const int8_t* v,
                  const float* v_scale, int64_t stride, int64_t scale_stride, int n, int hd, float scale,
@@ -398,32 +241,10 @@ void attn_seg_q8(const float* q, int n_q, const int8_t* k, const float* k_scale,
   drivers::fold_segment<AttnSimd>(Q8Src{qi, dq, corr, k, k_scale, v, v_scale, stride, scale_stride, hd}, n_q, n, hd, scale, a);
 }
 
-void attn_seg_q4(const float* q, int n_q, const KvQ4GroupView& g, int t0, int t1, int hd, float scale,
-                 AttnAccum* a) {
-  if (t1 <= t0) return;
-  alignas(64) float qp[kMaxQ * 256];
-  float bias[kMaxQ];
-  for (int h = 0; h < n_q; ++h) {
-    __m512 vb = _mm512_setzero_ps();
-    for (int d = 0; d < hd; d += 16) {
-      const __m512 qd = _mm512_loadu_ps(q + h * hd + d);
-      _mm512_store_ps(qp + h * hd + d, _mm512_mul_ps(qd, ld16(g.k_scale + d)));
-      vb = _mm512_fmadd_ps(qd, ld16(g.k_min + d), vb);
-    }
-    bias[h] = _mm512_reduce_add_ps(vb);
-  }
-  drivers::fold_segment<AttnSimd>(Q4Src{qp, bias, &g, hd, t0}, n_q, t1 - t0, hd, scale, a);
-}
-
 #undef PLLM_AI
 
 }  // namespace
 
-void fill_attention_kv_avx512(KernelTable& t) {
-  t.attn_seg_f32 = attn_seg_f32;
-  t.attn_seg_f16 = attn_seg_f16;
-  t.attn_seg_q8 = attn_seg_q8;
-  t.attn_seg_q4 = attn_seg_q4;
-}
+void fill_attention_kv_avx512(KernelTable& t) { drivers::set_attn_seg<AttnSimd, Q4Src>(t, attn_seg_q8); }
 
 }  // namespace pllm::kern
