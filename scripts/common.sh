@@ -10,7 +10,10 @@ JOBS="${JOBS:-$(nproc 2>/dev/null || echo 2)}"
 DEB_PACKAGES=(cmake ninja-build g++ pkg-config libpcre2-dev libcli11-dev nlohmann-json3-dev libgtest-dev
               python3 python3-venv python3-pip)
 
-log() { printf '[pocketllm] %s\n' "$*" >&2; }
+# Each line carries the minutes since the script started, so a CI log shows what each phase cost.
+PLLM_T0="${PLLM_T0:-$(date +%s)}"
+export PLLM_T0
+log() { printf '[pocketllm %5.1f min] %s\n' "$(awk -v t="$(( $(date +%s) - PLLM_T0 ))" 'BEGIN{print t/60}')" "$*" >&2; }
 
 install_deps() {
   local missing=()
