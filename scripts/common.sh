@@ -8,7 +8,16 @@ JOBS="${JOBS:-$(nproc 2>/dev/null || echo 2)}"
 
 # Debian packages the build and tests need.
 DEB_PACKAGES=(cmake ninja-build g++ pkg-config libpcre2-dev libcli11-dev nlohmann-json3-dev libgtest-dev
-              python3 python3-venv python3-pip)
+              python3 python3-venv python3-pip ccache)
+
+# Compiler cache: the test script builds the tree three times (release, ASan, TSan) plus the ARM
+# kernels; on a machine that ran it before, unchanged files come from the cache. Paths are made
+# relative to the checkout so a fresh clone elsewhere hits the same entries.
+export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=true
+cmake_launcher() {
+  command -v ccache >/dev/null && echo "-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache"
+  return 0
+}
 
 # Each line carries the minutes since the script started, so a CI log shows what each phase cost.
 PLLM_T0="${PLLM_T0:-$(date +%s)}"
@@ -48,7 +57,8 @@ setup_venv() {
 # Build into $1 (default build/) with extra CMake arguments.
 build() {
   local dir="$1"; shift
-  cmake -S "$ROOT" -B "$dir" -G Ninja "$@" >/dev/null
+  # shellcheck disable=SC2046
+  cmake -S "$ROOT" -B "$dir" -G Ninja $(cmake_launcher) "$@" >/dev/null
   cmake --build "$dir" -j "$JOBS"
 }
 

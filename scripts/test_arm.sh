@@ -34,7 +34,12 @@ if ! have_tools; then
   exit 0
 fi
 
-cmake -S "$ROOT" -B "$BUILD" -G Ninja \
+LAUNCHER=()  # the compiler cache, as scripts/common.sh sets it up for the other builds
+if command -v ccache >/dev/null; then
+  export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=true
+  LAUNCHER=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+cmake -S "$ROOT" -B "$BUILD" -G Ninja "${LAUNCHER[@]}" \
   -DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/aarch64-linux-gnu.cmake" \
   -DCMAKE_BUILD_TYPE=Release \
   -DPLLM_KERNELS_ONLY=ON -DPLLM_BUILD_TOOLS=OFF -DPLLM_BUILD_TESTS=ON \
