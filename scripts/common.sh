@@ -8,7 +8,9 @@ JOBS="${JOBS:-$(nproc 2>/dev/null || echo 2)}"
 
 # Debian packages the build and tests need.
 DEB_PACKAGES=(cmake ninja-build g++ pkg-config libpcre2-dev libcli11-dev nlohmann-json3-dev libgtest-dev
-              python3 python3-venv python3-pip ccache)
+              python3 python3-venv python3-pip)
+# Installed when we can (root + apt), never required: the builds run without it.
+DEB_OPTIONAL=(ccache)
 
 # Compiler cache: the test script builds the tree three times (release, ASan, TSan) plus the ARM
 # kernels; on a machine that ran it before, unchanged files come from the cache. Paths are made
@@ -25,12 +27,18 @@ export PLLM_T0
 log() { printf '[pocketllm %5.1f min] %s\n' "$(awk -v t="$(( $(date +%s) - PLLM_T0 ))" 'BEGIN{print t/60}')" "$*" >&2; }
 
 install_deps() {
-  local missing=()
+  local missing=() optional=()
   for p in "${DEB_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
+  for p in "${DEB_OPTIONAL[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || optional+=("$p")
+  done
+  local can_apt=0
+  [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null && can_apt=1
+  [ $can_apt -eq 1 ] && missing+=("${optional[@]}")
   [ ${#missing[@]} -eq 0 ] && return 0
-  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+  if [ $can_apt -eq 1 ]; then
     log "installing: ${missing[*]}"
     DEBIAN_FRONTEND=noninteractive apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null

@@ -164,35 +164,27 @@ void register_all() {
     if (!kt || isa == Isa::scalar) continue;
     for (TensorType t : types) {
       const TypeKernels* k = &kt->for_type(t);
+      // isa/type/RxC/what/{hot,cold}
+      auto name = [&](const int64_t* sh, const std::string& what, int cold) {
+        return std::string(isa_name(isa)) + "/" + type_traits(static_cast<uint32_t>(t))->name + "/" +
+               std::to_string(sh[0]) + "x" + std::to_string(sh[1]) + "/" + what + (cold ? "/cold" : "/hot");
+      };
       for (const auto& sh : shapes)
-        for (int f32 = 0; f32 < 2; ++f32)
-          for (int cold = 0; cold < 2; ++cold)
-            for (int rk = 0; rk < 2; ++rk) {
-              const std::string name = std::string(isa_name(isa)) + "/" + type_traits(static_cast<uint32_t>(t))->name +
-                                       "/" + std::to_string(sh[0]) + "x" + std::to_string(sh[1]) + "/" +
-                                       (rk ? "rows" : "loop") + (f32 ? "_f32" : "_int8") + (cold ? "/cold" : "/hot");
-              benchmark::RegisterBenchmark(name.c_str(), run, k, t, sh[0], sh[1], rk != 0, f32 != 0, cold != 0);
-            }
-      for (const auto& sh : shapes)
-        for (int n_x : {2, 4, 8})
-          for (int cold = 0; cold < 2; ++cold) {
-            const std::string name = std::string(isa_name(isa)) + "/" + type_traits(static_cast<uint32_t>(t))->name +
-                                     "/" + std::to_string(sh[0]) + "x" + std::to_string(sh[1]) + "/multi_int8_x" +
-                                     std::to_string(n_x) + (cold ? "/cold" : "/hot");
-            benchmark::RegisterBenchmark(name.c_str(), run_multi, k, t, sh[0], sh[1], n_x, cold != 0);
-            const std::string name_f32 = std::string(isa_name(isa)) + "/" + type_traits(static_cast<uint32_t>(t))->name +
-                                         "/" + std::to_string(sh[0]) + "x" + std::to_string(sh[1]) + "/multi_f32_x" +
-                                         std::to_string(n_x) + (cold ? "/cold" : "/hot");
-            benchmark::RegisterBenchmark(name_f32.c_str(), run_multi_f32, k, t, sh[0], sh[1], n_x, cold != 0);
+        for (int cold = 0; cold < 2; ++cold) {
+          for (int f32 = 0; f32 < 2; ++f32)
+            for (int rk = 0; rk < 2; ++rk)
+              benchmark::RegisterBenchmark(name(sh, std::string(rk ? "rows" : "loop") + (f32 ? "_f32" : "_int8"), cold).c_str(),
+                                           run, k, t, sh[0], sh[1], rk != 0, f32 != 0, cold != 0);
+          for (int n_x : {2, 4, 8}) {
+            benchmark::RegisterBenchmark(name(sh, "multi_int8_x" + std::to_string(n_x), cold).c_str(), run_multi, k, t,
+                                         sh[0], sh[1], n_x, cold != 0);
+            benchmark::RegisterBenchmark(name(sh, "multi_f32_x" + std::to_string(n_x), cold).c_str(), run_multi_f32, k,
+                                         t, sh[0], sh[1], n_x, cold != 0);
           }
-      if (k->vec_dot_panels)
-        for (const auto& sh : shapes)
-          for (int cold = 0; cold < 2; ++cold) {
-            const std::string name = std::string(isa_name(isa)) + "/" + type_traits(static_cast<uint32_t>(t))->name +
-                                     "/" + std::to_string(sh[0]) + "x" + std::to_string(sh[1]) + "/panels_int8" +
-                                     (cold ? "/cold" : "/hot");
-            benchmark::RegisterBenchmark(name.c_str(), run_panels, k, t, sh[0], sh[1], cold != 0);
-          }
+          if (k->vec_dot_panels)
+            benchmark::RegisterBenchmark(name(sh, "panels_int8", cold).c_str(), run_panels, k, t, sh[0], sh[1],
+                                         cold != 0);
+        }
     }
   }
 }

@@ -117,23 +117,21 @@ struct MQ8_0 {
 template <class M>
 struct Rows {
   template <int R>
-  static void run(int64_t nb, const uint8_t* w, size_t ws, const typename M::A* a, float* out) {
-    constexpr int kBB = sizeof(typename M::W);
-    __m256 acc[R];
-    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-    const uint8_t* pf = w + 4 * ws;
-    for (int64_t b = 0; b < nb; ++b, pf += R * kBB) {
-      prefetch_lines(pf, R * kBB);
-      float ad, s8;
-      M::aprep(a[b], ad, s8);
-      for (int r = 0; r < R; ++r)
-        acc[r] = M::dot(acc[r], M::wload(reinterpret_cast<const typename M::W*>(w + r * ws)[b]), a[b], &ad, &s8);
-    }
-    store_sums<R>(acc, out);
-  }
-  template <int R>
   struct K {
-    static void run(int64_t nb, const uint8_t* w, size_t ws, const typename M::A* a, float* o) { Rows::run<R>(nb, w, ws, a, o); }
+    static void run(int64_t nb, const uint8_t* w, size_t ws, const typename M::A* a, float* out) {
+      constexpr int kBB = sizeof(typename M::W);
+      __m256 acc[R];
+      for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+      const uint8_t* pf = w + 4 * ws;
+      for (int64_t b = 0; b < nb; ++b, pf += R * kBB) {
+        prefetch_lines(pf, R * kBB);
+        float ad, s8;
+        M::aprep(a[b], ad, s8);
+        for (int r = 0; r < R; ++r)
+          acc[r] = M::dot(acc[r], M::wload(reinterpret_cast<const typename M::W*>(w + r * ws)[b]), a[b], &ad, &s8);
+      }
+      store_sums<R>(acc, out);
+    }
   };
 };
 
