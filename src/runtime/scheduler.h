@@ -42,6 +42,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <utility>
 #include <span>
 #include <vector>
 
@@ -149,6 +150,10 @@ class Scheduler {
   Result<StepPlan> plan_step(double now_ms, const StepBudget& budget);
   // Reports how the last plan's rows went: results[i] for plan.rows[i].
   Result<void> complete(const StepPlan& plan, double actual_ms, std::span<const RowResult> results);
+
+  // The requests that ended since the last plan (complete() ends some), taken now instead of
+  // with the next plan; the next plan lists only what ends after this call.
+  std::vector<EndedRequest> take_ended() { return std::exchange(ended_, {}); }
 
   const CostModel& cost_model() const { return cost_; }
   // KV tokens a session holds (resident or paused), 0 when unknown.

@@ -1,0 +1,189 @@
+// ScheduledRuntime: requests, sessions, the step and the driver thread.
+#include "runtime/scheduled_runtime.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <string>
+
+#include "runtime/scheduled_runtime_parts.h"
+
+namespace pllm {
+namespace {
+
+std::function<double()> steady_clock_ms() {
+  const auto t0 = std::chrono::steady_clock::now();
+  return [t0] { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(); };
+}
+
+}  // namespace
+
+ScheduledRuntime::ScheduledRuntime(std::shared_ptr<const Model> model, std::shared_ptr<Engine> engine,
+                                   RuntimeConfig cfg, Scheduler sched)
+    : model_(std::move(model)), engine_(std::move(engine)), cfg_(std::move(cfg)), sched_(std::move(sched)) {
+  clock_ = cfg_.clock_ms ? cfg_.clock_ms : steady_clock_ms();
+}
+
+Result<std::unique_ptr<ScheduledRuntime>> ScheduledRuntime::create(std::shared_ptr<const Model> model,
+                                                                   std::shared_ptr<Engine> engine,
+                                                                   RuntimeConfig cfg) {
+  if (!model || !engine) return make_error(Status::invalid_argument, "runtime: null model or engine");
+  if (cfg.max_batch_rows < 1) return make_error(Status::invalid_argument, "runtime: max_batch_rows must be >= 1");
+  if (cfg.kv_budget_tokens < 1) return make_error(Status::invalid_argument, "runtime: kv_budget_tokens must be >= 1");
+  if (cfg.governor && cfg.governor->total_threads == 0) cfg.governor->total_threads = engine->n_threads();
+  std::optional<ThermalGovernor> gov;
+  if (cfg.governor) {
+    PLLM_ASSIGN(ThermalGovernor g, ThermalGovernor::create(*cfg.governor));
+    gov.emplace(std::move(g));
+  }
+  PLLM_ASSIGN(Scheduler sched, Scheduler::create(cfg.scheduler));
+  std::unique_ptr<ScheduledRuntime> rt(
+      new ScheduledRuntime(std::move(model), std::move(engine), std::move(cfg), std::move(sched)));
+  rt->governor_ = std::move(gov);
+  return rt;
+}
+
+ScheduledRuntime::~ScheduledRuntime() { stop(); }
+
+Result<int64_t> ScheduledRuntime::add_session(const SessionConfig& cfg) {
+  if (cfg.n_batch < cfg_.scheduler.prefill_chunk)
+    return make_error(Status::invalid_argument, "runtime: the session's n_batch (" + std::to_string(cfg.n_batch) +
+                                                    ") must hold a prefill chunk (" +
+                                                    std::to_string(cfg_.scheduler.prefill_chunk) + ")");
+  PLLM_ASSIGN(std::unique_ptr<Session> s, Session::create(model_, cfg, engine_));
+  std::lock_guard lk(mu_);
+  if (compute_tag_ && *compute_tag_ != s->compute_tag())
+    return make_error(Status::invalid_argument,
+                      "runtime: every session steps in one forward pass, so all need the same activation mode");
+  compute_tag_ = s->compute_tag();
+  const int64_t key = next_session_++;
+  auto slot = std::make_unique<Slot>();
+  slot->session = std::move(s);
+  slots_.emplace(key, std::move(slot));
+  return key;
+}
+
+Result<void> ScheduledRuntime::remove_session(int64_t key) {
+  std::vector<Delivery> events;
+  {
+    std::lock_guard step_lk(step_mu_);
+    std::lock_guard lk(mu_);
+    auto it = slots_.find(key);
+    if (it == slots_.end()) return make_error(Status::invalid_argument, "runtime: no session " + std::to_string(key));
+    // Reset ends every pending request of the session and forgets its KV accounting.
+    PLLM_TRY(sched_.submit({kControlBit | next_id_++, key, RequestClass::control, {}, clock_(),
+                            RequestKind::control, 0, ControlAction::reset}));
+    PLLM_ASSIGN(StepPlan plan, sched_.plan_step(clock_(), StepBudget{1, 1}));  // a plan of controls only
+    if (!plan.rows.empty()) {  // cannot happen with a KV budget of 1 token... but never leave it outstanding
+      std::vector<RowResult> none(plan.rows.size(), RowResult{0, false, Status::cancelled});
+      PLLM_TRY(sched_.complete(plan, 0.0, none));
+    }
+    for (const EndedRequest& e : plan.ended) finish(e, events);
+    for (const EndedRequest& e : sched_.take_ended()) finish(e, events);
+    slots_.erase(key);
+  }
+  deliver(events);
+  idle_cv_.notify_all();
+  return {};
+}
+
+Result<uint64_t> ScheduledRuntime::submit(int64_t session, RuntimeRequest req) {
+  if (req.klass == RequestClass::control)
+    return make_error(Status::invalid_argument, "runtime: use control() for cancel, reset and interrupt");
+  if (req.prompt.empty() && req.max_tokens <= 0)
+    return make_error(Status::invalid_argument, "runtime: a request needs a prompt or max_tokens > 0");
+  if (req.max_tokens < 0) return make_error(Status::invalid_argument, "runtime: max_tokens must be >= 0");
+  const int32_t n_vocab = model_->config().n_vocab;
+  for (int32_t t : req.prompt)
+    if (t < 0 || t >= n_vocab)
+      return make_error(Status::invalid_argument, "runtime: prompt token " + std::to_string(t) + " is out of range");
+  std::lock_guard lk(mu_);
+  auto it = slots_.find(session);
+  if (it == slots_.end()) return make_error(Status::invalid_argument, "runtime: no session " + std::to_string(session));
+  const uint64_t id = next_id_++;
+  const double now = clock_();
+  auto live = std::make_unique<Live>();
+  live->id = id;
+  live->session = session;
+  SchedulerRequest sr{0, session, req.klass, req.base_weight, now, RequestKind::prefill, 0, ControlAction::cancel};
+  if (!req.prompt.empty()) {
+    sr.id = prompt_part(id);
+    sr.tokens = int(std::min<size_t>(req.prompt.size(), size_t(1) << 30));
+    PLLM_TRY(sched_.submit(sr));
+    live->prompt_pending = true;
+  }
+  if (req.max_tokens > 0) {
+    sr.id = gen_part(id);
+    sr.kind = RequestKind::generate;
+    sr.tokens = req.max_tokens;
+    auto r = sched_.submit(sr);
+    if (!r.ok()) {
+      // The prompt part is queued already; the request cannot be half-taken. Only a bad
+      // weight fails here, and the prompt part would have failed first on it.
+      return r.error();
+    }
+    live->gen_pending = true;
+  }
+  if (req.on_event) live->on_event = std::make_shared<const RuntimeCallback>(std::move(req.on_event));
+  live->req = std::move(req);
+  live_.emplace(id, std::move(live));
+  ++wake_seq_;
+  work_cv_.notify_all();
+  return id;
+}
+
+Result<void> ScheduledRuntime::control(int64_t session, ControlAction action) {
+  std::lock_guard lk(mu_);
+  auto it = slots_.find(session);
+  if (it == slots_.end()) return make_error(Status::invalid_argument, "runtime: no session " + std::to_string(session));
+  PLLM_TRY(sched_.submit({kControlBit | next_id_++, session, RequestClass::control, {}, clock_(),
+                          RequestKind::control, 0, action}));
+  // A row of this session in the running step stops there (the session stays as before it).
+  // The in-flight row is the front request's, which every action ends.
+  if (it->second->in_flight) it->second->session->request_cancel();
+  ++wake_seq_;
+  work_cv_.notify_all();
+  return {};
+}
+
+Result<void> ScheduledRuntime::frame(double frame_start_ms, double period_ms) {
+  std::lock_guard lk(mu_);
+  PLLM_TRY(sched_.on_frame(frame_start_ms, period_ms));
+  ++wake_seq_;
+  work_cv_.notify_all();
+  return {};
+}
+
+void ScheduledRuntime::stop_frames() {
+  std::lock_guard lk(mu_);
+  sched_.stop_frames();
+  ++wake_seq_;
+  work_cv_.notify_all();
+}
+
+size_t ScheduledRuntime::pending() const {
+  std::lock_guard lk(mu_);
+  return live_.size();
+}
+
+Caps ScheduledRuntime::caps() const {
+  std::lock_guard lk(mu_);
+  if (governor_) return governor_->caps();
+  return Caps{cfg_.max_batch_rows, kUnlimitedStepsPerS, engine_->n_threads(), 0};
+}
+
+const Session* ScheduledRuntime::session(int64_t key) const {
+  std::lock_guard lk(mu_);
+  auto it = slots_.find(key);
+  return it == slots_.end() ? nullptr : it->second->session.get();
+}
+
+StepBudget ScheduledRuntime::budget_locked() const {
+  StepBudget b;
+  b.max_batch_rows = cfg_.max_batch_rows;
+  if (governor_) b.max_batch_rows = std::max(1, std::min(b.max_batch_rows, governor_->caps().max_batch));
+  b.kv_tokens = cfg_.kv_budget_tokens;
+  return b;
+}
+
+}  // namespace pllm

@@ -1,0 +1,190 @@
+// ScheduledRuntime (issue P8): the scheduler (runtime/scheduler.h), the thermal governor
+// (runtime/governor.h) and the sessions of one model on one engine, put together. Apps submit
+// requests (a prompt to prefill, then tokens to generate) with a class; each step() asks the
+// scheduler for the rows that matter most now, runs them as ONE batched forward pass
+// (Session::step), samples, streams tokens through the request's callback and reports back.
+//
+// Threads: submit(), control(), frame() and the getters may be called from any thread (the
+// app's UI thread, a vsync callback). step() is called by one thread at a time, either the
+// app's own worker or the driver thread start() launches, which waits for work, for the
+// next frame or for the governor's rate cap instead of spinning. Callbacks run on the
+// stepping thread, outside the runtime's lock, so they may submit or cancel.
+//
+// What a request sees:
+//   * its prompt is appended to the session's context in chunks (a long prompt never holds
+//     the others up for more than one chunk), then up to max_tokens tokens are generated, one
+//     per step, each sampled from the previous row's logits and then fed back (the session
+//     holds the whole exchange afterwards, so the next request continues the conversation);
+//   * a token event per generated token, then exactly one end event (done, eos, cancelled,
+//     reset, interrupted, failed, kv_exhausted);
+//   * pausing (KV budget) moves the session's KV and logits out and back bit for bit, and
+//     preemption happens only between steps, so a request's tokens do not depend on what
+//     else ran (with one activation mode; batched steps equal solo steps, see P6's tests).
+#pragma once
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "base/result.h"
+#include "runtime/governor.h"
+#include "runtime/sampler.h"
+#include "runtime/scheduler.h"
+#include "runtime/session.h"
+#include "runtime/thermal_source.h"
+
+namespace pllm {
+
+class TraceLog;
+
+struct RuntimeEvent {
+  enum class Kind { token, end };
+  Kind kind = Kind::token;
+  uint64_t request = 0;
+  int64_t session = 0;
+  int32_t token = -1;        // token: the generated token
+  int index = 0;             // token: its index in the request's output (0 = first)
+  EndReason reason = EndReason::done;  // end
+  Status status = Status::ok;          // end: why it failed
+  int n_generated = 0;                 // end: tokens the request generated
+};
+using RuntimeCallback = std::function<void(const RuntimeEvent&)>;
+
+struct RuntimeRequest {
+  RequestClass klass = RequestClass::interactive;  // interactive or background
+  std::optional<int> base_weight;                  // default: the class's weight
+  std::vector<int32_t> prompt;                     // appended to the context first (may be empty)
+  int max_tokens = 0;                              // then at most this many tokens (0: prefill only)
+  SamplingConfig sampling;                         // greedy when temperature <= 0
+  RuntimeCallback on_event;                        // may be empty
+};
+
+// What one step() did.
+struct StepOutcome {
+  enum class Kind {
+    ran,         // a forward pass ran (rows > 0), or only controls/pauses were applied
+    idle,        // nothing pending
+    wait_frame,  // frame mode: nothing more fits this frame
+    throttled,   // the governor's step-rate cap: not before resume_at_ms
+  };
+  Kind kind = Kind::idle;
+  int decode_rows = 0;
+  int prefill_tokens = 0;
+  double forward_ms = 0;    // the forward pass alone
+  double step_ms = 0;       // the whole step (plan, sampling, callbacks included)
+  double resume_at_ms = 0;  // throttled
+  int governor_level = 0;
+  int max_batch_rows = 0;   // the row cap in force
+};
+
+struct RuntimeConfig {
+  SchedulerConfig scheduler;
+  int max_batch_rows = 8;                // rows per step before the governor's cap
+  int64_t kv_budget_tokens = 1 << 20;    // KV tokens all resident sessions together may hold
+  ThermalSource* thermal = nullptr;      // read each step when a governor is set; outlives the runtime
+  std::optional<GovernorConfig> governor;  // none: no thermal caps (total_threads 0: the engine's)
+  std::function<double()> clock_ms;      // default: steady clock, ms since create()
+  // Called on the stepping thread after each step that ran (the simulation heats its thermal
+  // model with the measured busy time here).
+  std::function<void(const StepOutcome&)> on_step;
+  TraceLog* trace = nullptr;             // spans and counters, or null; outlives the runtime
+};
+
+class ScheduledRuntime {
+ public:
+  static Result<std::unique_ptr<ScheduledRuntime>> create(std::shared_ptr<const Model> model,
+                                                          std::shared_ptr<Engine> engine, RuntimeConfig cfg);
+  ~ScheduledRuntime();  // stops the driver thread
+  ScheduledRuntime(const ScheduledRuntime&) = delete;
+  ScheduledRuntime& operator=(const ScheduledRuntime&) = delete;
+
+  // A new session on the runtime's engine; returns its key. Its n_batch must hold a prefill
+  // chunk (cfg.n_batch >= scheduler.prefill_chunk) and its activation mode match the others'.
+  Result<int64_t> add_session(const SessionConfig& cfg);
+  // Ends its requests (cancelled) and frees it; waits for a step in flight.
+  Result<void> remove_session(int64_t key);
+
+  // Queues a request; returns its id. Errors: unknown session, no prompt and no tokens,
+  // generation on a session that holds no context and gets no prompt, a prompt token out
+  // of the vocabulary, a bad class or weight.
+  Result<uint64_t> submit(int64_t session, RuntimeRequest req);
+  // cancel: ends the session's requests submitted so far (a row in flight stops mid-step);
+  // reset: the same and clears its context; interrupt: ends only the request in progress.
+  // Served ahead of all generation at the next step.
+  Result<void> control(int64_t session, ControlAction action);
+
+  // Frame mode: the app's frame clock (vsync) calls this at each frame start; work then fits
+  // in period_ms - ui_reserve_ms from frame_start_ms. stop_frames(): flat out again.
+  Result<void> frame(double frame_start_ms, double period_ms);
+  void stop_frames();
+
+  // One scheduling step (see StepOutcome). Errors only when the runtime itself is broken;
+  // a request's failure ends that request.
+  Result<StepOutcome> step();
+
+  // The driver thread: steps while there is work, sleeps otherwise. stop() joins it.
+  Result<void> start();
+  void stop();
+  // Blocks until no request is pending or timeout_ms passes; true when idle.
+  bool wait_idle(double timeout_ms);
+  // Why the driver thread stopped by itself (a bug in the runtime), if it did.
+  std::optional<Error> driver_error() const {
+    std::lock_guard lk(mu_);
+    return driver_error_;
+  }
+
+  double now_ms() const { return clock_(); }
+  size_t pending() const;
+  Caps caps() const;
+  const Session* session(int64_t key) const;  // null when unknown; read it only between steps
+  int n_threads() const { return engine_->n_threads(); }
+  int prefill_chunk() const { return cfg_.scheduler.prefill_chunk; }
+
+ private:
+  struct Live;        // a submitted request's state
+  struct Stash;       // a paused session's KV and logits
+  struct Slot;        // a session and its runtime state
+  struct RowWork;     // one planned row while the step runs
+  struct Delivery {   // an event and whom to tell, handed over outside the lock
+    std::shared_ptr<const RuntimeCallback> to;
+    RuntimeEvent event;
+  };
+
+  ScheduledRuntime(std::shared_ptr<const Model> model, std::shared_ptr<Engine> engine, RuntimeConfig cfg,
+                   Scheduler sched);
+  void apply_moves(const StepPlan& plan);
+  void finish(const EndedRequest& e, std::vector<Delivery>& events);
+  static void deliver(const std::vector<Delivery>& events);
+  Result<StepOutcome> step_locked(std::vector<Delivery>& events);
+  StepBudget budget_locked() const;
+  void tick_governor(double now, const StepOutcome& out);
+  void driver_loop();
+
+  std::shared_ptr<const Model> model_;
+  std::shared_ptr<Engine> engine_;
+  RuntimeConfig cfg_;
+  std::function<double()> clock_;
+
+  mutable std::mutex mu_;           // everything below but the sessions' contents
+  std::condition_variable work_cv_;  // submit / control / frame / stop wake the driver
+  std::condition_variable idle_cv_;
+  std::mutex step_mu_;              // one step at a time; remove_session waits on it
+  Scheduler sched_;
+  std::optional<ThermalGovernor> governor_;
+  std::map<int64_t, std::unique_ptr<Slot>> slots_;
+  std::map<uint64_t, std::unique_ptr<Live>> live_;
+  int64_t next_session_ = 1;
+  uint64_t next_id_ = 1;
+  uint64_t wake_seq_ = 0;           // bumped by submit/control/frame/stop: the driver re-plans
+  double next_step_ms_ = 0;         // the governor's rate cap: no step before this
+  std::optional<uint32_t> compute_tag_;
+  bool stop_ = false;
+  std::optional<Error> driver_error_;
+  std::thread driver_;
+};
+
+}  // namespace pllm

@@ -1,0 +1,52 @@
+// The private parts of ScheduledRuntime that its two source files share.
+#pragma once
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "runtime/scheduled_runtime.h"
+
+namespace pllm {
+
+// A request R is two scheduler requests on its session: 2R prefills the prompt, 2R+1
+// generates. Control requests the runtime submits use the top bit.
+inline constexpr uint64_t kControlBit = uint64_t(1) << 63;
+inline uint64_t prompt_part(uint64_t r) { return 2 * r; }
+inline uint64_t gen_part(uint64_t r) { return 2 * r + 1; }
+
+struct ScheduledRuntime::Live {
+  uint64_t id = 0;
+  int64_t session = 0;
+  RuntimeRequest req;
+  std::shared_ptr<const RuntimeCallback> on_event;  // shared with the events in delivery
+  bool prompt_pending = false;  // its prefill part has not ended
+  bool gen_pending = false;     // its generation part has not ended
+  int prompted = 0;   // prompt tokens prefilled so far
+  int generated = 0;
+  std::optional<EndReason> reason;  // set when the prompt part ended early: the request's outcome
+  Status status = Status::ok;
+  std::unique_ptr<Sampler> sampler;  // made at the first generated token
+};
+
+struct ScheduledRuntime::Stash {
+  std::vector<uint8_t> kv;   // Session::save_prefix of the whole history
+  std::vector<float> logits;  // the last row's logits, when the session had them
+};
+
+struct ScheduledRuntime::Slot {
+  std::unique_ptr<Session> session;
+  bool has_logits = false;   // last_logits() belongs to the last token of the history
+  bool in_flight = false;    // has a row in the running forward pass (cancel stops it)
+  std::optional<Stash> stash;
+};
+
+struct ScheduledRuntime::RowWork {
+  PlanRow row;
+  Slot* slot = nullptr;
+  Live* live = nullptr;
+  int32_t token = -1;  // decode rows: the sampled token fed back
+  RowResult result;
+  bool runs = false;   // takes part in the forward pass
+};
+
+}  // namespace pllm

@@ -1,0 +1,282 @@
+// ScheduledRuntime: one step (plan, sample, forward, complete), ending requests, moving paused
+// sessions out and back, the governor, and the driver thread.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "runtime/scheduled_runtime.h"
+#include "runtime/scheduled_runtime_parts.h"
+
+namespace pllm {
+
+Result<StepOutcome> ScheduledRuntime::step() {
+  std::lock_guard step_lk(step_mu_);
+  std::vector<Delivery> events;
+  auto r = step_locked(events);
+  deliver(events);
+  idle_cv_.notify_all();
+  if (r.ok() && r->kind == StepOutcome::Kind::ran && cfg_.on_step) cfg_.on_step(*r);
+  return r;
+}
+
+Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events) {
+  const double t_start = clock_();
+  StepOutcome out;
+  StepPlan plan;
+  std::vector<RowWork> work;
+  {
+    std::lock_guard lk(mu_);
+    const StepBudget budget = budget_locked();
+    out.max_batch_rows = budget.max_batch_rows;
+    out.governor_level = governor_ ? governor_->level() : 0;
+    if (live_.empty()) {  // controls on sessions with nothing pending change nothing worth a plan
+      out.kind = StepOutcome::Kind::idle;
+    } else if (t_start < next_step_ms_) {
+      out.kind = StepOutcome::Kind::throttled;
+      out.resume_at_ms = next_step_ms_;
+      return out;
+    }
+    PLLM_ASSIGN(plan, sched_.plan_step(t_start, budget));
+    for (const EndedRequest& e : plan.ended) finish(e, events);
+    for (int64_t key : plan.resets) {
+      auto it = slots_.find(key);
+      if (it == slots_.end()) continue;
+      it->second->session->reset();
+      it->second->has_logits = false;
+      it->second->stash.reset();
+    }
+    apply_moves(plan);
+    for (const PlanRow& row : plan.rows) {
+      RowWork w;
+      w.row = row;
+      w.slot = slots_.at(row.session).get();
+      w.live = live_.at(row.request / 2).get();
+      w.slot->in_flight = true;
+      work.push_back(std::move(w));
+    }
+    if (plan.rows.empty()) {
+      const bool changed = !plan.ended.empty() || !plan.controls.empty() || !plan.paused.empty() ||
+                           !plan.resumed.empty();
+      out.kind = changed ? StepOutcome::Kind::ran
+                 : plan.wait_for_frame ? StepOutcome::Kind::wait_frame
+                                       : StepOutcome::Kind::idle;
+      out.step_ms = clock_() - t_start;
+      return out;
+    }
+  }
+
+  // Sampling and the forward pass run outside the lock: the slots and requests of the rows
+  // stay put (only this thread, or remove_session under step_mu_, erases them).
+  const Tokenizer& tok = model_->tokenizer();
+  const int32_t n_vocab = model_->config().n_vocab;
+  std::vector<SessionStep> steps;
+  std::vector<size_t> step_of(work.size(), SIZE_MAX);
+  for (size_t i = 0; i < work.size(); ++i) {
+    RowWork& w = work[i];
+    Session& s = *w.slot->session;
+    Live& live = *w.live;
+    if (live.reason) {  // its prompt part ended early: so does the generation
+      w.result = RowResult{0, false, live.status == Status::ok ? Status::cancelled : live.status};
+      continue;
+    }
+    std::span<const int32_t> tokens;
+    bool logits = true;
+    if (w.row.is_prefill) {
+      tokens = std::span<const int32_t>(live.req.prompt).subspan(size_t(live.prompted), size_t(w.row.n_tokens));
+      logits = size_t(live.prompted + w.row.n_tokens) == live.req.prompt.size();  // the last chunk's
+    } else {
+      if (!w.slot->has_logits) {  // nothing to sample from: no context (reset, or never prompted)
+        w.result = RowResult{0, false, Status::invalid_argument};
+        continue;
+      }
+      if (!live.sampler) live.sampler = std::make_unique<Sampler>(live.req.sampling, n_vocab);
+      w.token = live.sampler->sample(s.last_logits(), s.history());
+      if (tok.is_end_of_generation(w.token)) {
+        w.result = RowResult{0, true, Status::ok};
+        continue;
+      }
+      if (live.on_event && *live.on_event) {
+        RuntimeEvent ev;
+        ev.kind = RuntimeEvent::Kind::token;
+        ev.request = live.id;
+        ev.session = live.session;
+        ev.token = w.token;
+        ev.index = live.generated;
+        (*live.on_event)(ev);
+      }
+      ++live.generated;
+      tokens = std::span<const int32_t>(&w.token, 1);
+    }
+    step_of[i] = steps.size();
+    steps.push_back(SessionStep{&s, tokens, logits, nullptr, {}});
+  }
+  const double t_fwd = clock_();
+  if (!steps.empty()) (void)Session::step(steps);  // a step-wide error is in every result too
+  out.forward_ms = clock_() - t_fwd;
+
+  std::vector<RowResult> results;
+  results.reserve(work.size());
+  for (size_t i = 0; i < work.size(); ++i) {
+    RowWork& w = work[i];
+    if (step_of[i] != SIZE_MAX) {
+      const SessionStep& st = steps[step_of[i]];
+      if (st.result.ok()) {
+        w.result = RowResult{w.row.n_tokens, false, Status::ok};
+        w.slot->has_logits = st.logits;
+        if (w.row.is_prefill) w.live->prompted += w.row.n_tokens;
+      } else {
+        w.result = RowResult{0, false, st.result.error().code};
+      }
+    }
+    (w.row.is_prefill ? out.prefill_tokens : out.decode_rows) += w.row.is_prefill ? w.row.n_tokens : 1;
+    results.push_back(w.result);
+  }
+  {
+    std::lock_guard lk(mu_);
+    for (RowWork& w : work) {
+      w.slot->in_flight = false;
+      w.slot->session->clear_cancel();  // a cancel that came during the step is queued as a control too
+    }
+    PLLM_TRY(sched_.complete(plan, out.forward_ms, results));
+    for (const EndedRequest& e : sched_.take_ended()) finish(e, events);
+    out.kind = StepOutcome::Kind::ran;
+    out.step_ms = clock_() - t_start;
+    tick_governor(t_start, out);
+  }
+  return out;
+}
+
+void ScheduledRuntime::tick_governor(double step_start_ms, const StepOutcome& out) {
+  if (!governor_) return;
+  const double now = clock_();
+  const ThermalReading reading = cfg_.thermal ? cfg_.thermal->read(int64_t(now)) : ThermalReading{};
+  std::optional<TokenTiming> timing;
+  if (out.decode_rows > 0 && out.prefill_tokens == 0 && out.forward_ms > 0)
+    timing = TokenTiming{out.decode_rows, engine_->n_threads(), float(out.forward_ms / out.decode_rows)};
+  auto caps = governor_->tick(int64_t(now), reading, timing);
+  if (!caps.ok()) return;  // only a clock going back; the caps in force stay
+  if (std::isfinite(caps->max_decode_steps_per_s) && caps->max_decode_steps_per_s > 0)
+    next_step_ms_ = step_start_ms + 1000.0 / caps->max_decode_steps_per_s;
+  else
+    next_step_ms_ = 0;
+}
+
+void ScheduledRuntime::apply_moves(const StepPlan& plan) {
+  for (int64_t key : plan.paused) {
+    auto it = slots_.find(key);
+    if (it == slots_.end()) continue;
+    Slot& slot = *it->second;
+    Session& s = *slot.session;
+    // A windowed cache cannot be snapshotted: it stays resident (its window bounds it anyway).
+    auto snap = s.save_prefix(s.history().size());
+    if (!snap.ok()) continue;
+    Stash st;
+    st.kv = std::move(*snap);
+    if (slot.has_logits) st.logits.assign(s.last_logits(), s.last_logits() + model_->config().n_vocab);
+    slot.stash = std::move(st);
+    s.reset();  // returns its KV blocks
+    slot.has_logits = false;
+  }
+  for (int64_t key : plan.resumed) {
+    auto it = slots_.find(key);
+    if (it == slots_.end() || !it->second->stash) continue;
+    Slot& slot = *it->second;
+    Stash st = std::move(*slot.stash);
+    slot.stash.reset();
+    if (!st.kv.empty() && !slot.session->restore_prefix(st.kv, /*verified=*/true).ok()) continue;
+    if (!st.logits.empty()) {
+      std::copy(st.logits.begin(), st.logits.end(), slot.session->last_logits());
+      slot.has_logits = true;
+    }
+  }
+}
+
+void ScheduledRuntime::finish(const EndedRequest& e, std::vector<Delivery>& events) {
+  if (e.request & kControlBit) return;
+  auto it = live_.find(e.request / 2);
+  if (it == live_.end()) return;
+  Live& live = *it->second;
+  EndReason reason = e.reason;
+  Status status = e.status;
+  if (reason == EndReason::failed && status == Status::cancelled) reason = EndReason::cancelled;  // stopped mid-step
+  if (e.request == prompt_part(live.id)) {
+    live.prompt_pending = false;
+    if (reason != EndReason::done && !live.reason) {
+      live.reason = reason;
+      live.status = status;
+    }
+    if (live.gen_pending) return;  // the generation runs next (or ends at once after an early end)
+  } else {
+    live.gen_pending = false;
+    if (live.prompt_pending) return;
+  }
+  RuntimeEvent ev;
+  ev.kind = RuntimeEvent::Kind::end;
+  ev.request = live.id;
+  ev.session = live.session;
+  ev.reason = live.reason.value_or(reason);
+  ev.status = live.reason ? live.status : status;
+  ev.n_generated = live.generated;
+  events.push_back(Delivery{live.on_event, ev});
+  live_.erase(it);
+}
+
+void ScheduledRuntime::deliver(const std::vector<Delivery>& events) {
+  for (const Delivery& d : events)
+    if (d.to && *d.to) (*d.to)(d.event);
+}
+
+Result<void> ScheduledRuntime::start() {
+  std::lock_guard lk(mu_);
+  if (driver_.joinable()) return make_error(Status::invalid_argument, "runtime: the driver thread is running");
+  stop_ = false;
+  driver_ = std::thread([this] { driver_loop(); });
+  return {};
+}
+
+void ScheduledRuntime::stop() {
+  {
+    std::lock_guard lk(mu_);
+    stop_ = true;
+    ++wake_seq_;
+  }
+  work_cv_.notify_all();
+  if (driver_.joinable()) driver_.join();
+}
+
+bool ScheduledRuntime::wait_idle(double timeout_ms) {
+  std::unique_lock lk(mu_);
+  return idle_cv_.wait_for(lk, std::chrono::duration<double, std::milli>(timeout_ms), [&] { return live_.empty(); });
+}
+
+void ScheduledRuntime::driver_loop() {
+  for (;;) {
+    uint64_t seen;
+    {
+      std::lock_guard lk(mu_);
+      if (stop_) return;
+      seen = wake_seq_;
+    }
+    auto r = step();
+    std::unique_lock lk(mu_);
+    if (!r.ok()) {  // the runtime itself is broken (a bug): stop stepping, keep the error
+      driver_error_ = r.error();
+      return;
+    }
+    const auto woken = [&] { return stop_ || wake_seq_ != seen; };
+    switch (r->kind) {
+      case StepOutcome::Kind::ran:
+        break;
+      case StepOutcome::Kind::idle:
+      case StepOutcome::Kind::wait_frame:
+        work_cv_.wait(lk, woken);
+        break;
+      case StepOutcome::Kind::throttled:
+        work_cv_.wait_for(lk, std::chrono::duration<double, std::milli>(std::max(0.0, r->resume_at_ms - clock_())),
+                          woken);
+        break;
+    }
+  }
+}
+
+}  // namespace pllm
