@@ -319,6 +319,103 @@ pllm_status pllm_prefix_cache_stats(const pllm_prefix_cache* cache, pllm_prefix_
 /* Blocks until the background writer has written everything queued so far. */
 void pllm_prefix_cache_flush(pllm_prefix_cache* cache);
 
+/* ---- Scheduled runtime: priorities, UI frame budget, thermal governor --------
+ * A runtime steps the sessions of one model on one engine for the app: requests enter a
+ * priority queue (interactive before background, aging so nothing starves; cancel, reset and
+ * interrupt ahead of all generation), each step packs the most urgent rows into one batched
+ * forward pass, long prompts go in chunks, and a session is paused (its KV moved out, output
+ * unchanged) when the KV budget runs out. In frame mode the app's frame clock bounds the work
+ * per frame so the UI thread keeps its share of the cores; the thermal governor caps batch and
+ * step rate as the device heats (Android AThermal / iOS thermalState via
+ * pllm_runtime_set_thermal, or /sys/class/thermal).
+ * Drive it with pllm_runtime_start (a driver thread that sleeps when there is no work) or by
+ * calling pllm_runtime_step from a thread of your own. Events arrive on the stepping thread;
+ * a callback may submit or cancel but must not free the runtime. */
+typedef struct pllm_runtime pllm_runtime;
+
+typedef enum pllm_request_class { PLLM_CLASS_INTERACTIVE = 0, PLLM_CLASS_BACKGROUND = 1 } pllm_request_class;
+typedef enum pllm_control { PLLM_CONTROL_CANCEL = 0, PLLM_CONTROL_RESET = 1, PLLM_CONTROL_INTERRUPT = 2 } pllm_control;
+typedef enum pllm_end_reason {
+  PLLM_END_DONE = 0,         /* prompt prefilled and max_tokens generated */
+  PLLM_END_EOS = 1,          /* the model ended its turn */
+  PLLM_END_CANCELLED = 2,
+  PLLM_END_RESET = 3,
+  PLLM_END_INTERRUPTED = 4,
+  PLLM_END_FAILED = 5,       /* see the event's status (e.g. PLLM_ERR_OUT_OF_RANGE: context full) */
+  PLLM_END_KV_EXHAUSTED = 6  /* the session cannot fit the KV budget even alone */
+} pllm_end_reason;
+
+typedef struct pllm_runtime_params {
+  int32_t interactive_weight;   /* base priority of interactive requests (default 500) */
+  int32_t background_weight;    /* of background requests (default 100); + waited ms / 10 */
+  int32_t prefill_chunk;        /* prompt tokens of one session per step (default 64) */
+  int32_t max_batch_rows;       /* sessions per step (default 8) */
+  int64_t kv_budget_tokens;     /* KV tokens all sessions may hold (default 1 << 20) */
+  int32_t max_tokens_per_frame; /* frame mode: decode tokens per session per frame (default 3) */
+  float ui_reserve_ms;          /* frame mode: the end of each frame left to the UI (default 8) */
+  int32_t governor;             /* 1: thermal governor on (default 0) */
+  int32_t thermal_sysfs;        /* with the governor: 1 reads /sys/class/thermal, 0 only what
+                                   pllm_runtime_set_thermal reports (default 0) */
+} pllm_runtime_params;
+
+typedef struct pllm_event {
+  int32_t kind;          /* 0: a token, 1: the request ended */
+  uint64_t request;
+  int64_t session;
+  pllm_token token;      /* kind 0 */
+  const char* text;      /* kind 0: the text this token completes (UTF-8, maybe empty); valid in the call */
+  size_t text_len;
+  int32_t index;         /* kind 0: 0 for the request's first token */
+  pllm_end_reason reason; /* kind 1 */
+  pllm_status status;    /* kind 1, PLLM_END_FAILED: why */
+  int32_t n_generated;   /* kind 1 */
+} pllm_event;
+typedef void (*pllm_event_fn)(const pllm_event* event, void* user_data);
+
+typedef struct pllm_request {
+  pllm_request_class klass;
+  int32_t base_weight;        /* < 0: the class's weight */
+  const pllm_token* prompt;   /* appended to the session's context first; may be NULL with n_prompt 0 */
+  size_t n_prompt;
+  int32_t max_tokens;         /* then at most this many generated tokens (0: prefill only) */
+  const pllm_sampling_params* sampling; /* NULL: the model's defaults (pllm_model_sampling_params) */
+  pllm_event_fn on_event;     /* may be NULL */
+  void* user_data;
+} pllm_request;
+
+pllm_runtime_params pllm_runtime_default_params(void);
+pllm_status pllm_runtime_create(pllm_engine* engine, pllm_model* model, const pllm_runtime_params* params,
+                                pllm_runtime** out);
+/* Stops the driver thread and frees the runtime's sessions; pending requests get no events. */
+void pllm_runtime_free(pllm_runtime* runtime);
+/* A session owned by the runtime (n_threads ignored; n_batch must hold a prefill chunk). */
+pllm_status pllm_runtime_add_session(pllm_runtime* runtime, const pllm_session_params* params, int64_t* out_key);
+pllm_status pllm_runtime_remove_session(pllm_runtime* runtime, int64_t session);
+pllm_status pllm_runtime_submit(pllm_runtime* runtime, int64_t session, const pllm_request* request,
+                                uint64_t* out_id);
+/* CANCEL ends the session's requests so far (a row in flight stops mid-step), RESET also
+ * clears its context, INTERRUPT ends only the request in progress. */
+pllm_status pllm_runtime_control(pllm_runtime* runtime, int64_t session, pllm_control action);
+/* The frame clock: call at each frame start (e.g. from Choreographer / CADisplayLink) with
+ * the frame's start on the runtime's clock (pllm_runtime_now_ms) and its period. The runtime
+ * then works at most period - ui_reserve_ms per frame and max_tokens_per_frame tokens per
+ * session. period_ms <= 0 leaves frame mode (flat out). */
+pllm_status pllm_runtime_frame(pllm_runtime* runtime, double frame_start_ms, double period_ms);
+double pllm_runtime_now_ms(const pllm_runtime* runtime);
+/* The OS's thermal state, for the governor: level = AThermalStatus 0..6 (iOS: map nominal 0,
+ * fair 1, serious 3, critical 4) or -1 to leave it; headroom = AThermal_getThermalHeadroom
+ * or NaN when unknown. */
+pllm_status pllm_runtime_set_thermal(pllm_runtime* runtime, int32_t level, float headroom);
+/* One step on the calling thread. *out_state (may be NULL): 0 ran, 1 idle, 2 waiting for the
+ * next frame, 3 throttled by the governor. Not while the driver thread runs. */
+pllm_status pllm_runtime_step(pllm_runtime* runtime, int32_t* out_state);
+pllm_status pllm_runtime_start(pllm_runtime* runtime);
+void pllm_runtime_stop(pllm_runtime* runtime);
+/* Blocks until no request is pending (1) or timeout_ms passes (0). */
+int32_t pllm_runtime_wait_idle(pllm_runtime* runtime, double timeout_ms);
+/* The governor's level in force (0 when off). */
+int32_t pllm_runtime_thermal_level(const pllm_runtime* runtime);
+
 /* ---- Introspection for benchmarks ------------------------------------------ */
 
 /* Total bytes of all weight tensors in the file (0 for a vocab-only model or NULL). */

@@ -80,6 +80,8 @@ inline pllm_status copy_out(const void* src, size_t n, size_t elem, void* out, s
 namespace pllm_api {
 // pllm_session_create's work, on engine e (null: a private one). *out null on error.
 pllm_status create_session(pllm_model* m, pllm_engine* e, const pllm_session_params* params, pllm_session** out);
+// pllm_session_params as a SessionConfig; an error for an unknown KV type.
+pllm_status session_config(const pllm_session_params* params, pllm::SessionConfig& cfg);
 // Checks the ranges and converts; false when a parameter is out of range.
 bool sampling_config(const pllm_sampling_params& sp, pllm::SamplingConfig& out);
 }  // namespace pllm_api

@@ -18,10 +18,8 @@ using namespace pllm_api;
 
 namespace pllm_api {
 
-pllm_status create_session(pllm_model* m, pllm_engine* e, const pllm_session_params* params, pllm_session** out) {
-  *out = nullptr;
+pllm_status session_config(const pllm_session_params* params, pllm::SessionConfig& cfg) {
   const pllm_session_params p = params ? *params : pllm_session_default_params();
-  pllm::SessionConfig cfg;
   cfg.n_ctx = p.n_ctx;
   cfg.n_threads = p.n_threads;
   cfg.int8_activations = p.int8_activations != 0;
@@ -39,6 +37,13 @@ pllm_status create_session(pllm_model* m, pllm_engine* e, const pllm_session_par
   if (p.n_batch != 0) cfg.n_batch = p.n_batch;
   cfg.kv.window = p.kv_window;
   cfg.kv.sinks = p.kv_sinks;
+  return PLLM_OK;
+}
+
+pllm_status create_session(pllm_model* m, pllm_engine* e, const pllm_session_params* params, pllm_session** out) {
+  *out = nullptr;
+  pllm::SessionConfig cfg;
+  if (pllm_status st = session_config(params, cfg); st != PLLM_OK) return st;
   auto s = pllm::Session::create(m->model, cfg, e ? e->engine : nullptr);
   if (!s.ok()) return fail(s.error());
   *out = new pllm_session{std::move(s).value(), nullptr, {}};

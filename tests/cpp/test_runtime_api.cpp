@@ -1,0 +1,225 @@
+// The scheduled runtime through the C API on the real SmolLM2 file (skipped when absent): the
+// quick start through the runtime equals pllm_generate; many sessions on the driver thread;
+// cancel from another thread; the app's thermal state reaches the governor; bad arguments get
+// an error and a message.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "pocketllm/pocketllm.h"
+#include "real_model.h"
+
+namespace {
+
+class RuntimeApi : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (access(real_model_path().c_str(), R_OK) != 0) return;
+    ASSERT_EQ(pllm_model_load(real_model_path().c_str(), nullptr, &model_), PLLM_OK) << pllm_last_error();
+  }
+  static void TearDownTestSuite() {
+    pllm_model_free(model_);
+    model_ = nullptr;
+  }
+  void SetUp() override {
+    if (!model_) GTEST_SKIP() << "model not found at " << real_model_path();
+    pllm_engine_params ep = pllm_engine_default_params();
+    ep.n_threads = 2;
+    ASSERT_EQ(pllm_engine_create(&ep, &engine_), PLLM_OK);
+  }
+  void TearDown() override {
+    pllm_runtime_free(rt_);
+    pllm_engine_free(engine_);
+  }
+  void make_runtime(const pllm_runtime_params* p = nullptr) {
+    ASSERT_EQ(pllm_runtime_create(engine_, model_, p, &rt_), PLLM_OK) << pllm_last_error();
+  }
+  int64_t add_session() {
+    pllm_session_params sp = pllm_session_default_params();
+    sp.n_ctx = 256;
+    int64_t key = -1;
+    EXPECT_EQ(pllm_runtime_add_session(rt_, &sp, &key), PLLM_OK) << pllm_last_error();
+    return key;
+  }
+  std::vector<pllm_token> chat_prompt(const char* user) {
+    pllm_chat_message m{"user", user};
+    char* text = nullptr;
+    EXPECT_EQ(pllm_chat_apply_template(model_, &m, 1, 1, &text), PLLM_OK);
+    std::vector<pllm_token> ids(1024);
+    size_t n = 0;
+    EXPECT_EQ(pllm_tokenize(model_, text, strlen(text), 1, 1, ids.data(), ids.size(), &n), PLLM_OK);
+    pllm_string_free(text);
+    ids.resize(n);
+    return ids;
+  }
+
+  static pllm_model* model_;
+  pllm_engine* engine_ = nullptr;
+  pllm_runtime* rt_ = nullptr;
+};
+pllm_model* RuntimeApi::model_ = nullptr;
+
+struct Output {
+  std::mutex mu;
+  std::string text;
+  std::vector<pllm_token> tokens;
+  int ends = 0;
+  pllm_end_reason reason = PLLM_END_FAILED;
+  int n_generated = -1;
+};
+
+void on_event(const pllm_event* e, void* ud) {
+  auto* o = static_cast<Output*>(ud);
+  std::lock_guard lk(o->mu);
+  if (e->kind == 0) {
+    EXPECT_EQ(e->index, int(o->tokens.size()));
+    o->tokens.push_back(e->token);
+    o->text.append(e->text, e->text_len);
+  } else {
+    ++o->ends;
+    o->reason = e->reason;
+    o->n_generated = e->n_generated;
+  }
+}
+
+pllm_request request_of(const std::vector<pllm_token>& prompt, int max_tokens, Output* out,
+                        pllm_request_class klass = PLLM_CLASS_INTERACTIVE) {
+  pllm_request r{};
+  r.klass = klass;
+  r.base_weight = -1;
+  r.prompt = prompt.data();
+  r.n_prompt = prompt.size();
+  r.max_tokens = max_tokens;
+  r.sampling = nullptr;  // the model's defaults: greedy for this file
+  r.on_event = on_event;
+  r.user_data = out;
+  return r;
+}
+
+TEST_F(RuntimeApi, QuickStartEqualsGenerate) {
+  const auto ids = chat_prompt("What is the capital of France?");
+  pllm_session* s = nullptr;
+  pllm_session_params sp = pllm_session_default_params();
+  sp.n_ctx = 256;
+  ASSERT_EQ(pllm_session_create(model_, &sp, &s), PLLM_OK);
+  pllm_sampling_params g = pllm_model_sampling_params(model_);
+  g.max_tokens = 24;
+  std::string want;
+  ASSERT_EQ(pllm_generate(s, ids.data(), ids.size(), &g,
+                          [](pllm_token, const char* t, size_t n, void* ud) {
+                            static_cast<std::string*>(ud)->append(t, n);
+                            return 0;
+                          },
+                          &want, nullptr),
+            PLLM_OK);
+  pllm_session_free(s);
+
+  make_runtime();
+  const int64_t key = add_session();
+  Output out;
+  pllm_request r = request_of(ids, 24, &out);
+  uint64_t id = 0;
+  ASSERT_EQ(pllm_runtime_submit(rt_, key, &r, &id), PLLM_OK) << pllm_last_error();
+  int32_t state = -1;
+  for (int i = 0; i < 1000 && out.ends == 0; ++i) ASSERT_EQ(pllm_runtime_step(rt_, &state), PLLM_OK);
+  EXPECT_EQ(out.ends, 1);
+  EXPECT_EQ(out.text, want);
+  EXPECT_NE(out.text.find("Paris"), std::string::npos) << out.text;
+  EXPECT_EQ(out.reason, PLLM_END_EOS);
+  EXPECT_EQ(out.n_generated, int(out.tokens.size()));
+  ASSERT_EQ(pllm_runtime_step(rt_, &state), PLLM_OK);
+  EXPECT_EQ(state, 1) << "idle";
+}
+
+TEST_F(RuntimeApi, ManySessionsOnTheDriverThreadAndCancel) {
+  make_runtime();
+  ASSERT_EQ(pllm_runtime_start(rt_), PLLM_OK);
+  EXPECT_NE(pllm_runtime_start(rt_), PLLM_OK) << "a second driver";
+  const auto ids = chat_prompt("Tell me a long story about a dragon.");
+  std::vector<Output> outs(4);
+  std::vector<int64_t> keys;
+  for (int i = 0; i < 4; ++i) {
+    keys.push_back(add_session());
+    pllm_request r = request_of(ids, i == 0 ? 200 : 12, &outs[size_t(i)], i ? PLLM_CLASS_BACKGROUND : PLLM_CLASS_INTERACTIVE);
+    ASSERT_EQ(pllm_runtime_submit(rt_, keys.back(), &r, nullptr), PLLM_OK);
+  }
+  // Cancel the long one from this thread once it has produced a few tokens.
+  for (int i = 0; i < 2000; ++i) {
+    {
+      std::lock_guard lk(outs[0].mu);
+      if (outs[0].tokens.size() >= 3) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(pllm_runtime_control(rt_, keys[0], PLLM_CONTROL_CANCEL), PLLM_OK);
+  EXPECT_EQ(pllm_runtime_wait_idle(rt_, 120000), 1);
+  pllm_runtime_stop(rt_);
+  EXPECT_EQ(outs[0].ends, 1);
+  EXPECT_EQ(outs[0].reason, PLLM_END_CANCELLED);
+  EXPECT_LT(outs[0].n_generated, 200);
+  for (int i = 1; i < 4; ++i) {
+    EXPECT_EQ(outs[size_t(i)].ends, 1);
+    EXPECT_EQ(outs[size_t(i)].text, outs[1].text) << "same prompt, greedy: same text";
+  }
+}
+
+TEST_F(RuntimeApi, AppThermalStateReachesTheGovernor) {
+  pllm_runtime_params p = pllm_runtime_default_params();
+  p.governor = 1;
+  make_runtime(&p);
+  ASSERT_EQ(pllm_runtime_set_thermal(rt_, 3, NAN), PLLM_OK) << pllm_last_error();
+  const int64_t key = add_session();
+  Output out;
+  const auto ids = chat_prompt("Hi");
+  pllm_request r = request_of(ids, 2, &out);
+  ASSERT_EQ(pllm_runtime_submit(rt_, key, &r, nullptr), PLLM_OK);
+  int32_t state = 0;
+  for (int i = 0; i < 5 && pllm_runtime_thermal_level(rt_) == 0; ++i) ASSERT_EQ(pllm_runtime_step(rt_, &state), PLLM_OK);
+  EXPECT_EQ(pllm_runtime_thermal_level(rt_), 3);
+  EXPECT_NE(pllm_runtime_set_thermal(rt_, 9, NAN), PLLM_OK) << "level past shutdown";
+}
+
+TEST_F(RuntimeApi, BadArgumentsGetAnError) {
+  make_runtime();
+  const int64_t key = add_session();
+  Output out;
+  std::vector<pllm_token> ids{1, 2, 3};
+  pllm_request r = request_of(ids, 2, &out);
+  EXPECT_NE(pllm_runtime_submit(nullptr, key, &r, nullptr), PLLM_OK);
+  EXPECT_NE(pllm_runtime_submit(rt_, key, nullptr, nullptr), PLLM_OK);
+  EXPECT_NE(pllm_runtime_submit(rt_, key + 100, &r, nullptr), PLLM_OK);
+  EXPECT_NE(std::string(pllm_last_error()), "");
+  r.klass = static_cast<pllm_request_class>(7);
+  EXPECT_NE(pllm_runtime_submit(rt_, key, &r, nullptr), PLLM_OK);
+  r = request_of(ids, 2, &out);
+  r.prompt = nullptr;
+  EXPECT_NE(pllm_runtime_submit(rt_, key, &r, nullptr), PLLM_OK);
+  pllm_sampling_params bad = pllm_sampling_default_params();
+  bad.top_p = 2.0f;
+  r = request_of(ids, 2, &out);
+  r.sampling = &bad;
+  EXPECT_NE(pllm_runtime_submit(rt_, key, &r, nullptr), PLLM_OK);
+  EXPECT_NE(pllm_runtime_control(rt_, key, static_cast<pllm_control>(9)), PLLM_OK);
+  EXPECT_NE(pllm_runtime_set_thermal(rt_, 2, NAN), PLLM_OK) << "governor off";
+  EXPECT_NE(pllm_runtime_frame(rt_, 0, 4.0), PLLM_OK) << "period under the UI reserve";
+  EXPECT_EQ(pllm_runtime_frame(rt_, 0, 16.7), PLLM_OK);
+  EXPECT_EQ(pllm_runtime_frame(rt_, 0, 0), PLLM_OK) << "leaves frame mode";
+  EXPECT_NE(pllm_runtime_remove_session(rt_, key + 100), PLLM_OK);
+  EXPECT_EQ(pllm_runtime_remove_session(rt_, key), PLLM_OK);
+  pllm_runtime_params p = pllm_runtime_default_params();
+  p.max_batch_rows = 0;
+  pllm_runtime* bad_rt = nullptr;
+  EXPECT_NE(pllm_runtime_create(engine_, model_, &p, &bad_rt), PLLM_OK);
+  EXPECT_EQ(bad_rt, nullptr);
+  EXPECT_NE(pllm_runtime_create(nullptr, model_, nullptr, &bad_rt), PLLM_OK);
+  EXPECT_EQ(pllm_runtime_wait_idle(nullptr, 1), 0);
+}
+
+}  // namespace
