@@ -13,11 +13,15 @@
 
 namespace pllm {
 
-ThreadPool::ThreadPool(int n_threads, int nice) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+ThreadPool::ThreadPool(int n_threads, int nice) : n_threads_(n_threads < 1 ? 1 : n_threads), active_(n_threads_) {
+  generation_.store(uint64_t(n_threads_ - 1));
+  // A worker compares the generation with the one it saw last; it starts from the one before
+  // any job (a thread that starts after the first dispatch must still take part in it).
+  const uint64_t initial = generation_.load();
   for (int i = 1; i < n_threads_; ++i)
-    workers_.emplace_back([this, nice] {
+    workers_.emplace_back([this, nice, i, initial] {
       if (nice > 0) lower_thread_priority(nice);
-      worker_loop();
+      worker_loop(i, initial);
     });
 }
 
@@ -38,6 +42,8 @@ inline void cpu_relax() {
 #endif
 }
 constexpr int kSpinIterations = 1 << 14;  // roughly 100-300 us before a worker sleeps
+constexpr int kParticipantBits = 16;
+constexpr uint64_t kParticipantMask = (uint64_t(1) << kParticipantBits) - 1;
 }  // namespace
 
 ThreadPool::~ThreadPool() {
@@ -62,8 +68,12 @@ void ThreadPool::dispatch(int64_t n_tasks, Trampoline tramp, void* ctx) {
   ctx_ = ctx;
   n_tasks_ = n_tasks;
   next_.store(0, std::memory_order_relaxed);
-  pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
-  generation_.fetch_add(1);  // seq_cst: publishes the job, ordered before the sleepers_ read
+  const int participants = active() - 1;
+  pending_.store(participants, std::memory_order_relaxed);
+  // seq_cst: publishes the job, ordered before the sleepers_ read. Only the dispatching
+  // thread writes generation_ (runs of one pool do not overlap).
+  generation_.store(((generation_.load(std::memory_order_relaxed) >> kParticipantBits) + 1) << kParticipantBits |
+                    uint64_t(participants));
   if (sleepers_.load() > 0) {
     std::lock_guard<std::mutex> lk(mu_);
     cv_start_.notify_all();
@@ -76,11 +86,12 @@ void ThreadPool::dispatch(int64_t n_tasks, Trampoline tramp, void* ctx) {
   }
 }
 
-void ThreadPool::worker_loop() {
-  uint64_t seen = 0;
+void ThreadPool::worker_loop(int index, uint64_t seen) {
   for (;;) {
     bool got = false;
-    for (int i = 0; i < kSpinIterations; ++i) {
+    // A worker left out of the last job sleeps at once: spinning would take the core it leaves.
+    const int spins = uint64_t(index) <= (seen & kParticipantMask) ? kSpinIterations : 0;
+    for (int i = 0; i < spins; ++i) {
       if (generation_.load(std::memory_order_acquire) != seen || stop_.load(std::memory_order_relaxed)) {
         got = true;
         break;
@@ -96,6 +107,7 @@ void ThreadPool::worker_loop() {
     }
     if (stop_.load()) return;
     seen = generation_.load(std::memory_order_acquire);
+    if (uint64_t(index) > (seen & kParticipantMask)) continue;  // not in this job
     work();
     pending_.fetch_sub(1, std::memory_order_release);
   }

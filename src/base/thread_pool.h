@@ -26,10 +26,16 @@ class ThreadPool {
 
   int size() const { return n_threads_; }
 
+  // How many of the threads (the caller included) take part in the next runs: 1..size().
+  // The others sleep instead of spinning, so the cores they leave are really free (for a UI
+  // thread in a frame, or to cool down). Takes effect at the next run().
+  void set_active(int n) { active_.store(n < 1 ? 1 : (n > n_threads_ ? n_threads_ : n), std::memory_order_relaxed); }
+  int active() const { return active_.load(std::memory_order_relaxed); }
+
   template <class F>
   void run(int64_t n_tasks, F&& fn) {
     if (n_tasks <= 0) return;
-    if (n_threads_ == 1 || n_tasks == 1) {
+    if (n_threads_ == 1 || n_tasks == 1 || active() == 1) {
       for (int64_t i = 0; i < n_tasks; ++i) fn(i);
       return;
     }
@@ -41,14 +47,17 @@ class ThreadPool {
  private:
   using Trampoline = void (*)(void*, int64_t);
   void dispatch(int64_t n_tasks, Trampoline tramp, void* ctx);
-  void worker_loop();
+  void worker_loop(int index, uint64_t seen);
   void work();
 
   int n_threads_;
+  std::atomic<int> active_;
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable cv_start_;
-  std::atomic<uint64_t> generation_{0};  // bumped once per job
+  // Bumped once per job: (job counter << 16) | how many workers take part (workers 1..that
+  // many), in one word so that a worker reads the two consistently.
+  std::atomic<uint64_t> generation_{0};
   std::atomic<bool> stop_{false};
   std::atomic<int> sleepers_{0};         // workers blocked on cv_start_
   alignas(64) std::atomic<int> pending_{0};  // workers that have not finished the job

@@ -30,6 +30,11 @@ class Engine {
   static std::shared_ptr<Engine> attach(ThreadPool& pool);
 
   int n_threads() const { return fg_.pool->size(); }
+  // Foreground steps use only n of the threads (1..n_threads()) from the next step on; the
+  // others sleep. The runtime lowers it to leave a core to the UI or to cool down. On an
+  // attached pool this limits the app's pool too.
+  void set_active_threads(int n) { fg_.pool->set_active(n); }
+  int active_threads() const { return fg_.pool->active(); }
 
   // One forward pass of model m over seqs (model/step.h; backends/cpu/cpu_forward.h).
   Result<void> forward(const Model& m, std::span<const SeqStep> seqs, const StepOptions& opt,

@@ -29,6 +29,7 @@ Result<std::unique_ptr<ScheduledRuntime>> ScheduledRuntime::create(std::shared_p
                                                                    RuntimeConfig cfg) {
   if (!model || !engine) return make_error(Status::invalid_argument, "runtime: null model or engine");
   if (cfg.max_batch_rows < 1) return make_error(Status::invalid_argument, "runtime: max_batch_rows must be >= 1");
+  if (cfg.frame_threads < 0) return make_error(Status::invalid_argument, "runtime: frame_threads must be >= 0");
   if (cfg.kv_budget_tokens < 1) return make_error(Status::invalid_argument, "runtime: kv_budget_tokens must be >= 1");
   if (cfg.governor && cfg.governor->total_threads == 0) cfg.governor->total_threads = engine->n_threads();
   std::optional<ThermalGovernor> gov;
@@ -172,10 +173,26 @@ Caps ScheduledRuntime::caps() const {
   return Caps{cfg_.max_batch_rows, kUnlimitedStepsPerS, engine_->n_threads(), 0};
 }
 
+int ScheduledRuntime::governor_changes() const {
+  std::lock_guard lk(mu_);
+  return governor_ ? governor_->changes() : 0;
+}
+
 const Session* ScheduledRuntime::session(int64_t key) const {
   std::lock_guard lk(mu_);
   auto it = slots_.find(key);
   return it == slots_.end() ? nullptr : it->second->session.get();
+}
+
+int ScheduledRuntime::threads_locked() const {
+  const int all = engine_->n_threads();
+  int n = all;
+  if (sched_.frame_mode()) {
+    const int cores = int(std::thread::hardware_concurrency());
+    n = cfg_.frame_threads > 0 ? cfg_.frame_threads : (cores > 0 && all >= cores ? all - 1 : all);
+  }
+  if (governor_) n = std::min(n, governor_->caps().max_threads);
+  return std::clamp(n, 1, all);
 }
 
 StepBudget ScheduledRuntime::budget_locked() const {

@@ -8,7 +8,8 @@
 // app's UI thread, a vsync callback). step() is called by one thread at a time, either the
 // app's own worker or the driver thread start() launches, which waits for work, for the
 // next frame or for the governor's rate cap instead of spinning. Callbacks run on the
-// stepping thread, outside the runtime's lock, so they may submit or cancel.
+// stepping thread, outside the runtime's lock, so they may submit or cancel; an end event's
+// callback may also remove sessions (a token event's runs inside the step and must not).
 //
 // What a request sees:
 //   * its prompt is appended to the session's context in chunks (a long prompt never holds
@@ -79,11 +80,16 @@ struct StepOutcome {
   double resume_at_ms = 0;  // throttled
   int governor_level = 0;
   int max_batch_rows = 0;   // the row cap in force
+  int threads = 0;          // engine threads the step used
 };
 
 struct RuntimeConfig {
   SchedulerConfig scheduler;
   int max_batch_rows = 8;                // rows per step before the governor's cap
+  // Threads the engine uses in frame mode. 0: one fewer than the engine has when it has one
+  // per core (the UI thread then keeps a core of its own instead of being time-sliced with
+  // the workers, whose barriers stall whenever one of them is preempted), else all of them.
+  int frame_threads = 0;
   int64_t kv_budget_tokens = 1 << 20;    // KV tokens all resident sessions together may hold
   ThermalSource* thermal = nullptr;      // read each step when a governor is set; outlives the runtime
   std::optional<GovernorConfig> governor;  // none: no thermal caps (total_threads 0: the engine's)
@@ -140,6 +146,7 @@ class ScheduledRuntime {
   double now_ms() const { return clock_(); }
   size_t pending() const;
   Caps caps() const;
+  int governor_changes() const;  // level changes so far (0 without a governor)
   const Session* session(int64_t key) const;  // null when unknown; read it only between steps
   int n_threads() const { return engine_->n_threads(); }
   int prefill_chunk() const { return cfg_.scheduler.prefill_chunk; }
@@ -161,6 +168,7 @@ class ScheduledRuntime {
   static void deliver(const std::vector<Delivery>& events);
   Result<StepOutcome> step_locked(std::vector<Delivery>& events);
   StepBudget budget_locked() const;
+  int threads_locked() const;  // the engine threads the next step may use
   void tick_governor(double now, const StepOutcome& out);
   void driver_loop();
 

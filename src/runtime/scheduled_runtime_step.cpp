@@ -10,10 +10,13 @@
 namespace pllm {
 
 Result<StepOutcome> ScheduledRuntime::step() {
-  std::lock_guard step_lk(step_mu_);
   std::vector<Delivery> events;
-  auto r = step_locked(events);
-  deliver(events);
+  Result<StepOutcome> r = StepOutcome{};
+  {
+    std::lock_guard step_lk(step_mu_);
+    r = step_locked(events);
+  }
+  deliver(events);  // end events: outside the step, so their callbacks may remove sessions
   idle_cv_.notify_all();
   if (r.ok() && r->kind == StepOutcome::Kind::ran && cfg_.on_step) cfg_.on_step(*r);
   return r;
@@ -28,6 +31,7 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
     std::lock_guard lk(mu_);
     const StepBudget budget = budget_locked();
     out.max_batch_rows = budget.max_batch_rows;
+    out.threads = threads_locked();
     out.governor_level = governor_ ? governor_->level() : 0;
     if (live_.empty()) {  // controls on sessions with nothing pending change nothing worth a plan
       out.kind = StepOutcome::Kind::idle;
@@ -111,6 +115,7 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
     steps.push_back(SessionStep{&s, tokens, logits, nullptr, {}});
   }
   const double t_fwd = clock_();
+  engine_->set_active_threads(out.threads);
   if (!steps.empty()) (void)Session::step(steps);  // a step-wide error is in every result too
   out.forward_ms = clock_() - t_fwd;
 
@@ -152,7 +157,7 @@ void ScheduledRuntime::tick_governor(double step_start_ms, const StepOutcome& ou
   const ThermalReading reading = cfg_.thermal ? cfg_.thermal->read(int64_t(now)) : ThermalReading{};
   std::optional<TokenTiming> timing;
   if (out.decode_rows > 0 && out.prefill_tokens == 0 && out.forward_ms > 0)
-    timing = TokenTiming{out.decode_rows, engine_->n_threads(), float(out.forward_ms / out.decode_rows)};
+    timing = TokenTiming{out.decode_rows, out.threads, float(out.forward_ms / out.decode_rows)};
   auto caps = governor_->tick(int64_t(now), reading, timing);
   if (!caps.ok()) return;  // only a clock going back; the caps in force stay
   if (std::isfinite(caps->max_decode_steps_per_s) && caps->max_decode_steps_per_s > 0)

@@ -24,7 +24,10 @@
 //  3. sizes prefill rows, by priority, to the most of that chunk (<= prefill_chunk tokens)
 //     the time left allows. Rows are listed decode first (one token each), then prefill.
 // A session keeps its progress when it is left out (preemption only between steps). In
-// frame mode a plan is empty (wait_for_frame) when not even one row fits the time left.
+// frame mode a plan is empty (wait_for_frame) when not even one row fits the time left;
+// except that when one row is predicted to cost more than a whole frame's work window, the
+// frame's first step runs anyway, with as many rows as the other caps allow (else nothing
+// would ever run, and the cost model never learn), and nothing more in that frame.
 // Outside frame mode only the row cap and KV budget limit a step.
 //
 // KV memory: every resident session holds its KV tokens (report_kv(), and each completed
@@ -146,6 +149,7 @@ class Scheduler {
   Result<void> on_frame(double frame_start_ms, double period_ms);
   // Back to planning flat out.
   void stop_frames() { frame_.reset(); }
+  bool frame_mode() const { return frame_.has_value(); }
 
   Result<StepPlan> plan_step(double now_ms, const StepBudget& budget);
   // Reports how the last plan's rows went: results[i] for plan.rows[i].
@@ -182,6 +186,7 @@ class Scheduler {
   };
   struct Frame {
     double start_ms = 0, work_end_ms = 0;
+    bool ran = false;  // a step with rows was planned in this frame
   };
   struct Candidate;  // scheduler_plan.cpp
   class PlanBuilder;

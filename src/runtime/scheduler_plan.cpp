@@ -76,8 +76,19 @@ class Scheduler::PlanBuilder {
  private:
   bool in_frame() const { return sched_.frame_.has_value(); }
   int64_t free_kv() const { return budget_.kv_tokens - resident_kv_ - row_tokens_; }
-  bool fits_time(int extra_rows, int extra_tokens) const {
-    return !in_frame() || sched_.cost_.predict_ms(decode_rows_ + extra_rows, prefill_tokens_ + extra_tokens) <= time_left_ms_;
+  bool fits_time(int extra_rows, int extra_tokens) {
+    if (!in_frame() || overflow_) return true;
+    const double cost = sched_.cost_.predict_ms(decode_rows_ + extra_rows, prefill_tokens_ + extra_tokens);
+    if (cost <= time_left_ms_) return true;
+    // A row that does not fit even a whole frame's window would wait forever, and the cost
+    // model, which only learns from steps that run, would never find out if it was too
+    // pessimistic. So the frame's first step runs anyway while the window is open, and as
+    // the frame is lost to it, it takes what the other caps allow (a batched step costs far
+    // less than its rows one by one); then nothing more runs in that frame.
+    const Frame& f = *sched_.frame_;
+    const bool first_row = !f.ran && decode_rows_ + prefill_tokens_ == 0 && extra_rows + extra_tokens == 1;
+    overflow_ = first_row && time_left_ms_ > 0 && cost > f.work_end_ms - f.start_ms;
+    return overflow_;
   }
   PlanRow& row_of(int64_t key) {
     return *std::find_if(plan_.rows.begin(), plan_.rows.end(), [&](const PlanRow& r) { return r.session == key; });
@@ -181,6 +192,7 @@ class Scheduler::PlanBuilder {
   int decode_rows_ = 0, prefill_tokens_ = 0;
   double time_left_ms_ = std::numeric_limits<double>::infinity();
   bool resume_blocked_ = false;   // a paused session could not come back: none after it may
+  bool overflow_ = false;         // frame mode: the step cannot fit the window; time is no limit
 };
 
 Result<StepPlan> Scheduler::plan_step(double now_ms, const StepBudget& budget) {
@@ -204,6 +216,7 @@ Result<StepPlan> Scheduler::plan_step(double now_ms, const StepBudget& budget) {
     return s.queue.empty() && !s.paused && s.kv_tokens == 0;
   });
   if (!plan.rows.empty()) outstanding_ = plan;
+  if (frame_ && !plan.rows.empty()) frame_->ran = true;
   return plan;
 }
 

@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -20,6 +22,38 @@ TEST(ThreadPool, RunsEveryTaskOnceManyTimes) {
       for (int i = 0; i < n; ++i) ASSERT_EQ(hits[size_t(i)].load(), 1) << "threads " << threads << " job " << job;
     }
   }
+}
+
+// set_active(k): only k threads (the caller included) run a job's tasks; changing k between
+// jobs, fast, never loses or repeats a task (a worker left out of one job must not be counted
+// in the next: the participant count travels in the job's generation word).
+TEST(ThreadPool, ActiveThreadsLimitWhoRuns) {
+  ThreadPool pool(4);
+  std::mutex mu;
+  for (int job = 0; job < 400; ++job) {
+    const int k = 1 + (job * 7) % 4;
+    pool.set_active(k);
+    ASSERT_EQ(pool.active(), k);
+    const int n = 8 + job % 23;
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    std::set<std::thread::id> who;
+    pool.run(n, [&](int64_t i) {
+      hits[size_t(i)].fetch_add(1);
+      {
+        std::lock_guard lk(mu);
+        who.insert(std::this_thread::get_id());
+      }
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+    });
+    for (int i = 0; i < n; ++i) ASSERT_EQ(hits[size_t(i)].load(), 1) << "job " << job << " active " << k;
+    ASSERT_LE(int(who.size()), k) << "job " << job;
+  }
+  pool.set_active(0);
+  EXPECT_EQ(pool.active(), 1);
+  pool.set_active(99);
+  EXPECT_EQ(pool.active(), 4);
 }
 
 TEST(ThreadPool, SurvivesSleepingWorkers) {
