@@ -17,6 +17,7 @@
 #include "commands.h"
 #include "model/model.h"
 #include "runtime/scheduled_runtime.h"
+#include "runtime/trace_log.h"
 #include "simulate_report.h"
 #include "simulate_scenario.h"
 #include "simulate_ui.h"
@@ -93,7 +94,14 @@ int run_simulation(const Options& o) {
   }
 
   sim::Recorder rec(sc);
+  std::unique_ptr<pllm::TraceLog> trace;
+  if (!o.trace_out.empty()) {
+    auto t = pllm::TraceLog::create(size_t(1) << 20);
+    if (!t.ok()) fail(t.error().message);
+    trace = std::move(*t);
+  }
   pllm::RuntimeConfig cfg;
+  cfg.trace = trace.get();
   cfg.max_batch_rows = sc.max_batch_rows;
   if (sc.frame) {
     cfg.scheduler.ui_reserve_ms = sc.frame->ui_reserve_ms;
@@ -164,8 +172,13 @@ int run_simulation(const Options& o) {
       ++next;
     }
     if (now >= next_sample) {
-      rec.sample(now, thermal ? thermal->read(int64_t(now)) : pllm::ThermalReading{}, rt.caps().level,
-                 ui ? ui->missed_so_far.load() : 0);
+      const pllm::ThermalReading reading = thermal ? thermal->read(int64_t(now)) : pllm::ThermalReading{};
+      const int missed = ui ? ui->missed_so_far.load() : 0;
+      rec.sample(now, reading, rt.caps().level, missed);
+      if (trace) {
+        trace->counter("frames_missed", missed);
+        if (reading.valid) trace->counter("sim_temp_c", reading.temp_c);
+      }
       next_sample += 100;
     }
     double wake = std::min(until, next_sample);
@@ -176,6 +189,13 @@ int run_simulation(const Options& o) {
   rt.stop();
   if (auto err = rt.driver_error()) fail("runtime: " + err->message);
 
+  if (trace) {
+    FILE* f = std::fopen(o.trace_out.c_str(), "wb");
+    if (!f) fail("cannot write the trace to " + o.trace_out);
+    const std::string j = trace->chrome_json();
+    const bool ok = std::fwrite(j.data(), 1, j.size(), f) == j.size();
+    if (std::fclose(f) != 0 || !ok) fail("writing the trace to " + o.trace_out + " failed");
+  }
   sim::RunInfo info{o.scenario, path, sc, frames_on, governor_on, rt.governor_changes()};
   const nlohmann::json report = rec.report(info, ui.get());
   if (o.json)

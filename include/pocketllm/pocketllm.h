@@ -356,6 +356,12 @@ typedef struct pllm_runtime_params {
   int32_t governor;             /* 1: thermal governor on (default 0) */
   int32_t thermal_sysfs;        /* with the governor: 1 reads /sys/class/thermal, 0 only what
                                    pllm_runtime_set_thermal reports (default 0) */
+  int32_t trace_events;         /* > 0: keep the last this many trace events (steps, requests,
+                                   counters: batch, KV, tokens/s, thermal level, caps) for
+                                   pllm_runtime_trace_json (default 0: no tracing) */
+  int32_t trace_atrace;         /* with trace_events: also write them as atrace lines to the
+                                   kernel's trace_marker when it is writable (Perfetto /
+                                   systrace on Linux and Android; default 0) */
 } pllm_runtime_params;
 
 typedef struct pllm_event {
@@ -415,6 +421,9 @@ void pllm_runtime_stop(pllm_runtime* runtime);
 int32_t pllm_runtime_wait_idle(pllm_runtime* runtime, double timeout_ms);
 /* The governor's level in force (0 when off). */
 int32_t pllm_runtime_thermal_level(const pllm_runtime* runtime);
+/* The trace so far as Chrome / Perfetto JSON (open in ui.perfetto.dev); free with
+ * pllm_string_free. PLLM_ERR_INVALID_ARGUMENT when the runtime was made without trace_events. */
+pllm_status pllm_runtime_trace_json(const pllm_runtime* runtime, char** out_json);
 
 /* ---- Introspection for benchmarks ------------------------------------------ */
 

@@ -6,6 +6,7 @@
 #include "runtime/engine.h"
 #include "runtime/scheduled_runtime.h"
 #include "runtime/thermal_source.h"
+#include "runtime/trace_log.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace pllm_api;
@@ -61,6 +62,7 @@ struct pllm_runtime {
   std::shared_ptr<const pllm::Model> model;
   pllm_sampling_params default_sampling;
   std::unique_ptr<AppAndSysfsThermal> thermal;
+  std::unique_ptr<pllm::TraceLog> trace;
   std::unique_ptr<pllm::ScheduledRuntime> rt;  // last: stopped and destroyed first
 };
 
@@ -78,6 +80,8 @@ pllm_runtime_params pllm_runtime_default_params(void) {
   p.ui_reserve_ms = float(sc.ui_reserve_ms);
   p.governor = 0;
   p.thermal_sysfs = 0;
+  p.trace_events = 0;
+  p.trace_atrace = 0;
   return p;
 }
 
@@ -98,6 +102,18 @@ pllm_status pllm_runtime_create(pllm_engine* e, pllm_model* m, const pllm_runtim
     auto h = std::make_unique<pllm_runtime>();
     h->model = m->model;
     h->default_sampling = pllm_model_sampling_params(m);
+    if (p.trace_events < 0) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_runtime_create: trace_events must be >= 0");
+    if (p.trace_events > 0) {
+      auto t = pllm::TraceLog::create(size_t(p.trace_events));
+      if (!t.ok()) return fail(t.error());
+      h->trace = std::move(*t);
+      if (p.trace_atrace) {
+        // Best effort: where trace_marker is not writable (no root, no tracefs) the JSON trace
+        // still works.
+        if (auto w = pllm::AtraceWriter::open_default(); w.ok()) (void)h->trace->attach_atrace(std::move(*w));
+      }
+      cfg.trace = h->trace.get();
+    }
     if (p.governor) {
       h->thermal = std::make_unique<AppAndSysfsThermal>(p.thermal_sysfs != 0);
       cfg.thermal = h->thermal.get();
@@ -247,5 +263,15 @@ int32_t pllm_runtime_wait_idle(pllm_runtime* r, double timeout_ms) {
 }
 
 int32_t pllm_runtime_thermal_level(const pllm_runtime* r) { return r ? r->rt->caps().level : 0; }
+
+pllm_status pllm_runtime_trace_json(const pllm_runtime* r, char** out_json) {
+  return guarded([&] {
+    if (!r || !out_json) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_runtime_trace_json: null argument");
+    *out_json = nullptr;
+    if (!r->trace) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_runtime_trace_json: the runtime has no trace (trace_events 0)");
+    *out_json = dup_string(r->trace->chrome_json());
+    return PLLM_OK;
+  });
+}
 
 }  // extern "C"

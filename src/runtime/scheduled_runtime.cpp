@@ -7,6 +7,7 @@
 #include <string>
 
 #include "runtime/scheduled_runtime_parts.h"
+#include "runtime/trace_log.h"
 
 namespace pllm {
 namespace {
@@ -125,6 +126,11 @@ Result<uint64_t> ScheduledRuntime::submit(int64_t session, RuntimeRequest req) {
     }
     live->gen_pending = true;
   }
+  if (tracing())
+    cfg_.trace->async_begin("request", id, {{"interactive", req.klass == RequestClass::interactive ? 1.0 : 0.0},
+                                            {"prompt_tokens", double(req.prompt.size())},
+                                            {"max_tokens", double(req.max_tokens)},
+                                            {"session", double(session)}});
   if (req.on_event) live->on_event = std::make_shared<const RuntimeCallback>(std::move(req.on_event));
   live->req = std::move(req);
   live_.emplace(id, std::move(live));
@@ -150,6 +156,7 @@ Result<void> ScheduledRuntime::control(int64_t session, ControlAction action) {
 Result<void> ScheduledRuntime::frame(double frame_start_ms, double period_ms) {
   std::lock_guard lk(mu_);
   PLLM_TRY(sched_.on_frame(frame_start_ms, period_ms));
+  if (tracing()) cfg_.trace->instant("frame", {{"period_ms", period_ms}});
   ++wake_seq_;
   work_cv_.notify_all();
   return {};
@@ -172,6 +179,8 @@ Caps ScheduledRuntime::caps() const {
   if (governor_) return governor_->caps();
   return Caps{cfg_.max_batch_rows, kUnlimitedStepsPerS, engine_->n_threads(), 0};
 }
+
+bool ScheduledRuntime::tracing() const { return cfg_.trace && cfg_.trace->enabled(); }
 
 int ScheduledRuntime::governor_changes() const {
   std::lock_guard lk(mu_);

@@ -170,6 +170,8 @@ class ScheduledRuntime {
   StepBudget budget_locked() const;
   int threads_locked() const;  // the engine threads the next step may use
   void tick_governor(double now, const StepOutcome& out);
+  bool tracing() const;  // a trace log is set and enabled
+  void trace_step(TraceLog& log, int64_t t0_ns, const StepOutcome& out);
   void driver_loop();
 
   std::shared_ptr<const Model> model_;

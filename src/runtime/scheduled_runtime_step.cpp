@@ -6,6 +6,7 @@
 
 #include "runtime/scheduled_runtime.h"
 #include "runtime/scheduled_runtime_parts.h"
+#include "runtime/trace_log.h"
 
 namespace pllm {
 
@@ -14,7 +15,10 @@ Result<StepOutcome> ScheduledRuntime::step() {
   Result<StepOutcome> r = StepOutcome{};
   {
     std::lock_guard step_lk(step_mu_);
+    TraceLog* log = tracing() ? cfg_.trace : nullptr;
+    const int64_t t0 = log ? TraceLog::now_ns() : 0;
     r = step_locked(events);
+    if (log && r.ok()) trace_step(*log, t0, *r);
   }
   deliver(events);  // end events: outside the step, so their callbacks may remove sessions
   idle_cv_.notify_all();
@@ -108,6 +112,7 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
         ev.index = live.generated;
         (*live.on_event)(ev);
       }
+      if (live.generated == 0 && tracing()) cfg_.trace->instant("first_token", {{"request", double(live.id)}});
       ++live.generated;
       tokens = std::span<const int32_t>(&w.token, 1);
     }
@@ -151,6 +156,29 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
   return out;
 }
 
+// One span per step that ran (its rows, threads, caps and the backend: 0 = CPU, the only
+// one until a GPU backend exists), the counters the docs' plots and a Perfetto view need, and
+// an instant when a frame is full.
+void ScheduledRuntime::trace_step(TraceLog& log, int64_t t0_ns, const StepOutcome& out) {
+  if (out.kind == StepOutcome::Kind::wait_frame) log.instant("frame_full");
+  if (out.kind != StepOutcome::Kind::ran || out.decode_rows + out.prefill_tokens == 0) return;
+  const int64_t t1 = TraceLog::now_ns();
+  log.complete("step", t0_ns, t1,
+               {{"decode_rows", double(out.decode_rows)},
+                {"prefill_tokens", double(out.prefill_tokens)},
+                {"threads", double(out.threads)},
+                {"backend", 0.0}});
+  log.counter("batch_rows", out.decode_rows + (out.prefill_tokens > 0 ? 1 : 0));
+  log.counter("tokens_per_s", out.step_ms > 0 ? 1000.0 * (out.decode_rows + out.prefill_tokens) / out.step_ms : 0);
+  log.counter("thermal_level", out.governor_level);
+  log.counter("max_batch_rows", out.max_batch_rows);
+  log.counter("threads", out.threads);
+  std::lock_guard lk(mu_);
+  int64_t kv = 0;
+  for (const auto& [key, slot] : slots_) kv += int64_t(slot->session->history().size());
+  log.counter("kv_tokens", double(kv));
+}
+
 void ScheduledRuntime::tick_governor(double step_start_ms, const StepOutcome& out) {
   if (!governor_) return;
   const double now = clock_();
@@ -158,8 +186,15 @@ void ScheduledRuntime::tick_governor(double step_start_ms, const StepOutcome& ou
   std::optional<TokenTiming> timing;
   if (out.decode_rows > 0 && out.prefill_tokens == 0 && out.forward_ms > 0)
     timing = TokenTiming{out.decode_rows, out.threads, float(out.forward_ms / out.decode_rows)};
+  const int before = governor_->level();
   auto caps = governor_->tick(int64_t(now), reading, timing);
   if (!caps.ok()) return;  // only a clock going back; the caps in force stay
+  if (caps->level != before && tracing())
+    cfg_.trace->instant("governor", {{"level", double(caps->level)},
+                                     {"max_batch", double(caps->max_batch)},
+                                     {"max_steps_per_s", std::isfinite(caps->max_decode_steps_per_s) ? caps->max_decode_steps_per_s : -1.0},
+                                     {"max_threads", double(caps->max_threads)}});
+  if (tracing() && reading.valid && std::isfinite(reading.temp_c)) cfg_.trace->counter("temp_c", reading.temp_c);
   if (std::isfinite(caps->max_decode_steps_per_s) && caps->max_decode_steps_per_s > 0)
     next_step_ms_ = step_start_ms + 1000.0 / caps->max_decode_steps_per_s;
   else
@@ -222,6 +257,8 @@ void ScheduledRuntime::finish(const EndedRequest& e, std::vector<Delivery>& even
   ev.reason = live.reason.value_or(reason);
   ev.status = live.reason ? live.status : status;
   ev.n_generated = live.generated;
+  if (tracing())
+    cfg_.trace->async_end("request", live.id, {{"generated", double(live.generated)}, {"reason", double(ev.reason)}});
   events.push_back(Delivery{live.on_event, ev});
   live_.erase(it);
 }

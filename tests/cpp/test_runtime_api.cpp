@@ -186,6 +186,29 @@ TEST_F(RuntimeApi, AppThermalStateReachesTheGovernor) {
   EXPECT_NE(pllm_runtime_set_thermal(rt_, 9, NAN), PLLM_OK) << "level past shutdown";
 }
 
+TEST_F(RuntimeApi, TraceHasARequestSpanAndStepCounters) {
+  pllm_runtime_params p = pllm_runtime_default_params();
+  p.trace_events = 4096;
+  make_runtime(&p);
+  const int64_t key = add_session();
+  Output out;
+  const auto ids = chat_prompt("Hi");
+  pllm_request r = request_of(ids, 4, &out);
+  uint64_t id = 0;
+  ASSERT_EQ(pllm_runtime_submit(rt_, key, &r, &id), PLLM_OK);
+  int32_t state = 0;
+  for (int i = 0; i < 100 && out.ends == 0; ++i) ASSERT_EQ(pllm_runtime_step(rt_, &state), PLLM_OK);
+  char* json = nullptr;
+  ASSERT_EQ(pllm_runtime_trace_json(rt_, &json), PLLM_OK) << pllm_last_error();
+  const std::string j = json;
+  pllm_string_free(json);
+  EXPECT_NE(j.find("\"ph\":\"b\""), std::string::npos) << "the request's async begin";
+  EXPECT_NE(j.find("\"ph\":\"e\""), std::string::npos) << "the request's async end";
+  EXPECT_NE(j.find("\"name\":\"step\""), std::string::npos);
+  EXPECT_NE(j.find("\"name\":\"kv_tokens\""), std::string::npos);
+  EXPECT_NE(j.find("\"name\":\"first_token\""), std::string::npos);
+}
+
 TEST_F(RuntimeApi, BadArgumentsGetAnError) {
   make_runtime();
   const int64_t key = add_session();
@@ -208,6 +231,9 @@ TEST_F(RuntimeApi, BadArgumentsGetAnError) {
   EXPECT_NE(pllm_runtime_submit(rt_, key, &r, nullptr), PLLM_OK);
   EXPECT_NE(pllm_runtime_control(rt_, key, static_cast<pllm_control>(9)), PLLM_OK);
   EXPECT_NE(pllm_runtime_set_thermal(rt_, 2, NAN), PLLM_OK) << "governor off";
+  char* json = nullptr;
+  EXPECT_NE(pllm_runtime_trace_json(rt_, &json), PLLM_OK) << "no trace asked for";
+  EXPECT_EQ(json, nullptr);
   EXPECT_NE(pllm_runtime_frame(rt_, 0, 4.0), PLLM_OK) << "period under the UI reserve";
   EXPECT_EQ(pllm_runtime_frame(rt_, 0, 16.7), PLLM_OK);
   EXPECT_EQ(pllm_runtime_frame(rt_, 0, 0), PLLM_OK) << "leaves frame mode";
@@ -218,6 +244,9 @@ TEST_F(RuntimeApi, BadArgumentsGetAnError) {
   pllm_runtime* bad_rt = nullptr;
   EXPECT_NE(pllm_runtime_create(engine_, model_, &p, &bad_rt), PLLM_OK);
   EXPECT_EQ(bad_rt, nullptr);
+  p = pllm_runtime_default_params();
+  p.trace_events = -5;
+  EXPECT_NE(pllm_runtime_create(engine_, model_, &p, &bad_rt), PLLM_OK);
   EXPECT_NE(pllm_runtime_create(nullptr, model_, nullptr, &bad_rt), PLLM_OK);
   EXPECT_EQ(pllm_runtime_wait_idle(nullptr, 1), 0);
 }
