@@ -7,6 +7,8 @@
 namespace pllm {
 namespace {
 
+constexpr int kContextBand = 256;  // tokens of context per band of TokenTiming::context
+
 Error bad_config(const std::string& what) {
   return make_error(Status::invalid_argument, "thermal governor config: " + what);
 }
@@ -59,7 +61,7 @@ float ThermalGovernor::median_of(const std::vector<float>& xs) {
 }
 
 std::optional<ThermalGovernor::Verdict> ThermalGovernor::record(const TokenTiming& t) {
-  LoadStats& s = stats_[{t.load, t.threads}];
+  LoadStats& s = stats_[{t.load, t.threads, t.context / kContextBand}];
   const size_t window = size_t(cfg_.window);
   if (s.recent.size() < window) {
     s.recent.push_back(t.ms_per_token);
@@ -99,9 +101,10 @@ Result<Caps> ThermalGovernor::tick(int64_t now_ms, const ThermalReading& reading
     return make_error(Status::invalid_argument,
                       "thermal governor: reading level " + std::to_string(reading.level) + " is outside 0..6");
   if (timing && (timing->load < 1 || timing->threads < 1 || !std::isfinite(timing->ms_per_token) ||
-                 timing->ms_per_token <= 0.0f))
+                 timing->ms_per_token <= 0.0f || timing->context < 0))
     return make_error(Status::invalid_argument,
-                      "thermal governor: a token timing needs load >= 1, threads >= 1 and a finite ms > 0");
+                      "thermal governor: a token timing needs load >= 1, threads >= 1, a finite ms > 0 and a "
+                      "context >= 0");
   last_ms_ = now_ms;
 
   std::optional<Verdict> verdict;

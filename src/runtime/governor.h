@@ -23,6 +23,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <tuple>
 #include <string>
 #include <utility>
 #include <vector>
@@ -60,11 +61,15 @@ struct GovernorConfig {
   int window = 8;                // samples per median
 };
 
-// One measured decode step: ms per token with `load` rows in the batch on `threads` threads.
+// One measured decode step: ms per token with `load` rows in the batch on `threads` threads,
+// the rows' contexts averaging `context` tokens. A token costs more as its context grows
+// (attention reads the whole KV cache), so samples are compared only within one load, thread
+// count and 256-token context band: a long answer is not a slowdown.
 struct TokenTiming {
   int load = 1;
   int threads = 1;
   float ms_per_token = 0.0f;
+  int context = 0;
 };
 
 class ThermalGovernor {
@@ -108,7 +113,7 @@ class ThermalGovernor {
   std::optional<int64_t> cooler_since_ms_;
   std::optional<int64_t> changed_at_ms_;
   bool slow_ = false;  // the last full window was a slowdown
-  std::map<std::pair<int, int>, LoadStats> stats_;  // by (load, threads)
+  std::map<std::tuple<int, int, int>, LoadStats> stats_;  // by (load, threads, context band)
   std::vector<float> scratch_;                       // median workspace, reused
 };
 

@@ -81,6 +81,7 @@ struct StepOutcome {
   int governor_level = 0;
   int max_batch_rows = 0;   // the row cap in force
   int threads = 0;          // engine threads the step used
+  int mean_context = 0;     // decode rows: their mean context (tokens) after the step
 };
 
 struct RuntimeConfig {

@@ -126,6 +126,7 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
 
   std::vector<RowResult> results;
   results.reserve(work.size());
+  int64_t context_sum = 0;
   for (size_t i = 0; i < work.size(); ++i) {
     RowWork& w = work[i];
     if (step_of[i] != SIZE_MAX) {
@@ -139,8 +140,10 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
       }
     }
     (w.row.is_prefill ? out.prefill_tokens : out.decode_rows) += w.row.is_prefill ? w.row.n_tokens : 1;
+    if (!w.row.is_prefill) context_sum += int64_t(w.slot->session->history().size());
     results.push_back(w.result);
   }
+  out.mean_context = out.decode_rows ? int(context_sum / out.decode_rows) : 0;
   {
     std::lock_guard lk(mu_);
     for (RowWork& w : work) {
@@ -185,7 +188,7 @@ void ScheduledRuntime::tick_governor(double step_start_ms, const StepOutcome& ou
   const ThermalReading reading = cfg_.thermal ? cfg_.thermal->read(int64_t(now)) : ThermalReading{};
   std::optional<TokenTiming> timing;
   if (out.decode_rows > 0 && out.prefill_tokens == 0 && out.forward_ms > 0)
-    timing = TokenTiming{out.decode_rows, out.threads, float(out.forward_ms / out.decode_rows)};
+    timing = TokenTiming{out.decode_rows, out.threads, float(out.forward_ms / out.decode_rows), out.mean_context};
   const int before = governor_->level();
   auto caps = governor_->tick(int64_t(now), reading, timing);
   if (!caps.ok()) return;  // only a clock going back; the caps in force stay

@@ -226,6 +226,19 @@ TEST(GovernorSlowdown, ComparesOnlyTheSameLoadAndThreads) {
   EXPECT_EQ(g.changes(), 0);
 }
 
+// A long answer makes every token slower (attention over a longer context): not a slowdown.
+// The same slower tokens within one context band are.
+TEST(GovernorSlowdown, ComparesOnlyTheSameContextBand) {
+  ThermalGovernor g = make(slow_cfg());
+  int64_t t = 0;
+  feed(g, t, kWindow, {4, kThreads, 10.0f, 100});
+  feed(g, t, 3 * kWindow, {4, kThreads, 14.0f, 900});  // a longer context: its own baseline
+  EXPECT_EQ(g.level(), 0);
+  feed(g, t, kWindow, {4, kThreads, 14.0f, 200});  // the first band again, 40 % slower
+  EXPECT_EQ(g.level(), 1);
+  EXPECT_FALSE(g.tick(t, os(kThermalNone), TokenTiming{4, kThreads, 10.0f, -1}).ok());
+}
+
 TEST(GovernorSlowdown, BaselineIsTheFastestWindowAtLevelZero) {
   ThermalGovernor g = make(slow_cfg());
   int64_t t = 0;
