@@ -6,7 +6,8 @@
 #      feed outside bytes to the engine (GGUF files, CLI flags, tokenizer input, cache files,
 #      chat input);
 #   3. ThreadSanitizer build of the test cases whose code shares threads (thread pool, several
-#      callers on one engine, cancellation and pre-warm through the C API, prefix cache);
+#      callers on one engine, cancellation and pre-warm through the C API, prefix cache, the
+#      runtime's driver thread, the trace ring) and the scheduler's and governor's suites;
 #   4. the ARM kernel tests under qemu.
 # scripts/test.sh --long additionally runs every case of the ASan suites and the whole Python
 # suite under ASan, and the batched engine tests on every ISA level: run it by hand before
@@ -37,11 +38,15 @@ log "AddressSanitizer + UBSan build (the suites that parse input or touch memory
 # each costs minutes and checks no input handling the cases kept here do not.
 ASAN_TESTS=(test_gguf test_gguf_writer test_tokenizer test_chat_template test_sampler test_kv_cache test_kv_memory
             test_kv_snapshot test_prefix_cache test_api test_engine test_model_override test_kernels
-            test_matvec_rows test_gemm test_attention_kv test_quant test_thermal_sysfs)
+            test_matvec_rows test_gemm test_attention_kv test_quant test_thermal_sysfs test_trace_log
+            test_scheduled_runtime test_runtime_api)
 ASAN_NUMERICS='EngineReal.BatchedEqualsSolo*:EngineReal.CancelMidStep*:PrefixCacheTest.SameGreedyOutput*'
 ASAN_NUMERICS+=':PrefixCacheTest.Prewarm*:PrefixCacheTest.SharedBySessions*:PrefixCacheTest.WindowedSessions*'
 ASAN_NUMERICS+=':PrefixCacheTest.BudgetsEvict*:PrefixCacheTest.ActivationModes*:KvSnapshot.RoundTrip*'
 ASAN_NUMERICS+=':KvSnapshot.Q4Only*:Api.SameSeedSameTokens'
+# the runtime's token-equality cases (its argument, control and frame cases stay)
+ASAN_NUMERICS+=':RuntimeReal.ManySessions*:RuntimeReal.AFollowUp*:RuntimeReal.Paused*:RuntimeReal.Interactive*'
+ASAN_NUMERICS+=':RuntimeReal.GovernorCaps*:RuntimeReal.DriverThread*:RuntimeApi.QuickStart*:RuntimeApi.ManySessions*'
 cmake -S "$ROOT" -B "$ROOT/build-asan" -G Ninja $(cmake_launcher) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPLLM_SANITIZE=ON -DPLLM_TSAN=OFF \
   -DPLLM_BUILD_TESTS=ON >/dev/null
 cmake --build "$ROOT/build-asan" -j "$JOBS" --target pocketllm_cli "${ASAN_TESTS[@]}"
@@ -51,7 +56,8 @@ ASAN_FILTER="-$ASAN_NUMERICS"
 for t in "${ASAN_TESTS[@]}"; do
   "$ROOT/build-asan/tests/cpp/$t" --gtest_brief=1 --gtest_filter="$ASAN_FILTER"
 done
-PARSING_SUITES=(test_malformed_gguf.py test_cli_errors.py test_tokenize.py test_chat_repl.py)
+PARSING_SUITES=(test_malformed_gguf.py test_cli_errors.py test_tokenize.py test_chat_repl.py
+                "test_simulate.py::test_bad_scenario_is_one_clear_error" "test_simulate.py::test_bad_command_lines")
 if [ "$LONG" = 1 ]; then
   PY_ASAN=("$ROOT/tests/py")
 else
@@ -67,10 +73,16 @@ log "ThreadSanitizer build (concurrency tests)"
 # from another thread or mid-step, pre-warm on the background lane, the prefix cache shared
 # by sessions on several threads, the app-set thermal source. The numerics cases of the same suites run in the release
 # build (under TSan they take minutes and share no threads).
-TSAN_TESTS=(test_thread_pool test_engine test_api test_prefix_cache test_thermal)
+TSAN_TESTS=(test_thread_pool test_engine test_api test_prefix_cache test_thermal test_scheduler test_governor
+            test_trace_log test_scheduled_runtime test_runtime_api)
 declare -A TSAN_FILTER=(
   [test_thread_pool]='*'
   [test_thermal]='*'
+  [test_scheduler]='*'
+  [test_governor]='*'
+  [test_trace_log]='*'
+  [test_scheduled_runtime]='RuntimeReal.DriverThreadServesOtherThreads:RuntimeReal.ControlsEndWhatTheyShould'
+  [test_runtime_api]='RuntimeApi.ManySessionsOnTheDriverThreadAndCancel'
   [test_engine]='EngineReal.ConcurrentCallers*:EngineReal.CancelMidStep*'
   [test_api]='Api.CancelFromAnotherThread:Api.CallbackStopsAndCancelFromInsideStops:Api.PrewarmThenGenerate:ApiLoad.*'
   [test_prefix_cache]='PrefixCacheTest.SharedBySessions*:PrefixCacheTest.Prewarm*'

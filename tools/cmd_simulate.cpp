@@ -124,6 +124,8 @@ int run_simulation(const Options& o) {
   // Sessions and prompts before the clock starts: what is measured is serving, not setup.
   pllm::SessionConfig scfg;
   scfg.n_ctx = sc.n_ctx;
+  scfg.int8_activations = sc.activations == "int8";
+  scfg.f16_activations = sc.activations == "f16";
   std::map<std::string, int64_t> named;
   std::vector<int64_t> session_of(sc.requests.size());
   std::vector<std::vector<int32_t>> prompts(sc.requests.size());
@@ -149,7 +151,7 @@ int run_simulation(const Options& o) {
     std::function<void(double, double)> vsync;
     if (frames_on) vsync = [&rt](double start, double period) { (void)rt.frame(start, period); };
     ui = std::make_unique<sim::UiSimulator>(*sc.frame, clock, vsync);
-    ui->start(until);
+    ui->start(t0, until);
   }
   // The main thread submits on schedule and samples the timeline every 100 ms.
   size_t next = 0;

@@ -112,14 +112,17 @@ RequestSpec parse_request(const json& j, const std::string& where) {
 Scenario parse_scenario(const std::string& json_text, const std::string& where) {
   json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) fail(where + ": not valid JSON");
-  Reader r(j, where, {"model", "threads", "duration_s", "n_ctx", "max_batch_rows", "frame", "thermal", "requests",
-                      "description"});
+  Reader r(j, where, {"model", "threads", "duration_s", "n_ctx", "max_batch_rows", "activations", "frame", "thermal",
+                      "requests", "description"});
   Scenario s;
   s.model = r.string("model", "");
   s.threads = r.integer("threads", s.threads, 1, 256);
   s.duration_s = r.number("duration_s", s.duration_s, 0.1, 3600);
   s.n_ctx = r.integer("n_ctx", s.n_ctx, 16, 1 << 20);
   s.max_batch_rows = r.integer("max_batch_rows", s.max_batch_rows, 1, 64);
+  s.activations = r.string("activations", s.activations);
+  if (s.activations != "exact" && s.activations != "int8" && s.activations != "f16")
+    fail(r.at("activations") + " must be \"exact\", \"int8\" or \"f16\", not \"" + s.activations + "\"");
   (void)r.string("description", "");
   if (r.has("frame")) s.frame = parse_frame(r.child("frame"), r.at("frame"));
   if (r.has("thermal")) s.thermal = parse_thermal(r.child("thermal"), r.at("thermal"));

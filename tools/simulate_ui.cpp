@@ -30,11 +30,10 @@ UiSimulator::UiSimulator(const FrameSpec& spec, std::function<double()> clock_ms
                          std::function<void(double, double)> on_vsync)
     : spec_(spec), clock_(std::move(clock_ms)), on_vsync_(std::move(on_vsync)) {}
 
-void UiSimulator::start(double until_ms) {
-  const double t0 = clock_();
-  vsyncs_ = int(std::floor((until_ms - t0) / spec_.period_ms));
-  ui_ = std::thread([this, until_ms] { ui_loop(until_ms); });
-  if (on_vsync_) vsync_ = std::thread([this, until_ms] { vsync_loop(until_ms); });
+void UiSimulator::start(double t0_ms, double until_ms) {
+  vsyncs_ = int(std::floor((until_ms - t0_ms) / spec_.period_ms + 1e-9));
+  ui_ = std::thread([this, t0_ms, until_ms] { ui_loop(t0_ms, until_ms); });
+  if (on_vsync_) vsync_ = std::thread([this, t0_ms, until_ms] { vsync_loop(t0_ms, until_ms); });
 }
 
 void UiSimulator::join() {
@@ -47,12 +46,11 @@ void UiSimulator::sleep_until(double t_ms) const {
   if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(wait));
 }
 
-void UiSimulator::ui_loop(double until_ms) {
-  const double t0 = clock_();
+void UiSimulator::ui_loop(double t0, double until_ms) {
   const double p = spec_.period_ms;
   for (long k = 0;;) {
     const double vsync = t0 + double(k) * p;
-    if (vsync + p > until_ms) break;
+    if (vsync + p > until_ms + 1e-9) break;
     sleep_until(vsync);
     burn_cpu(spec_.ui_work_ms);
     const double done = clock_();
@@ -65,11 +63,10 @@ void UiSimulator::ui_loop(double until_ms) {
   }
 }
 
-void UiSimulator::vsync_loop(double until_ms) {
-  const double t0 = clock_();
+void UiSimulator::vsync_loop(double t0, double until_ms) {
   for (long k = 0;; ++k) {
     const double vsync = t0 + double(k) * spec_.period_ms;
-    if (vsync + spec_.period_ms > until_ms) break;
+    if (vsync + spec_.period_ms > until_ms + 1e-9) break;
     sleep_until(vsync);
     on_vsync_(vsync, spec_.period_ms);
   }

@@ -24,7 +24,8 @@ class UiSimulator {
   UiSimulator(const FrameSpec& spec, std::function<double()> clock_ms,
               std::function<void(double, double)> on_vsync);
   ~UiSimulator() { join(); }
-  void start(double until_ms);
+  // Frames every period from t0_ms (the run's start) until until_ms.
+  void start(double t0_ms, double until_ms);
   void join();
 
   // After join(): one record per frame the UI produced; vsyncs it skipped while still busy
@@ -36,8 +37,8 @@ class UiSimulator {
 
  private:
   void sleep_until(double t_ms) const;
-  void ui_loop(double until_ms);
-  void vsync_loop(double until_ms);
+  void ui_loop(double t0, double until_ms);
+  void vsync_loop(double t0, double until_ms);
 
   FrameSpec spec_;
   std::function<double()> clock_;

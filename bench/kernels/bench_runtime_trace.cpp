@@ -2,7 +2,7 @@
 // ScheduledRuntime::step() with four sessions decoding on the real SmolLM2 file, without a
 // trace log (none), with one that is switched off (disabled) and with one recording (enabled).
 // Run the three interleaved, many times, so that the machine's drift hits them alike:
-//   ./bench/kernels/bench_runtime_trace --benchmark_repetitions=12 \
+//   ./bench/kernels/bench_runtime_trace --benchmark_repetitions=12
 //       --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
 // Needs $POCKETLLM_MODELS/SmolLM2-135M-Instruct.Q4_1.gguf (scripts/fetch_model.sh).
 #include <benchmark/benchmark.h>

@@ -407,6 +407,11 @@ pllm_status pllm_runtime_control(pllm_runtime* runtime, int64_t session, pllm_co
  * then works at most period - ui_reserve_ms per frame and max_tokens_per_frame tokens per
  * session. period_ms <= 0 leaves frame mode (flat out). */
 pllm_status pllm_runtime_frame(pllm_runtime* runtime, double frame_start_ms, double period_ms);
+/* pllm_runtime_frame for every runtime made on this engine (one vsync callback for them all). */
+pllm_status pllm_engine_frame(pllm_engine* engine, double frame_start_ms, double period_ms);
+/* Frame mode without a frame clock: the runtime makes frames of period_ms itself (0: off). A
+ * call to pllm_runtime_frame / pllm_engine_frame takes over from it. */
+pllm_status pllm_runtime_frame_period(pllm_runtime* runtime, double period_ms);
 double pllm_runtime_now_ms(const pllm_runtime* runtime);
 /* The OS's thermal state, for the governor: level = AThermalStatus 0..6 (iOS: map nominal 0,
  * fair 1, serious 3, critical 4) or -1 to leave it; headroom = AThermal_getThermalHeadroom

@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <vector>
 #include <new>
 #include <string>
 
@@ -24,8 +26,21 @@ struct pllm_session {
   pllm::SamplingConfig sampler_cfg;
 };
 
+namespace pllm {
+class ScheduledRuntime;
+}
+namespace pllm_api {
+// The runtimes made on one engine handle, so that pllm_engine_frame reaches them all. Shared
+// by the handle and its runtimes: either may be freed first.
+struct FrameFanout {
+  std::mutex mu;
+  std::vector<pllm::ScheduledRuntime*> runtimes;
+};
+}  // namespace pllm_api
+
 struct pllm_engine {
   std::shared_ptr<pllm::Engine> engine;
+  std::shared_ptr<pllm_api::FrameFanout> frames = std::make_shared<pllm_api::FrameFanout>();
 };
 
 struct pllm_prefix_cache {

@@ -63,7 +63,13 @@ struct pllm_runtime {
   pllm_sampling_params default_sampling;
   std::unique_ptr<AppAndSysfsThermal> thermal;
   std::unique_ptr<pllm::TraceLog> trace;
+  std::shared_ptr<pllm_api::FrameFanout> fanout;  // the engine handle's (pllm_engine_frame)
   std::unique_ptr<pllm::ScheduledRuntime> rt;  // last: stopped and destroyed first
+  ~pllm_runtime() {
+    if (!fanout) return;
+    std::lock_guard lk(fanout->mu);
+    std::erase(fanout->runtimes, rt.get());
+  }
 };
 
 extern "C" {
@@ -122,6 +128,11 @@ pllm_status pllm_runtime_create(pllm_engine* e, pllm_model* m, const pllm_runtim
     auto rt = pllm::ScheduledRuntime::create(m->model, e->engine, std::move(cfg));
     if (!rt.ok()) return fail(rt.error());
     h->rt = std::move(rt).value();
+    h->fanout = e->frames;
+    {
+      std::lock_guard lk(h->fanout->mu);
+      h->fanout->runtimes.push_back(h->rt.get());
+    }
     *out = h.release();
     return PLLM_OK;
   });
@@ -220,6 +231,29 @@ pllm_status pllm_runtime_frame(pllm_runtime* r, double frame_start_ms, double pe
     }
     auto res = r->rt->frame(frame_start_ms, period_ms);
     return res.ok() ? PLLM_OK : fail(res.error());
+  });
+}
+
+pllm_status pllm_runtime_frame_period(pllm_runtime* r, double period_ms) {
+  return guarded([&] {
+    if (!r) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_runtime_frame_period: null runtime");
+    auto res = r->rt->frame_period(period_ms);
+    return res.ok() ? PLLM_OK : fail(res.error());
+  });
+}
+
+pllm_status pllm_engine_frame(pllm_engine* e, double frame_start_ms, double period_ms) {
+  return guarded([&] {
+    if (!e) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_engine_frame: null engine");
+    std::lock_guard lk(e->frames->mu);
+    for (pllm::ScheduledRuntime* rt : e->frames->runtimes) {
+      if (period_ms <= 0) {
+        rt->stop_frames();
+        continue;
+      }
+      if (auto res = rt->frame(frame_start_ms, period_ms); !res.ok()) return fail(res.error());
+    }
+    return PLLM_OK;
   });
 }
 

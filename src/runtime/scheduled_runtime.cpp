@@ -156,14 +156,43 @@ Result<void> ScheduledRuntime::control(int64_t session, ControlAction action) {
 Result<void> ScheduledRuntime::frame(double frame_start_ms, double period_ms) {
   std::lock_guard lk(mu_);
   PLLM_TRY(sched_.on_frame(frame_start_ms, period_ms));
+  auto_period_ms_ = 0;  // the app's clock takes over from frame_period()
+  next_auto_frame_ms_.reset();
   if (tracing()) cfg_.trace->instant("frame", {{"period_ms", period_ms}});
   ++wake_seq_;
   work_cv_.notify_all();
   return {};
 }
 
+Result<void> ScheduledRuntime::frame_period(double period_ms) {
+  std::lock_guard lk(mu_);
+  if (!std::isfinite(period_ms) || period_ms < 0 || (period_ms > 0 && period_ms <= cfg_.scheduler.ui_reserve_ms))
+    return make_error(Status::invalid_argument, "runtime: the frame period (" + std::to_string(period_ms) +
+                                                    " ms) must be 0 or exceed the UI reserve (" +
+                                                    std::to_string(cfg_.scheduler.ui_reserve_ms) + " ms)");
+  auto_period_ms_ = period_ms;
+  next_auto_frame_ms_.reset();
+  if (period_ms == 0) sched_.stop_frames();
+  ++wake_seq_;
+  work_cv_.notify_all();
+  return {};
+}
+
+void ScheduledRuntime::auto_frame_locked(double now) {
+  if (auto_period_ms_ <= 0) return;
+  if (!next_auto_frame_ms_) next_auto_frame_ms_ = now;
+  if (now < *next_auto_frame_ms_) return;
+  // The frame that holds `now` (frames the engine slept through are skipped, not replayed).
+  const double k = std::floor((now - *next_auto_frame_ms_) / auto_period_ms_);
+  const double start = *next_auto_frame_ms_ + k * auto_period_ms_;
+  (void)sched_.on_frame(start, auto_period_ms_);  // the period was checked by frame_period()
+  next_auto_frame_ms_ = start + auto_period_ms_;
+}
+
 void ScheduledRuntime::stop_frames() {
   std::lock_guard lk(mu_);
+  auto_period_ms_ = 0;
+  next_auto_frame_ms_.reset();
   sched_.stop_frames();
   ++wake_seq_;
   work_cv_.notify_all();

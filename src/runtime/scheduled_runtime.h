@@ -77,7 +77,7 @@ struct StepOutcome {
   int prefill_tokens = 0;
   double forward_ms = 0;    // the forward pass alone
   double step_ms = 0;       // the whole step (plan, sampling, callbacks included)
-  double resume_at_ms = 0;  // throttled
+  double resume_at_ms = 0;  // throttled: not before; wait_frame under frame_period(): the next frame
   int governor_level = 0;
   int max_batch_rows = 0;   // the row cap in force
   int threads = 0;          // engine threads the step used
@@ -128,6 +128,9 @@ class ScheduledRuntime {
   // in period_ms - ui_reserve_ms from frame_start_ms. stop_frames(): flat out again.
   Result<void> frame(double frame_start_ms, double period_ms);
   void stop_frames();
+  // Frame mode without a frame clock: frames of period_ms from now on, aligned to the first
+  // step's time (0: off, and out of frame mode). An app with a vsync callback calls frame().
+  Result<void> frame_period(double period_ms);
 
   // One scheduling step (see StepOutcome). Errors only when the runtime itself is broken;
   // a request's failure ends that request.
@@ -174,6 +177,7 @@ class ScheduledRuntime {
   bool tracing() const;  // a trace log is set and enabled
   void trace_step(TraceLog& log, int64_t t0_ns, const StepOutcome& out);
   void driver_loop();
+  void auto_frame_locked(double now);
 
   std::shared_ptr<const Model> model_;
   std::shared_ptr<Engine> engine_;
@@ -192,6 +196,8 @@ class ScheduledRuntime {
   uint64_t next_id_ = 1;
   uint64_t wake_seq_ = 0;           // bumped by submit/control/frame/stop: the driver re-plans
   double next_step_ms_ = 0;         // the governor's rate cap: no step before this
+  double auto_period_ms_ = 0;       // frame_period(): frames the runtime makes itself
+  std::optional<double> next_auto_frame_ms_;
   std::optional<uint32_t> compute_tag_;
   bool stop_ = false;
   std::optional<Error> driver_error_;

@@ -44,6 +44,7 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
       out.resume_at_ms = next_step_ms_;
       return out;
     }
+    auto_frame_locked(t_start);
     PLLM_ASSIGN(plan, sched_.plan_step(t_start, budget));
     for (const EndedRequest& e : plan.ended) finish(e, events);
     for (int64_t key : plan.resets) {
@@ -68,6 +69,7 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
       out.kind = changed ? StepOutcome::Kind::ran
                  : plan.wait_for_frame ? StepOutcome::Kind::wait_frame
                                        : StepOutcome::Kind::idle;
+      if (out.kind == StepOutcome::Kind::wait_frame && next_auto_frame_ms_) out.resume_at_ms = *next_auto_frame_ms_;
       out.step_ms = clock_() - t_start;
       return out;
     }
@@ -313,8 +315,14 @@ void ScheduledRuntime::driver_loop() {
       case StepOutcome::Kind::ran:
         break;
       case StepOutcome::Kind::idle:
-      case StepOutcome::Kind::wait_frame:
         work_cv_.wait(lk, woken);
+        break;
+      case StepOutcome::Kind::wait_frame:
+        if (r->resume_at_ms > 0)  // the runtime's own frames: the next one starts then
+          work_cv_.wait_for(lk, std::chrono::duration<double, std::milli>(std::max(0.0, r->resume_at_ms - clock_())),
+                            woken);
+        else  // the app's frame clock wakes it
+          work_cv_.wait(lk, woken);
         break;
       case StepOutcome::Kind::throttled:
         work_cv_.wait_for(lk, std::chrono::duration<double, std::milli>(std::max(0.0, r->resume_at_ms - clock_())),

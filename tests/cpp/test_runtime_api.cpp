@@ -209,6 +209,50 @@ TEST_F(RuntimeApi, TraceHasARequestSpanAndStepCounters) {
   EXPECT_NE(j.find("\"name\":\"first_token\""), std::string::npos);
 }
 
+// One vsync callback for every runtime of an engine: a frame whose window is already over
+// makes each of them wait (state 2) instead of stepping; period 0 leaves frame mode.
+TEST_F(RuntimeApi, EngineFrameReachesEveryRuntime) {
+  pllm_runtime* rts[2] = {nullptr, nullptr};
+  std::vector<Output> outs(2);
+  const auto ids = chat_prompt("Count to twenty.");
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(pllm_runtime_create(engine_, model_, nullptr, &rts[i]), PLLM_OK);
+    pllm_session_params sp = pllm_session_default_params();
+    sp.n_ctx = 256;
+    int64_t key = 0;
+    ASSERT_EQ(pllm_runtime_add_session(rts[i], &sp, &key), PLLM_OK);
+    pllm_request r = request_of(ids, 20, &outs[size_t(i)]);
+    ASSERT_EQ(pllm_runtime_submit(rts[i], key, &r, nullptr), PLLM_OK);
+  }
+  EXPECT_NE(pllm_engine_frame(engine_, 0, 4.0), PLLM_OK) << "period under the UI reserve";
+  ASSERT_EQ(pllm_engine_frame(engine_, pllm_runtime_now_ms(rts[0]) - 100.0, 16.7), PLLM_OK) << pllm_last_error();
+  for (pllm_runtime* rt : rts) {
+    int32_t state = -1;
+    ASSERT_EQ(pllm_runtime_step(rt, &state), PLLM_OK);
+    EXPECT_EQ(state, 2) << "the frame's window is over: wait for the next frame";
+  }
+  ASSERT_EQ(pllm_engine_frame(engine_, 0, 0), PLLM_OK);
+  for (pllm_runtime* rt : rts) {
+    int32_t state = -1;
+    ASSERT_EQ(pllm_runtime_step(rt, &state), PLLM_OK);
+    EXPECT_EQ(state, 0) << "flat out again";
+  }
+  pllm_runtime_free(rts[0]);  // leaves the engine's list
+  ASSERT_EQ(pllm_engine_frame(engine_, pllm_runtime_now_ms(rts[1]) - 100.0, 16.7), PLLM_OK);
+  // The runtime's own frames: a 40 ms period, so steps go on in every frame's window.
+  ASSERT_EQ(pllm_runtime_frame_period(rts[1], 40.0), PLLM_OK);
+  EXPECT_NE(pllm_runtime_frame_period(rts[1], 3.0), PLLM_OK);
+  for (int i = 0; i < 4000 && outs[1].ends == 0; ++i) {
+    int32_t state = -1;
+    ASSERT_EQ(pllm_runtime_step(rts[1], &state), PLLM_OK);
+    if (state == 2) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(outs[1].ends, 1) << "frames keep coming without a frame clock";
+  pllm_engine_free(engine_);  // before its runtime: the runtime keeps what it needs
+  engine_ = nullptr;
+  pllm_runtime_free(rts[1]);
+}
+
 TEST_F(RuntimeApi, BadArgumentsGetAnError) {
   make_runtime();
   const int64_t key = add_session();

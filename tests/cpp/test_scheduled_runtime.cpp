@@ -306,6 +306,38 @@ TEST_F(RuntimeReal, FrameModeWaitsForTheNextFrame) {
   EXPECT_EQ(r->kind, StepOutcome::Kind::ran);
 }
 
+TEST_F(RuntimeReal, FramePeriodMakesItsOwnFrames) {
+  double now = 0;
+  RuntimeConfig cfg;
+  cfg.clock_ms = [&now] { return now; };
+  auto rt = make_runtime(cfg);
+  Recorder rec;
+  auto key = rt->add_session(session_cfg());
+  ASSERT_TRUE(key.ok());
+  auto id = rt->submit(*key, request(prompt_of(51, 4), 12, rec));
+  ASSERT_TRUE(id.ok());
+  EXPECT_FALSE(rt->frame_period(5.0).ok()) << "under the 8 ms reserve";
+  ASSERT_TRUE(rt->frame_period(16.0).ok());
+  // The clock stands still: one frame allows at most 3 decode tokens; each new frame 3 more.
+  for (int frame = 0; frame < 3; ++frame) {
+    int decode = 0;
+    StepOutcome last;
+    for (int s = 0; s < 10; ++s) {
+      auto r = rt->step();
+      ASSERT_TRUE(r.ok());
+      decode += r->decode_rows;
+      last = *r;
+    }
+    EXPECT_LE(decode, 3) << "frame " << frame;
+    EXPECT_EQ(last.kind, StepOutcome::Kind::wait_frame);
+    EXPECT_DOUBLE_EQ(last.resume_at_ms, (frame + 1) * 16.0) << "the next frame's start";
+    now += 16.0;
+  }
+  ASSERT_TRUE(rt->frame_period(0).ok());  // flat out: the rest of the reply at once
+  run_until_idle(*rt);
+  EXPECT_EQ(rec.tokens[*id], solo_greedy(load_model(), prompt_of(51, 4), 12));
+}
+
 TEST_F(RuntimeReal, GovernorCapsRowsAndRate) {
   auto script = ScriptedThermalSource::create({{0, kThermalSevere, kUnknownThermal}});
   ASSERT_TRUE(script.ok());
