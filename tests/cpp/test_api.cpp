@@ -33,17 +33,7 @@ class Api : public ::testing::Test {
   }
   void TearDown() override { pllm_session_free(session_); }
 
-  std::vector<pllm_token> chat_prompt(const char* user) {
-    pllm_chat_message m{"user", user};
-    char* text = nullptr;
-    EXPECT_EQ(pllm_chat_apply_template(model_, &m, 1, 1, &text), PLLM_OK);
-    std::vector<pllm_token> ids(1024);
-    size_t n = 0;
-    EXPECT_EQ(pllm_tokenize(model_, text, strlen(text), 1, 1, ids.data(), ids.size(), &n), PLLM_OK);
-    pllm_string_free(text);
-    ids.resize(n);
-    return ids;
-  }
+  std::vector<pllm_token> chat_prompt(const char* user) { return ::chat_prompt(model_, user); }
 
   static pllm_model* model_;
   pllm_session* session_ = nullptr;

@@ -33,19 +33,9 @@ const SeqSpec kSpecs[] = {
 constexpr int kBatch = 16;   // prefill chunk (n_batch) of every session
 constexpr int kDecode = 6;   // greedy tokens after each prompt
 
-std::shared_ptr<const Model> load_model() {
-  static std::shared_ptr<const Model> model = [] {
-    auto m = Model::load(real_model_path(), false);
-    return m.ok() ? m.value() : nullptr;
-  }();
-  return model;
-}
+std::shared_ptr<const Model> load_model() { return shared_real_model(); }
 
-std::vector<int32_t> prompt_of(int seq, int len) {
-  std::vector<int32_t> p(static_cast<size_t>(len));
-  for (int i = 0; i < len; ++i) p[size_t(i)] = int32_t(1 + (uint64_t(seq + 3) * 7919u + uint64_t(i) * 104729u) % 49000u);
-  return p;
-}
+std::vector<int32_t> prompt_of(int seq, int len) { return synthetic_prompt(seq, len); }
 
 SessionConfig config_of(const SeqSpec& s) {
   SessionConfig cfg;
