@@ -413,10 +413,12 @@ pllm_status pllm_engine_frame(pllm_engine* engine, double frame_start_ms, double
  * call to pllm_runtime_frame / pllm_engine_frame takes over from it. */
 pllm_status pllm_runtime_frame_period(pllm_runtime* runtime, double period_ms);
 double pllm_runtime_now_ms(const pllm_runtime* runtime);
-/* The OS's thermal state, for the governor: level = AThermalStatus 0..6 (iOS: map nominal 0,
- * fair 1, serious 3, critical 4) or -1 to leave it; headroom = AThermal_getThermalHeadroom
- * or NaN when unknown. */
+/* The OS's thermal state, for the governor: level = AThermalStatus 0..6 or -1 to leave it;
+ * headroom = AThermal_getThermalHeadroom or NaN when unknown. */
 pllm_status pllm_runtime_set_thermal(pllm_runtime* runtime, int32_t level, float headroom);
+/* iOS: the same from ProcessInfo.thermalState (nominal 0, fair 1, serious 2, critical 3; it
+ * maps to levels 0, 1, 3 and 4: at "serious" iOS already throttles). */
+pllm_status pllm_runtime_set_ios_thermal_state(pllm_runtime* runtime, int32_t state);
 /* One step on the calling thread. *out_state (may be NULL): 0 ran, 1 idle, 2 waiting for the
  * next frame, 3 throttled by the governor. Not while the driver thread runs. */
 pllm_status pllm_runtime_step(pllm_runtime* runtime, int32_t* out_state);

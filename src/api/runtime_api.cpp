@@ -270,6 +270,17 @@ pllm_status pllm_runtime_set_thermal(pllm_runtime* r, int32_t level, float headr
   });
 }
 
+pllm_status pllm_runtime_set_ios_thermal_state(pllm_runtime* r, int32_t state) {
+  return guarded([&] {
+    if (!r) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_runtime_set_ios_thermal_state: null runtime");
+    if (!r->thermal) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_runtime_set_ios_thermal_state: the governor is off");
+    auto level = pllm::thermal_level_from_ios_state(state);
+    if (!level.ok()) return fail(level.error());
+    auto res = r->thermal->app.set_level(*level);
+    return res.ok() ? PLLM_OK : fail(res.error());
+  });
+}
+
 pllm_status pllm_runtime_step(pllm_runtime* r, int32_t* out_state) {
   return guarded([&] {
     if (!r) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_runtime_step: null runtime");

@@ -174,6 +174,22 @@ TEST_F(RuntimeApi, AppThermalStateReachesTheGovernor) {
   for (int i = 0; i < 5 && pllm_runtime_thermal_level(rt_) == 0; ++i) ASSERT_EQ(pllm_runtime_step(rt_, &state), PLLM_OK);
   EXPECT_EQ(pllm_runtime_thermal_level(rt_), 3);
   EXPECT_NE(pllm_runtime_set_thermal(rt_, 9, NAN), PLLM_OK) << "level past shutdown";
+  EXPECT_NE(pllm_runtime_set_ios_thermal_state(rt_, 4), PLLM_OK) << "no such iOS state";
+
+  // iOS "fair" is AThermal light (1), on a runtime of its own (the first stays hot for a while).
+  pllm_runtime* ios = nullptr;
+  ASSERT_EQ(pllm_runtime_create(engine_, model_, &p, &ios), PLLM_OK);
+  ASSERT_EQ(pllm_runtime_set_ios_thermal_state(ios, 1), PLLM_OK) << pllm_last_error();
+  pllm_session_params sp = pllm_session_default_params();
+  sp.n_ctx = 256;
+  int64_t k2 = 0;
+  ASSERT_EQ(pllm_runtime_add_session(ios, &sp, &k2), PLLM_OK);
+  Output out2;
+  pllm_request r2 = request_of(ids, 2, &out2);
+  ASSERT_EQ(pllm_runtime_submit(ios, k2, &r2, nullptr), PLLM_OK);
+  for (int i = 0; i < 5 && pllm_runtime_thermal_level(ios) == 0; ++i) ASSERT_EQ(pllm_runtime_step(ios, &state), PLLM_OK);
+  EXPECT_EQ(pllm_runtime_thermal_level(ios), 1);
+  pllm_runtime_free(ios);
 }
 
 TEST_F(RuntimeApi, TraceHasARequestSpanAndStepCounters) {
