@@ -7,6 +7,7 @@
 #include <string>
 
 #include "runtime/scheduled_runtime_parts.h"
+#include "runtime/prefix_cache.h"
 #include "runtime/trace_log.h"
 
 namespace pllm {
@@ -107,6 +108,11 @@ Result<uint64_t> ScheduledRuntime::submit(int64_t session, RuntimeRequest req) {
   auto live = std::make_unique<Live>();
   live->id = id;
   live->session = session;
+  const bool idle = std::none_of(live_.begin(), live_.end(), [&](const auto& kv) { return kv.second->session == session; });
+  if (idle && !req.prompt.empty()) {
+    live->cached = int(restore_prefix_locked(session, *it->second, req.prompt));
+    req.prompt.erase(req.prompt.begin(), req.prompt.begin() + live->cached);
+  }
   SchedulerRequest sr{0, session, req.klass, req.base_weight, now, RequestKind::prefill, 0, ControlAction::cancel};
   if (!req.prompt.empty()) {
     sr.id = prompt_part(id);
@@ -220,6 +226,34 @@ const Session* ScheduledRuntime::session(int64_t key) const {
   std::lock_guard lk(mu_);
   auto it = slots_.find(key);
   return it == slots_.end() ? nullptr : it->second->session.get();
+}
+
+// Only for a session with no context and nothing pending (so no step touches it); at least
+// one prompt token is left to compute, for the logits the generation starts from.
+size_t ScheduledRuntime::restore_prefix_locked(int64_t key, Slot& slot, std::span<const int32_t> prompt) {
+  PrefixCache* pc = cfg_.prefix_cache.get();
+  Session& s = *slot.session;
+  if (!pc || !s.history().empty() || !s.snapshots_supported() || prompt.size() < 2) return 0;
+  auto hit = pc->lookup(s.kv_cache().type(), prompt, 0, prompt.size() - 1, s.compute_tag());
+  if (!hit.snapshot) return 0;
+  if (auto r = s.restore_prefix(*hit.snapshot, /*verified=*/true); !r.ok()) {
+    pc->drop(hit.key, r.error().message);
+    return 0;
+  }
+  slot.has_logits = false;
+  (void)sched_.report_kv(key, int64_t(hit.n_tokens));  // a count >= 0: cannot fail
+  return hit.n_tokens;
+}
+
+// The session holds a finished prompt (n_tokens of history): offer its block-aligned prefix.
+void ScheduledRuntime::offer_prefix_locked(Slot& slot, size_t n_tokens) {
+  PrefixCache* pc = cfg_.prefix_cache.get();
+  Session& s = *slot.session;
+  const size_t nb = n_tokens / PrefixCache::kBlock * PrefixCache::kBlock;
+  if (!pc || nb == 0 || !s.snapshots_supported() || s.history().size() < nb) return;
+  const std::span<const int32_t> tokens(s.history().data(), nb);
+  if (pc->contains(s.kv_cache().type(), tokens, s.compute_tag())) return;
+  if (auto snap = s.save_prefix(nb); snap.ok()) pc->insert(s.kv_cache().type(), tokens, std::move(*snap), s.compute_tag());
 }
 
 int ScheduledRuntime::threads_locked() const {

@@ -28,7 +28,9 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "base/result.h"
@@ -40,6 +42,7 @@
 
 namespace pllm {
 
+class PrefixCache;
 class TraceLog;
 
 struct RuntimeEvent {
@@ -52,6 +55,11 @@ struct RuntimeEvent {
   EndReason reason = EndReason::done;  // end
   Status status = Status::ok;          // end: why it failed
   int n_generated = 0;                 // end: tokens the request generated
+  int n_cached = 0;                    // end: prompt tokens restored from the prefix cache
+  // token, when the request asked for logprobs: the token's log-probability under the model
+  // (before sampling's penalties and cuts) and the top_logprobs most likely tokens.
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;
 };
 using RuntimeCallback = std::function<void(const RuntimeEvent&)>;
 
@@ -61,6 +69,7 @@ struct RuntimeRequest {
   std::vector<int32_t> prompt;                     // appended to the context first (may be empty)
   int max_tokens = 0;                              // then at most this many tokens (0: prefill only)
   SamplingConfig sampling;                         // greedy when temperature <= 0
+  int top_logprobs = -1;                           // >= 0: token events carry logprobs (and this many alternatives)
   RuntimeCallback on_event;                        // may be empty
 };
 
@@ -99,6 +108,10 @@ struct RuntimeConfig {
   // model with the measured busy time here).
   std::function<void(const StepOutcome&)> on_step;
   TraceLog* trace = nullptr;             // spans and counters, or null; outlives the runtime
+  // Shared KV snapshots of prompt prefixes: a request on a session with no context restores
+  // the longest cached block-aligned prefix of its prompt at submit() and computes the rest;
+  // a prompt that finished prefilling offers its prefix. Null: none.
+  std::shared_ptr<PrefixCache> prefix_cache;
 };
 
 class ScheduledRuntime {
@@ -178,6 +191,8 @@ class ScheduledRuntime {
   void trace_step(TraceLog& log, int64_t t0_ns, const StepOutcome& out);
   void driver_loop();
   void auto_frame_locked(double now);
+  size_t restore_prefix_locked(int64_t key, Slot& slot, std::span<const int32_t> prompt);
+  void offer_prefix_locked(Slot& slot, size_t n_tokens);
 
   std::shared_ptr<const Model> model_;
   std::shared_ptr<Engine> engine_;

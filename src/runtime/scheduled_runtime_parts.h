@@ -22,6 +22,7 @@ struct ScheduledRuntime::Live {
   bool prompt_pending = false;  // its prefill part has not ended
   bool gen_pending = false;     // its generation part has not ended
   int prompted = 0;   // prompt tokens prefilled so far
+  int cached = 0;     // prompt tokens restored from the prefix cache at submit (not in req.prompt)
   int generated = 0;
   std::optional<EndReason> reason;  // set when the prompt part ended early: the request's outcome
   Status status = Status::ok;

@@ -10,6 +10,26 @@
 
 namespace pllm {
 
+namespace {
+
+// log-softmax of the raw logits at `token`, and the k most likely tokens with theirs.
+void log_probs(std::vector<float>& logits, int32_t token, int k, RuntimeEvent& ev) {
+  const float mx = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float x : logits) sum += std::exp(double(x - mx));
+  const float lse = mx + float(std::log(sum));
+  ev.logprob = logits[size_t(token)] - lse;
+  if (k <= 0) return;
+  std::vector<int32_t> ids(logits.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i);
+  k = std::min<int>(k, int(ids.size()));
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
+                    [&](int32_t a, int32_t b) { return logits[size_t(a)] > logits[size_t(b)]; });
+  for (int i = 0; i < k; ++i) ev.top.emplace_back(ids[size_t(i)], logits[size_t(ids[size_t(i)])] - lse);
+}
+
+}  // namespace
+
 Result<StepOutcome> ScheduledRuntime::step() {
   std::vector<Delivery> events;
   Result<StepOutcome> r = StepOutcome{};
@@ -81,6 +101,7 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
   const int32_t n_vocab = model_->config().n_vocab;
   std::vector<SessionStep> steps;
   std::vector<size_t> step_of(work.size(), SIZE_MAX);
+  std::vector<float> logprob_scratch;  // the raw logits, for requests that asked for logprobs
   for (size_t i = 0; i < work.size(); ++i) {
     RowWork& w = work[i];
     Session& s = *w.slot->session;
@@ -100,6 +121,7 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
         continue;
       }
       if (!live.sampler) live.sampler = std::make_unique<Sampler>(live.req.sampling, n_vocab);
+      if (live.req.top_logprobs >= 0) logprob_scratch.assign(s.last_logits(), s.last_logits() + n_vocab);
       w.token = live.sampler->sample(s.last_logits(), s.history());
       if (tok.is_end_of_generation(w.token)) {
         w.result = RowResult{0, true, Status::ok};
@@ -112,6 +134,7 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
         ev.session = live.session;
         ev.token = w.token;
         ev.index = live.generated;
+        if (live.req.top_logprobs >= 0) log_probs(logprob_scratch, w.token, live.req.top_logprobs, ev);
         (*live.on_event)(ev);
       }
       if (live.generated == 0 && tracing()) cfg_.trace->instant("first_token", {{"request", double(live.id)}});
@@ -246,6 +269,9 @@ void ScheduledRuntime::finish(const EndedRequest& e, std::vector<Delivery>& even
   if (reason == EndReason::failed && status == Status::cancelled) reason = EndReason::cancelled;  // stopped mid-step
   if (e.request == prompt_part(live.id)) {
     live.prompt_pending = false;
+    if (reason == EndReason::done)
+      if (auto slot = slots_.find(live.session); slot != slots_.end())
+        offer_prefix_locked(*slot->second, slot->second->session->history().size());
     if (reason != EndReason::done && !live.reason) {
       live.reason = reason;
       live.status = status;
@@ -262,6 +288,7 @@ void ScheduledRuntime::finish(const EndedRequest& e, std::vector<Delivery>& even
   ev.reason = live.reason.value_or(reason);
   ev.status = live.reason ? live.status : status;
   ev.n_generated = live.generated;
+  ev.n_cached = live.cached;
   if (tracing())
     cfg_.trace->async_end("request", live.id, {{"generated", double(live.generated)}, {"reason", double(ev.reason)}});
   events.push_back(Delivery{live.on_event, ev});

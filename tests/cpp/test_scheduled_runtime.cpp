@@ -14,6 +14,7 @@
 
 #include "model/model.h"
 #include "real_model.h"
+#include "runtime/prefix_cache.h"
 #include "runtime/scheduled_runtime.h"
 
 namespace pllm {
@@ -247,6 +248,63 @@ TEST_F(RuntimeReal, ControlsEndWhatTheyShould) {
   run_until_idle(*rt);
   EXPECT_EQ(rec.ends[*rd].reason, EndReason::failed);
   EXPECT_EQ(rec.ends[*rd].status, Status::invalid_argument);
+}
+
+// A second request with the same 130-token prompt prefix restores 128 tokens (two blocks) from
+// the shared prefix cache instead of computing them, and gets the same tokens.
+TEST_F(RuntimeReal, PrefixCacheRestoresARepeatedPrompt) {
+  PrefixCacheParams pp;
+  pp.ram_bytes = 64 << 20;
+  auto cache = PrefixCache::create(load_model()->identity(), pp);
+  ASSERT_TRUE(cache.ok());
+  RuntimeConfig cfg;
+  cfg.prefix_cache = *cache;
+  auto rt = make_runtime(cfg);
+  Recorder rec;
+  const auto prompt = prompt_of(80, 130);
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 2; ++i) {
+    auto key = rt->add_session(session_cfg());
+    ASSERT_TRUE(key.ok());
+    auto id = rt->submit(*key, request(prompt, 6, rec));
+    ASSERT_TRUE(id.ok());
+    ids.push_back(*id);
+    run_until_idle(*rt);
+  }
+  EXPECT_EQ(rec.ends[ids[0]].n_cached, 0);
+  EXPECT_EQ(rec.ends[ids[1]].n_cached, 128);
+  EXPECT_EQ(rec.tokens[ids[1]], rec.tokens[ids[0]]);
+  EXPECT_EQ(rec.tokens[ids[0]], solo_greedy(load_model(), prompt, 6));
+}
+
+// Logprobs come from the raw distribution: the greedy token is the most likely one, its
+// logprob is <= 0 and equals the first alternative's.
+TEST_F(RuntimeReal, LogprobsOfGreedyTokens) {
+  auto rt = make_runtime();
+  std::vector<RuntimeEvent> events;
+  std::mutex mu;
+  auto key = rt->add_session(session_cfg());
+  ASSERT_TRUE(key.ok());
+  RuntimeRequest r;
+  r.prompt = prompt_of(81, 10);
+  r.max_tokens = 4;
+  r.sampling = greedy();
+  r.top_logprobs = 3;
+  r.on_event = [&](const RuntimeEvent& e) {
+    std::lock_guard lk(mu);
+    if (e.kind == RuntimeEvent::Kind::token) events.push_back(e);
+  };
+  ASSERT_TRUE(rt->submit(*key, std::move(r)).ok());
+  run_until_idle(*rt);
+  ASSERT_FALSE(events.empty());
+  for (const RuntimeEvent& e : events) {
+    ASSERT_EQ(e.top.size(), 3u);
+    EXPECT_EQ(e.top[0].first, e.token);
+    EXPECT_FLOAT_EQ(e.top[0].second, e.logprob);
+    EXPECT_LE(e.logprob, 0.0f);
+    EXPECT_GE(e.top[0].second, e.top[1].second);
+    EXPECT_GE(e.top[1].second, e.top[2].second);
+  }
 }
 
 TEST_F(RuntimeReal, BadInputIsRefused) {
