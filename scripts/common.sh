@@ -7,7 +7,7 @@ DEFAULT_MODEL="$MODELS_DIR/SmolLM2-135M-Instruct.Q4_1.gguf"
 JOBS="${JOBS:-$(nproc 2>/dev/null || echo 2)}"
 
 # Debian packages the build and tests need.
-DEB_PACKAGES=(cmake ninja-build g++ pkg-config libpcre2-dev libcli11-dev nlohmann-json3-dev libgtest-dev
+DEB_PACKAGES=(cmake ninja-build g++ pkg-config libpcre2-dev libcli11-dev nlohmann-json3-dev libgtest-dev libcpp-httplib-dev
               python3 python3-venv python3-pip)
 # Installed when we can (root + apt), never required: the builds run without it.
 DEB_OPTIONAL=(ccache)

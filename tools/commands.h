@@ -13,6 +13,7 @@ std::function<int()> add_info(CLI::App& app);
 std::function<int()> add_logits(CLI::App& app);
 std::function<int()> add_bench(CLI::App& app);
 std::function<int()> add_simulate(CLI::App& app);
+std::function<int()> add_serve(CLI::App& app);
 std::function<int()> add_perplexity(CLI::App& app);
 std::function<int()> add_chat_bench(CLI::App& app);
 std::function<int()> add_quantize(CLI::App& app);

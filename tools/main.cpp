@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   reg(cli::add_prune(app));
   reg(cli::add_calibrate_act(app));
   reg(cli::add_simulate(app));
+  reg(cli::add_serve(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

@@ -1,0 +1,299 @@
+// POST /v1/chat/completions and /v1/completions: parse, render and tokenize the prompt, check
+// it fits, submit to the runtime on a session of the request's own, then stream (SSE) or wait
+// for the answer. While waiting the connection is probed (an SSE comment, or leading
+// whitespace of the JSON body, every 100 ms), so a client that went away is noticed and its
+// request cancelled (the session is removed: its row stops within one step).
+#include <chrono>
+#include <ctime>
+
+#include "server/server_impl.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pllm::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kProbeMs = 100;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The request's text as it streams: decodes tokens, holds back what may start a stop string,
+// and finds a stop string when one completes (nothing after it is sent).
+class TextStream {
+ public:
+  TextStream(const Tokenizer& tok, std::vector<std::string> stop) : dec_(tok), stop_(std::move(stop)) {}
+  // The text that can be sent after this token; sets stopped() when a stop string completed.
+  std::string push(int32_t token) {
+    text_ += dec_.push(token);
+    return release(false);
+  }
+  std::string flush() {
+    if (!stopped_) text_ += dec_.flush();
+    return release(true);
+  }
+  bool stopped() const { return stopped_; }
+
+ private:
+  std::string release(bool all) {
+    if (stopped_) return "";
+    size_t end = text_.size();
+    for (const std::string& s : stop_) {
+      const size_t from = sent_ > s.size() ? sent_ - s.size() : 0;
+      const size_t at = text_.find(s, from);
+      if (at != std::string::npos && at < end) {
+        end = at;
+        stopped_ = true;
+      }
+    }
+    if (!stopped_ && !all) {
+      size_t hold = 0;  // the longest tail that is a proper prefix of a stop string
+      for (const std::string& s : stop_)
+        for (size_t k = std::min(s.size() - 1, text_.size()); k > hold; --k)
+          if (text_.compare(text_.size() - k, k, s, 0, k) == 0) {
+            hold = k;
+            break;
+          }
+      end = text_.size() - hold;
+    }
+    if (end <= sent_) return "";
+    std::string out = text_.substr(sent_, end - sent_);
+    sent_ = end;
+    return out;
+  }
+  StreamDecoder dec_;
+  std::vector<std::string> stop_;
+  std::string text_;
+  size_t sent_ = 0;
+  bool stopped_ = false;
+};
+
+json token_logprob(const Tokenizer& tok, int32_t id, float lp) {
+  const std::string piece = tok.token_to_piece(id, true);
+  json bytes = json::array();
+  for (unsigned char c : piece) bytes.push_back(int(c));
+  return {{"token", piece}, {"logprob", lp}, {"bytes", bytes}};
+}
+
+json chat_logprobs(const Tokenizer& tok, const RuntimeEvent& e) {
+  json item = token_logprob(tok, e.token, e.logprob);
+  json top = json::array();
+  for (const auto& [id, lp] : e.top) top.push_back(token_logprob(tok, id, lp));
+  item["top_logprobs"] = top;
+  return item;
+}
+
+struct Reply {  // what one request produced so far
+  std::string id, model;
+  bool chat = true;
+  int n_prompt = 0, n_generated = 0, n_cached = 0;
+  std::string finish_reason;
+  std::optional<ApiError> error;
+  json logprobs = json::array();
+  bool first = true;
+  Clock::time_point start = Clock::now(), last_token;
+
+  json usage() const {
+    return {{"prompt_tokens", n_prompt},
+            {"completion_tokens", n_generated},
+            {"total_tokens", n_prompt + n_generated},
+            {"prompt_tokens_details", {{"cached_tokens", n_cached}}}};
+  }
+  json chunk(const std::string& text, const json& choice_extra) const {
+    json choice = {{"index", 0}, {"finish_reason", nullptr}};
+    if (chat) {
+      json delta = json::object();
+      if (first) delta["role"] = "assistant";
+      delta["content"] = text;
+      choice["delta"] = delta;
+    } else {
+      choice["text"] = text;
+    }
+    for (const auto& [k, v] : choice_extra.items()) choice[k] = v;
+    return {{"id", id},
+            {"object", chat ? "chat.completion.chunk" : "text_completion"},
+            {"created", int64_t(std::time(nullptr))},
+            {"model", model},
+            {"choices", json::array({choice})}};
+  }
+};
+
+std::string finish_reason_of(const RuntimeEvent& e, bool stopped) {
+  if (stopped || e.reason == EndReason::eos) return "stop";
+  if (e.reason == EndReason::done) return "length";
+  if (e.reason == EndReason::failed && e.status == Status::out_of_range) return "length";  // context full
+  return "stop";
+}
+
+}  // namespace
+
+void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response& res, bool chat) {
+  const char* endpoint = chat ? "chat_completions" : "completions";
+  if (!authorized(req, res, endpoint)) return;
+  if (!ready) return send_error(res, {503, "server_error", "", "model_loading", "the model is still loading"}, endpoint);
+  ParseResult parsed = parse_completion_request(req.body, chat, model->sampling_defaults());
+  if (!parsed.request) return send_error(res, parsed.error, endpoint);
+  CompletionRequest r = std::move(*parsed.request);
+  if (!r.model.empty() && r.model != opt.model_id)
+    return send_error(res, {404, "invalid_request_error", "model", "model_not_found",
+                            "the model '" + r.model + "' does not exist; this server has '" + opt.model_id + "'"},
+                      endpoint);
+  // The prompt, exactly as the model sees it.
+  std::string text = r.prompt;
+  if (chat) {
+    auto rendered = render_chat(detect_chat_family(model->chat_template()), model->chat_template(), r.messages, true);
+    if (!rendered.ok()) return send_error(res, {400, "invalid_request_error", "messages", "", rendered.error().message}, endpoint);
+    text = std::move(*rendered);
+  }
+  auto ids = model->tokenizer().encode(text, true, chat);
+  if (!ids.ok()) return send_error(res, {400, "invalid_request_error", chat ? "messages" : "prompt", "", ids.error().message}, endpoint);
+  const int n_prompt = int(ids->size());
+  const int room = opt.n_ctx - n_prompt;
+  if (room < 1 || (r.max_tokens > 0 && r.max_tokens > room))
+    return send_error(res, {400, "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded",
+                            "this model's context is " + std::to_string(opt.n_ctx) + " tokens; the prompt has " +
+                                std::to_string(n_prompt) + " and max_tokens asks for " +
+                                std::to_string(r.max_tokens > 0 ? r.max_tokens : 1) + " more"},
+                      endpoint);
+  SessionConfig scfg = opt.session;
+  scfg.n_ctx = opt.n_ctx;
+  scfg.n_batch = std::max(scfg.n_batch, runtime->prefill_chunk());
+  auto key = runtime->add_session(scfg);
+  if (!key.ok()) return send_error(res, {500, "server_error", "", "", key.error().message}, endpoint);
+  auto channel = std::make_shared<Channel>();
+  RuntimeRequest rr;
+  rr.klass = RequestClass::interactive;
+  rr.prompt = std::move(*ids);
+  rr.max_tokens = r.max_tokens > 0 ? r.max_tokens : room;
+  rr.sampling = r.sampling;
+  rr.top_logprobs = r.top_logprobs;
+  rr.on_event = [channel](const RuntimeEvent& e) { channel->push(e); };
+  if (auto sub = runtime->submit(*key, std::move(rr)); !sub.ok()) {
+    (void)runtime->remove_session(*key);
+    return send_error(res, {400, "invalid_request_error", "", "", sub.error().message}, endpoint);
+  }
+  metrics.prompt_tokens(uint64_t(n_prompt));
+
+  auto reply = std::make_shared<Reply>();
+  reply->id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++);
+  reply->model = opt.model_id;
+  reply->chat = chat;
+  reply->n_prompt = n_prompt;
+  auto stream = std::make_shared<TextStream>(model->tokenizer(), r.stop);
+  const int64_t session = *key;
+  auto finished = std::make_shared<std::atomic<bool>>(false);
+
+  // Moves the channel's events into the reply; returns text to send and whether it ended.
+  auto drain = [this, channel, reply, stream, session, r](std::string& out_text, json& out_logprobs) {
+    for (const RuntimeEvent& e : channel->take(kProbeMs)) {
+      if (e.kind == RuntimeEvent::Kind::token) {
+        if (stream->stopped()) continue;
+        const auto now = Clock::now();
+        if (reply->n_generated == 0) metrics.ttft(seconds_since(reply->start));
+        else metrics.inter_token(std::chrono::duration<double>(now - reply->last_token).count());
+        reply->last_token = now;
+        ++reply->n_generated;
+        out_text += stream->push(e.token);
+        if (r.top_logprobs >= 0) out_logprobs.push_back(chat_logprobs(model->tokenizer(), e));
+        if (stream->stopped()) (void)runtime->control(session, ControlAction::interrupt);
+        continue;
+      }
+      out_text += stream->flush();
+      reply->n_cached = e.n_cached;
+      metrics.cached_tokens(uint64_t(e.n_cached));
+      reply->finish_reason = finish_reason_of(e, stream->stopped());
+      if (e.reason == EndReason::failed && e.status != Status::out_of_range)
+        reply->error = ApiError{500, "server_error", "", "", std::string("generation failed: ") + status_name(e.status)};
+      return true;
+    }
+    return false;
+  };
+  // Runs when the response is over or the client went away: the session goes (a request
+  // still running is cancelled: its row stops within one step).
+  auto release = [this, session, finished](bool) {
+    if (!finished->load()) metrics.cancelled();
+    (void)runtime->remove_session(session);
+  };
+
+  if (r.stream) {
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, reply, drain, finished, r, endpoint](size_t, httplib::DataSink& sink) {
+          auto send = [&](const json& j) {
+            const std::string line = "data: " + dump(j) + "\n\n";
+            return sink.write(line.data(), line.size());
+          };
+          for (;;) {
+            std::string piece;
+            json lps = json::array();
+            const bool ended = drain(piece, lps);
+            if (!piece.empty() || !lps.empty() || reply->first) {
+              json extra = json::object();
+              if (r.top_logprobs >= 0) extra["logprobs"] = reply->chat ? json{{"content", lps}} : json(nullptr);
+              if (!send(reply->chunk(piece, extra))) return false;
+              reply->first = false;
+            } else if (!ended && !sink.write(": ping\n\n", 8)) {
+              return false;  // the client went away
+            }
+            if (!ended) continue;
+            if (reply->error) {
+              if (!send(error_body(*reply->error))) return false;
+            } else {
+              json done = reply->chunk("", json{{"finish_reason", reply->finish_reason}});
+              if (reply->chat) done["choices"][0]["delta"] = json::object();
+              if (!send(done)) return false;
+              if (r.include_usage) {
+                json u = reply->chunk("", json::object());
+                u["choices"] = json::array();
+                u["usage"] = reply->usage();
+                if (!send(u)) return false;
+              }
+            }
+            if (!sink.write("data: [DONE]\n\n", 14)) return false;
+            finished->store(true);
+            metrics.generated_tokens(uint64_t(reply->n_generated));
+            metrics.request(endpoint, 200);
+            sink.done();
+            return true;
+          }
+        },
+        release);
+    return;
+  }
+  res.set_chunked_content_provider(
+      "application/json",
+      [this, reply, drain, finished, r, endpoint](size_t, httplib::DataSink& sink) {
+        std::string text;
+        json lps = json::array();
+        for (;;) {
+          if (drain(text, lps)) break;
+          if (!sink.write(" ", 1)) return false;  // leading whitespace is valid JSON: a liveness probe
+        }
+        json body;
+        if (reply->error) {
+          body = error_body(*reply->error);
+        } else {
+          json choice = {{"index", 0}, {"finish_reason", reply->finish_reason}};
+          if (reply->chat) choice["message"] = {{"role", "assistant"}, {"content", text}};
+          else choice["text"] = text;
+          choice["logprobs"] = r.top_logprobs >= 0 && reply->chat ? json{{"content", lps}} : json(nullptr);
+          body = {{"id", reply->id},
+                  {"object", reply->chat ? "chat.completion" : "text_completion"},
+                  {"created", int64_t(std::time(nullptr))},
+                  {"model", reply->model},
+                  {"choices", json::array({choice})},
+                  {"usage", reply->usage()}};
+        }
+        const std::string s = dump(body);
+        if (!sink.write(s.data(), s.size())) return false;
+        finished->store(true);
+        metrics.generated_tokens(uint64_t(reply->n_generated));
+        metrics.request(endpoint, 200);
+        sink.done();
+        return true;
+      },
+      release);
+}
+
+}  // namespace pllm::server
