@@ -4,7 +4,7 @@
 #   2. AddressSanitizer + UBSan build: the C++ suites that parse input or manage memory
 #      (minus the cases that only re-run the real model's numerics) and the Python suites that
 #      feed outside bytes to the engine (GGUF files, CLI flags, tokenizer input, cache files,
-#      chat input);
+#      chat input, simulate scenarios, HTTP requests to the server);
 #   3. ThreadSanitizer build of the test cases whose code shares threads (thread pool, several
 #      callers on one engine, cancellation and pre-warm through the C API, prefix cache, the
 #      runtime's driver thread, the trace ring) and the scheduler's and governor's suites;
@@ -57,7 +57,9 @@ for t in "${ASAN_TESTS[@]}"; do
   "$ROOT/build-asan/tests/cpp/$t" --gtest_brief=1 --gtest_filter="$ASAN_FILTER"
 done
 PARSING_SUITES=(test_malformed_gguf.py test_cli_errors.py test_tokenize.py test_chat_repl.py
-                "test_simulate.py::test_bad_scenario_is_one_clear_error" "test_simulate.py::test_bad_command_lines")
+                "test_simulate.py::test_bad_scenario_is_one_clear_error" "test_simulate.py::test_bad_command_lines"
+                "test_server.py::test_bad_requests_get_openai_errors" "test_server.py::test_oversized_body_and_unknown_route"
+                "test_server.py::test_tokenize_round_trip" "test_server.py::test_disconnect_cancels_and_metrics_parse")
 if [ "$LONG" = 1 ]; then
   PY_ASAN=("$ROOT/tests/py")
 else
