@@ -1,5 +1,6 @@
 // The C API of the scheduled runtime (pocketllm.h, "Scheduled runtime").
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "api/api_internal.h"
@@ -42,6 +43,15 @@ class AppAndSysfsThermal : public pllm::ThermalSource {
   pllm::ThermalReading sys_;
   std::optional<int64_t> last_scan_ms_;
 };
+
+// The bits of an enum value a C caller passed, as an int (never loaded as the enum type).
+template <class E>
+int32_t enum_bits(const E& e) {
+  static_assert(sizeof(E) == sizeof(int32_t));
+  int32_t v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
 
 pllm_end_reason to_c(pllm::EndReason r) {
   switch (r) {
@@ -165,10 +175,13 @@ pllm_status pllm_runtime_submit(pllm_runtime* r, int64_t session, const pllm_req
   return guarded([&] {
     if (!r || !req) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_runtime_submit: null argument");
     if (req->n_prompt && !req->prompt) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_runtime_submit: null prompt");
-    if (req->klass != PLLM_CLASS_INTERACTIVE && req->klass != PLLM_CLASS_BACKGROUND)
+    // A C caller may put any int in an enum field; read it as one (loading an out-of-range
+    // value as the C++ enum type is undefined).
+    const int32_t klass = enum_bits(req->klass);
+    if (klass != PLLM_CLASS_INTERACTIVE && klass != PLLM_CLASS_BACKGROUND)
       return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_runtime_submit: unknown request class");
     pllm::RuntimeRequest rr;
-    rr.klass = req->klass == PLLM_CLASS_INTERACTIVE ? pllm::RequestClass::interactive : pllm::RequestClass::background;
+    rr.klass = klass == PLLM_CLASS_INTERACTIVE ? pllm::RequestClass::interactive : pllm::RequestClass::background;
     if (req->base_weight >= 0) rr.base_weight = req->base_weight;
     rr.prompt.assign(req->prompt, req->prompt + req->n_prompt);
     rr.max_tokens = req->max_tokens;
@@ -211,7 +224,7 @@ pllm_status pllm_runtime_control(pllm_runtime* r, int64_t session, pllm_control 
   return guarded([&] {
     if (!r) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_runtime_control: null runtime");
     pllm::ControlAction a;
-    switch (action) {
+    switch (enum_bits(action)) {
       case PLLM_CONTROL_CANCEL: a = pllm::ControlAction::cancel; break;
       case PLLM_CONTROL_RESET: a = pllm::ControlAction::reset; break;
       case PLLM_CONTROL_INTERRUPT: a = pllm::ControlAction::interrupt; break;
