@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite (what CI runs through .ci/run):
-#   1. release build: every C++ unit test and the whole Python suite;
+#   1. release build: every C++ unit test and the whole Python suite; then the Python package
+#      (python/: `pip install ./python` into the venv) and its tests;
 #   2. AddressSanitizer + UBSan build: the C++ suites that parse input or manage memory
 #      (minus the cases that only re-run the real model's numerics) and the Python suites that
 #      feed outside bytes to the engine (GGUF files, CLI flags, tokenizer input, cache files,
@@ -30,6 +31,16 @@ log "release build"
 build "$ROOT/build" -DCMAKE_BUILD_TYPE=Release -DPLLM_BUILD_TESTS=ON -DPLLM_SANITIZE=OFF -DPLLM_TSAN=OFF
 (cd "$ROOT/build" && ctest --output-on-failure -j "$JOBS")
 POCKETLLM_BIN="$ROOT/build/pocketllm" "$VENV/bin/python" -m pytest -q "$ROOT/tests/py"
+
+log "Python package: pip install ./python, then python/tests"
+# scikit-build-core builds the engine again, as a shared library, in build-python (incremental
+# where this ran before) with the release build's compilers and the compiler cache: the layers'
+# objects then come from the cache (same flags, same paths relative to the checkout) and only
+# the C API's files, compiled with hidden visibility, are new.
+compiler_of() { sed -n "s/^CMAKE_$1_COMPILER:FILEPATH=//p" "$ROOT/build/CMakeCache.txt"; }
+CMAKE_ARGS="$(cmake_launcher) -DCMAKE_C_COMPILER=$(compiler_of C) -DCMAKE_CXX_COMPILER=$(compiler_of CXX)" \
+  SKBUILD_BUILD_DIR="$ROOT/build-python" "$VENV/bin/pip" install -q --disable-pip-version-check "$ROOT/python"
+"$VENV/bin/python" -m pytest -q "$ROOT/python/tests"
 
 log "AddressSanitizer + UBSan build (the suites that parse input or touch memory directly)"
 # Parsers (GGUF, tokenizer, chat template, KV snapshots, the prefix cache's files, the C API's

@@ -13,6 +13,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Marks the API's functions as the exports of a shared libpocketllm, which is built with
+ * -fvisibility=hidden so that only these are visible (PLLM_BUILD_SHARED; the Python package
+ * loads it). Default visibility is also what a static build gets, so nothing changes there. */
+#ifndef PLLM_API
+#if defined(__GNUC__) || defined(__clang__)
+#define PLLM_API __attribute__((visibility("default")))
+#else
+#define PLLM_API
+#endif
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -34,13 +45,13 @@ typedef struct pllm_model pllm_model;
 typedef struct pllm_session pllm_session;
 
 /* Message for the last failed call on this thread ("" if none). Valid until the next call. */
-const char* pllm_last_error(void);
-const char* pllm_status_string(pllm_status status);
-const char* pllm_version(void);
+PLLM_API const char* pllm_last_error(void);
+PLLM_API const char* pllm_status_string(pllm_status status);
+PLLM_API const char* pllm_version(void);
 /* Name of the kernel instruction set chosen at start-up (e.g. "avx512"). */
-const char* pllm_isa(void);
+PLLM_API const char* pllm_isa(void);
 /* Threads a session uses by default: one per physical performance core. */
-int32_t pllm_default_threads(void);
+PLLM_API int32_t pllm_default_threads(void);
 
 /* ---- Models -------------------------------------------------------------- */
 
@@ -58,40 +69,40 @@ typedef struct pllm_model_params {
   int repack_weights;
 } pllm_model_params;
 
-pllm_model_params pllm_model_default_params(void);
-pllm_status pllm_model_load(const char* path, const pllm_model_params* params, pllm_model** out);
-void pllm_model_free(pllm_model* model);
+PLLM_API pllm_model_params pllm_model_default_params(void);
+PLLM_API pllm_status pllm_model_load(const char* path, const pllm_model_params* params, pllm_model** out);
+PLLM_API void pllm_model_free(pllm_model* model);
 
-int32_t pllm_model_n_vocab(const pllm_model* model);
-int32_t pllm_model_n_ctx_train(const pllm_model* model);
+PLLM_API int32_t pllm_model_n_vocab(const pllm_model* model);
+PLLM_API int32_t pllm_model_n_ctx_train(const pllm_model* model);
 /* Tensors held as repacked panels (0 without repack_weights or on CPUs without panel kernels). */
-int32_t pllm_model_n_repacked(const pllm_model* model);
-pllm_token pllm_model_bos(const pllm_model* model); /* -1 if none */
-pllm_token pllm_model_eos(const pllm_model* model); /* -1 if none */
-int pllm_model_is_eog(const pllm_model* model, pllm_token token);
+PLLM_API int32_t pllm_model_n_repacked(const pllm_model* model);
+PLLM_API pllm_token pllm_model_bos(const pllm_model* model); /* -1 if none */
+PLLM_API pllm_token pllm_model_eos(const pllm_model* model); /* -1 if none */
+PLLM_API int pllm_model_is_eog(const pllm_model* model, pllm_token token);
 /* Static activation scales (pocketllm.act_scale.<tensor> f32 metadata, checked at load): the
  * number of matrix products with int8 kernels that have one (*n_static) and that have none
  * (*n_dynamic: with static_activations they keep per-block dynamic quantisation). Either
  * pointer may be NULL; both 0 for a vocab-only model. */
-void pllm_model_act_scale_counts(const pllm_model* model, int32_t* n_static, int32_t* n_dynamic);
+PLLM_API void pllm_model_act_scale_counts(const pllm_model* model, int32_t* n_static, int32_t* n_dynamic);
 /* 1 if pllm_tokenize with add_special prepends BOS (tokenizer.ggml.add_bos_token, else the
  * tokenizer type's default), else 0. */
-int pllm_model_add_bos(const pllm_model* model);
+PLLM_API int pllm_model_add_bos(const pllm_model* model);
 
 /* Describe a GGUF file as JSON (architecture, hyper-parameters, tokenizer, tensors with
  * types and bytes) without loading weights. Free *json_out with pllm_string_free. */
-pllm_status pllm_inspect_file(const char* path, char** json_out);
-void pllm_string_free(char* s);
+PLLM_API pllm_status pllm_inspect_file(const char* path, char** json_out);
+PLLM_API void pllm_string_free(char* s);
 
 /* ---- Tokenizer ------------------------------------------------------------- */
 
 /* Writes up to capacity ids; *n_out receives the full count. If capacity is too small the
  * call fails with PLLM_ERR_OUT_OF_RANGE and *n_out tells the size needed. */
-pllm_status pllm_tokenize(const pllm_model* model, const char* text, size_t text_len, int add_special,
-                          int parse_special, pllm_token* out, size_t capacity, size_t* n_out);
+PLLM_API pllm_status pllm_tokenize(const pllm_model* model, const char* text, size_t text_len, int add_special,
+                                   int parse_special, pllm_token* out, size_t capacity, size_t* n_out);
 /* Text of the tokens (special tokens rendered when render_special). Same capacity rules. */
-pllm_status pllm_detokenize(const pllm_model* model, const pllm_token* tokens, size_t n_tokens,
-                            int render_special, char* out, size_t capacity, size_t* n_out);
+PLLM_API pllm_status pllm_detokenize(const pllm_model* model, const pllm_token* tokens, size_t n_tokens,
+                                     int render_special, char* out, size_t capacity, size_t* n_out);
 
 typedef struct pllm_chat_message {
   const char* role; /* "system", "user" or "assistant" */
@@ -99,8 +110,8 @@ typedef struct pllm_chat_message {
 } pllm_chat_message;
 
 /* Render messages with the model's chat template. Free *text_out with pllm_string_free. */
-pllm_status pllm_chat_apply_template(const pllm_model* model, const pllm_chat_message* messages,
-                                     size_t n_messages, int add_generation_prompt, char** text_out);
+PLLM_API pllm_status pllm_chat_apply_template(const pllm_model* model, const pllm_chat_message* messages,
+                                              size_t n_messages, int add_generation_prompt, char** text_out);
 
 /* ---- Sessions ------------------------------------------------------------ */
 
@@ -136,27 +147,27 @@ typedef struct pllm_session_params {
                                f16_activations. */
 } pllm_session_params;
 
-pllm_session_params pllm_session_default_params(void);
-pllm_status pllm_session_create(pllm_model* model, const pllm_session_params* params, pllm_session** out);
-void pllm_session_free(pllm_session* session);
-int32_t pllm_session_n_ctx(const pllm_session* session);
+PLLM_API pllm_session_params pllm_session_default_params(void);
+PLLM_API pllm_status pllm_session_create(pllm_model* model, const pllm_session_params* params, pllm_session** out);
+PLLM_API void pllm_session_free(pllm_session* session);
+PLLM_API int32_t pllm_session_n_ctx(const pllm_session* session);
 /* Bytes the session's KV cache reserves at creation: what it holds once the context is full. */
-uint64_t pllm_session_kv_bytes(const pllm_session* session);
+PLLM_API uint64_t pllm_session_kv_bytes(const pllm_session* session);
 /* Bytes of it in memory now: it grows in blocks of 64 positions as the context fills and shrinks
  * on reset (the whole of pllm_session_kv_bytes where the platform cannot grow it). */
-uint64_t pllm_session_kv_committed_bytes(const pllm_session* session);
+PLLM_API uint64_t pllm_session_kv_committed_bytes(const pllm_session* session);
 /* Per-op timings recorded since creation (params.profile = 1): a Chrome trace JSON (opens in
  * Perfetto / chrome://tracing) and a text table of time per op. Either output may be NULL; free
  * the strings with pllm_string_free. PLLM_ERR_INVALID_ARGUMENT if profiling is off. */
-pllm_status pllm_session_profile(pllm_session* session, char** chrome_trace_json, char** summary);
+PLLM_API pllm_status pllm_session_profile(pllm_session* session, char** chrome_trace_json, char** summary);
 
 /* Forget the conversation (the KV cache). */
-void pllm_session_reset(pllm_session* session);
+PLLM_API void pllm_session_reset(pllm_session* session);
 
 /* Append tokens to the session's context and run the model over them. If logits_out is not
  * NULL it receives n_tokens * n_vocab floats: the logits after every appended token. */
-pllm_status pllm_session_eval(pllm_session* session, const pllm_token* tokens, size_t n_tokens,
-                              float* logits_out);
+PLLM_API pllm_status pllm_session_eval(pllm_session* session, const pllm_token* tokens, size_t n_tokens,
+                                       float* logits_out);
 
 /* ---- Generation ------------------------------------------------------------ */
 
@@ -175,12 +186,12 @@ typedef struct pllm_sampling_params {
 } pllm_sampling_params;
 
 /* The sampler's generic defaults (llama.cpp's): temperature 0.8, top-k 40, top-p 0.95, min-p 0.05. */
-pllm_sampling_params pllm_sampling_default_params(void);
+PLLM_API pllm_sampling_params pllm_sampling_default_params(void);
 /* The sampling that suits this model (what `pocketllm run` and `chat` use): the model file's
  * general.sampling.* values (temp, top_k, top_p, min_p, penalty_repeat, penalty_last_n) where
  * it has them, else greedy (temperature 0; the other fields as pllm_sampling_default_params).
  * pllm_sampling_default_params() for a NULL model. */
-pllm_sampling_params pllm_model_sampling_params(const pllm_model* model);
+PLLM_API pllm_sampling_params pllm_model_sampling_params(const pllm_model* model);
 
 /* Called for each generated token. text holds the newly completed UTF-8 text (never a
  * partial character; may be empty). Return non-zero to stop generation. */
@@ -210,9 +221,9 @@ typedef struct pllm_generation_stats {
 /* Generate a reply to `prompt`, the whole context as tokens. The session reuses the longest
  * prefix of prompt already in its KV cache, so a chat can pass the full conversation each
  * turn. Fails with PLLM_ERR_OUT_OF_RANGE if the prompt does not fit the context. */
-pllm_status pllm_generate(pllm_session* session, const pllm_token* prompt, size_t n_prompt,
-                          const pllm_sampling_params* sampling, pllm_token_fn on_token, void* user_data,
-                          pllm_generation_stats* stats);
+PLLM_API pllm_status pllm_generate(pllm_session* session, const pllm_token* prompt, size_t n_prompt,
+                                   const pllm_sampling_params* sampling, pllm_token_fn on_token, void* user_data,
+                                   pllm_generation_stats* stats);
 
 /* Prewarm: start computing the KV cache for `tokens` (a prompt's known beginning: system prompt,
  * document, conversation so far) on a background thread and return at once; the next
@@ -220,13 +231,13 @@ pllm_status pllm_generate(pllm_session* session, const pllm_token* prompt, size_
  * running; any other call on the session (generate, eval, reset, free, ...) first stops a
  * running prewarm, keeping what it finished. Uses the session's prefix cache like
  * pllm_generate. Tokens (not text) so the prompt's tokenisation is the one that is cached. */
-pllm_status pllm_session_prewarm(pllm_session* session, const pllm_token* tokens, size_t n_tokens);
+PLLM_API pllm_status pllm_session_prewarm(pllm_session* session, const pllm_token* tokens, size_t n_tokens);
 /* Waits for the session's prewarm to finish: PLLM_OK, PLLM_ERR_CANCELLED when it was stopped,
  * or its error (e.g. PLLM_ERR_OUT_OF_RANGE when the tokens do not fit the context). */
-pllm_status pllm_session_prewarm_wait(pllm_session* session);
+PLLM_API pllm_status pllm_session_prewarm_wait(pllm_session* session);
 
 /* Ask a running pllm_generate/pllm_session_eval on this session to stop (any thread). */
-void pllm_session_cancel(pllm_session* session);
+PLLM_API void pllm_session_cancel(pllm_session* session);
 
 /* ---- Engines: many sessions, one set of threads, batched steps --------------
  * An engine owns the worker threads and the scratch of forward passes. Sessions created on
@@ -240,14 +251,14 @@ typedef struct pllm_engine_params {
   int32_t n_threads; /* 0 = number of performance cores */
 } pllm_engine_params;
 
-pllm_engine_params pllm_engine_default_params(void);
-pllm_status pllm_engine_create(const pllm_engine_params* params, pllm_engine** out);
+PLLM_API pllm_engine_params pllm_engine_default_params(void);
+PLLM_API pllm_status pllm_engine_create(const pllm_engine_params* params, pllm_engine** out);
 /* Sessions created on the engine keep what they need of it alive: free it whenever. */
-void pllm_engine_free(pllm_engine* engine);
-int32_t pllm_engine_n_threads(const pllm_engine* engine);
+PLLM_API void pllm_engine_free(pllm_engine* engine);
+PLLM_API int32_t pllm_engine_n_threads(const pllm_engine* engine);
 /* pllm_session_create on a shared engine (params->n_threads is ignored). */
-pllm_status pllm_session_create_on(pllm_engine* engine, pllm_model* model, const pllm_session_params* params,
-                                   pllm_session** out);
+PLLM_API pllm_status pllm_session_create_on(pllm_engine* engine, pllm_model* model, const pllm_session_params* params,
+                                            pllm_session** out);
 
 /* One session's part of a pllm_engine_step. */
 typedef struct pllm_step_item {
@@ -270,12 +281,12 @@ typedef struct pllm_step_item {
  * this engine, distinct, of one model and one activation mode. Returns PLLM_OK when the step
  * ran (each item's status says how its session fared: one session's error leaves the others
  * advanced), or an error when the step as a whole could not run (then no session moved). */
-pllm_status pllm_engine_step(pllm_engine* engine, pllm_step_item* items, size_t n_items);
+PLLM_API pllm_status pllm_engine_step(pllm_engine* engine, pllm_step_item* items, size_t n_items);
 /* The logits (n_vocab floats) of the session's last pllm_engine_step row (when the step
  * sampled, as the sampler left them: repetition penalty applied); valid until the session's
  * next step or eval. */
-const float* pllm_session_logits(const pllm_session* session);
-int32_t pllm_session_n_batch(const pllm_session* session);
+PLLM_API const float* pllm_session_logits(const pllm_session* session);
+PLLM_API int32_t pllm_session_n_batch(const pllm_session* session);
 
 /* ---- Prefix cache ---------------------------------------------------------- */
 
@@ -306,18 +317,18 @@ typedef struct pllm_prefix_cache_counters {
   uint64_t computed_tokens; /* prompt tokens computed by prefill (sessions using the cache) */
 } pllm_prefix_cache_counters;
 
-pllm_prefix_cache_params pllm_prefix_cache_default_params(void);
-pllm_status pllm_prefix_cache_create(const pllm_model* model, const pllm_prefix_cache_params* params,
-                                     pllm_prefix_cache** out);
+PLLM_API pllm_prefix_cache_params pllm_prefix_cache_default_params(void);
+PLLM_API pllm_status pllm_prefix_cache_create(const pllm_model* model, const pllm_prefix_cache_params* params,
+                                              pllm_prefix_cache** out);
 /* Releases the handle; sessions still using the cache keep it alive. When the last user is
  * gone, queued disk writes are finished before it is destroyed. */
-void pllm_prefix_cache_free(pllm_prefix_cache* cache);
+PLLM_API void pllm_prefix_cache_free(pllm_prefix_cache* cache);
 /* Use cache (NULL: none) in this session's pllm_generate calls. It must belong to the
  * session's model (PLLM_ERR_INVALID_ARGUMENT otherwise). */
-pllm_status pllm_session_set_prefix_cache(pllm_session* session, pllm_prefix_cache* cache);
-pllm_status pllm_prefix_cache_stats(const pllm_prefix_cache* cache, pllm_prefix_cache_counters* out);
+PLLM_API pllm_status pllm_session_set_prefix_cache(pllm_session* session, pllm_prefix_cache* cache);
+PLLM_API pllm_status pllm_prefix_cache_stats(const pllm_prefix_cache* cache, pllm_prefix_cache_counters* out);
 /* Blocks until the background writer has written everything queued so far. */
-void pllm_prefix_cache_flush(pllm_prefix_cache* cache);
+PLLM_API void pllm_prefix_cache_flush(pllm_prefix_cache* cache);
 
 /* ---- Scheduled runtime: priorities, UI frame budget, thermal governor --------
  * A runtime steps the sessions of one model on one engine for the app: requests enter a
@@ -389,56 +400,57 @@ typedef struct pllm_request {
   void* user_data;
 } pllm_request;
 
-pllm_runtime_params pllm_runtime_default_params(void);
-pllm_status pllm_runtime_create(pllm_engine* engine, pllm_model* model, const pllm_runtime_params* params,
-                                pllm_runtime** out);
+PLLM_API pllm_runtime_params pllm_runtime_default_params(void);
+PLLM_API pllm_status pllm_runtime_create(pllm_engine* engine, pllm_model* model, const pllm_runtime_params* params,
+                                         pllm_runtime** out);
 /* Stops the driver thread and frees the runtime's sessions; pending requests get no events. */
-void pllm_runtime_free(pllm_runtime* runtime);
+PLLM_API void pllm_runtime_free(pllm_runtime* runtime);
 /* A session owned by the runtime (n_threads ignored; n_batch must hold a prefill chunk). */
-pllm_status pllm_runtime_add_session(pllm_runtime* runtime, const pllm_session_params* params, int64_t* out_key);
-pllm_status pllm_runtime_remove_session(pllm_runtime* runtime, int64_t session);
-pllm_status pllm_runtime_submit(pllm_runtime* runtime, int64_t session, const pllm_request* request,
-                                uint64_t* out_id);
+PLLM_API pllm_status pllm_runtime_add_session(pllm_runtime* runtime, const pllm_session_params* params,
+                                              int64_t* out_key);
+PLLM_API pllm_status pllm_runtime_remove_session(pllm_runtime* runtime, int64_t session);
+PLLM_API pllm_status pllm_runtime_submit(pllm_runtime* runtime, int64_t session, const pllm_request* request,
+                                         uint64_t* out_id);
 /* CANCEL ends the session's requests so far (a row in flight stops mid-step), RESET also
  * clears its context, INTERRUPT ends only the request in progress. */
-pllm_status pllm_runtime_control(pllm_runtime* runtime, int64_t session, pllm_control action);
+PLLM_API pllm_status pllm_runtime_control(pllm_runtime* runtime, int64_t session, pllm_control action);
 /* The frame clock: call at each frame start (e.g. from Choreographer / CADisplayLink) with
  * the frame's start on the runtime's clock (pllm_runtime_now_ms) and its period. The runtime
  * then works at most period - ui_reserve_ms per frame and max_tokens_per_frame tokens per
  * session. period_ms <= 0 leaves frame mode (flat out). */
-pllm_status pllm_runtime_frame(pllm_runtime* runtime, double frame_start_ms, double period_ms);
+PLLM_API pllm_status pllm_runtime_frame(pllm_runtime* runtime, double frame_start_ms, double period_ms);
 /* pllm_runtime_frame for every runtime made on this engine (one vsync callback for them all). */
-pllm_status pllm_engine_frame(pllm_engine* engine, double frame_start_ms, double period_ms);
+PLLM_API pllm_status pllm_engine_frame(pllm_engine* engine, double frame_start_ms, double period_ms);
 /* Frame mode without a frame clock: the runtime makes frames of period_ms itself (0: off). A
  * call to pllm_runtime_frame / pllm_engine_frame takes over from it. */
-pllm_status pllm_runtime_frame_period(pllm_runtime* runtime, double period_ms);
-double pllm_runtime_now_ms(const pllm_runtime* runtime);
+PLLM_API pllm_status pllm_runtime_frame_period(pllm_runtime* runtime, double period_ms);
+PLLM_API double pllm_runtime_now_ms(const pllm_runtime* runtime);
 /* The OS's thermal state, for the governor: level = AThermalStatus 0..6 or -1 to leave it;
  * headroom = AThermal_getThermalHeadroom or NaN when unknown. */
-pllm_status pllm_runtime_set_thermal(pllm_runtime* runtime, int32_t level, float headroom);
+PLLM_API pllm_status pllm_runtime_set_thermal(pllm_runtime* runtime, int32_t level, float headroom);
 /* iOS: the same from ProcessInfo.thermalState (nominal 0, fair 1, serious 2, critical 3; it
  * maps to levels 0, 1, 3 and 4: at "serious" iOS already throttles). */
-pllm_status pllm_runtime_set_ios_thermal_state(pllm_runtime* runtime, int32_t state);
+PLLM_API pllm_status pllm_runtime_set_ios_thermal_state(pllm_runtime* runtime, int32_t state);
 /* One step on the calling thread. *out_state (may be NULL): 0 ran, 1 idle, 2 waiting for the
  * next frame, 3 throttled by the governor. Not while the driver thread runs. */
-pllm_status pllm_runtime_step(pllm_runtime* runtime, int32_t* out_state);
-pllm_status pllm_runtime_start(pllm_runtime* runtime);
-void pllm_runtime_stop(pllm_runtime* runtime);
+PLLM_API pllm_status pllm_runtime_step(pllm_runtime* runtime, int32_t* out_state);
+PLLM_API pllm_status pllm_runtime_start(pllm_runtime* runtime);
+PLLM_API void pllm_runtime_stop(pllm_runtime* runtime);
 /* Blocks until no request is pending (1) or timeout_ms passes (0). */
-int32_t pllm_runtime_wait_idle(pllm_runtime* runtime, double timeout_ms);
+PLLM_API int32_t pllm_runtime_wait_idle(pllm_runtime* runtime, double timeout_ms);
 /* The governor's level in force (0 when off). */
-int32_t pllm_runtime_thermal_level(const pllm_runtime* runtime);
+PLLM_API int32_t pllm_runtime_thermal_level(const pllm_runtime* runtime);
 /* The trace so far as Chrome / Perfetto JSON (open in ui.perfetto.dev); free with
  * pllm_string_free. PLLM_ERR_INVALID_ARGUMENT when the runtime was made without trace_events. */
-pllm_status pllm_runtime_trace_json(const pllm_runtime* runtime, char** out_json);
+PLLM_API pllm_status pllm_runtime_trace_json(const pllm_runtime* runtime, char** out_json);
 
 /* ---- Introspection for benchmarks ------------------------------------------ */
 
 /* Total bytes of all weight tensors in the file (0 for a vocab-only model or NULL). */
-uint64_t pllm_model_weight_bytes(const pllm_model* model);
+PLLM_API uint64_t pllm_model_weight_bytes(const pllm_model* model);
 /* Weight bytes one decoded token reads: every tensor except the token-embedding table, which
  * is only gathered one row per token unless it doubles as the output head (tied embeddings). */
-uint64_t pllm_model_weight_bytes_per_token(const pllm_model* model);
+PLLM_API uint64_t pllm_model_weight_bytes_per_token(const pllm_model* model);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,97 @@
+"""One pllm_generate call, with its results: Stats, Completion (the non-streaming reply) and the
+sampling parameters."""
+from __future__ import annotations
+
+import ctypes as C
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+from ._errors import InvalidArgument, check
+from ._lib import TOKEN_FN, GenerationStats, SamplingParams, lib
+
+# pllm_stop_reason by value. The package stops a generation through the token callback only
+# to cancel it, so PLLM_STOP_CALLBACK reads "cancelled" like PLLM_STOP_CANCELLED.
+STOP_REASONS = ("eog", "max_tokens", "stop", "cancelled", "cancelled", "context_full")
+
+
+@dataclass(frozen=True)
+class Stats:
+    """What one generation did (pllm_generation_stats)."""
+
+    n_prompt: int        #: prompt tokens
+    n_reused: int        #: of them already in the session's KV cache (cached ones included)
+    n_cached: int        #: of them restored from the prefix cache
+    n_generated: int     #: tokens generated
+    ttft_ms: float       #: from the call to the first generated token
+    prefill_tps: float
+    decode_tps: float
+    #: "eog" (the model ended its turn), "max_tokens", "stop" (a stop string), "cancelled",
+    #: "context_full"
+    stop_reason: str
+
+
+class Completion(str):
+    """The reply text (a str) with the generation's ``stats``."""
+
+    stats: Stats
+
+    def __new__(cls, text: str, stats: Stats) -> "Completion":
+        obj = super().__new__(cls, text)
+        obj.stats = stats
+        return obj
+
+
+def sampling(model: int, max_tokens: int, temperature: float | None, top_p: float | None,
+             top_k: int | None, min_p: float | None, repeat_penalty: float | None, seed: int | None,
+             stop: str | Sequence[str] | None) -> SamplingParams:
+    """The model's own sampling (pllm_model_sampling_params: greedy unless its file says
+    otherwise) with the given fields replaced. The stop strings' buffers live as long as the
+    struct (ctypes keeps what is assigned to a pointer field)."""
+    sp = lib.pllm_model_sampling_params(model)
+    sp.max_tokens = max_tokens
+    for name, value in (("temperature", temperature), ("top_p", top_p), ("top_k", top_k),
+                        ("min_p", min_p), ("repeat_penalty", repeat_penalty)):
+        if value is not None:
+            setattr(sp, name, value)
+    if seed is not None:
+        if not 0 <= seed < 2**64:
+            raise InvalidArgument("seed must be in [0, 2**64)")
+        sp.seed = seed
+    stops = [stop] if isinstance(stop, str) else list(stop or [])
+    if stops:
+        if not all(isinstance(s, str) and s and "\0" not in s for s in stops):
+            raise InvalidArgument("stop strings must be non-empty str without NUL")
+        arr = (C.c_char_p * len(stops))(*(s.encode("utf-8") for s in stops))
+        sp.stop_strings, sp.n_stop_strings = arr, len(stops)
+    return sp
+
+
+def run(session: Optional[int], ids: Sequence[int], sp: SamplingParams, on_text: Callable[[str], None],
+        stop_flag: threading.Event) -> Stats:
+    """Generate on this thread, calling on_text with each piece of text. Stops early when
+    stop_flag is set (checked at every token; pllm_session_cancel covers the prefill)."""
+    raised: list[BaseException] = []
+
+    def on_token(token: int, text, n: int, _user) -> int:
+        # Nothing may propagate into C: an exception (KeyboardInterrupt included) stops the
+        # generation and is raised again once pllm_generate has returned.
+        try:
+            if n:
+                on_text(C.string_at(text, n).decode("utf-8", errors="replace"))
+            return 1 if stop_flag.is_set() else 0
+        except BaseException as e:  # noqa: BLE001 - re-raised below
+            raised.append(e)
+            return 1
+
+    cb = TOKEN_FN(on_token)
+    arr = (C.c_int32 * len(ids))(*ids)
+    st = GenerationStats()
+    status = lib.pllm_generate(session, arr, len(ids), C.byref(sp), cb, None, C.byref(st))
+    if raised:
+        raise raised[0]
+    check(status)
+    reason = STOP_REASONS[st.stop_reason] if 0 <= st.stop_reason < len(STOP_REASONS) else str(st.stop_reason)
+    return Stats(st.n_prompt_tokens, st.n_reused_tokens, st.n_cached_tokens, st.n_generated, st.ttft_ms,
+                 st.prefill_tps, st.decode_tps, reason)

@@ -1,0 +1,205 @@
+"""Session: one conversation (its own KV cache) over a model's weights."""
+from __future__ import annotations
+
+import ctypes as C
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal, Optional, Union, overload
+
+from . import _text
+from ._cache import PrefixCache
+from ._errors import InvalidArgument, check
+from ._generate import Completion, run, sampling
+from ._lib import Owned, SessionParams, lib
+from ._stream import Stream
+
+if TYPE_CHECKING:
+    from ._model import Model
+
+KV_TYPES = {"f16": 0, "f32": 1, "q8": 2, "q4": 3}
+ACTIVATIONS = {"f32": None, "int8": "int8_activations", "f16": "f16_activations", "static": "static_activations"}
+SETTINGS = ("n_ctx", "threads", "kv_type", "kv_window", "kv_sinks", "batch", "activations")
+
+
+def _i32(name: str, value: Any) -> int:
+    # ctypes would wrap an out-of-range int silently.
+    if not isinstance(value, int) or isinstance(value, bool) or not -2**31 <= value < 2**31:
+        raise InvalidArgument(f"{name} must be a 32-bit int, not {value!r}")
+    return value
+
+
+def session_params(n_ctx: int, threads: int, kv_type: str, kv_window: int, kv_sinks: int, batch: int,
+                   activations: str) -> SessionParams:
+    """The Python settings as pllm_session_params (the engine checks the values' ranges)."""
+    p = lib.pllm_session_default_params()
+    p.n_ctx, p.n_threads = _i32("n_ctx", n_ctx), _i32("threads", threads)
+    p.kv_window, p.kv_sinks, p.n_batch = _i32("kv_window", kv_window), _i32("kv_sinks", kv_sinks), _i32("batch", batch)
+    if kv_type not in KV_TYPES:
+        raise InvalidArgument(f"kv_type must be one of {', '.join(KV_TYPES)}, not {kv_type!r}")
+    p.kv_type = KV_TYPES[kv_type]
+    if activations not in ACTIVATIONS:
+        raise InvalidArgument(f"activations must be one of {', '.join(ACTIVATIONS)}, not {activations!r}")
+    flag = ACTIVATIONS[activations]
+    if flag:
+        setattr(p, flag, 1)
+    return p
+
+
+class Session:
+    """One conversation over a model's weights: its own KV cache, so several sessions of one
+    model hold separate conversations (and may run on separate threads). ``model.session()``
+    makes one with the model's settings, any of them overridden; the model's own ``chat`` and
+    ``complete`` use a default session.
+
+    Each call passes the whole conversation; the session reuses the longest prefix of it that
+    its KV cache already holds, so a chat costs only the new turn. Calls on one session take
+    turns (a second one waits for the first, a stream included, to finish).
+    """
+
+    def __init__(self, model: "Model", *, prefix_cache: Optional[PrefixCache] = None, **overrides: Any):
+        unknown = set(overrides) - set(SETTINGS)
+        if unknown:
+            raise TypeError(f"unknown session setting(s): {', '.join(sorted(unknown))}")
+        settings = {**model._settings, **{k: v for k, v in overrides.items() if v is not None}}
+        p = session_params(**settings)
+        self._model = model._owned()  # the tokenizer and template come from the model
+        out = C.c_void_p()
+        check(lib.pllm_session_create(self._model.ptr, C.byref(p), C.byref(out)))
+        self._h = Owned(out.value, lib.pllm_session_free)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()  # the generation in progress's
+        self._cache: Optional[PrefixCache] = None
+        if prefix_cache is not None:
+            self.prefix_cache = prefix_cache
+
+    # ---- generation ---------------------------------------------------------------------
+
+    @overload
+    def chat(self, messages: Sequence[_text.Message], *, stream: Literal[False] = ..., max_tokens: int = ...,
+             temperature: Optional[float] = ..., top_p: Optional[float] = ..., top_k: Optional[int] = ...,
+             min_p: Optional[float] = ..., repeat_penalty: Optional[float] = ..., seed: Optional[int] = ...,
+             stop: Union[str, Sequence[str], None] = ...) -> Completion: ...
+
+    @overload
+    def chat(self, messages: Sequence[_text.Message], *, stream: Literal[True], max_tokens: int = ...,
+             temperature: Optional[float] = ..., top_p: Optional[float] = ..., top_k: Optional[int] = ...,
+             min_p: Optional[float] = ..., repeat_penalty: Optional[float] = ..., seed: Optional[int] = ...,
+             stop: Union[str, Sequence[str], None] = ...) -> Stream: ...
+
+    def chat(self, messages, *, stream=False, **sampling_args):
+        """Reply to ``messages`` ([{"role": "system"|"user"|"assistant", "content": str}, ...])
+        with the model's chat template. Sampling is the model's own (greedy unless its file
+        says otherwise) with the given fields replaced; ``seed`` None keeps the engine's 0.
+        Returns a Completion (a str with ``.stats``) or, with ``stream=True``, a Stream."""
+        model = self._model_ptr()
+        ids = _text.prompt_ids(model, _text.apply_template(model, messages, add_generation_prompt=True))
+        return self._generate(ids, stream, **sampling_args)
+
+    @overload
+    def complete(self, prompt: Union[str, Sequence[int]], *, stream: Literal[False] = ..., **kw: Any) -> Completion: ...
+
+    @overload
+    def complete(self, prompt: Union[str, Sequence[int]], *, stream: Literal[True], **kw: Any) -> Stream: ...
+
+    def complete(self, prompt, *, stream=False, **sampling_args):
+        """Continue raw text (no chat template; special tokens written in it are parsed, BOS
+        added when the model wants one) or a list of token ids. Same options as chat."""
+        if isinstance(prompt, str):
+            ids = _text.prompt_ids(self._model_ptr(), prompt)
+        else:
+            ids = [_i32("token id", t) for t in prompt]
+        return self._generate(ids, stream, **sampling_args)
+
+    def _generate(self, ids: list[int], stream: bool, *, max_tokens: int = 256, temperature: Optional[float] = None,
+                  top_p: Optional[float] = None, top_k: Optional[int] = None, min_p: Optional[float] = None,
+                  repeat_penalty: Optional[float] = None, seed: Optional[int] = None,
+                  stop: Union[str, Sequence[str], None] = None) -> Union[Completion, Stream]:
+        sp = sampling(self._model_ptr(), _i32("max_tokens", max_tokens), temperature, top_p, top_k, min_p,
+                      repeat_penalty, seed, stop)
+        h = self._h  # the generation holds the handle (not the Session) for as long as it runs
+        self._lock.acquire()  # released by the worker when the generation ends
+        try:
+            self._ptr()  # closed (perhaps while this call waited for the lock)?
+            self._stop = stop_flag = threading.Event()
+            gen = Stream(lambda on_text, flag: run(h.ptr, ids, sp, on_text, flag), stop_flag,
+                         lambda: lib.pllm_session_cancel(h.ptr), self._lock.release)
+        except BaseException:
+            self._lock.release()
+            raise
+        if stream:
+            return gen
+        # A blocking call is a stream read to the end: the engine's callbacks then run on the
+        # worker, and Ctrl-C reaches this thread in the queue's wait, where it cancels the
+        # generation (raised inside a ctypes callback it would only be printed and lost).
+        try:
+            for _ in gen:
+                pass
+        except BaseException:
+            gen.cancel()
+            raise
+        assert gen.stats is not None  # set by the end of a generation that raised nothing
+        return Completion(gen.text, gen.stats)
+
+    def cancel(self) -> None:
+        """Stop the generation running on this session (from any thread): a stream ends, a
+        blocking call returns what it has with stop_reason "cancelled"."""
+        self._stop.set()
+        if self._h.ptr:
+            lib.pllm_session_cancel(self._h.ptr)
+
+    def reset(self) -> None:
+        """Forget the conversation (empty the KV cache)."""
+        with self._lock:
+            lib.pllm_session_reset(self._ptr())
+
+    # ---- state ----------------------------------------------------------------------------
+
+    @property
+    def prefix_cache(self) -> Optional[PrefixCache]:
+        return self._cache
+
+    @prefix_cache.setter
+    def prefix_cache(self, cache: Optional[PrefixCache]) -> None:
+        if cache is not None and not isinstance(cache, PrefixCache):
+            raise InvalidArgument("prefix_cache must be a PrefixCache or None")
+        with self._lock:
+            check(lib.pllm_session_set_prefix_cache(self._ptr(), cache._ptr() if cache else None))
+            self._cache = cache
+
+    @property
+    def n_ctx(self) -> int:
+        """Context length in tokens."""
+        return lib.pllm_session_n_ctx(self._ptr())
+
+    @property
+    def kv_bytes(self) -> int:
+        """Bytes the KV cache reserves (what it holds once the context is full)."""
+        return lib.pllm_session_kv_bytes(self._ptr())
+
+    @property
+    def kv_committed_bytes(self) -> int:
+        """Bytes of the KV cache in memory now (it grows as the context fills)."""
+        return lib.pllm_session_kv_committed_bytes(self._ptr())
+
+    def close(self) -> None:
+        """Stop any generation and free the KV cache. Idempotent."""
+        self.cancel()
+        with self._lock:
+            self._h.close()
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _ptr(self) -> int:
+        ptr = self._h.ptr
+        if not ptr:
+            raise InvalidArgument("the session is closed")
+        return ptr
+
+    def _model_ptr(self) -> int:
+        ptr = self._model.ptr
+        assert ptr, "the session's reference keeps the model's handle open"
+        return ptr

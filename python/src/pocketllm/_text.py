@@ -1,0 +1,78 @@
+"""Text <-> tokens through the model's tokenizer and chat template (shared by Model and Session)."""
+from __future__ import annotations
+
+import ctypes as C
+from collections.abc import Iterable, Mapping, Sequence
+
+from ._errors import InvalidArgument, check
+from ._lib import ChatMessage, lib, take_string
+
+Message = Mapping[str, str]
+
+
+def tokenize(model: int, text: str, add_special: bool, parse_special: bool) -> list[int]:
+    data = text.encode("utf-8")
+    # A token covers at least one byte, plus a few specials: one call nearly always suffices;
+    # when not, the first one reports the size needed.
+    cap = len(data) + 8
+    for _ in range(2):
+        out = (C.c_int32 * cap)()
+        n = C.c_size_t()
+        st = lib.pllm_tokenize(model, data, len(data), int(add_special), int(parse_special), out, cap,
+                               C.byref(n))
+        if st == 5 and n.value > cap:  # PLLM_ERR_OUT_OF_RANGE: buffer too small
+            cap = n.value
+            continue
+        check(st)
+        return list(out[:n.value])
+    raise AssertionError("unreachable: the second call had the size the first one asked for")
+
+
+def detokenize(model: int, ids: Iterable[int], render_special: bool) -> str:
+    ids = list(ids)
+    arr = (C.c_int32 * len(ids))(*ids) if ids else None
+    cap = 16 * len(ids) + 64
+    for _ in range(2):
+        out = C.create_string_buffer(cap)
+        n = C.c_size_t()
+        st = lib.pllm_detokenize(model, arr, len(ids), int(render_special), out, cap, C.byref(n))
+        if st == 5 and n.value > cap:
+            cap = n.value
+            continue
+        check(st)
+        # A slice of a sequence may cut a character in two: keep what decodes.
+        return out.raw[:n.value].decode("utf-8", errors="replace")
+    raise AssertionError("unreachable: the second call had the size the first one asked for")
+
+
+def _c_text(value: object, what: str) -> bytes:
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{what} must be a str, not {type(value).__name__}")
+    if "\0" in value:  # C strings end at NUL: the rest would be dropped silently
+        raise InvalidArgument(f"{what} contains a NUL character")
+    return value.encode("utf-8")
+
+
+def apply_template(model: int, messages: Sequence[Message], add_generation_prompt: bool) -> str:
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise InvalidArgument("messages must be a list of {'role': ..., 'content': ...} dicts")
+    arr = (ChatMessage * max(len(messages), 1))()
+    for i, m in enumerate(messages):
+        if not isinstance(m, Mapping) or "role" not in m or "content" not in m:
+            raise InvalidArgument(f"message {i} must be a dict with 'role' and 'content'")
+        role, content = _c_text(m["role"], f"message {i}'s role"), _c_text(m["content"], f"message {i}'s content")
+        arr[i].role, arr[i].content = role, content
+    out = C.c_void_p()
+    check(lib.pllm_chat_apply_template(model, arr, len(messages), int(add_generation_prompt), C.byref(out)))
+    return take_string(out.value)
+
+
+def prompt_ids(model: int, text: str) -> list[int]:
+    """A prompt's tokens the way the CLI makes them (tools/generation_options.cpp): specials
+    parsed (the template writes them as text), BOS added when the model wants one, and a
+    second BOS dropped when the template already wrote it."""
+    ids = tokenize(model, text, add_special=True, parse_special=True)
+    bos = lib.pllm_model_bos(model)
+    if len(ids) >= 2 and bos >= 0 and ids[0] == bos and ids[1] == bos:
+        del ids[0]
+    return ids

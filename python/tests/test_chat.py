@@ -1,0 +1,69 @@
+"""Generation: chat, streaming, raw completion, sampling options."""
+from __future__ import annotations
+
+import pocketllm
+from conftest import CAPITAL
+
+STORY = [{"role": "user", "content": "Write a short story about a robot who learns to paint."}]
+
+
+def test_greedy_chat_answers_paris(model):
+    reply = model.chat(CAPITAL)
+    assert isinstance(reply, str) and isinstance(reply, pocketllm.Completion)
+    assert "Paris" in reply, reply
+    s = reply.stats
+    assert s.stop_reason == "eog" and s.n_generated > 0 and s.n_prompt > 10 and s.ttft_ms > 0
+
+
+def test_stream_pieces_concatenate_to_the_reply(model):
+    whole = model.chat(STORY, max_tokens=48)
+    stream = model.chat(STORY, max_tokens=48, stream=True)
+    pieces = list(stream)
+    assert len(pieces) > 10 and all(pieces)
+    assert "".join(pieces) == stream.text == whole
+    assert stream.stats.n_generated == whole.stats.n_generated == 48
+    assert stream.stats.stop_reason == "max_tokens"
+
+
+def test_stream_in_a_with_block(model):
+    with model.chat(CAPITAL, stream=True) as stream:
+        text = "".join(stream)
+    assert "Paris" in text and stream.stats.stop_reason == "eog"
+
+
+def test_follow_up_turn_reuses_the_conversation(model):
+    first = model.chat(CAPITAL)
+    history = CAPITAL + [{"role": "assistant", "content": str(first)},
+                         {"role": "user", "content": "And of Italy?"}]
+    second = model.chat(history, max_tokens=24)
+    assert "Rome" in second, second
+    assert second.stats.n_reused >= first.stats.n_prompt - 1  # only the new turn was computed
+
+
+def test_complete_raw_text_and_token_ids(model):
+    text = model.complete("The capital of France is", max_tokens=4)
+    assert "Paris" in text, text
+    ids = model.tokenize("The capital of France is")
+    assert model.complete(ids, max_tokens=4) == text
+
+
+def test_stop_strings(model):
+    reply = model.chat(CAPITAL, stop=["Paris"])
+    assert "Paris" not in reply and reply.stats.stop_reason == "stop"
+    assert model.chat(CAPITAL, stop="capital").stats.stop_reason == "stop"
+
+
+def test_sampling_is_seeded(model):
+    a = model.chat(STORY, max_tokens=16, temperature=1.0, seed=7)
+    b = model.chat(STORY, max_tokens=16, temperature=1.0, seed=7)
+    assert a == b
+    assert model.sampling_defaults["temperature"] == 0.0  # SmolLM2's file says nothing: greedy
+
+
+def test_sessions_are_separate_conversations(model):
+    with model.session(n_ctx=512, kv_type="q8") as s:
+        assert s.n_ctx == 512
+        assert "Paris" in s.chat(CAPITAL)
+        assert 0 < s.kv_committed_bytes <= s.kv_bytes
+        s.reset()
+        assert s.chat(CAPITAL).stats.n_reused == 0
