@@ -8,7 +8,10 @@ JOBS="${JOBS:-$(nproc 2>/dev/null || echo 2)}"
 
 # Debian packages the build and tests need.
 DEB_PACKAGES=(cmake ninja-build g++ pkg-config libpcre2-dev libcli11-dev nlohmann-json3-dev libgtest-dev libcpp-httplib-dev
-              python3 python3-venv python3-pip)
+              python3 python3-venv python3-pip
+              # the fuzzers (scripts/fuzz.sh): clang, libFuzzer's runtime (only a Recommends of
+              # clang, which minimal images skip) and llvm-symbolizer for readable reports
+              clang libclang-rt-dev llvm)
 # Installed when we can (root + apt), never required: the builds run without it.
 DEB_OPTIONAL=(ccache)
 

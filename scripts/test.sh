@@ -9,10 +9,12 @@
 #   3. ThreadSanitizer build of the test cases whose code shares threads (thread pool, several
 #      callers on one engine, cancellation and pre-warm through the C API, prefix cache, the
 #      runtime's driver thread, the trace ring) and the scheduler's and governor's suites;
-#   4. the ARM kernel tests under qemu.
+#   4. the libFuzzer targets (scripts/fuzz.sh: GGUF files, tokenizer input, chat templates, KV
+#      snapshots), 20 s each on their seed corpora;
+#   5. the ARM kernel tests under qemu.
 # scripts/test.sh --long additionally runs every case of the ASan suites and the whole Python
-# suite under ASan, and the batched engine tests on every ISA level: run it by hand before
-# resolving an issue.
+# suite under ASan, the batched engine tests on every ISA level and each fuzz target for 300 s:
+# run it by hand before resolving an issue.
 source "$(dirname "$0")/common.sh"
 LONG=0
 for a in "$@"; do
@@ -116,6 +118,11 @@ if [ "$LONG" = 1 ]; then
     PLLM_ISA=$isa "$ROOT/build/tests/cpp/test_engine" --gtest_brief=1 --gtest_filter="EngineReal.Batched*"
   done
 fi
+
+log "libFuzzer targets (every parser of outside bytes, clang + ASan + UBSan)"
+FUZZ_SECONDS=20
+[ "$LONG" = 1 ] && FUZZ_SECONDS=300
+"$ROOT/scripts/fuzz.sh" "$FUZZ_SECONDS"
 
 if [ -x "$ROOT/scripts/test_arm.sh" ]; then
   log "aarch64 kernel tests under qemu"

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <new>
 
 namespace pllm {
 
@@ -39,7 +40,21 @@ Result<std::shared_ptr<MappedFile>> MappedFile::open(const std::string& path) {
   return f;
 }
 
+std::shared_ptr<MappedFile> MappedFile::from_bytes(std::span<const uint8_t> bytes, std::string path) {
+  std::shared_ptr<MappedFile> f(new MappedFile());
+  f->path_ = std::move(path);
+  f->size_ = bytes.size();
+  f->heap_ = true;
+  if (!bytes.empty()) {
+    auto* p = static_cast<uint8_t*>(::operator new[](bytes.size(), std::align_val_t(64)));
+    std::memcpy(p, bytes.data(), bytes.size());
+    f->data_ = p;
+  }
+  return f;
+}
+
 void MappedFile::release(const uint8_t* p, size_t n) const {
+  if (heap_) return;  // a heap copy's pages are not file-backed: dropping them loses the bytes
   if (!data_ || p < data_ || n == 0 || uint64_t(p - data_) > size_ || n > size_ - uint64_t(p - data_)) return;
   const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
   const uintptr_t lo = (uintptr_t(p) + page - 1) / page * page, hi = (uintptr_t(p) + n) / page * page;
@@ -47,7 +62,11 @@ void MappedFile::release(const uint8_t* p, size_t n) const {
 }
 
 MappedFile::~MappedFile() {
-  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (!data_) return;
+  if (heap_)
+    ::operator delete[](const_cast<uint8_t*>(data_), std::align_val_t(64));
+  else
+    ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
 }  // namespace pllm

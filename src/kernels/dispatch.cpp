@@ -5,6 +5,10 @@
 
 #include "kernels/internal.h"
 
+#if defined(PLLM_HAVE_X86_KERNELS) && (defined(__x86_64__) || defined(__i386__))
+#include <cpuid.h>
+#endif
+
 #if defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
 #ifndef HWCAP_ASIMDDP
@@ -24,6 +28,15 @@ namespace {
 
 constexpr int kNumIsa = 6;
 
+#if defined(PLLM_HAVE_X86_KERNELS) && (defined(__x86_64__) || defined(__i386__))
+// F16C is CPUID leaf 1, ECX bit 29. Asked directly: clang's __builtin_cpu_supports does not
+// know "f16c" (the fuzz build compiles with clang).
+bool cpu_has_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+}
+#endif
+
 bool cpu_supports(Isa isa) {
   switch (isa) {
     case Isa::scalar:
@@ -31,8 +44,7 @@ bool cpu_supports(Isa isa) {
 #if defined(PLLM_HAVE_X86_KERNELS) && (defined(__x86_64__) || defined(__i386__))
     case Isa::avx2:
       __builtin_cpu_init();
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c");
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
     case Isa::avx512:
       __builtin_cpu_init();
       return cpu_supports(Isa::avx2) && __builtin_cpu_supports("avx512f") &&

@@ -40,6 +40,11 @@ Result<std::shared_ptr<const Model>> Model::load(const std::string& path, bool v
   return std::shared_ptr<const Model>(std::move(m));
 }
 
+Result<std::shared_ptr<const Model>> Model::load(std::shared_ptr<GgufFile> file, bool vocab_only) {
+  PLLM_ASSIGN(std::shared_ptr<Model> m, load_file(std::move(file), vocab_only, {}, false));
+  return std::shared_ptr<const Model>(std::move(m));
+}
+
 namespace {
 
 // general.sampling.* (written by llama.cpp's converter when a model publishes its preferred
@@ -80,6 +85,13 @@ Result<std::shared_ptr<Model>> Model::load_impl(const std::string& path, bool vo
   auto report = [&](float p) { return !progress || progress(p); };
   if (!report(0.0f)) return make_error(Status::cancelled, path + ": load cancelled");
   PLLM_ASSIGN(auto file, GgufFile::open(path));
+  return load_file(std::move(file), vocab_only, progress, repack);
+}
+
+Result<std::shared_ptr<Model>> Model::load_file(std::shared_ptr<GgufFile> file, bool vocab_only,
+                                                const Progress& progress, bool repack) {
+  auto report = [&](float p) { return !progress || progress(p); };
+  const std::string& path = file->path();
   auto m = std::shared_ptr<Model>(new Model());
   m->file_ = file;
   m->vocab_only_ = vocab_only;

@@ -64,6 +64,9 @@ class Model {
   // (model/repack.h; faster int8-activation decode, same memory).
   static Result<std::shared_ptr<const Model>> load(const std::string& path, bool vocab_only,
                                                    const Progress& progress = {}, bool repack = false);
+  // The same from a file already parsed (e.g. bytes in memory, MappedFile::from_bytes), without
+  // repacking: how the GGUF fuzzer loads models without touching disk.
+  static Result<std::shared_ptr<const Model>> load(std::shared_ptr<GgufFile> file, bool vocab_only);
   // Tools only (the quantiser's sensitivity analysis): a model whose weight views can be
   // redirected with override_matrix. Sessions take it as a shared_ptr<const Model> as usual.
   static Result<std::shared_ptr<Model>> load_for_tools(const std::string& path);
@@ -102,6 +105,8 @@ class Model {
   Model() = default;
   static Result<std::shared_ptr<Model>> load_impl(const std::string& path, bool vocab_only, const Progress& progress,
                                                   bool repack);
+  static Result<std::shared_ptr<Model>> load_file(std::shared_ptr<GgufFile> file, bool vocab_only,
+                                                  const Progress& progress, bool repack);
 
   std::shared_ptr<GgufFile> file_;
   const ArchDescriptor* arch_ = nullptr;  // null for vocab-only models

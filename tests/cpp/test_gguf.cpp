@@ -1,15 +1,18 @@
 // GGUF reader: a valid file parses with zero-copy tensor views; malformed variants fail
-// with an error that names the file and field (the Python suite covers more corruption).
+// with an error that names the file and field (the Python suite covers more corruption); bytes
+// in memory (MappedFile::from_bytes, the fuzzers' way in) parse and load like the file.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "gguf/gguf.h"
+#include "model/model.h"
 
 namespace pllm {
 namespace {
@@ -112,6 +115,57 @@ TEST(Gguf, RejectsHugeCounts) {
   b = make_file();
   std::memcpy(&b[16], &huge, 8);  // kv_count
   expect_error(b, "kv_count");
+}
+
+// MappedFile::from_bytes: the fuzzers' way in (no disk). Same result as the file; errors name
+// the given path; the copy is independent of the caller's buffer; release() leaves it intact.
+TEST(Gguf, ParsesFromBytesLikeFromFile) {
+  std::vector<uint8_t> bytes = make_file();
+  auto r = GgufFile::parse(MappedFile::from_bytes(bytes, "mem.gguf"));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const GgufFile& g = **r;
+  EXPECT_EQ(g.path(), "mem.gguf");
+  EXPECT_EQ(g.file_size(), bytes.size());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(g.tensor("w")->data) % 32, 0u);  // aligned like a mapping
+  std::fill(bytes.begin(), bytes.end(), 0);  // the caller's buffer is not the file
+  g.release_pages(g.tensor("w")->data, 32);
+  float v[8];
+  std::memcpy(v, g.tensor("w")->data, 32);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(v[i], float(i));
+
+  auto bad = make_file(32, 64);
+  auto e = GgufFile::parse(MappedFile::from_bytes(bad, "mem.gguf"));
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().message.find("mem.gguf"), std::string::npos) << e.error().message;
+  EXPECT_FALSE(GgufFile::parse(MappedFile::from_bytes({}, "empty.gguf")).ok());
+}
+
+// Model::load of bytes parsed in memory (how fuzz_gguf loads) gives the model the file gives.
+// The files are fuzz_gguf's seeds, one per architecture: this also keeps them loadable.
+TEST(Gguf, ModelFromBytesEqualsModelFromFile) {
+  for (const char* name : {"llama_q4_0", "qwen2_q4_0", "gemma3_q4_0", "deci_ffnvar"}) {
+    const std::string path = std::string(PLLM_SOURCE_DIR) + "/fuzz/corpus/fuzz_gguf/" + name + ".gguf";
+    auto from_file = Model::load(path, false);
+    ASSERT_TRUE(from_file.ok()) << from_file.error().message;
+    std::vector<uint8_t> bytes;
+    FILE* f = std::fopen(path.c_str(), "rb");
+    ASSERT_NE(f, nullptr);
+    for (int c; (c = std::fgetc(f)) != EOF;) bytes.push_back(uint8_t(c));
+    std::fclose(f);
+    auto parsed = GgufFile::parse(MappedFile::from_bytes(bytes, name));
+    ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+    auto from_bytes = Model::load(*parsed, false);
+    ASSERT_TRUE(from_bytes.ok()) << from_bytes.error().message;
+    const Model& a = **from_file;
+    const Model& b = **from_bytes;
+    EXPECT_EQ(a.identity(), b.identity()) << name;
+    EXPECT_EQ(a.config().arch, b.config().arch);
+    EXPECT_EQ(a.config().n_layer, b.config().n_layer);
+    EXPECT_EQ(a.config().n_vocab, b.config().n_vocab);
+    EXPECT_EQ(a.chat_family(), b.chat_family());
+    EXPECT_EQ(a.tokenizer().encode("hello world", true, true).value(),
+              b.tokenizer().encode("hello world", true, true).value());
+  }
 }
 
 TEST(Gguf, MissingFileIsIoError) {
