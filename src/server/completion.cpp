@@ -215,11 +215,19 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
     (void)runtime->remove_session(session);
   };
 
+  // The response is all written: count it and end it.
+  auto complete = [this, reply, finished, endpoint](httplib::DataSink& sink) {
+    finished->store(true);
+    metrics.generated_tokens(uint64_t(reply->n_generated));
+    metrics.request(endpoint, 200);
+    sink.done();
+    return true;
+  };
   if (r.stream) {
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, reply, drain, finished, r, endpoint](size_t, httplib::DataSink& sink) {
+        [reply, drain, complete, r](size_t, httplib::DataSink& sink) {
           auto send = [&](const json& j) {
             const std::string line = "data: " + dump(j) + "\n\n";
             return sink.write(line.data(), line.size());
@@ -251,11 +259,7 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
               }
             }
             if (!sink.write("data: [DONE]\n\n", 14)) return false;
-            finished->store(true);
-            metrics.generated_tokens(uint64_t(reply->n_generated));
-            metrics.request(endpoint, 200);
-            sink.done();
-            return true;
+            return complete(sink);
           }
         },
         release);
@@ -263,7 +267,7 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
   }
   res.set_chunked_content_provider(
       "application/json",
-      [this, reply, drain, finished, r, endpoint](size_t, httplib::DataSink& sink) {
+      [reply, drain, complete, r](size_t, httplib::DataSink& sink) {
         std::string text;
         json lps = json::array();
         for (;;) {
@@ -287,11 +291,7 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
         }
         const std::string s = dump(body);
         if (!sink.write(s.data(), s.size())) return false;
-        finished->store(true);
-        metrics.generated_tokens(uint64_t(reply->n_generated));
-        metrics.request(endpoint, 200);
-        sink.done();
-        return true;
+        return complete(sink);
       },
       release);
 }
