@@ -22,7 +22,11 @@ std::function<double()> steady_clock_ms() {
 
 ScheduledRuntime::ScheduledRuntime(std::shared_ptr<const Model> model, std::shared_ptr<Engine> engine,
                                    RuntimeConfig cfg, Scheduler sched)
-    : model_(std::move(model)), engine_(std::move(engine)), cfg_(std::move(cfg)), sched_(std::move(sched)) {
+    : model_(std::move(model)),
+      engine_(std::move(engine)),
+      cfg_(std::move(cfg)),
+      scratch_(std::make_unique<StepBuffers>()),
+      sched_(std::move(sched)) {
   clock_ = cfg_.clock_ms ? cfg_.clock_ms : steady_clock_ms();
 }
 

@@ -173,6 +173,7 @@ class ScheduledRuntime {
   struct Stash;       // a paused session's KV and logits
   struct Slot;        // a session and its runtime state
   struct RowWork;     // one planned row while the step runs
+  struct StepBuffers;  // the step's vectors, reused
   struct Delivery {   // an event and whom to tell, handed over outside the lock
     std::shared_ptr<const RuntimeCallback> to;
     RuntimeEvent event;
@@ -203,6 +204,7 @@ class ScheduledRuntime {
   std::condition_variable work_cv_;  // submit / control / frame / stop wake the driver
   std::condition_variable idle_cv_;
   std::mutex step_mu_;              // one step at a time; remove_session waits on it
+  std::unique_ptr<StepBuffers> scratch_;
   Scheduler sched_;
   std::optional<ThermalGovernor> governor_;
   std::map<int64_t, std::unique_ptr<Slot>> slots_;

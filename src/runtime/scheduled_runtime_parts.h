@@ -50,4 +50,13 @@ struct ScheduledRuntime::RowWork {
   bool runs = false;   // takes part in the forward pass
 };
 
+// Buffers of one step, kept between steps (only the stepping thread, under step_mu_, uses them).
+struct ScheduledRuntime::StepBuffers {
+  std::vector<RowWork> work;
+  std::vector<SessionStep> steps;
+  std::vector<size_t> step_of;
+  std::vector<RowResult> results;
+  std::vector<float> logits;
+};
+
 }  // namespace pllm

@@ -19,13 +19,15 @@ void log_probs(std::vector<float>& logits, int32_t token, int k, RuntimeEvent& e
   for (float x : logits) sum += std::exp(double(x - mx));
   const float lse = mx + float(std::log(sum));
   ev.logprob = logits[size_t(token)] - lse;
-  if (k <= 0) return;
-  std::vector<int32_t> ids(logits.size());
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i);
-  k = std::min<int>(k, int(ids.size()));
-  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
-                    [&](int32_t a, int32_t b) { return logits[size_t(a)] > logits[size_t(b)]; });
-  for (int i = 0; i < k; ++i) ev.top.emplace_back(ids[size_t(i)], logits[size_t(ids[size_t(i)])] - lse);
+  // The k (<= 20) best in one pass, kept sorted by insertion: no vocabulary-sized index array.
+  k = std::min<int>(k, int(logits.size()));
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const float x = logits[i] - lse;
+    if (int(ev.top.size()) == k && (k == 0 || x <= ev.top.back().second)) continue;
+    if (int(ev.top.size()) == k) ev.top.pop_back();
+    auto at = std::find_if(ev.top.begin(), ev.top.end(), [&](const auto& t) { return x > t.second; });
+    ev.top.insert(at, {int32_t(i), x});
+  }
 }
 
 }  // namespace
@@ -50,7 +52,8 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
   const double t_start = clock_();
   StepOutcome out;
   StepPlan plan;
-  std::vector<RowWork> work;
+  std::vector<RowWork>& work = scratch_->work;  // reused: a steady step allocates no buffers here
+  work.clear();
   {
     std::lock_guard lk(mu_);
     const StepBudget budget = budget_locked();
@@ -99,9 +102,11 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
   // stay put (only this thread, or remove_session under step_mu_, erases them).
   const Tokenizer& tok = model_->tokenizer();
   const int32_t n_vocab = model_->config().n_vocab;
-  std::vector<SessionStep> steps;
-  std::vector<size_t> step_of(work.size(), SIZE_MAX);
-  std::vector<float> logprob_scratch;  // the raw logits, for requests that asked for logprobs
+  std::vector<SessionStep>& steps = scratch_->steps;
+  steps.clear();
+  std::vector<size_t>& step_of = scratch_->step_of;
+  step_of.assign(work.size(), SIZE_MAX);
+  std::vector<float>& logprob_scratch = scratch_->logits;  // raw logits, for requests asking logprobs
   for (size_t i = 0; i < work.size(); ++i) {
     RowWork& w = work[i];
     Session& s = *w.slot->session;
@@ -149,8 +154,8 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
   if (!steps.empty()) (void)Session::step(steps);  // a step-wide error is in every result too
   out.forward_ms = clock_() - t_fwd;
 
-  std::vector<RowResult> results;
-  results.reserve(work.size());
+  std::vector<RowResult>& results = scratch_->results;
+  results.clear();
   int64_t context_sum = 0;
   for (size_t i = 0; i < work.size(); ++i) {
     RowWork& w = work[i];
