@@ -73,18 +73,16 @@ Result<int64_t> ScheduledRuntime::add_session(const SessionConfig& cfg) {
 Result<void> ScheduledRuntime::remove_session(int64_t key) {
   std::vector<Delivery> events;
   {
+    removers_.fetch_add(1);
     std::lock_guard step_lk(step_mu_);
+    removers_.fetch_sub(1);
     std::lock_guard lk(mu_);
     auto it = slots_.find(key);
     if (it == slots_.end()) return make_error(Status::invalid_argument, "runtime: no session " + std::to_string(key));
     // Reset ends every pending request of the session and forgets its KV accounting.
     PLLM_TRY(sched_.submit({kControlBit | next_id_++, key, RequestClass::control, {}, clock_(),
                             RequestKind::control, 0, ControlAction::reset}));
-    PLLM_ASSIGN(StepPlan plan, sched_.plan_step(clock_(), StepBudget{1, 1}));  // a plan of controls only
-    if (!plan.rows.empty()) {  // cannot happen with a KV budget of 1 token... but never leave it outstanding
-      std::vector<RowResult> none(plan.rows.size(), RowResult{0, false, Status::cancelled});
-      PLLM_TRY(sched_.complete(plan, 0.0, none));
-    }
+    PLLM_ASSIGN(StepPlan plan, sched_.plan_controls());
     for (const EndedRequest& e : plan.ended) finish(e, events);
     for (const EndedRequest& e : sched_.take_ended()) finish(e, events);
     slots_.erase(key);

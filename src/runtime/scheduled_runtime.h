@@ -22,6 +22,7 @@
 //     preemption happens only between steps, so a request's tokens do not depend on what
 //     else ran (with one activation mode; batched steps equal solo steps, see P6's tests).
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -204,6 +205,7 @@ class ScheduledRuntime {
   std::condition_variable work_cv_;  // submit / control / frame / stop wake the driver
   std::condition_variable idle_cv_;
   std::mutex step_mu_;              // one step at a time; remove_session waits on it
+  std::atomic<int> removers_{0};    // remove_session calls waiting for step_mu_ (they go first)
   std::unique_ptr<StepBuffers> scratch_;
   Scheduler sched_;
   std::optional<ThermalGovernor> governor_;

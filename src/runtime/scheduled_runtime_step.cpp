@@ -35,6 +35,9 @@ void log_probs(std::vector<float>& logits, int32_t token, int k, RuntimeEvent& e
 Result<StepOutcome> ScheduledRuntime::step() {
   std::vector<Delivery> events;
   Result<StepOutcome> r = StepOutcome{};
+  // A remove_session waiting for the step lock goes first: the mutex is not fair, and a
+  // driver that takes it again at once left a remover (an HTTP client gone) waiting seconds.
+  while (removers_.load(std::memory_order_acquire) > 0) std::this_thread::yield();
   {
     std::lock_guard step_lk(step_mu_);
     TraceLog* log = tracing() ? cfg_.trace : nullptr;

@@ -152,6 +152,9 @@ class Scheduler {
   bool frame_mode() const { return frame_.has_value(); }
 
   Result<StepPlan> plan_step(double now_ms, const StepBudget& budget);
+  // Applies the queued controls only: a plan without rows that admits nothing and leaves
+  // every other session's requests as they are (e.g. to reset a session being removed).
+  Result<StepPlan> plan_controls();
   // Reports how the last plan's rows went: results[i] for plan.rows[i].
   Result<void> complete(const StepPlan& plan, double actual_ms, std::span<const RowResult> results);
 
@@ -197,6 +200,7 @@ class Scheduler {
   void end_front(int64_t key, SessionState& s, EndReason reason, Status status = Status::ok);
   void end_submitted_before(uint64_t seq, int64_t key, SessionState& s, EndReason reason);
   void apply_controls(StepPlan& plan);
+  void end_plan(StepPlan& plan);  // hands the plan what ended; forgets sessions with nothing left
 
   SchedulerConfig cfg_;
   CostModel cost_;

@@ -209,15 +209,29 @@ Result<StepPlan> Scheduler::plan_step(double now_ms, const StepBudget& budget) {
   builder.admit_all();
   builder.size_prefill_rows();
   builder.finish();
-  plan.ended = std::move(ended_);
-  ended_.clear();
+  end_plan(plan);
+  if (!plan.rows.empty()) outstanding_ = plan;
+  if (frame_ && !plan.rows.empty()) frame_->ran = true;
+  return plan;
+}
+
+Result<StepPlan> Scheduler::plan_controls() {
+  if (outstanding_)
+    return make_error(Status::invalid_argument, "plan_controls: step " + std::to_string(outstanding_->step) +
+                                                    " is not completed yet");
+  StepPlan plan;
+  plan.step = next_step_++;
+  apply_controls(plan);
+  end_plan(plan);
+  return plan;
+}
+
+void Scheduler::end_plan(StepPlan& plan) {
+  plan.ended = std::exchange(ended_, {});
   std::erase_if(sessions_, [](const auto& kv) {  // nothing left to remember
     const SessionState& s = kv.second;
     return s.queue.empty() && !s.paused && s.kv_tokens == 0;
   });
-  if (!plan.rows.empty()) outstanding_ = plan;
-  if (frame_ && !plan.rows.empty()) frame_->ran = true;
-  return plan;
 }
 
 }  // namespace pllm

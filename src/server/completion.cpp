@@ -5,6 +5,7 @@
 // request cancelled (the session is removed: its row stops within one step).
 #include <chrono>
 #include <ctime>
+#include <optional>
 
 #include "server/server_impl.h"
 #include "tokenizer/chat_template.h"
@@ -118,11 +119,27 @@ struct Reply {  // what one request produced so far
   }
 };
 
-std::string finish_reason_of(const RuntimeEvent& e, bool stopped) {
+// How a request's end reads to the client: a finish_reason, or an error when the answer was
+// cut short by something other than the model, max_tokens or a stop string (never a quiet
+// "stop" on a truncated answer).
+std::optional<std::string> finish_reason_of(const RuntimeEvent& e, bool stopped) {
   if (stopped || e.reason == EndReason::eos) return "stop";
   if (e.reason == EndReason::done) return "length";
   if (e.reason == EndReason::failed && e.status == Status::out_of_range) return "length";  // context full
-  return "stop";
+  return std::nullopt;
+}
+
+std::string end_reason_name(EndReason r) {
+  switch (r) {
+    case EndReason::done: return "done";
+    case EndReason::eos: return "eos";
+    case EndReason::cancelled: return "cancelled";
+    case EndReason::reset: return "reset";
+    case EndReason::interrupted: return "interrupted";
+    case EndReason::failed: return "failed";
+    case EndReason::kv_exhausted: return "KV memory exhausted";
+  }
+  return "unknown";
 }
 
 }  // namespace
@@ -201,9 +218,13 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
       out_text += stream->flush();
       reply->n_cached = e.n_cached;
       metrics.cached_tokens(uint64_t(e.n_cached));
-      reply->finish_reason = finish_reason_of(e, stream->stopped());
-      if (e.reason == EndReason::failed && e.status != Status::out_of_range)
-        reply->error = ApiError{500, "server_error", "", "", std::string("generation failed: ") + status_name(e.status)};
+      if (auto finish = finish_reason_of(e, stream->stopped())) {
+        reply->finish_reason = *finish;
+      } else {
+        std::string why = "generation ended early: " + end_reason_name(e.reason);
+        if (e.reason == EndReason::failed) why += std::string(" (") + status_name(e.status) + ")";
+        reply->error = ApiError{500, "server_error", "", "", why};
+      }
       return true;
     }
     return false;

@@ -154,6 +154,28 @@ TEST_F(RuntimeReal, AFollowUpRequestContinuesTheConversation) {
   EXPECT_EQ(both, solo_greedy(load_model(), p, 8));
 }
 
+// Removing a session (an HTTP client gone) ends its requests only: another session's running
+// request goes on to its solo tokens (a removal once ended it as kv_exhausted).
+TEST_F(RuntimeReal, RemovingASessionLeavesTheOthersRunning) {
+  auto rt = make_runtime();
+  Recorder rec;
+  auto a = rt->add_session(session_cfg());
+  auto b = rt->add_session(session_cfg());
+  ASSERT_TRUE(a.ok() && b.ok());
+  const auto pa = prompt_of(3, 12), pb = prompt_of(4, 15);
+  auto ida = rt->submit(*a, request(pa, 16, rec));
+  auto idb = rt->submit(*b, request(pb, 8, rec));
+  ASSERT_TRUE(ida.ok() && idb.ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(rt->step().ok());  // both prompts in, a few tokens out
+  ASSERT_TRUE(rt->remove_session(*b).ok());
+  run_until_idle(*rt);
+  EXPECT_EQ(rec.tokens[*ida], solo_greedy(load_model(), pa, 16));
+  ASSERT_TRUE(rec.ends.count(*ida));
+  EXPECT_TRUE(rec.ends[*ida].reason == EndReason::done || rec.ends[*ida].reason == EndReason::eos);
+  ASSERT_TRUE(rec.ends.count(*idb));
+  EXPECT_EQ(rec.ends[*idb].reason, EndReason::reset);
+}
+
 TEST_F(RuntimeReal, PausedSessionsResumeWithIdenticalOutput) {
   // A KV budget that holds about two of the three sequences: the scheduler pauses one, its KV
   // moves out and back, and every request still gets its solo tokens.

@@ -152,6 +152,40 @@ TEST(Scheduler, ResetDropsKvAndInterruptEndsOnlyTheCurrentRequest) {
   EXPECT_EQ(s.kv_tokens(1), 0);
 }
 
+// A session being removed is reset by a plan of its controls alone: the other sessions'
+// requests stand, whatever the caps (the runtime once used a one-row, one-token plan for this,
+// which ended every other running request as kv_exhausted).
+TEST(Scheduler, PlanControlsTouchesOnlyTheControlledSessions) {
+  Scheduler s = sim::make_scheduler();
+  ASSERT_TRUE(s.submit(work(1, 1, kPrefill, 40, 0)).ok());
+  ASSERT_TRUE(s.submit(work(2, 1, kGen, 20, 0)).ok());
+  ASSERT_TRUE(s.submit(work(3, 2, kPrefill, 30, 0)).ok());
+  ASSERT_TRUE(s.submit(work(4, 2, kGen, 20, 0)).ok());
+  sim::step(s, 0);
+  sim::step(s, 10);
+  const int64_t kv2 = s.kv_tokens(2);
+  ASSERT_GT(kv2, 0);
+  ASSERT_TRUE(s.submit(control(5, 1, ControlAction::reset, 15)).ok());
+  auto p = s.plan_controls();
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_TRUE(p->rows.empty());
+  EXPECT_EQ(p->controls, std::vector<uint64_t>{5});
+  EXPECT_EQ(p->resets, std::vector<int64_t>{1});
+  ASSERT_EQ(p->ended.size(), 1u);
+  EXPECT_EQ(p->ended[0].request, 2u);
+  EXPECT_EQ(p->ended[0].reason, EndReason::reset);
+  EXPECT_EQ(s.pending(2), 1u);
+  EXPECT_EQ(s.kv_tokens(2), kv2);
+  // Session 2 goes on in the next step.
+  StepPlan next = sim::plan(s, 20);
+  ASSERT_NE(sim::row_of(next, 2), nullptr);
+  EXPECT_EQ(sim::row_of(next, 2)->request, 4u);
+  // Not while a step is outstanding.
+  EXPECT_FALSE(s.plan_controls().ok());
+  ASSERT_TRUE(s.complete(next, 10, sim::all_done(next)).ok());
+  EXPECT_TRUE(s.plan_controls().ok());
+}
+
 TEST(Scheduler, EosAndFailedRowsEndTheirRequests) {
   Scheduler s = sim::make_scheduler();
   ASSERT_TRUE(s.submit(work(1, 1, kGen, 10, 0)).ok());
