@@ -11,7 +11,10 @@ DEB_PACKAGES=(cmake ninja-build g++ pkg-config libpcre2-dev libcli11-dev nlohman
               python3 python3-venv python3-pip
               # the fuzzers (scripts/fuzz.sh): clang, libFuzzer's runtime (only a Recommends of
               # clang, which minimal images skip) and llvm-symbolizer for readable reports
-              clang libclang-rt-dev llvm)
+              clang libclang-rt-dev llvm
+              # the chat page's browser test (tests/py/test_web_chat.py): headless Chromium and
+              # the matching chromedriver, which selenium is pointed at (it downloads nothing)
+              chromium chromium-driver)
 # Installed when we can (root + apt), never required: the builds run without it.
 DEB_OPTIONAL=(ccache)
 
