@@ -5,16 +5,19 @@
 #   2. AddressSanitizer + UBSan build: the C++ suites that parse input or manage memory
 #      (minus the cases that only re-run the real model's numerics) and the Python suites that
 #      feed outside bytes to the engine (GGUF files, CLI flags, tokenizer input, cache files,
-#      chat input, simulate scenarios, HTTP requests to the server);
+#      chat input, simulate scenarios, HTTP requests to the server) and the server soak (on a
+#      tiny model);
 #   3. ThreadSanitizer build of the test cases whose code shares threads (thread pool, several
 #      callers on one engine, cancellation and pre-warm through the C API, prefix cache, the
-#      runtime's driver thread, the trace ring) and the scheduler's and governor's suites;
+#      runtime's driver thread, the trace ring, the server soak on the tiny model) and the
+#      scheduler's and governor's suites;
 #   4. the libFuzzer targets (scripts/fuzz.sh: GGUF files, tokenizer input, chat templates, KV
-#      snapshots), 20 s each on their seed corpora;
+#      snapshots, completion request bodies), 20 s each on their seed corpora;
 #   5. the ARM kernel tests under qemu.
-# scripts/test.sh --long additionally runs every case of the ASan suites and the whole Python
-# suite under ASan, the batched engine tests on every ISA level and each fuzz target for 300 s:
-# run it by hand before resolving an issue.
+# scripts/test.sh --long additionally runs every case of the ASan suites, a shorter server soak
+# on the real model under ASan (16 clients x 4) and TSan (8 x 2), the whole Python suite
+# under ASan, the batched engine tests on every ISA level and each fuzz target for 300 s: run
+# it by hand before resolving an issue.
 source "$(dirname "$0")/common.sh"
 LONG=0
 for a in "$@"; do
@@ -52,7 +55,7 @@ log "AddressSanitizer + UBSan build (the suites that parse input or touch memory
 ASAN_TESTS=(test_gguf test_gguf_writer test_tokenizer test_chat_template test_sampler test_kv_cache test_kv_memory
             test_kv_snapshot test_prefix_cache test_api test_engine test_model_override test_kernels
             test_matvec_rows test_gemm test_attention_kv test_quant test_thermal_sysfs test_trace_log
-            test_scheduled_runtime test_runtime_api)
+            test_scheduled_runtime test_runtime_api test_server_soak)
 ASAN_NUMERICS='EngineReal.BatchedEqualsSolo*:EngineReal.CancelMidStep*:PrefixCacheTest.SameGreedyOutput*'
 ASAN_NUMERICS+=':PrefixCacheTest.Prewarm*:PrefixCacheTest.SharedBySessions*:PrefixCacheTest.WindowedSessions*'
 ASAN_NUMERICS+=':PrefixCacheTest.BudgetsEvict*:PrefixCacheTest.ActivationModes*:KvSnapshot.RoundTrip*'
@@ -66,9 +69,17 @@ cmake --build "$ROOT/build-asan" -j "$JOBS" --target pocketllm_cli "${ASAN_TESTS
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ASAN_FILTER="-$ASAN_NUMERICS"
 [ "$LONG" = 1 ] && ASAN_FILTER='*'
+# The server soak (16 clients x 20 requests) under the sanitizers runs a tiny model: the real
+# one's numerics cost minutes under ASan and check nothing new there (the release build runs the
+# soak on it); --long adds a shorter soak on the real model.
+"$VENV/bin/python" "$ROOT/tests/py/tiny_models.py" "$ROOT/build-asan/soak" soak-llama-Q4_0 >/dev/null
+SOAK_TINY=(PLLM_SOAK_MODEL="$ROOT/build-asan/soak/soak-llama-Q4_0.gguf")
 for t in "${ASAN_TESTS[@]}"; do
-  "$ROOT/build-asan/tests/cpp/$t" --gtest_brief=1 --gtest_filter="$ASAN_FILTER"
+  env "${SOAK_TINY[@]}" "$ROOT/build-asan/tests/cpp/$t" --gtest_brief=1 --gtest_filter="$ASAN_FILTER"
 done
+if [ "$LONG" = 1 ]; then
+  PLLM_SOAK_REQUESTS=4 "$ROOT/build-asan/tests/cpp/test_server_soak" --gtest_brief=1
+fi
 PARSING_SUITES=(test_malformed_gguf.py test_cli_errors.py test_tokenize.py test_chat_repl.py
                 "test_simulate.py::test_bad_scenario_is_one_clear_error" "test_simulate.py::test_bad_command_lines"
                 "test_server.py::test_bad_requests_get_openai_errors" "test_server.py::test_oversized_body_and_unknown_route"
@@ -89,13 +100,14 @@ log "ThreadSanitizer build (concurrency tests)"
 # by sessions on several threads, the app-set thermal source. The numerics cases of the same suites run in the release
 # build (under TSan they take minutes and share no threads).
 TSAN_TESTS=(test_thread_pool test_engine test_api test_prefix_cache test_thermal test_scheduler test_governor
-            test_trace_log test_scheduled_runtime test_runtime_api)
+            test_trace_log test_scheduled_runtime test_runtime_api test_server_soak)
 declare -A TSAN_FILTER=(
   [test_thread_pool]='*'
   [test_thermal]='*'
   [test_scheduler]='*'
   [test_governor]='*'
   [test_trace_log]='*'
+  [test_server_soak]='*'
   [test_scheduled_runtime]='RuntimeReal.DriverThreadServesOtherThreads:RuntimeReal.ControlsEndWhatTheyShould'
   [test_runtime_api]='RuntimeApi.ManySessionsOnTheDriverThreadAndCancel'
   [test_engine]='EngineReal.ConcurrentCallers*:EngineReal.CancelMidStep*'
@@ -107,8 +119,11 @@ cmake -S "$ROOT" -B "$ROOT/build-tsan" -G Ninja $(cmake_launcher) -DCMAKE_BUILD_
 cmake --build "$ROOT/build-tsan" -j "$JOBS" --target "${TSAN_TESTS[@]}"
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 for t in "${TSAN_TESTS[@]}"; do
-  "$ROOT/build-tsan/tests/cpp/$t" --gtest_brief=1 --gtest_filter="${TSAN_FILTER[$t]}"
+  env "${SOAK_TINY[@]}" "$ROOT/build-tsan/tests/cpp/$t" --gtest_brief=1 --gtest_filter="${TSAN_FILTER[$t]}"
 done
+if [ "$LONG" = 1 ]; then
+  PLLM_SOAK_CLIENTS=8 PLLM_SOAK_REQUESTS=2 "$ROOT/build-tsan/tests/cpp/test_server_soak" --gtest_brief=1
+fi
 
 if [ "$LONG" = 1 ]; then
   # (the scalar twins run the real model too slowly; tests/py/test_batched_logits.py covers

@@ -161,6 +161,9 @@ def extra_configs() -> dict[str, ModelConfig]:
         ModelConfig(name="unsupported-type-Q5_K", wtype="Q5_K"),
         # The base of the malformed corpus.
         ModelConfig(name="mini-llama-F32", dims=MINI),
+        # The server soak under the sanitizers (tests/cpp/test_server_soak.cpp): a context
+        # long enough for chat prompts in the byte-level vocabulary plus 200 tokens.
+        ModelConfig(name="soak-llama-Q4_0", wtype="Q4_0", dims=Dims(n_ctx=1024)),
     ]
     return {c.name: c for c in cfgs}
 
@@ -508,6 +511,7 @@ def sample_ids(cfg: ModelConfig, n: int, seed: int = 0) -> list[int]:
 
 if __name__ == "__main__":
     import sys
+    # tiny_models.py [OUT_DIR [NAME...]]: every model, or the ones named
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "tiny-models")
-    for name, p in generate_all(out).items():
+    for name, p in generate_all(out, sys.argv[2:] or None).items():
         print(f"{name:28s} {p.stat().st_size:9d} bytes  {p}")
