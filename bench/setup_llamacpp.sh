@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Build llama.cpp's llama-bench, llama-batched-bench and llama-quantize for the side-by-side comparisons.
+# Build llama.cpp's llama-bench, llama-batched-bench, llama-quantize and llama-server for the
+# side-by-side comparisons (llama-server: bench/server_compare.py).
 #
 # The source comes from the PyPI sdist of llama-cpp-python (it vendors llama.cpp under
 # vendor/llama.cpp). Everything is cached:
 #   bench/.venv/                    Python venv with the `gguf` package
 #   bench/.cache/sdist/             the downloaded sdist and its unpacked tree
 #   bench/.cache/llama.cpp-build/   the CMake build
-#   bench/.cache/bin/               llama-bench, llama-quantize (+ the shared libs they need)
+#   bench/.cache/bin/               llama-bench, llama-quantize, llama-server, ... (static builds)
+# The server is built without its web UI: LLAMA_BUILD_UI=OFF (no npm) and LLAMA_USE_PREBUILT_UI=OFF
+# (no download of prebuilt assets from Hugging Face at build time), so the build stays offline.
 # Rerunning skips every step whose result already exists. Not part of the test suite.
 set -euo pipefail
 BENCH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -27,8 +30,11 @@ if ! "$VENV/bin/python" -c "import gguf" 2>/dev/null; then
   "$VENV/bin/pip" install -q --disable-pip-version-check gguf
 fi
 
-if [ -x "$CACHE/bin/llama-bench" ] && [ -x "$CACHE/bin/llama-quantize" ] && [ -x "$CACHE/bin/llama-batched-bench" ]; then
-  log "llama-bench and llama-quantize already built in $CACHE/bin"
+TOOLS=(llama-bench llama-quantize llama-batched-bench llama-completion llama-perplexity llama-server)
+missing=()
+for t in "${TOOLS[@]}"; do [ -x "$CACHE/bin/$t" ] || missing+=("$t"); done
+if [ "${#missing[@]}" -eq 0 ]; then
+  log "${TOOLS[*]} already built in $CACHE/bin"
   exit 0
 fi
 
@@ -54,12 +60,14 @@ BUILD="$CACHE/llama.cpp-build"
 log "configuring llama.cpp in $BUILD"
 cmake -S "$LLAMA_SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF \
-  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TOOLS=ON >/dev/null
-TOOLS=(llama-bench llama-quantize llama-batched-bench llama-completion llama-perplexity)
-log "building ${TOOLS[*]} with -j$JOBS (takes a while on few cores)"
-cmake --build "$BUILD" -j "$JOBS" --target "${TOOLS[@]}"
-for t in "${TOOLS[@]}"; do
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON \
+  -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF \
+  -DLLAMA_BUILD_APP=OFF >/dev/null
+log "building ${missing[*]} with -j$JOBS (takes a while on few cores)"
+cmake --build "$BUILD" -j "$JOBS" --target "${missing[@]}"
+for t in "${missing[@]}"; do
   cp "$(find "$BUILD" -type f -name "$t" -perm -u+x | head -n1)" "$CACHE/bin/$t"
 done
-log "done: $CACHE/bin/llama-bench $CACHE/bin/llama-quantize"
+log "done: ${TOOLS[*]} in $CACHE/bin"
 "$CACHE/bin/llama-bench" --help >/dev/null 2>&1 || log "warning: llama-bench --help failed"
+"$CACHE/bin/llama-server" --version >/dev/null 2>&1 || log "warning: llama-server --version failed"
