@@ -39,9 +39,24 @@ Fairness:
     first few template tokens and neither cache can hit (--prompts shared turns this off: one
     system prompt for all, both caches may reuse it). usage.prompt_tokens_details.cached_tokens
     is recorded and shown.
-  * The client runs on the same machine and takes some CPU from both alike.
+  * The client runs on the same machine and takes some CPU from both alike. With -t equal to
+    the machine's cores (2 threads on 2 cores), the client, the servers' HTTP threads and any
+    other load preempt the compute threads, and a preempted thread holds up the others at every
+    barrier. Seen on a busy 2-core machine (other jobs using about 2 cores): llama-server
+    (an OpenMP build: libgomp spins at its barriers before it sleeps) fell from ~25-40 to ~1 tok/s
+    per request at 1 to 8 clients, burning a whole core, while pocketllm (its pool yields while
+    it waits) kept 7-26 tok/s. OMP_WAIT_POLICY=passive in the environment (only llama-server
+    links libgomp) or -t 1 brought llama-server back to 25-40 tok/s. The "server CPU ms/token"
+    column (the server's user + system time over the level / tokens generated) shows such lost
+    time. Measure on an otherwise idle machine, and rerun with -t 1 or OMP_WAIT_POLICY=passive
+    when llama-server's CPU per token is far above pocketllm's.
+Also shown: the share of requests whose reply text is the same on both servers and the median
+common prefix of the two texts (greedy replies part after a few dozen tokens, as the engines
+round differently: llama.cpp quantizes activations to 8 bits, pocketllm's default does not),
+and a warning for replies without a single token (a server fault).
 """
 import argparse
+import hashlib
 import http.client
 import json
 import os
@@ -107,6 +122,15 @@ class Server:
         self.stop()
         raise RuntimeError(f"{self.name} not healthy after {timeout} s; log: {self.log_path}")
 
+    def cpu_seconds(self):
+        """user + system CPU time of the server process so far (all its threads)."""
+        try:
+            with open(f"/proc/{self.proc.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            return float("nan")
+
     def stop(self):
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -169,16 +193,17 @@ def stream_chat(port, messages, max_tokens, extra):
     return dict(t_send=t0, t_end=t_end, ttft_s=(t_first - t0) if t_first is not None else None,
                 decode_tps=dec, completion_tokens=n, content_chunks=n_chunks,
                 prompt_tokens=int(usage.get("prompt_tokens", 0)), cached_tokens=int(cached),
-                finish_reason=finish, chars=sum(map(len, text)))
+                finish_reason=finish, text="".join(text))
 
 
 def messages_for(a, tag, q):
-    system = SYSTEM if a.prompts == "shared" else f"Request {tag}. {SYSTEM}"
+    # distinct: a hash of the tag opens the system prompt, so prompts part right after the template's header
+    system = SYSTEM if a.prompts == "shared" else f"{hashlib.sha1(tag.encode()).hexdigest()[:8]}. {SYSTEM}"
     return [{"role": "system", "content": system}, {"role": "user", "content": QUESTIONS[q % len(QUESTIONS)]}]
 
 
 def run_level(a, server, n_clients, rnd, extra):
-    """N clients x K requests against a started server; returns (records, aggregate tok/s, wall s)."""
+    """N clients x K requests against a started server; returns (records, aggregate tok/s, wall s, CPU s)."""
     records, errors = [], []
     lock = threading.Lock()
     barrier = threading.Barrier(n_clients)
@@ -198,16 +223,18 @@ def run_level(a, server, n_clients, rnd, extra):
                 errors.append(f"client {ci}: {e}")
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(n_clients)]
+    cpu0 = server.cpu_seconds()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     if errors:
         raise RuntimeError(f"{server.name} at {n_clients} clients: " + "; ".join(errors[:3]))
+    cpu = server.cpu_seconds() - cpu0
     t0 = min(r["t_send"] for r in records)
     t1 = max(r["t_end"] for r in records)
     toks = sum(r["completion_tokens"] for r in records)
-    return records, toks / (t1 - t0), t1 - t0
+    return records, toks / (t1 - t0), t1 - t0, cpu
 
 
 def make_server(a, name, ctx, logdir, rnd, n):
@@ -272,6 +299,7 @@ def main():
     os.makedirs(logdir, exist_ok=True)
     recs = {(s, n): [] for s in names for n in levels}
     aggs = {(s, n): [] for s in names for n in levels}
+    cpus = {(s, n): [] for s in names for n in levels}  # server CPU seconds per generated token
     t_start = time.monotonic()
     cmds = {}
     for rnd in range(a.rounds):
@@ -284,16 +312,18 @@ def main():
                     server.start()
                     # warm-up, unmeasured: first touch of the mapped weights and the buffers
                     stream_chat(server.port, messages_for(a, f"warmup.{rnd}.{n}", 0), 16, extra)
-                    r, agg, wall = run_level(a, server, n, rnd, extra)
+                    r, agg, wall, cpu = run_level(a, server, n, rnd, extra)
                 finally:
                     server.stop()
                 for x in r:
                     x.update(round=rnd)
                 recs[(s, n)] += r
                 aggs[(s, n)].append(agg)
+                cpus[(s, n)].append(cpu / max(1, sum(x["completion_tokens"] for x in r)))
                 print(f"[round {rnd}] {s:5s} {n} clients: {len(r)} requests in {wall:.1f} s, "
                       f"TTFT p50 {1e3 * median([x['ttft_s'] for x in r]):.0f} ms, "
-                      f"decode p50 {median([x['decode_tps'] for x in r]):.1f} tok/s, aggregate {agg:.1f} tok/s",
+                      f"decode p50 {median([x['decode_tps'] for x in r]):.1f} tok/s, aggregate {agg:.1f} tok/s, "
+                      f"server CPU {cpu:.1f} s ({cpu / wall:.2f} cores)",
                       file=sys.stderr, flush=True)
     wall_total = time.monotonic() - t_start
 
@@ -307,19 +337,34 @@ def main():
             completion_tokens_mean=statistics.mean(x["completion_tokens"] for x in r),
             prompt_tokens_mean=statistics.mean(x["prompt_tokens"] for x in r),
             cached_tokens_total=sum(x["cached_tokens"] for x in r),
-            finish_length=sum(1 for x in r if x["finish_reason"] == "length"))
+            finish_length=sum(1 for x in r if x["finish_reason"] == "length"),
+            empty_replies=sum(1 for x in r if x["completion_tokens"] == 0),
+            server_cpu_ms_per_token=1e3 * median(cpus[(s, n)]))
+        if summary[f"{s}/{n}"]["empty_replies"]:
+            print(f"warning: {s} at {n} clients: {summary[f'{s}/{n}']['empty_replies']} replies without a token",
+                  file=sys.stderr)
+    if len(names) == 2:  # do both servers write the same replies? (greedy; they differ only by rounding)
+        for n in levels:
+            by = {(x["round"], x["client"], x["k"]): x["text"] for x in recs[("llama", n)]}
+            pairs = [(x["text"], by.get((x["round"], x["client"], x["k"]))) for x in recs[("pllm", n)]]
+            same = sum(1 for p, l in pairs if p == l)
+            prefix = [len(os.path.commonprefix([p, l])) / max(1, len(p), len(l)) for p, l in pairs if l is not None]
+            for s in names:
+                summary[f"{s}/{n}"].update(same_reply_fraction=same / max(1, len(pairs)),
+                                           common_prefix_fraction_median=median(prefix))
 
     with open("/proc/cpuinfo") as f:
         flags = next((l for l in f if l.startswith("flags")), "")
     isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "other"
     print(f"\n{os.path.basename(a.model)}, {isa}, {a.threads} threads, {a.slots} slots, -c {a.ctx} per request, "
           f"max_tokens {a.max_tokens}, temperature 0, {a.requests} requests per client, {a.rounds} rounds, "
-          f"{a.prompts} prompts; wall {wall_total:.0f} s\n")
+          f"{a.prompts} prompts, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}; "
+          f"wall {wall_total:.0f} s\n")
     if len(names) == 2:
         print("| clients | TTFT p50 ms pllm | llama | pllm/llama | TTFT p90 ms pllm | llama "
               "| decode tok/s p50 pllm | llama | pllm/llama | aggregate tok/s pllm | llama | pllm/llama "
-              "| mean tokens pllm / llama | cached tokens pllm / llama |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+              "| mean tokens pllm / llama | cached tokens pllm / llama | same replies / common prefix | server CPU ms/token pllm / llama |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for n in levels:
             p, l = summary[f"pllm/{n}"], summary[f"llama/{n}"]
             print(f"| {n} | {p['ttft_p50_ms']:.0f} | {l['ttft_p50_ms']:.0f} | {p['ttft_p50_ms'] / l['ttft_p50_ms']:.2f} "
@@ -328,7 +373,8 @@ def main():
                   f"| {p['aggregate_tps_median']:.1f} | {l['aggregate_tps_median']:.1f} "
                   f"| {p['aggregate_tps_median'] / l['aggregate_tps_median']:.2f} "
                   f"| {p['completion_tokens_mean']:.1f} / {l['completion_tokens_mean']:.1f} "
-                  f"| {p['cached_tokens_total']} / {l['cached_tokens_total']} |")
+                  f"| {p['cached_tokens_total']} / {l['cached_tokens_total']} | {100 * p['same_reply_fraction']:.0f} % / {100 * p['common_prefix_fraction_median']:.0f} % "
+                  f"| {p['server_cpu_ms_per_token']:.1f} / {l['server_cpu_ms_per_token']:.1f} |")
             cp, cl = p["completion_tokens_mean"], l["completion_tokens_mean"]
             if abs(cp - cl) > 0.05 * max(cp, cl):
                 print(f"warning: {n} clients: mean completion tokens differ (pllm {cp:.1f}, llama {cl:.1f})",
@@ -337,16 +383,20 @@ def main():
                 print(f"note: {n} clients: mean prompt tokens pllm {p['prompt_tokens_mean']:.1f}, "
                       f"llama {l['prompt_tokens_mean']:.1f}", file=sys.stderr)
     else:
-        print("| server | clients | TTFT p50 ms | TTFT p90 ms | decode tok/s p50 | aggregate tok/s | mean tokens | cached tokens |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("| server | clients | TTFT p50 ms | TTFT p90 ms | decode tok/s p50 | aggregate tok/s | mean tokens "
+              "| cached tokens | server CPU ms/token |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for n in levels:
             x = summary[f"{names[0]}/{n}"]
             print(f"| {names[0]} | {n} | {x['ttft_p50_ms']:.0f} | {x['ttft_p90_ms']:.0f} | {x['decode_tps_p50']:.1f} "
-                  f"| {x['aggregate_tps_median']:.1f} | {x['completion_tokens_mean']:.1f} | {x['cached_tokens_total']} |")
+                  f"| {x['aggregate_tps_median']:.1f} | {x['completion_tokens_mean']:.1f} | {x['cached_tokens_total']} "
+                  f"| {x['server_cpu_ms_per_token']:.1f} |")
     print(f"\nserver logs: {logdir}", file=sys.stderr)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(dict(args=vars(a), commands=cmds, wall_s=wall_total, summary=summary,
+                           env={k: os.environ[k] for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "PLLM_ISA")
+                                if k in os.environ},
                            requests={f"{s}/{n}": r for (s, n), r in recs.items()}), f, indent=1)
 
 
