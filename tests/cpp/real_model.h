@@ -10,10 +10,11 @@
 
 #include "model/model.h"
 #include "pocketllm/pocketllm.h"
+#include "test_paths.h"
 
 inline std::string real_model_path() {
   const char* env = std::getenv("POCKETLLM_MODELS");
-  const std::string dir = env && *env ? env : std::string(PLLM_SOURCE_DIR) + "/models";
+  const std::string dir = env && *env ? env : std::string(pllm::test::kSourceDir) + "/models";
   return dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 

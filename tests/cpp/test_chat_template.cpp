@@ -7,6 +7,7 @@
 
 #include "gguf/gguf.h"
 #include "tokenizer/chat_template.h"
+#include "test_paths.h"
 
 using namespace pllm;
 namespace fs = std::filesystem;
@@ -142,7 +143,7 @@ TEST(ChatTemplate, StopStringsAndErrors) {
 
 TEST(ChatTemplate, SmolLM2FromModelFile) {
   const char* name = "SmolLM2-135M-Instruct.Q4_1.gguf";
-  fs::path p = fs::path(PLLM_SOURCE_DIR) / "models" / name;
+  fs::path p = fs::path(pllm::test::kSourceDir) / "models" / name;
   if (const char* env = std::getenv("POCKETLLM_MODELS"); env && fs::exists(fs::path(env) / name))
     p = fs::path(env) / name;
   if (!fs::exists(p)) GTEST_SKIP() << name << " not found ($POCKETLLM_MODELS or models/)";

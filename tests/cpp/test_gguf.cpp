@@ -13,6 +13,7 @@
 
 #include "gguf/gguf.h"
 #include "model/model.h"
+#include "test_paths.h"
 
 namespace pllm {
 namespace {
@@ -144,7 +145,7 @@ TEST(Gguf, ParsesFromBytesLikeFromFile) {
 // The files are fuzz_gguf's seeds, one per architecture: this also keeps them loadable.
 TEST(Gguf, ModelFromBytesEqualsModelFromFile) {
   for (const char* name : {"llama_q4_0", "qwen2_q4_0", "gemma3_q4_0", "deci_ffnvar"}) {
-    const std::string path = std::string(PLLM_SOURCE_DIR) + "/fuzz/corpus/fuzz_gguf/" + name + ".gguf";
+    const std::string path = std::string(pllm::test::kSourceDir) + "/fuzz/corpus/fuzz_gguf/" + name + ".gguf";
     auto from_file = Model::load(path, false);
     ASSERT_TRUE(from_file.ok()) << from_file.error().message;
     std::vector<uint8_t> bytes;

@@ -12,13 +12,14 @@
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/vocab.h"
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 using namespace pllm;
 
 namespace {
 
-const fs::path kTokData = fs::path(PLLM_SHARED_TESTDATA) / "tokenizer";
+const fs::path kTokData = fs::path(pllm::test::kSharedTestdata) / "tokenizer";
 
 std::string read_file(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
@@ -180,7 +181,7 @@ fs::path smollm_path() {
     const fs::path p = fs::path(env) / name;
     if (fs::exists(p)) return p;
   }
-  const fs::path p = fs::path(PLLM_SOURCE_DIR) / "models" / name;
+  const fs::path p = fs::path(pllm::test::kSourceDir) / "models" / name;
   return fs::exists(p) ? p : fs::path();
 }
 
