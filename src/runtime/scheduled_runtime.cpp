@@ -84,7 +84,6 @@ Result<void> ScheduledRuntime::remove_session(int64_t key) {
                             RequestKind::control, 0, ControlAction::reset}));
     PLLM_ASSIGN(StepPlan plan, sched_.plan_controls());
     for (const EndedRequest& e : plan.ended) finish(e, events);
-    for (const EndedRequest& e : sched_.take_ended()) finish(e, events);
     slots_.erase(key);
   }
   deliver(events);

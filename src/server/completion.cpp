@@ -229,11 +229,8 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
     }
     return false;
   };
-  // Runs when the response is over or the client went away: the session goes (a request
-  // still running is cancelled: its row stops within one step). The cancel comes first: it
-  // needs no step lock, so the request ends after the running step even while remove_session
-  // waits for that lock (the stepping thread takes it again at once while any row runs, the
-  // abandoned request's too; on a loaded machine a waiter was seen to get it seconds later).
+  // Runs when the response is over or the client went away: the session goes. A request still
+  // running is cancelled first (no step lock needed), so its row stops after the running step.
   auto release = [this, session, finished](bool) {
     if (!finished->load()) {
       metrics.cancelled();

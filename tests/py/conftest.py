@@ -77,6 +77,16 @@ def tiny_ref_cache():
     return {}
 
 
+@pytest.fixture(scope="module")
+def server(pllm_bin, smollm2_path):
+    """`pocketllm serve` on SmolLM2 (4 requests stepped together), one per test module."""
+    from server_util import Server
+    s = Server(pllm_bin, smollm2_path, "--parallel", "4")
+    yield s
+    s.close()
+    assert s.proc.returncode == 0, s.proc.stderr.read()
+
+
 @pytest.fixture
 def work_dir(tmp_path) -> Path:
     return tmp_path

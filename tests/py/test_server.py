@@ -19,14 +19,6 @@ pytest.importorskip("prometheus_client.parser")  # Server.metrics()
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 
 
-@pytest.fixture(scope="module")
-def server(pllm_bin, smollm2_path):
-    s = Server(pllm_bin, smollm2_path, "--parallel", "4")
-    yield s
-    s.close()
-    assert s.proc.returncode == 0, s.proc.stderr.read()
-
-
 def model_id(server):
     return server.client().models.list().data[0].id
 

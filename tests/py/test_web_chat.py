@@ -18,9 +18,8 @@ import time
 
 import pytest
 
-from server_util import Server
 
-pytest.importorskip("prometheus_client.parser")  # Server.metrics()
+pytest.importorskip("prometheus_client.parser")  # the server fixture's metrics()
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
@@ -66,14 +65,6 @@ window.fetch = function (url, init) {
   return fetch0.apply(this, arguments);
 };
 """
-
-
-@pytest.fixture(scope="module")
-def server(pllm_bin, smollm2_path):
-    s = Server(pllm_bin, smollm2_path, "--parallel", "4")
-    yield s
-    s.close()
-    assert s.proc.returncode == 0, s.proc.stderr.read()
 
 
 class _Sleep(http.server.BaseHTTPRequestHandler):
