@@ -22,7 +22,8 @@ namespace {
 struct PruneOpts {
   std::string in, out;
   double ffn = 0.0, heads = 0.0;
-  std::string calib, stats, save_stats, requant, output_type;
+  std::string calib, stats, save_stats, requant, output_type, compensate = "auto";
+  double ridge = 0.01;
   int64_t calib_tokens = 8192;
   int calib_ctx = 512;
   int threads = 0;
@@ -48,7 +49,16 @@ void check_ratio(double r, const char* flag) {
 
 // Statistics of the activations feeding every weight: read from --stats (they must come
 // from this very model) or gathered now by running --calib text through it.
-pllm::ActStats activation_stats(const PruneOpts& o, const std::shared_ptr<const pllm::Model>& model) {
+// Both observers of one calibration run.
+struct FanOut final : pllm::ActObserver {
+  std::vector<pllm::ActObserver*> to;
+  void observe(const pllm::Matrix& W, const float* X, int n_tok) override {
+    for (auto* o : to) o->observe(W, X, n_tok);
+  }
+};
+
+pllm::ActStats activation_stats(const PruneOpts& o, const std::shared_ptr<const pllm::Model>& model,
+                                pllm::GramStats* gram) {
   if (!o.stats.empty()) {
     pllm::ActStats s = must(pllm::ActStats::load(o.stats));
     must(s.check_matches(model->file(), model->identity()));
@@ -66,12 +76,40 @@ pllm::ActStats activation_stats(const PruneOpts& o, const std::shared_ptr<const 
   s.source = std::filesystem::path(o.calib).filename().string();
   std::fprintf(stderr, "calibrating on %lld tokens of %s\n", (long long)cal->planned_tokens(text.size()),
                o.calib.c_str());
-  s.n_tokens = uint64_t(must(cal->run(text, &s, {})));
+  FanOut both;
+  both.to = {&s};
+  if (gram) both.to.push_back(gram);
+  s.n_tokens = uint64_t(must(cal->run(text, &both, {})));
+  if (gram) gram->finish();
   if (!o.save_stats.empty()) {
     must(s.save(o.save_stats));
     std::fprintf(stderr, "saved activation statistics to %s (reuse them with --stats)\n", o.save_stats.c_str());
   }
   return s;
+}
+
+pllm::Compensate choose_compensation(const PruneOpts& o, const pllm::Model& model) {
+  if (o.compensate != "auto") return must(pllm::parse_compensate(o.compensate));
+  if (o.calib.empty()) return pllm::Compensate::none;  // --stats / --weights-only: nothing to fit on
+  const std::string& arch = model.config().arch;
+  return arch == "llama" ? pllm::Compensate::lsq_bias : pllm::Compensate::lsq;
+}
+
+// The Gram matrices the fit needs: ffn_down's input when FFN channels go, attn_output's when
+// heads go. They are (n + 1)² doubles per layer, so say what that costs.
+std::unique_ptr<pllm::GramStats> gram_stats_for(const PruneOpts& o, const pllm::Model& model) {
+  const pllm::ModelConfig& c = model.config();
+  std::vector<std::string> names;
+  std::vector<int64_t> cols;
+  for (int l = 0; l < c.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    if (o.ffn > 0.0) names.push_back(p + "ffn_down.weight"), cols.push_back(c.n_ff_at(l));
+    if (o.heads > 0.0) names.push_back(p + "attn_output.weight"), cols.push_back(c.q_dim());
+  }
+  const double mib = double(pllm::GramStats::bytes_for(cols)) / (1024.0 * 1024.0);
+  std::fprintf(stderr, "compensation: collecting the input Gram matrices of %zu weights (%.0f MiB)\n", names.size(),
+               mib);
+  return std::make_unique<pllm::GramStats>(std::move(names));
 }
 
 void report(const PruneOpts& o, const pllm::Model& model, const pllm::PrunePlan& plan) {
@@ -139,6 +177,12 @@ std::function<int()> add_prune(CLI::App& app) {
   cmd->add_option("--output-type", o->output_type,
                   "also re-quantise the output head (the tied embedding when there is no output.weight) to this "
                   "type, e.g. q4_0: FFN pruning cannot shrink it, and it can be a third of the bytes per token");
+  cmd->add_option("--compensate", o->compensate,
+                  "how the kept weights make up for what is removed: none (drop), bias (the removed channels' "
+                  "mean output moves into a bias), lsq (re-fit the kept columns by ridge least squares on the "
+                  "--calib activations), lsq-bias (both); auto (default): lsq-bias where the architecture reads "
+                  "output biases (llama), else lsq; none with --stats");
+  cmd->add_option("--ridge", o->ridge, "lsq: ridge strength, a fraction of the mean input power (default 0.01)");
   cmd->add_option("-t,--threads", o->threads, "threads for calibration and re-quantisation (default: performance cores)");
   return [o]() {
     check_ratio(o->ffn, "--ffn");
@@ -164,8 +208,18 @@ std::function<int()> add_prune(CLI::App& app) {
     pllm::PruneOptions po;
     po.ffn_ratio = o->ffn;
     po.head_ratio = o->heads;
+    po.ridge = o->ridge;
+    po.compensate = choose_compensation(*o, *model);
+    std::unique_ptr<pllm::GramStats> gram;
+    if (po.compensate != pllm::Compensate::none && (o->ffn > 0.0 || o->heads > 0.0)) {
+      if (o->calib.empty())
+        fail(std::string("--compensate ") + pllm::compensate_name(po.compensate) +
+             " fits the kept weights on calibration activations, which --stats does not hold: give --calib");
+      gram = gram_stats_for(*o, *model);
+      po.gram = gram.get();
+    }
     if (!o->calib.empty() || !o->stats.empty()) {
-      stats = activation_stats(*o, model);
+      stats = activation_stats(*o, model, gram.get());
       po.stats = &stats;
     }
     po.requant = requant ? *requant : po.stats ? pllm::QuantMethod::act : pllm::QuantMethod::mse;
@@ -173,6 +227,9 @@ std::function<int()> add_prune(CLI::App& app) {
     if (!o->output_type.empty()) po.output_type = must(pllm::parse_quant_type(o->output_type));
     const pllm::PrunePlan plan = must(pllm::plan_prune(*model, po));
     report(*o, *model, plan);
+    if (po.compensate != pllm::Compensate::none && po.gram)
+      std::printf("compensation: %s (ridge %g), fitted on %llu calibration tokens\n",
+                  pllm::compensate_name(po.compensate), po.ridge, (unsigned long long)stats.n_tokens);
 
     pllm::GgufWriter w;
     must(pllm::build_pruned(*model, po, plan, std::filesystem::path(o->in).filename().string(), w));

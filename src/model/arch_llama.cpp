@@ -48,6 +48,16 @@ Result<void> llama_family_load_weights(const GgufFile& f, const ModelConfig& c, 
     PLLM_ASSIGN(L.w_gate, get_matrix(f, p + "ffn_gate.weight", c.n_ff_at(i), c.n_embd));
     PLLM_ASSIGN(L.w_up, get_matrix(f, p + "ffn_up.weight", c.n_ff_at(i), c.n_embd));
     PLLM_ASSIGN(L.w_down, get_matrix(f, p + "ffn_down.weight", c.n_embd, c.n_ff_at(i)));
+    // Output biases, which llama.cpp's llama and deci load when present (a compensated
+    // prune writes them); its qwen2 does not, so neither do we.
+    if (c.arch != "qwen2") {
+      if (f.tensor(p + "attn_output.bias")) {
+        PLLM_ASSIGN(L.bo, get_vector(f, p + "attn_output.bias", c.n_embd));
+      }
+      if (f.tensor(p + "ffn_down.bias")) {
+        PLLM_ASSIGN(L.b_down, get_vector(f, p + "ffn_down.bias", c.n_embd));
+      }
+    }
   }
   // RoPE frequencies; Llama 3.x stores per-frequency divisors in rope_freqs.weight.
   const int half = c.n_rot / 2;

@@ -8,7 +8,7 @@ void attention_block(LayerOps& ops, int l, const LayerWeights& L, const AttnBloc
   ops.qkv_to_cache(l, QkvSpec{L.bq, L.bk, L.bv, L.attn_q_norm, L.attn_k_norm, s.rope});
   ops.attend(l, s.scale, s.rope);
   ops.project("attn_out", l, {{&L.wo, Act::proj}}, Act::att);
-  ops.residual(l, Act::proj, L.post_attn_norm);
+  ops.residual(l, Act::proj, L.bo, L.post_attn_norm);
 }
 
 void ffn_block(LayerOps& ops, int l, const LayerWeights& L, int n_ff, Glu glu) {
@@ -16,7 +16,7 @@ void ffn_block(LayerOps& ops, int l, const LayerWeights& L, int n_ff, Glu glu) {
   ops.project("gate_up", l, {{&L.w_gate, Act::gate}, {&L.w_up, Act::up}}, Act::h);
   ops.glu(l, glu, n_ff);
   ops.project("ffn_down", l, {{&L.w_down, Act::proj}}, Act::gate);
-  ops.residual(l, Act::proj, L.post_ffn_norm);
+  ops.residual(l, Act::proj, L.b_down, L.post_ffn_norm);
 }
 
 }  // namespace pllm

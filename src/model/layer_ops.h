@@ -54,8 +54,9 @@ class LayerOps {
   virtual void attend(int l, float scale, const RopeSpec& rope) = 0;
   // gate = act(gate) * up over the layer's n_ff columns.
   virtual void glu(int l, Glu kind, int n_ff) = 0;
-  // x += from, or x += rmsnorm(from) * post_norm when post_norm is set.
-  virtual void residual(int l, Act from, const float* post_norm) = 0;
+  // x += from + bias, or x += rmsnorm(from + bias) * post_norm when post_norm is set
+  // (bias, post_norm: [n_embd] or null).
+  virtual void residual(int l, Act from, const float* bias, const float* post_norm) = 0;
   // The logits of the rows that want them: out · (rmsnorm(x) * norm).
   virtual void head(const float* norm, const Matrix& out) = 0;
 };

@@ -29,10 +29,12 @@ struct LayerWeights {
   const float* bk = nullptr;         // [kv_dim]  (qwen2)
   const float* bv = nullptr;         // [kv_dim]  (qwen2)
   Matrix wo;                         // [n_embd x q_dim]
+  const float* bo = nullptr;         // [n_embd] (llama/deci, optional: compensated pruning)
   const float* ffn_norm = nullptr;   // [n_embd]
   Matrix w_gate;                     // [n_ff x n_embd]
   Matrix w_up;                       // [n_ff x n_embd]
   Matrix w_down;                     // [n_embd x n_ff]
+  const float* b_down = nullptr;     // [n_embd] (llama/deci, optional: compensated pruning)
   // Gemma 3 only (null otherwise):
   const float* attn_q_norm = nullptr;    // [head_dim] RMSNorm of every query head
   const float* attn_k_norm = nullptr;    // [head_dim] RMSNorm of every key head

@@ -1,7 +1,9 @@
 #include "quantizer/prune.h"
 
 #include <algorithm>
+#include <cmath>
 
+#include "base/thread_pool.h"
 #include "kernels/kernels.h"
 #include "quant/types.h"
 #include "quantizer/prune_select.h"
@@ -74,6 +76,125 @@ Result<void> check_output_type(const GgufFile& f, const PruneOptions& opts) {
   return {};
 }
 
+
+std::vector<int> all_of(int n) {
+  std::vector<int> v(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) v[size_t(i)] = i;
+  return v;
+}
+
+// A whole weight as doubles, [rows][cols].
+std::vector<double> dequantize_double(const Matrix& m) {
+  std::vector<double> out(size_t(m.rows) * size_t(m.cols));
+  std::vector<float> row(size_t(m.cols));
+  const auto dequant = kernels().for_type(m.type).dequantize_row;
+  for (int64_t r = 0; r < m.rows; ++r) {
+    dequant(m.row(r), row.data(), m.cols);
+    std::copy(row.begin(), row.end(), out.begin() + r * m.cols);
+  }
+  return out;
+}
+
+std::vector<float> to_float(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
+
+// Compensated removal of n_remove groups of `width` input columns of W (ffn_down or
+// attn_output): which groups stay, and the fitted columns and bias.
+Result<CompensateResult> fit_layer(const PruneOptions& opts, const Matrix& W, const float* bias, int width,
+                                   int n_remove) {
+  const GramMatrix* G = opts.gram->find(W.name);
+  if (!G || G->n != int(W.cols))
+    return make_error(Status::invalid_argument, "the calibration run collected no activations for '" +
+                                                    std::string(W.name) + "'");
+  std::vector<double> b0;
+  if (bias) b0.assign(bias, bias + W.rows);
+  const std::vector<double> Wd = dequantize_double(W);
+  CompensateSpec spec;
+  spec.mode = opts.compensate;
+  spec.width = width;
+  spec.n_remove = n_remove;
+  spec.ridge = opts.ridge;
+  auto r = compensate_prune(Wd, int(W.rows), b0, *G, spec);
+  if (!r.ok()) return make_error(r.error().code, std::string(W.name) + ": " + r.error().message);
+  return r;
+}
+
+// One layer's choice of FFN channels (keep_ff of them) and KV groups (keep_kv).
+Result<void> plan_layer(const Model& model, const PruneOptions& opts, int l, int keep_ff, int keep_kv,
+                        const PrunePlan& plan, LayerPrunePlan& P) {
+  const ModelConfig& c = model.config();
+  const LayerWeights& L = model.weights().layers[size_t(l)];
+  const bool fit = opts.compensate != Compensate::none;
+  if (keep_ff == P.n_ff) {
+    P.keep_ff = all_of(P.n_ff);
+  } else if (fit) {
+    PLLM_ASSIGN(CompensateResult r, fit_layer(opts, L.w_down, L.b_down, 1, P.n_ff - keep_ff));
+    P.keep_ff = std::move(r.keep);
+    P.down_w = to_float(r.w);
+    P.down_bias = to_float(r.bias);
+    P.ffn_error = r.error.back();
+  } else {
+    const NormAccumulator down = weight_norms(L.w_down);
+    std::vector<double> score;
+    if (opts.stats) {
+      PLLM_ASSIGN(auto mean_sq, mean_sq_of(*opts.stats, layer_tensor(l, "ffn_down.weight"), L.w_down.cols));
+      score = ffn_scores_from_activations(down.col_sq, mean_sq);
+    } else {
+      const NormAccumulator gate = weight_norms(L.w_gate, L.ffn_norm), up = weight_norms(L.w_up, L.ffn_norm);
+      score = ffn_scores_from_weights(gate.row_sq, up.row_sq, down.col_sq);
+    }
+    P.keep_ff = top_k_ascending(score, keep_ff);
+  }
+
+  if (keep_kv == P.n_kv) {
+    P.keep_kv = all_of(P.n_kv);
+  } else if (fit) {
+    PLLM_ASSIGN(CompensateResult r, fit_layer(opts, L.wo, L.bo, plan.group * c.head_dim, P.n_kv - keep_kv));
+    P.keep_kv = std::move(r.keep);
+    P.wo_w = to_float(r.w);
+    P.wo_bias = to_float(r.bias);
+  } else {
+    const NormAccumulator wo = weight_norms(L.wo);
+    std::vector<double> score;
+    if (opts.stats) {
+      PLLM_ASSIGN(auto mean_sq, mean_sq_of(*opts.stats, layer_tensor(l, "attn_output.weight"), L.wo.cols));
+      score = group_scores_from_activations(wo.col_sq, mean_sq, P.n_kv, plan.group, c.head_dim);
+    } else {
+      const NormAccumulator wv = weight_norms(L.wv, L.attn_norm);
+      score = group_scores_from_weights(wv.row_sq, wo.col_sq, P.n_kv, plan.group, c.head_dim);
+    }
+    P.keep_kv = top_k_ascending(score, keep_kv);
+  }
+  return {};
+}
+
+// Every layer, in parallel on opts.n_threads threads; the first error (in layer order) wins.
+Result<void> plan_layers(const Model& model, const PruneOptions& opts, const std::vector<int>& keep_ff, int keep_kv,
+                         PrunePlan& plan) {
+  const int n_layer = int(plan.layers.size());
+  std::vector<Result<void>> status(static_cast<size_t>(n_layer));
+  ThreadPool pool(std::min(n_layer, opts.n_threads > 0 ? opts.n_threads : default_thread_count()));
+  pool.run(n_layer, [&](int64_t l) {
+    status[size_t(l)] = plan_layer(model, opts, int(l), keep_ff[size_t(l)], keep_kv, plan, plan.layers[size_t(l)]);
+  });
+  for (const auto& s : status) PLLM_TRY(s);
+  return {};
+}
+
+// The compensation's preconditions.
+Result<void> check_compensation(const Model& model, const PruneOptions& opts) {
+  if (opts.compensate == Compensate::none) return {};
+  if (!opts.gram)
+    return make_error(Status::invalid_argument, std::string("--compensate ") + compensate_name(opts.compensate) +
+                                                    " fits the kept weights on calibration activations: give --calib");
+  const std::string& arch = model.config().arch;
+  if (compensate_has_bias(opts.compensate) && arch != "llama" && arch != "deci")
+    return make_error(Status::unsupported, std::string("--compensate ") + compensate_name(opts.compensate) +
+                                               " writes output biases, which llama.cpp's " + arch +
+                                               " does not read: use --compensate lsq");
+  if (!(opts.ridge >= 0.0) || !std::isfinite(opts.ridge) || opts.ridge > 1e6)
+    return make_error(Status::invalid_argument, "--ridge must be a number in [0, 1e6]");
+  return {};
+}
 }  // namespace
 
 std::string output_head_name(const GgufFile& f) {
@@ -93,6 +214,7 @@ Result<PrunePlan> plan_prune(const Model& model, const PruneOptions& opts) {
     return make_error(Status::invalid_argument, "--requant act needs activation statistics (--calib or --stats)");
   if (model.vocab_only()) return make_error(Status::invalid_argument, "model was loaded vocab-only");
   if (opts.output_type) PLLM_TRY(check_output_type(model.file(), opts));
+  PLLM_TRY(check_compensation(model, opts));
   const ModelConfig& c = model.config();
   const ModelWeights& w = model.weights();
   PrunePlan plan;
@@ -126,46 +248,16 @@ Result<PrunePlan> plan_prune(const Model& model, const PruneOptions& opts) {
   plan.layers.resize(size_t(c.n_layer));
   plan.ffn_align.resize(size_t(c.n_layer));
   for (int l = 0; l < c.n_layer; ++l) {
-    const LayerWeights& L = w.layers[size_t(l)];
     LayerPrunePlan& P = plan.layers[size_t(l)];
     P.n_ff = c.n_ff_at(l);
     P.n_kv = c.n_head_kv;
-    const int align = int(std::max<uint32_t>(32, block_elems(L.w_down.type)));
-    plan.ffn_align[size_t(l)] = align;
-
-    const int keep_ff = prune_keep_count(P.n_ff, opts.ffn_ratio, align);
-    if (keep_ff == P.n_ff) {
-      P.keep_ff.resize(size_t(P.n_ff));
-      for (int j = 0; j < P.n_ff; ++j) P.keep_ff[size_t(j)] = j;
-    } else {
-      const NormAccumulator down = weight_norms(L.w_down);
-      std::vector<double> score;
-      if (opts.stats) {
-        PLLM_ASSIGN(auto mean_sq, mean_sq_of(*opts.stats, layer_tensor(l, "ffn_down.weight"), L.w_down.cols));
-        score = ffn_scores_from_activations(down.col_sq, mean_sq);
-      } else {
-        const NormAccumulator gate = weight_norms(L.w_gate, L.ffn_norm), up = weight_norms(L.w_up, L.ffn_norm);
-        score = ffn_scores_from_weights(gate.row_sq, up.row_sq, down.col_sq);
-      }
-      P.keep_ff = top_k_ascending(score, keep_ff);
-    }
-
-    if (keep_kv == P.n_kv) {
-      P.keep_kv.resize(size_t(P.n_kv));
-      for (int g = 0; g < P.n_kv; ++g) P.keep_kv[size_t(g)] = g;
-    } else {
-      const NormAccumulator wo = weight_norms(L.wo);
-      std::vector<double> score;
-      if (opts.stats) {
-        PLLM_ASSIGN(auto mean_sq, mean_sq_of(*opts.stats, layer_tensor(l, "attn_output.weight"), L.wo.cols));
-        score = group_scores_from_activations(wo.col_sq, mean_sq, P.n_kv, plan.group, c.head_dim);
-      } else {
-        const NormAccumulator wv = weight_norms(L.wv, L.attn_norm);
-        score = group_scores_from_weights(wv.row_sq, wo.col_sq, P.n_kv, plan.group, c.head_dim);
-      }
-      P.keep_kv = top_k_ascending(score, keep_kv);
-    }
+    plan.ffn_align[size_t(l)] = int(std::max<uint32_t>(32, block_elems(w.layers[size_t(l)].w_down.type)));
   }
+  // Layers are independent: fit them in parallel (the compensation's dense algebra dominates).
+  std::vector<int> keep_ff(size_t(c.n_layer));
+  for (int l = 0; l < c.n_layer; ++l)
+    keep_ff[size_t(l)] = prune_keep_count(c.n_ff_at(l), opts.ffn_ratio, plan.ffn_align[size_t(l)]);
+  PLLM_TRY(plan_layers(model, opts, keep_ff, keep_kv, plan));
   return plan;
 }
 

@@ -24,11 +24,13 @@
 #include "gguf/gguf_writer.h"
 #include "model/model.h"
 #include "quantizer/act_stats.h"
+#include "quantizer/prune_compensate.h"
 #include "quantizer/row_quant.h"
 
 namespace pllm {
 
-inline constexpr uint32_t kPruneVersion = 1;  // pocketllm.prune.version
+// pocketllm.prune.version; 2: compensation (rewritten columns, output biases)
+inline constexpr uint32_t kPruneVersion = 2;
 
 struct PruneOptions {
   double ffn_ratio = 0.0;   // fraction of each layer's FFN channels to remove, [0, 0.9]
@@ -45,7 +47,14 @@ struct PruneOptions {
   // and the head's statistics. FFN pruning cannot shrink the head, and on small models it is
   // a large share of the bytes every decoded token reads (SmolLM2: 31 %). Unset: copied.
   std::optional<TensorType> output_type;
-  int n_threads = 0;  // for re-quantising the head; 0: default_thread_count()
+  int n_threads = 0;  // for re-quantising the head and fitting the compensation; 0: default
+  // How the kept weights make up for the removed channels (quantizer/prune_compensate.h).
+  // Anything but none needs `gram`: the Gram matrices of ffn_down's input (and of
+  // attn_output's when heads go) on calibration text. The bias modes need an architecture
+  // whose llama.cpp graph reads output biases (llama, deci).
+  Compensate compensate = Compensate::none;
+  double ridge = 0.01;
+  const GramStats* gram = nullptr;
 };
 
 struct LayerPrunePlan {
@@ -53,6 +62,11 @@ struct LayerPrunePlan {
   std::vector<int> keep_ff;     // kept channels, ascending (size = n_ff after)
   int n_kv = 0;                 // kv heads before
   std::vector<int> keep_kv;     // kept kv heads, ascending
+  // With compensation: the kept columns of ffn_down / attn_output after the fit
+  // ([n_embd][kept], row-major) and the new output bias ([n_embd], bias modes); empty when the
+  // columns are only selected.
+  std::vector<float> down_w, down_bias, wo_w, wo_bias;
+  double ffn_error = 0.0;       // the fit's mean squared output error per token (compensated)
 };
 
 struct PrunePlan {

@@ -86,6 +86,38 @@ Result<void> add_selected_columns(GgufWriter& out, const TensorInfo& t, const st
   return out.add_tensor(t.name, t.type, {uint64_t(keep.size()), rows}, std::move(bytes));
 }
 
+// The kept columns after compensation (values: [rows][n_keep]), every block quantised again to
+// the tensor's type with `method`, `importance` ([cols] of the original columns) weighting the
+// act search through `keep`.
+Result<void> add_fitted_columns(GgufWriter& out, const TensorInfo& t, const std::vector<int>& keep,
+                                const std::vector<float>& values, QuantMethod method,
+                                const std::vector<float>& importance) {
+  const uint64_t rows = t.dims[1];
+  const TensorType type = static_cast<TensorType>(t.type);
+  const auto rb = row_bytes(t.type, keep.size());
+  if (t.dims.size() != 2 || !rb || values.size() != keep.size() * rows)
+    return make_error(Status::internal, "tensor '" + t.name + "': fitted columns of the wrong shape");
+  if (!is_output_type(type))
+    return make_error(Status::unsupported, "tensor '" + t.name + "': cannot quantise type " +
+                                               type_traits(t.type)->name + " again");
+  const auto total = checked_mul(*rb, rows);
+  if (!total) return make_error(Status::bad_format, "tensor '" + t.name + "' is too large");
+  std::vector<float> w;
+  if (method == QuantMethod::act && !importance.empty())
+    for (int j : keep) w.push_back(importance[size_t(j)]);
+  std::vector<uint8_t> bytes(static_cast<size_t>(*total));
+  for (uint64_t r = 0; r < rows; ++r)
+    quantize_row_to(type, values.data() + r * keep.size(), w.empty() ? nullptr : w.data(), method != QuantMethod::rtn,
+                    bytes.data() + r * size_t(*rb), int64_t(keep.size()));
+  return out.add_tensor(t.name, t.type, {uint64_t(keep.size()), rows}, std::move(bytes));
+}
+
+Result<void> add_f32_vector(GgufWriter& out, const std::string& name, const std::vector<float>& v) {
+  std::vector<uint8_t> bytes(v.size() * sizeof(float));
+  std::memcpy(bytes.data(), v.data(), bytes.size());
+  return out.add_tensor(name, uint32_t(TensorType::F32), {uint64_t(v.size())}, std::move(bytes));
+}
+
 Result<void> add_copy(GgufWriter& out, const TensorInfo& t) {
   return out.add_tensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
 }
@@ -130,6 +162,8 @@ int parse_layer(const std::string& name, std::string* rest) {
   *rest = name.substr(dot + 1);
   return l;
 }
+
+std::string layer_name(int l, const char* what) { return "blk." + std::to_string(l) + "." + what; }
 
 // Per-layer tensors whose shape does not depend on n_ff or the head counts.
 bool shape_independent(const std::string& rest) {
@@ -192,6 +226,11 @@ Result<void> build_pruned(const Model& model, const PruneOptions& opts, const Pr
   out.set_f32("pocketllm.prune.head_ratio", float(opts.head_ratio));
   out.set_string("pocketllm.prune.importance", plan.from_activations ? "activations" : "weights");
   out.set_string("pocketllm.prune.requant", quant_method_name(opts.requant));
+  out.set_string("pocketllm.prune.compensate", compensate_name(opts.compensate));
+  if (opts.compensate != Compensate::none)
+    out.set_f32("pocketllm.prune.ridge", float(opts.ridge));
+  else
+    out.remove("pocketllm.prune.ridge");
   out.set_string("pocketllm.prune.source", source_name);
   if (opts.output_type)
     out.set_string("pocketllm.prune.output_type", quant_type_name(*opts.output_type));
@@ -227,6 +266,10 @@ Result<void> build_pruned(const Model& model, const PruneOptions& opts, const Pr
       PLLM_TRY(add_copy(out, t));
       continue;
     }
+    if (rest == "ffn_down.bias" || rest == "attn_output.bias") {  // [n_embd]: replaced when the fit moved it
+      if (rest == "ffn_down.bias" ? P.down_bias.empty() : P.wo_bias.empty()) PLLM_TRY(add_copy(out, t));
+      continue;
+    }
     const std::vector<int> q_rows = expand(P.keep_kv, plan.group * c.head_dim);
     const std::vector<int> kv_rows = expand(P.keep_kv, c.head_dim);
     const bool is_ffn = rest.rfind("ffn_", 0) == 0, is_attn = rest.rfind("attn_", 0) == 0;
@@ -234,12 +277,18 @@ Result<void> build_pruned(const Model& model, const PruneOptions& opts, const Pr
       PLLM_TRY(add_copy(out, t));
     } else if (rest == "ffn_gate.weight" || rest == "ffn_up.weight") {
       PLLM_TRY(add_selected_rows(out, t, P.keep_ff));
+    } else if (rest == "ffn_down.weight" && !P.down_w.empty()) {
+      PLLM_TRY(add_fitted_columns(out, t, P.keep_ff, P.down_w, opts.requant, importance_of(opts, t.name)));
+      if (!P.down_bias.empty()) PLLM_TRY(add_f32_vector(out, layer_name(l, "ffn_down.bias"), P.down_bias));
     } else if (rest == "ffn_down.weight") {
       PLLM_TRY(add_selected_columns(out, t, P.keep_ff, opts.requant, importance_of(opts, t.name)));
     } else if (rest == "attn_q.weight") {
       PLLM_TRY(add_selected_rows(out, t, q_rows));
     } else if (rest == "attn_k.weight" || rest == "attn_v.weight") {
       PLLM_TRY(add_selected_rows(out, t, kv_rows));
+    } else if (rest == "attn_output.weight" && !P.wo_w.empty()) {
+      PLLM_TRY(add_fitted_columns(out, t, q_rows, P.wo_w, opts.requant, importance_of(opts, t.name)));
+      if (!P.wo_bias.empty()) PLLM_TRY(add_f32_vector(out, layer_name(l, "attn_output.bias"), P.wo_bias));
     } else if (rest == "attn_output.weight") {
       PLLM_TRY(add_selected_columns(out, t, q_rows, opts.requant, importance_of(opts, t.name)));
     } else {

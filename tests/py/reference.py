@@ -335,11 +335,15 @@ class Reference:
                 att[:, hq, :] = pr @ v[:, kvh, :]
             x = x + self._mm(att.reshape(n, hp.n_head * hd), p + "attn_output.weight",
                              act_quant, f32_matmul, act_f16)
+            if use_bias and p + "attn_output.bias" in self.w:  # compensated pruning (llama/deci)
+                x = x + self.w[p + "attn_output.bias"]
             h = self._rmsnorm(x, self.w[p + "ffn_norm.weight"], eps)
             g = self._mm(h, p + "ffn_gate.weight", act_quant, f32_matmul, act_f16)
             u = self._mm(h, p + "ffn_up.weight", act_quant, f32_matmul, act_f16)
             x = x + self._mm(g / (1.0 + np.exp(-g)) * u, p + "ffn_down.weight",
                              act_quant, f32_matmul, act_f16)
+            if use_bias and p + "ffn_down.bias" in self.w:
+                x = x + self.w[p + "ffn_down.bias"]
         if last_only:
             x = x[-1:]
         x = self._rmsnorm(x, self.w["output_norm.weight"], eps)

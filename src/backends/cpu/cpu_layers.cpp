@@ -163,10 +163,12 @@ void CpuLayers::glu(int l, Glu kind, int n_ff) {
   }
 }
 
-void CpuLayers::residual(int l, Act from, const float* post_norm) {
+void CpuLayers::residual(int l, Act from, const float* bias, const float* post_norm) {
   TraceScope ts(opt_.tracer, "residual", l);
   const int E = c_.n_embd;
   float* y = buf(from);
+  if (bias)
+    for (int r = 0; r < n_; ++r) add_f32(y + size_t(r) * E, bias, E);
   if (post_norm)
     for (int r = 0; r < n_; ++r) rmsnorm_f32(y + size_t(r) * E, post_norm, y + size_t(r) * E, E, c_.rms_eps);
   add_f32(s_.x.data(), y, int64_t(n_) * E);

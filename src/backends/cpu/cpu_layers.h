@@ -23,7 +23,7 @@ class CpuLayers final : public LayerOps {
   void qkv_to_cache(int l, const QkvSpec& s) override;
   void attend(int l, float scale, const RopeSpec& rope) override;
   void glu(int l, Glu kind, int n_ff) override;
-  void residual(int l, Act from, const float* post_norm) override;
+  void residual(int l, Act from, const float* bias, const float* post_norm) override;
   void head(const float* norm, const Matrix& out) override;
 
  private:
