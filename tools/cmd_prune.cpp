@@ -14,6 +14,7 @@
 #include "quantizer/act_stats.h"
 #include "quantizer/calibration.h"
 #include "quantizer/prune.h"
+#include "quantizer/prune_plan.h"
 #include "quantizer/row_quant.h"
 
 namespace cli {
@@ -22,8 +23,9 @@ namespace {
 struct PruneOpts {
   std::string in, out;
   double ffn = 0.0, heads = 0.0;
-  std::string calib, stats, save_stats, requant, output_type, compensate = "auto";
+  std::string calib, stats, save_stats, requant, output_type, compensate = "auto", ffn_plan = "uniform";
   double ridge = 0.01;
+  int64_t sens_tokens = 512;
   int64_t calib_tokens = 8192;
   int calib_ctx = 512;
   int threads = 0;
@@ -58,7 +60,7 @@ struct FanOut final : pllm::ActObserver {
 };
 
 pllm::ActStats activation_stats(const PruneOpts& o, const std::shared_ptr<const pllm::Model>& model,
-                                pllm::GramStats* gram) {
+                                const std::vector<int32_t>& text, pllm::GramStats* gram) {
   if (!o.stats.empty()) {
     pllm::ActStats s = must(pllm::ActStats::load(o.stats));
     must(s.check_matches(model->file(), model->identity()));
@@ -68,7 +70,6 @@ pllm::ActStats activation_stats(const PruneOpts& o, const std::shared_ptr<const 
   co.n_ctx = o.calib_ctx;
   co.max_tokens = o.calib_tokens;
   co.n_threads = o.threads;
-  auto text = must(pllm::tokenize_text_file(*model, o.calib));
   auto cal = must(pllm::Calibrator::create(model, co));
   pllm::ActStats s;
   s.model_identity = model->identity();
@@ -92,7 +93,7 @@ pllm::Compensate choose_compensation(const PruneOpts& o, const pllm::Model& mode
   if (o.compensate != "auto") return must(pllm::parse_compensate(o.compensate));
   if (o.calib.empty()) return pllm::Compensate::none;  // --stats / --weights-only: nothing to fit on
   const std::string& arch = model.config().arch;
-  return arch == "llama" ? pllm::Compensate::lsq_bias : pllm::Compensate::lsq;
+  return arch == "llama" || arch == "deci" ? pllm::Compensate::lsq_bias : pllm::Compensate::lsq;
 }
 
 // The Gram matrices the fit needs: ffn_down's input when FFN channels go, attn_output's when
@@ -110,6 +111,27 @@ std::unique_ptr<pllm::GramStats> gram_stats_for(const PruneOpts& o, const pllm::
   std::fprintf(stderr, "compensation: collecting the input Gram matrices of %zu weights (%.0f MiB)\n", names.size(),
                mib);
   return std::make_unique<pllm::GramStats>(std::move(names));
+}
+
+// --ffn-plan sensitivity: per-layer sizes from each layer's measured KL (quantizer/prune_plan.h).
+std::vector<int> sensitivity_plan(const PruneOpts& o, const std::shared_ptr<pllm::Model>& model,
+                                  const pllm::PruneOptions& po, const std::vector<int32_t>& text) {
+  pllm::CalibrationOptions kl;
+  kl.n_ctx = o.calib_ctx;
+  kl.max_tokens = o.sens_tokens;
+  kl.n_threads = o.threads;
+  const auto plan = must(pllm::plan_ffn_sensitivity(model, po, text, kl, [](int l, int n) {
+    if (l < n) std::fprintf(stderr, "\rsensitivity: layer %d/%d", l + 1, n);
+    else std::fprintf(stderr, "\n");
+  }));
+  std::printf("ffn plan: sensitivity (KL of each layer cut alone to the uniform size, %lld tokens)\n",
+              (long long)plan.tokens);
+  for (size_t l = 0; l < plan.layers.size(); ++l) {
+    const auto& L = plan.layers[l];
+    std::printf("  layer %3zu: uniform %5d  probe KL %.5f  ->  keep %5d  predicted KL %.5f\n", l, L.uniform_keep,
+                L.probe_kl, L.keep, L.predicted_kl);
+  }
+  return plan.keep();
 }
 
 void report(const PruneOpts& o, const pllm::Model& model, const pllm::PrunePlan& plan) {
@@ -182,6 +204,12 @@ std::function<int()> add_prune(CLI::App& app) {
                   "mean output moves into a bias), lsq (re-fit the kept columns by ridge least squares on the "
                   "--calib activations), lsq-bias (both); auto (default): lsq-bias where the architecture reads "
                   "output biases (llama), else lsq; none with --stats");
+  cmd->add_option("--ffn-plan", o->ffn_plan,
+                  "uniform (default): --ffn's fraction in every layer; sensitivity: the same total, shared out by "
+                  "each layer's measured KL cost (needs --calib; a llama model is then written as deci)")
+      ->check(CLI::IsMember({"uniform", "sensitivity"}));
+  cmd->add_option("--sens-tokens", o->sens_tokens, "--ffn-plan sensitivity: calibration tokens each layer's KL is "
+                                                   "measured on (default 512)");
   cmd->add_option("--ridge", o->ridge, "lsq: ridge strength, a fraction of the mean input power (default 0.01)");
   cmd->add_option("-t,--threads", o->threads, "threads for calibration and re-quantisation (default: performance cores)");
   return [o]() {
@@ -203,7 +231,12 @@ std::function<int()> add_prune(CLI::App& app) {
     if (o->in == o->out || std::filesystem::equivalent(o->in, o->out, ec))
       fail("the output would overwrite the input (" + o->out + ")");
 
-    auto model = must(pllm::Model::load(o->in, /*vocab_only=*/false));
+    if (o->ffn_plan == "sensitivity" && (o->calib.empty() || o->ffn <= 0.0))
+      fail("--ffn-plan sensitivity shares out --ffn's channels by measured KL: give --ffn > 0 and --calib");
+    if (o->sens_tokens < 1) fail("--sens-tokens must be >= 1");
+    auto model = must(pllm::Model::load_for_tools(o->in));
+    std::vector<int32_t> text;
+    if (!o->calib.empty()) text = must(pllm::tokenize_text_file(*model, o->calib));
     pllm::ActStats stats;
     pllm::PruneOptions po;
     po.ffn_ratio = o->ffn;
@@ -219,12 +252,13 @@ std::function<int()> add_prune(CLI::App& app) {
       po.gram = gram.get();
     }
     if (!o->calib.empty() || !o->stats.empty()) {
-      stats = activation_stats(*o, model, gram.get());
+      stats = activation_stats(*o, model, text, gram.get());
       po.stats = &stats;
     }
     po.requant = requant ? *requant : po.stats ? pllm::QuantMethod::act : pllm::QuantMethod::mse;
     po.n_threads = o->threads;
     if (!o->output_type.empty()) po.output_type = must(pllm::parse_quant_type(o->output_type));
+    if (o->ffn_plan == "sensitivity") po.ffn_keep = sensitivity_plan(*o, model, po, text);
     const pllm::PrunePlan plan = must(pllm::plan_prune(*model, po));
     report(*o, *model, plan);
     if (po.compensate != pllm::Compensate::none && po.gram)

@@ -179,6 +179,29 @@ Result<void> Model::restore_matrix(std::string_view name) {
   return override_matrix(name, static_cast<TensorType>(t->type), t->data);
 }
 
+Result<void> Model::override_output_bias(std::string_view weight, const float* bias) {
+  for (LayerWeights& L : weights_.layers) {
+    if (L.wo.name == weight) {
+      L.bo = bias;
+      return {};
+    }
+    if (L.w_down.name == weight) {
+      L.b_down = bias;
+      return {};
+    }
+  }
+  return make_error(Status::invalid_argument, "'" + std::string(weight) + "' is no attn_output or ffn_down weight");
+}
+
+Result<void> Model::restore_output_bias(std::string_view weight) {
+  std::string name(weight);
+  const size_t dot = name.rfind(".weight");
+  if (dot == std::string::npos) return make_error(Status::invalid_argument, "no weight '" + name + "'");
+  name.replace(dot, std::string::npos, ".bias");
+  const TensorInfo* t = file_->tensor(name);
+  return override_output_bias(weight, t ? reinterpret_cast<const float*>(t->data) : nullptr);
+}
+
 Result<void> Model::run_layers(LayerOps& ops) const {
   if (!arch_) return make_error(Status::invalid_argument, "model was loaded vocab-only");
   return arch_->forward(*this, ops);

@@ -78,6 +78,11 @@ class Model {
   // restore_matrix(name) points the views back at the file.
   Result<void> override_matrix(std::string_view name, TensorType type, const uint8_t* data);
   Result<void> restore_matrix(std::string_view name);
+  // Tools only (the pruner's sensitivity): the output bias added after the layer product
+  // `weight` (an attn_output or ffn_down weight) reads `bias` ([n_embd] floats, or null for
+  // none) from now on; restore_output_bias goes back to the file's bias or none.
+  Result<void> override_output_bias(std::string_view weight, const float* bias);
+  Result<void> restore_output_bias(std::string_view weight);
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }

@@ -126,23 +126,12 @@ Result<void> plan_layer(const Model& model, const PruneOptions& opts, int l, int
   const bool fit = opts.compensate != Compensate::none;
   if (keep_ff == P.n_ff) {
     P.keep_ff = all_of(P.n_ff);
-  } else if (fit) {
-    PLLM_ASSIGN(CompensateResult r, fit_layer(opts, L.w_down, L.b_down, 1, P.n_ff - keep_ff));
-    P.keep_ff = std::move(r.keep);
-    P.down_w = to_float(r.w);
-    P.down_bias = to_float(r.bias);
-    P.ffn_error = r.error.back();
   } else {
-    const NormAccumulator down = weight_norms(L.w_down);
-    std::vector<double> score;
-    if (opts.stats) {
-      PLLM_ASSIGN(auto mean_sq, mean_sq_of(*opts.stats, layer_tensor(l, "ffn_down.weight"), L.w_down.cols));
-      score = ffn_scores_from_activations(down.col_sq, mean_sq);
-    } else {
-      const NormAccumulator gate = weight_norms(L.w_gate, L.ffn_norm), up = weight_norms(L.w_up, L.ffn_norm);
-      score = ffn_scores_from_weights(gate.row_sq, up.row_sq, down.col_sq);
-    }
-    P.keep_ff = top_k_ascending(score, keep_ff);
+    PLLM_ASSIGN(FfnCut cut, cut_ffn(model, opts, l, P.n_ff - keep_ff));
+    P.keep_ff = std::move(cut.keep);
+    P.down_w = std::move(cut.down_w);
+    P.down_bias = std::move(cut.down_bias);
+    P.ffn_error = cut.error.back();
   }
 
   if (keep_kv == P.n_kv) {
@@ -196,6 +185,41 @@ Result<void> check_compensation(const Model& model, const PruneOptions& opts) {
   return {};
 }
 }  // namespace
+
+Result<FfnCut> cut_ffn(const Model& model, const PruneOptions& opts, int l, int n_remove) {
+  const LayerWeights& L = model.weights().layers[size_t(l)];
+  FfnCut cut;
+  if (opts.compensate != Compensate::none) {
+    PLLM_ASSIGN(CompensateResult r, fit_layer(opts, L.w_down, L.b_down, 1, n_remove));
+    cut.keep = std::move(r.keep);
+    cut.down_w = to_float(r.w);
+    cut.down_bias = to_float(r.bias);
+    cut.error = std::move(r.error);
+    return cut;
+  }
+  // Dropped without compensation: the channels with the least importance go; a channel's
+  // score² is its output's mean power, so their running sum stands in for the error.
+  const NormAccumulator down = weight_norms(L.w_down);
+  std::vector<double> score;
+  if (opts.stats) {
+    PLLM_ASSIGN(auto mean_sq, mean_sq_of(*opts.stats, layer_tensor(l, "ffn_down.weight"), L.w_down.cols));
+    score = ffn_scores_from_activations(down.col_sq, mean_sq);
+  } else {
+    const NormAccumulator gate = weight_norms(L.w_gate, L.ffn_norm), up = weight_norms(L.w_up, L.ffn_norm);
+    score = ffn_scores_from_weights(gate.row_sq, up.row_sq, down.col_sq);
+  }
+  const int n = int(score.size());
+  cut.keep = top_k_ascending(score, n - n_remove);
+  std::vector<bool> kept(size_t(n), false);
+  for (int j : cut.keep) kept[size_t(j)] = true;
+  std::vector<double> gone;
+  for (int j = 0; j < n; ++j)
+    if (!kept[size_t(j)]) gone.push_back(score[size_t(j)] * score[size_t(j)]);
+  std::sort(gone.begin(), gone.end());
+  cut.error.assign(1, 0.0);
+  for (double v : gone) cut.error.push_back(cut.error.back() + v);
+  return cut;
+}
 
 std::string output_head_name(const GgufFile& f) {
   return f.tensor("output.weight") ? "output.weight" : "token_embd.weight";
@@ -255,8 +279,21 @@ Result<PrunePlan> plan_prune(const Model& model, const PruneOptions& opts) {
   }
   // Layers are independent: fit them in parallel (the compensation's dense algebra dominates).
   std::vector<int> keep_ff(size_t(c.n_layer));
-  for (int l = 0; l < c.n_layer; ++l)
-    keep_ff[size_t(l)] = prune_keep_count(c.n_ff_at(l), opts.ffn_ratio, plan.ffn_align[size_t(l)]);
+  if (!opts.ffn_keep.empty() && opts.ffn_keep.size() != size_t(c.n_layer))
+    return make_error(Status::invalid_argument, "per-layer FFN sizes for " + std::to_string(opts.ffn_keep.size()) +
+                                                    " layers, the model has " + std::to_string(c.n_layer));
+  for (int l = 0; l < c.n_layer; ++l) {
+    const int n_ff = c.n_ff_at(l), align = plan.ffn_align[size_t(l)];
+    int k = prune_keep_count(n_ff, opts.ffn_ratio, align);
+    if (!opts.ffn_keep.empty()) {
+      k = opts.ffn_keep[size_t(l)];
+      if (k < 1 || k > n_ff || (k != n_ff && k % align != 0))
+        return make_error(Status::invalid_argument, "layer " + std::to_string(l) + ": cannot keep " + std::to_string(k) +
+                                                        " of " + std::to_string(n_ff) + " FFN channels (whole " +
+                                                        std::to_string(align) + "-channel blocks)");
+    }
+    keep_ff[size_t(l)] = k;
+  }
   PLLM_TRY(plan_layers(model, opts, keep_ff, keep_kv, plan));
   return plan;
 }

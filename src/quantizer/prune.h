@@ -55,6 +55,9 @@ struct PruneOptions {
   Compensate compensate = Compensate::none;
   double ridge = 0.01;
   const GramStats* gram = nullptr;
+  // FFN channels to keep per layer (a multiple of PrunePlan::ffn_align, at most n_ff), e.g.
+  // from plan_ffn_sensitivity (quantizer/prune_plan.h); empty: ffn_ratio in every layer.
+  std::vector<int> ffn_keep;
 };
 
 struct LayerPrunePlan {
@@ -84,6 +87,18 @@ struct PrunePlan {
 // q_dim = n_embd; stats that cover every pruned tensor) and
 // scores every layer.
 Result<PrunePlan> plan_prune(const Model& model, const PruneOptions& opts);
+
+// Layer l's FFN after removing n_remove channels as opts says (compensated or dropped): the
+// kept channels (ascending), the fitted ffn_down columns and bias when compensated
+// ([n_embd][kept]; empty otherwise), and error[k], the layer's mean squared output error per
+// token after the first k removals (compensated: the fit's exact residual; dropped: the
+// removed channels' summed output power).
+struct FfnCut {
+  std::vector<int> keep;
+  std::vector<float> down_w, down_bias;
+  std::vector<double> error;
+};
+Result<FfnCut> cut_ffn(const Model& model, const PruneOptions& opts, int l, int n_remove);
 
 // Metadata and tensors of the pruned model, ready to write. source_name and stats_source
 // are recorded in the provenance keys.

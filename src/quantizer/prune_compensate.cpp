@@ -69,8 +69,12 @@ Result<void> obs_greedy(Mat& Wc, const GramMatrix& G, const CompensateSpec& s, i
     return make_error(Status::invalid_argument, "the calibration activations of this layer are all zero or not "
                                                 "finite: nothing to fit the compensation on");
   H.diagonal().array() += s.ridge * mean_diag;
+  // A pivot that is rounding noise means the data do not determine the fit (fewer tokens
+  // than channels, or channels that are exact combinations of others) and the ridge is
+  // too small to stand in for them.
   Eigen::LLT<Mat> llt(H);
-  if (llt.info() != Eigen::Success)
+  const double min_pivot = llt.info() == Eigen::Success ? llt.matrixLLT().diagonal().array().square().minCoeff() : 0.0;
+  if (llt.info() != Eigen::Success || !(min_pivot > 1e-13 * mean_diag))
     return make_error(Status::invalid_argument, "the calibration Gram matrix is singular even with the ridge "
                                                 "(raise --ridge or calibrate on more text)");
   Mat Hinv = llt.solve(Mat::Identity(m, m));
@@ -97,11 +101,25 @@ Result<void> obs_greedy(Mat& Wc, const GramMatrix& G, const CompensateSpec& s, i
       if (!std::isfinite(v)) return make_error(Status::internal, "compensation: non-finite saliency");
       sal.emplace_back(v, g);
     }
-    const int take = std::min(batch, s.n_remove - done);
-    std::partial_sort(sal.begin(), sal.begin() + take, sal.end());  // ties: the lower index first
+    const int want = std::min(batch, s.n_remove - done);
+    const int sorted = std::min<int>(int(sal.size()), want + 1);
+    std::partial_sort(sal.begin(), sal.begin() + sorted, sal.end());  // ties: the lower index first
+    // A candidate joins the batch only while its saliency given the ones already taken is
+    // still no more than the next candidate's: two channels that each explain the other
+    // (both cheap alone) must not go together.
     std::vector<int> S;
-    for (int i = 0; i < take; ++i)
-      for (int j = sal[size_t(i)].second * w; j < (sal[size_t(i)].second + 1) * w; ++j) S.push_back(j);
+    for (int j = sal[0].second * w; j < (sal[0].second + 1) * w; ++j) S.push_back(j);
+    int take = 1;
+    for (; take < want && w == 1; ++take) {
+      const int j = sal[size_t(take)].second;
+      const Eigen::LLT<Mat> ls(Hinv(S, S));
+      const Eigen::VectorXd hSj = Hinv(S, j);
+      const double hjj = Hinv(j, j) - hSj.dot(ls.solve(hSj));
+      const Eigen::VectorXd wj = Wc.col(j) - Wc(Eigen::all, S) * ls.solve(hSj);
+      const double next = take + 1 < int(sal.size()) ? sal[size_t(take + 1)].first : HUGE_VAL;
+      if (!(hjj > 0.0) || wj.squaredNorm() / hjj > next) break;
+      S.push_back(j);
+    }
     // Joint OBS step for S: Z = (H⁻¹)_SS⁻¹ (H⁻¹)_S,: ; the error grows by tr(W_S (H⁻¹)_SS⁻¹ W_Sᵀ).
     const Eigen::LLT<Mat> lss(Hinv(S, S));
     const Mat WS = Wc(Eigen::all, S);
