@@ -2,6 +2,7 @@
 // pruning into a smaller standard GGUF (quantizer/prune.h). Like `quantize`, an offline
 // tool on the C++ libraries, not the C API.
 #include <cstdio>
+#include <unistd.h>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -75,7 +76,7 @@ pllm::ActStats activation_stats(const PruneOpts& o, const std::shared_ptr<const 
   s.model_identity = model->identity();
   s.model_name = must(model->file().get_string_or("general.name", std::filesystem::path(o.in).filename().string()));
   s.source = std::filesystem::path(o.calib).filename().string();
-  std::fprintf(stderr, "calibrating on %lld tokens of %s\n", (long long)cal->planned_tokens(text.size()),
+  std::printf("calibrating on %lld tokens of %s\n", (long long)cal->planned_tokens(text.size()),
                o.calib.c_str());
   FanOut both;
   both.to = {&s};
@@ -84,7 +85,7 @@ pllm::ActStats activation_stats(const PruneOpts& o, const std::shared_ptr<const 
   if (gram) gram->finish();
   if (!o.save_stats.empty()) {
     must(s.save(o.save_stats));
-    std::fprintf(stderr, "saved activation statistics to %s (reuse them with --stats)\n", o.save_stats.c_str());
+    std::printf("saved activation statistics to %s (reuse them with --stats)\n", o.save_stats.c_str());
   }
   return s;
 }
@@ -108,7 +109,7 @@ std::unique_ptr<pllm::GramStats> gram_stats_for(const PruneOpts& o, const pllm::
     if (o.heads > 0.0) names.push_back(p + "attn_output.weight"), cols.push_back(c.q_dim());
   }
   const double mib = double(pllm::GramStats::bytes_for(cols)) / (1024.0 * 1024.0);
-  std::fprintf(stderr, "compensation: collecting the input Gram matrices of %zu weights (%.0f MiB)\n", names.size(),
+  std::printf("compensation: collecting the input Gram matrices of %zu weights (%.0f MiB)\n", names.size(),
                mib);
   return std::make_unique<pllm::GramStats>(std::move(names));
 }
@@ -120,7 +121,10 @@ std::vector<int> sensitivity_plan(const PruneOpts& o, const std::shared_ptr<pllm
   kl.n_ctx = o.calib_ctx;
   kl.max_tokens = o.sens_tokens;
   kl.n_threads = o.threads;
-  const auto plan = must(pllm::plan_ffn_sensitivity(model, po, text, kl, [](int l, int n) {
+  std::fflush(stdout);
+  const bool tty = isatty(fileno(stderr));  // a progress line for people, nothing for pipes
+  const auto plan = must(pllm::plan_ffn_sensitivity(model, po, text, kl, [tty](int l, int n) {
+    if (!tty) return;
     if (l < n) std::fprintf(stderr, "\rsensitivity: layer %d/%d", l + 1, n);
     else std::fprintf(stderr, "\n");
   }));
@@ -234,6 +238,7 @@ std::function<int()> add_prune(CLI::App& app) {
     if (o->ffn_plan == "sensitivity" && (o->calib.empty() || o->ffn <= 0.0))
       fail("--ffn-plan sensitivity shares out --ffn's channels by measured KL: give --ffn > 0 and --calib");
     if (o->sens_tokens < 1) fail("--sens-tokens must be >= 1");
+    if (!(o->ridge >= 0.0 && o->ridge <= 1e6)) fail("--ridge must be a number in [0, 1e6]");
     auto model = must(pllm::Model::load_for_tools(o->in));
     std::vector<int32_t> text;
     if (!o->calib.empty()) text = must(pllm::tokenize_text_file(*model, o->calib));
@@ -243,6 +248,10 @@ std::function<int()> add_prune(CLI::App& app) {
     po.head_ratio = o->heads;
     po.ridge = o->ridge;
     po.compensate = choose_compensation(*o, *model);
+    const std::string& arch = model->config().arch;
+    if (pllm::compensate_has_bias(po.compensate) && arch != "llama" && arch != "deci")
+      fail(std::string("--compensate ") + pllm::compensate_name(po.compensate) + " writes output biases, which "
+           "llama.cpp's " + arch + " does not read: use --compensate lsq");
     std::unique_ptr<pllm::GramStats> gram;
     if (po.compensate != pllm::Compensate::none && (o->ffn > 0.0 || o->heads > 0.0)) {
       if (o->calib.empty())

@@ -383,7 +383,7 @@ def test_activation_statistics_decide_the_ranking(pllm_bin, tiny_models_paths, w
     calib, stats = work_dir / "calib.txt", work_dir / "stats.gguf"
     calib.write_text(CALIB_TEXT)
     out = work_dir / "calib-pruned.gguf"
-    pllm_cli.check_ok(_prune(pllm_bin, src, out, ["--ffn", "0.35", "--calib", calib, "--calib-ctx", "64",
+    pllm_cli.check_ok(_prune(pllm_bin, src, out, ["--ffn", "0.35", "--calib", calib, "--calib-ctx", "64", "--compensate", "none",
                                                   "--save-stats", stats]))
     orig = Raw(src)
     st = _stats_tensors(stats)
@@ -428,7 +428,7 @@ def test_statistics_rank_groups_and_weight_the_requantisation(pllm_bin, tiny_mod
     src = tiny_models_paths["llama-Q8_0"]
     calib, stats, out = work_dir / "calib.txt", work_dir / "stats.gguf", work_dir / "out.gguf"
     calib.write_text(CALIB_TEXT)
-    pllm_cli.check_ok(_prune(pllm_bin, src, out, ["--ffn", "0.35", "--heads", "0.5", "--calib", calib,
+    pllm_cli.check_ok(_prune(pllm_bin, src, out, ["--ffn", "0.35", "--heads", "0.5", "--calib", calib, "--compensate", "none",
                                                   "--calib-ctx", "64", "--save-stats", stats,
                                                   "--output-type", "q4_0"]))
     pruned = Raw(out)
