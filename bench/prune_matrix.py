@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
-"""Structured pruning of SmolLM2-135M at several FFN ratios: parameters, file size, perplexity and
-decode speed before and after.
+"""Structured pruning of SmolLM2-135M at several FFN ratios and with each compensation: parameters,
+file size, perplexity, KL divergence to the unpruned model and decode speed.
 
     scripts/make_corpus.sh                                   # once
-    bench/prune_matrix.py [--ratios 0.10,0.25,0.35] [--head-types q4_0] [--rounds 5] [--no-speed]
+    bench/prune_matrix.py [--ratios 0.10,0.25,0.35] [--compensations none,bias,lsq,lsq-bias]
+                          [--plans uniform,sensitivity] [--head-types q4_0] [--rounds 5] [--no-speed]
 
-The importance statistics come from the first --calib-bytes of models/corpus/python-docs.txt, the
-perplexity from the text after --eval-offset (disjoint), 16 chunks of 512 tokens. Decode speed is
-`pocketllm bench -p 64 -n 128 -t 2` (exact and --int8-act), alternating the original and the pruned
-files round by round, median of the rounds; run it on an idle machine. --head-types adds, per type
-T, the original with only its output head re-quantised to T (`prune --output-type T` alone) and the
-largest ratio with the head at T too, so the head's share of the speed-up is measured apart from the
-pruning's. Results: a markdown table on stdout and bench/.cache/prune/results.json.
+Calibration (importance, the compensation's activations, the sensitivity KL) uses the first
+--calib-bytes of models/corpus/python-docs.txt; perplexity and KL the text after --eval-offset
+(disjoint), 16 chunks of 512 tokens. For each ratio every compensation runs with the uniform plan;
+the sensitivity plan runs with the last compensation listed. --head-types adds, per type T, the
+original with only its output head re-quantised to T and the largest ratio's best setting (last
+compensation, last plan) with the head at T too. Decode speed is `pocketllm bench -p 64 -n 128
+-t 2` (exact and --int8-act), alternating the files round by round, median of the rounds; run it
+on an idle machine. Results: a markdown table on stdout and bench/.cache/prune/results.json.
 """
 import argparse
 import json
@@ -45,7 +47,10 @@ def main():
     ap.add_argument("--calib-bytes", type=int, default=200_000)
     ap.add_argument("--eval-offset", type=int, default=250_000)
     ap.add_argument("--ratios", default="0.10,0.25,0.35")
+    ap.add_argument("--compensations", default="none,bias,lsq,lsq-bias")
+    ap.add_argument("--plans", default="uniform,sensitivity")
     ap.add_argument("--head-types", default="q4_0", help="comma-separated; empty: none")
+    ap.add_argument("--extra", default="", help="more prune flags for every pruned file (space-separated)")
     ap.add_argument("--chunks", type=int, default=16)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--no-speed", action="store_true")
@@ -56,33 +61,47 @@ def main():
     calib, evalf = os.path.join(CACHE, "calib.txt"), os.path.join(CACHE, "eval.txt")
     open(calib, "wb").write(text[:args.calib_bytes])
     open(evalf, "wb").write(text[args.eval_offset:])
-    stats = os.path.join(CACHE, "stats.gguf")
 
     files = [("original", args.source)]
-    def prune(out, ratio, extra):
-        imp = ["--stats", stats] if os.path.exists(stats) else ["--calib", calib, "--save-stats", stats]
+    extra = args.extra.split()
+    def prune(out, ratio, flags):
+        if os.path.exists(out) and os.path.getmtime(out) > os.path.getmtime(args.pocketllm):
+            return  # made by this build already (the runs take minutes each)
         ffn = ["--ffn", ratio] if float(ratio) > 0 else []
-        run([args.pocketllm, "prune", args.source, out, "-t", str(args.threads)] + ffn + imp + extra)
+        run([args.pocketllm, "prune", args.source, out, "-t", str(args.threads), "--calib", calib] + ffn + flags + extra)
 
+    comps = args.compensations.split(",")
+    plans = args.plans.split(",")
     ratios = args.ratios.split(",")
+    best = ["--compensate", comps[-1], "--ffn-plan", plans[-1]]
     for r in ratios:
-        out = os.path.join(CACHE, f"pruned-{r}.gguf")
-        prune(out, r, [])
-        files.append((f"FFN -{float(r) * 100:.0f}%", out))
+        pct = f"FFN -{float(r) * 100:.0f}%"
+        for c in comps:
+            out = os.path.join(CACHE, f"pruned-{r}-{c}.gguf")
+            prune(out, r, ["--compensate", c])
+            files.append((f"{pct} {c}", out))
+        for p in plans[1:]:
+            out = os.path.join(CACHE, f"pruned-{r}-{comps[-1]}-{p}.gguf")
+            prune(out, r, ["--compensate", comps[-1], "--ffn-plan", p])
+            files.append((f"{pct} {comps[-1]} {p}", out))
     for t in filter(None, args.head_types.split(",")):
-        for r in ("0", ratios[-1]):
-            out = os.path.join(CACHE, f"pruned-{r}-head-{t}.gguf")
-            prune(out, r, ["--output-type", t])
-            label = f"head {t}" if float(r) == 0 else f"FFN -{float(r) * 100:.0f}% + head {t}"
-            files.append((label, out))
+        out = os.path.join(CACHE, f"head-{t}.gguf")
+        prune(out, "0", ["--output-type", t])
+        files.append((f"head {t} alone", out))
+        out = os.path.join(CACHE, f"pruned-{ratios[-1]}-best-head-{t}.gguf")
+        prune(out, ratios[-1], best + ["--output-type", t])
+        files.append((f"FFN -{float(ratios[-1]) * 100:.0f}% {comps[-1]} {plans[-1]} + head {t}", out))
 
+    base_logits = os.path.join(CACHE, "base-logits.bin")
     rows = []
     for label, path in files:
+        kl = ["--save-logits", base_logits] if path == args.source else ["--kl-base", base_logits]
         s = json.loads(run([args.pocketllm, "perplexity", "-m", path, "-f", evalf, "-c", "512", "--chunks",
-                            str(args.chunks), "-t", str(args.threads), "--json"]).stdout)
+                            str(args.chunks), "-t", str(args.threads), "--json"] + kl).stdout)
         rows.append({"label": label, "path": path, "params_m": n_params(path) / 1e6,
-                     "mb": os.path.getsize(path) / 1e6, "ppl": s["ppl"], "tg": {}, "tg_int8": {}})
-        print(f"{label}: ppl {s['ppl']:.3f}", file=sys.stderr)
+                     "mb": os.path.getsize(path) / 1e6, "ppl": s["ppl"], "kl": s.get("kl_mean", 0.0),
+                     "tg": {}, "tg_int8": {}})
+        print(f"{label}: ppl {s['ppl']:.3f} kl {rows[-1]['kl']:.4f}", file=sys.stderr)
     if not args.no_speed:
         for rnd in range(args.rounds):
             order = rows if rnd % 2 == 0 else rows[::-1]
@@ -98,12 +117,14 @@ def main():
     with open(os.path.join(CACHE, "results.json"), "w") as f:
         json.dump(rows, f, indent=1)
     base = rows[0]
-    print("| model | params (M) | file MB | PPL | tg128 tok/s (exact) | vs original | tg128 tok/s (int8) | vs original |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| model | params (M) | file MB | PPL | vs original | KL | tg128 tok/s (exact) | vs original "
+          "| tg128 tok/s (int8) | vs original |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         sp = lambda k: (f"{r[k]['median']:.1f} | {r[k]['median'] / base[k]['median']:.2f}x" if "median" in r[k]
                         else "- | -")
-        print(f"| {r['label']} | {r['params_m']:.2f} | {r['mb']:.1f} | {r['ppl']:.3f} | {sp('tg')} | {sp('tg_int8')} |")
+        print(f"| {r['label']} | {r['params_m']:.2f} | {r['mb']:.1f} | {r['ppl']:.3f} | "
+              f"{100 * (r['ppl'] / base['ppl'] - 1):+.1f}% | {r['kl']:.4f} | {sp('tg')} | {sp('tg_int8')} |")
 
 
 if __name__ == "__main__":

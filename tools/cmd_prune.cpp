@@ -138,11 +138,15 @@ std::vector<int> sensitivity_plan(const PruneOpts& o, const std::shared_ptr<pllm
   return plan.keep();
 }
 
-void report(const PruneOpts& o, const pllm::Model& model, const pllm::PrunePlan& plan) {
+void report(const PruneOpts& o, const pllm::Model& model, const pllm::PrunePlan& plan, pllm::Compensate comp) {
   const pllm::ModelConfig& c = model.config();
-  std::printf("importance: %s\n", plan.from_activations
-                                      ? "||W_down[:,j]|| * sqrt(mean x_j^2) (activation statistics)"
-                                      : "||W_gate[j,:]*ffn_norm|| * ||W_up[j,:]*ffn_norm|| * ||W_down[:,j]|| (weights only)");
+  const char* importance =
+      comp == pllm::Compensate::bias ? "||W_down[:,j]||^2 * Var(x_j): what the bias cannot absorb (calibration)"
+      : comp != pllm::Compensate::none
+          ? "the least-squares fit's error growth (greedy Optimal Brain Surgeon on the calibration activations)"
+      : plan.from_activations ? "||W_down[:,j]|| * sqrt(mean x_j^2) (activation statistics)"
+                              : "||W_gate[j,:]*ffn_norm|| * ||W_up[j,:]*ffn_norm|| * ||W_down[:,j]|| (weights only)";
+  std::printf("importance: %s\n", importance);
   if (!plan.from_activations)
     std::printf("note: importance from weights alone cannot see which channels the activations use "
                 "and can remove ones the model depends on\n");
@@ -150,6 +154,7 @@ void report(const PruneOpts& o, const pllm::Model& model, const pllm::PrunePlan&
     const pllm::LayerPrunePlan& P = plan.layers[size_t(l)];
     std::printf("layer %3d: ffn %5d -> %5zu (multiple of %d)", l, P.n_ff, P.keep_ff.size(),
                 plan.ffn_align[size_t(l)]);
+    if (P.ffn_error > 0.0) std::printf("  fit error %.3g", P.ffn_error);
     if (o.heads > 0.0) std::printf("  kv heads %d -> %zu", P.n_kv, P.keep_kv.size());
     std::printf("\n");
   }
@@ -269,7 +274,7 @@ std::function<int()> add_prune(CLI::App& app) {
     if (!o->output_type.empty()) po.output_type = must(pllm::parse_quant_type(o->output_type));
     if (o->ffn_plan == "sensitivity") po.ffn_keep = sensitivity_plan(*o, model, po, text);
     const pllm::PrunePlan plan = must(pllm::plan_prune(*model, po));
-    report(*o, *model, plan);
+    report(*o, *model, plan, po.gram ? po.compensate : pllm::Compensate::none);
     if (po.compensate != pllm::Compensate::none && po.gram)
       std::printf("compensation: %s (ridge %g), fitted on %llu calibration tokens\n",
                   pllm::compensate_name(po.compensate), po.ridge, (unsigned long long)stats.n_tokens);
