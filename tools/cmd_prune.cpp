@@ -25,6 +25,7 @@ struct PruneOpts {
   std::string in, out;
   double ffn = 0.0, heads = 0.0;
   std::string calib, stats, save_stats, requant, output_type, compensate = "auto", ffn_plan = "uniform";
+  std::string gram, save_gram, sens_text;
   double ridge = 0.01;
   int64_t sens_tokens = 512;
   int64_t calib_tokens = 8192;
@@ -219,6 +220,12 @@ std::function<int()> add_prune(CLI::App& app) {
       ->check(CLI::IsMember({"uniform", "sensitivity"}));
   cmd->add_option("--sens-tokens", o->sens_tokens, "--ffn-plan sensitivity: calibration tokens each layer's KL is "
                                                    "measured on (default 512)");
+  cmd->add_option("--save-gram", o->save_gram, "with --calib and a compensation: also save the Gram matrices "
+                                               "(large: (n_ff + 1)^2 doubles per layer)");
+  cmd->add_option("--gram", o->gram, "Gram matrices of this model saved by --save-gram: no calibration run for "
+                                     "the fit (give --stats for the statistics)");
+  cmd->add_option("--sens-text", o->sens_text, "--ffn-plan sensitivity: measure the KL on this text (default: "
+                                               "the --calib text)");
   cmd->add_option("--ridge", o->ridge, "lsq: ridge strength, a fraction of the mean input power (default 0.01)");
   cmd->add_option("-t,--threads", o->threads, "threads for calibration and re-quantisation (default: performance cores)");
   return [o]() {
@@ -240,13 +247,16 @@ std::function<int()> add_prune(CLI::App& app) {
     if (o->in == o->out || std::filesystem::equivalent(o->in, o->out, ec))
       fail("the output would overwrite the input (" + o->out + ")");
 
-    if (o->ffn_plan == "sensitivity" && (o->calib.empty() || o->ffn <= 0.0))
-      fail("--ffn-plan sensitivity shares out --ffn's channels by measured KL: give --ffn > 0 and --calib");
+    if (o->ffn_plan == "sensitivity" && ((o->calib.empty() && o->sens_text.empty()) || o->ffn <= 0.0))
+      fail("--ffn-plan sensitivity shares out --ffn's channels by measured KL: give --ffn > 0 and --calib "
+           "(or --sens-text)");
     if (o->sens_tokens < 1) fail("--sens-tokens must be >= 1");
     if (!(o->ridge >= 0.0 && o->ridge <= 1e6)) fail("--ridge must be a number in [0, 1e6]");
     auto model = must(pllm::Model::load_for_tools(o->in));
     std::vector<int32_t> text;
     if (!o->calib.empty()) text = must(pllm::tokenize_text_file(*model, o->calib));
+    const std::vector<int32_t> sens_text =
+        o->sens_text.empty() ? text : must(pllm::tokenize_text_file(*model, o->sens_text));
     pllm::ActStats stats;
     pllm::PruneOptions po;
     po.ffn_ratio = o->ffn;
@@ -258,21 +268,33 @@ std::function<int()> add_prune(CLI::App& app) {
       fail(std::string("--compensate ") + pllm::compensate_name(po.compensate) + " writes output biases, which "
            "llama.cpp's " + arch + " does not read: use --compensate lsq");
     std::unique_ptr<pllm::GramStats> gram;
+    bool collect = false;
     if (po.compensate != pllm::Compensate::none && (o->ffn > 0.0 || o->heads > 0.0)) {
-      if (o->calib.empty())
-        fail(std::string("--compensate ") + pllm::compensate_name(po.compensate) +
-             " fits the kept weights on calibration activations, which --stats does not hold: give --calib");
-      gram = gram_stats_for(*o, *model);
+      if (!o->gram.empty()) {
+        gram = must(pllm::GramStats::load(o->gram, model->file(), model->identity()));
+      } else {
+        if (o->calib.empty())
+          fail(std::string("--compensate ") + pllm::compensate_name(po.compensate) +
+               " fits the kept weights on calibration activations, which --stats does not hold: give --calib "
+               "(or --gram)");
+        gram = gram_stats_for(*o, *model);
+        collect = true;
+      }
       po.gram = gram.get();
     }
     if (!o->calib.empty() || !o->stats.empty()) {
-      stats = activation_stats(*o, model, text, gram.get());
+      stats = activation_stats(*o, model, text, collect ? gram.get() : nullptr);
       po.stats = &stats;
+    }
+    if (!o->save_gram.empty()) {
+      if (!collect) fail("--save-gram: nothing collected (it needs --calib and a compensation other than none)");
+      must(gram->save(o->save_gram, model->identity()));
+      std::printf("saved the Gram matrices to %s (reuse them with --gram and --stats)\n", o->save_gram.c_str());
     }
     po.requant = requant ? *requant : po.stats ? pllm::QuantMethod::act : pllm::QuantMethod::mse;
     po.n_threads = o->threads;
     if (!o->output_type.empty()) po.output_type = must(pllm::parse_quant_type(o->output_type));
-    if (o->ffn_plan == "sensitivity") po.ffn_keep = sensitivity_plan(*o, model, po, text);
+    if (o->ffn_plan == "sensitivity") po.ffn_keep = sensitivity_plan(*o, model, po, sens_text);
     const pllm::PrunePlan plan = must(pllm::plan_prune(*model, po));
     report(*o, *model, plan, po.gram ? po.compensate : pllm::Compensate::none);
     if (po.compensate != pllm::Compensate::none && po.gram)

@@ -103,7 +103,7 @@ Result<CompensateResult> fit_layer(const PruneOptions& opts, const Matrix& W, co
                                    int n_remove) {
   const GramMatrix* G = opts.gram->find(W.name);
   if (!G || G->n != int(W.cols))
-    return make_error(Status::invalid_argument, "the calibration run collected no activations for '" +
+    return make_error(Status::invalid_argument, "no Gram matrix for '" +
                                                     std::string(W.name) + "'");
   std::vector<double> b0;
   if (bias) b0.assign(bias, bias + W.rows);

@@ -4,9 +4,12 @@
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
+#include "gguf/gguf_writer.h"
 #include "model/weights.h"
+#include "quant/types.h"
 
 namespace pllm {
 namespace {
@@ -15,6 +18,7 @@ using Mat = Eigen::MatrixXd;
 using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 constexpr int kChannelBatch = 8;  // FFN channels removed per OBS step
+constexpr uint32_t kGramVersion = 1;
 
 // FLAP's ranking: a channel's output fluctuation ||W[:,j]||²·Var(x_j), summed per group;
 // the `n_remove` lowest go (ties: the lower index goes first), in that order.
@@ -234,6 +238,83 @@ const GramMatrix* GramStats::find(std::string_view weight) const {
   if (it == names_.end() || !finished_) return nullptr;
   const GramMatrix& G = grams_[size_t(it - names_.begin())];
   return G.count > 0 ? &G : nullptr;
+}
+
+Result<void> GramStats::save(const std::string& path, uint64_t model_identity) const {
+  if (!finished_) return make_error(Status::internal, "GramStats::save before finish()");
+  GgufWriter w;
+  w.set_string("general.type", "pocketllm.gram");
+  w.set_u32("pocketllm.gram.version", kGramVersion);
+  w.set_u64("pocketllm.gram.model_identity", model_identity);
+  for (size_t i = 0; i < names_.size(); ++i) {
+    const GramMatrix& G = grams_[i];
+    if (G.count == 0) continue;
+    std::vector<uint8_t> hi(G.g.size() * sizeof(float)), lo(G.g.size() * sizeof(float));
+    for (size_t k = 0; k < G.g.size(); ++k) {
+      const float h = float(G.g[k]), l = float(G.g[k] - double(h));
+      std::memcpy(hi.data() + k * sizeof(float), &h, sizeof h);
+      std::memcpy(lo.data() + k * sizeof(float), &l, sizeof l);
+    }
+    PLLM_TRY(w.add_tensor(names_[i] + ".gram_hi", uint32_t(TensorType::F32), {G.g.size()}, std::move(hi)));
+    PLLM_TRY(w.add_tensor(names_[i] + ".gram_lo", uint32_t(TensorType::F32), {G.g.size()}, std::move(lo)));
+  }
+  return w.write(path);
+}
+
+Result<std::unique_ptr<GramStats>> GramStats::load(const std::string& path, const GgufFile& model,
+                                                   uint64_t model_identity) {
+  PLLM_ASSIGN(auto f, GgufFile::open(path));
+  auto bad = [&](const std::string& why) { return make_error(Status::bad_format, path + ": " + why); };
+  PLLM_ASSIGN(std::string type, f->get_string_or("general.type", ""));
+  if (type != "pocketllm.gram") return bad("not a Gram matrix file (general.type is '" + type + "')");
+  PLLM_ASSIGN(uint64_t version, f->get_u64("pocketllm.gram.version"));
+  if (version != kGramVersion) return bad("Gram file version " + std::to_string(version) + ", this build reads " +
+                                          std::to_string(kGramVersion));
+  PLLM_ASSIGN(uint64_t identity, f->get_u64("pocketllm.gram.model_identity"));
+  if (identity != model_identity)
+    return make_error(Status::invalid_argument, path + " was collected on another model, not on " + model.path());
+  std::vector<std::string> names;
+  for (const TensorInfo& t : f->tensors()) {
+    const std::string suffix = ".gram_hi";
+    if (t.name.size() > suffix.size() && t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      names.push_back(t.name.substr(0, t.name.size() - suffix.size()));
+    else if (t.name.size() < 8 || t.name.compare(t.name.size() - 8, 8, ".gram_lo") != 0)
+      return bad("unexpected tensor '" + t.name + "'");
+  }
+  if (names.empty()) return bad("holds no Gram matrices");
+  auto out = std::make_unique<GramStats>(names);
+  for (size_t i = 0; i < names.size(); ++i) {
+    const TensorInfo* hi = f->tensor(names[i] + ".gram_hi");
+    const TensorInfo* lo = f->tensor(names[i] + ".gram_lo");
+    const TensorInfo* w = model.tensor(names[i]);
+    if (!lo) return bad("'" + names[i] + "' lacks its gram_lo half");
+    if (!w || w->dims.size() != 2) return bad("'" + names[i] + "' is no 2-D weight of " + model.path());
+    const uint64_t m = w->dims[0] + 1;
+    for (const TensorInfo* t : {hi, lo})
+      if (t->type != uint32_t(TensorType::F32) || t->dims.size() != 1 || t->dims[0] != m * m)
+        return bad("tensor '" + t->name + "' must hold (" + std::to_string(m - 1) + " + 1)² F32 values");
+    GramMatrix& G = out->grams_[i];
+    G.n = int(m - 1);
+    G.g.resize(size_t(m * m));
+    for (size_t k = 0; k < G.g.size(); ++k) {
+      float h, l;
+      std::memcpy(&h, hi->data + k * sizeof(float), sizeof h);
+      std::memcpy(&l, lo->data + k * sizeof(float), sizeof l);
+      G.g[k] = double(h) + double(l);
+      if (!std::isfinite(G.g[k])) return bad("'" + names[i] + "' holds a non-finite value");
+    }
+    for (uint64_t r = 0; r < m; ++r) {
+      if (G.g[size_t(r * m + r)] < 0.0) return bad("'" + names[i] + "' has a negative diagonal entry");
+      for (uint64_t c = 0; c < r; ++c)
+        if (G.g[size_t(r * m + c)] != G.g[size_t(c * m + r)]) return bad("'" + names[i] + "' is not symmetric");
+    }
+    const double count = G.g.back();
+    if (!(count >= 1.0) || count != std::floor(count) || count > 9e15)
+      return bad("'" + names[i] + "' has no whole positive token count");
+    G.count = uint64_t(count);
+  }
+  out->finished_ = true;
+  return out;
 }
 
 Result<CompensateResult> compensate_prune(std::span<const double> W, int rows, std::span<const double> bias0,

@@ -22,12 +22,14 @@
 // Everything is computed in double.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/result.h"
+#include "gguf/gguf.h"
 #include "model/act_observer.h"
 
 namespace pllm {
@@ -56,6 +58,16 @@ class GramStats final : public ActObserver {
   const GramMatrix* find(std::string_view weight) const;
   // Bytes the matrices take (n + 1)² doubles each: the caller checks it before a run.
   static uint64_t bytes_for(std::span<const int64_t> cols);
+
+  // A finished collection as a GGUF file, so that several prunes of one model share one
+  // calibration run: general.type "pocketllm.gram", pocketllm.gram.version,
+  // pocketllm.gram.model_identity (Model::identity()), and per weight W two F32 tensors
+  // "W.gram_hi" and "W.gram_lo" of (n + 1)² values whose sum is G (double precision kept).
+  Result<void> save(const std::string& path, uint64_t model_identity) const;
+  // Validates the file (type, version, identity of `model`, every weight a 2-D tensor of the
+  // model with n columns, finite symmetric values, a whole positive token count).
+  static Result<std::unique_ptr<GramStats>> load(const std::string& path, const GgufFile& model,
+                                                 uint64_t model_identity);
 
  private:
   static constexpr int kFlushTokens = 1024;

@@ -265,3 +265,43 @@ def test_bias_modes_refused_where_llama_cpp_reads_no_bias(pllm_bin, tiny_models_
                                                       "--calib-ctx", CTX]))
             assert "output biases" in msg and "lsq" in msg, msg
             assert not out.exists()
+
+
+def test_saved_gram_matrices_replace_the_calibration(pllm_bin, tiny_models_paths, work_dir, calib_file):
+    """--save-gram then --gram + --stats: the same channels and, up to the file's ~48-bit
+    precision of each sum, the same fitted weights; a Gram file of another model, a damaged one
+    and one that lacks a layer are refused with one clear error."""
+    src = tiny_models_paths["llama-F32"]
+    a, b = work_dir / "a.gguf", work_dir / "b.gguf"
+    gram, stats = work_dir / "g.gguf", work_dir / "s.gguf"
+    common = ["--ffn", "0.35", "--compensate", "lsq-bias"]
+    pllm_cli.check_ok(_prune(pllm_bin, src, a, common + ["--calib", calib_file, "--calib-ctx", CTX,
+                                                         "--save-gram", gram, "--save-stats", stats]))
+    pllm_cli.check_ok(_prune(pllm_bin, src, b, common + ["--stats", stats, "--gram", gram]))
+    ra, rb = Raw(a), Raw(b)
+    for name, v in ra.val.items():
+        assert v.shape == rb.val[name].shape, name
+        assert np.abs(v - rb.val[name]).max() <= 1e-9 * max(1.0, np.abs(v).max()), name
+    # another model's file
+    other = work_dir / "other.gguf"
+    msg = pllm_cli.assert_clean_error(_prune(pllm_bin, tiny_models_paths["llama-Q8_0"], other,
+                                             common + ["--stats", stats, "--gram", gram]))
+    assert "another model" in msg, msg
+    # damaged: one value of an off-diagonal entry changed (no longer symmetric), then cut short
+    from gguf import GGUFReader
+    t = next(t for t in GGUFReader(str(gram)).tensors if t.name.endswith("ffn_down.weight.gram_hi"))
+    data = bytearray(gram.read_bytes())
+    off = int(t.data_offset) + 4 * 1  # entry (0, 1)
+    data[off:off + 4] = np.float32(123.0).tobytes()
+    bad = work_dir / "bad.gguf"
+    bad.write_bytes(bytes(data))
+    msg = pllm_cli.assert_clean_error(_prune(pllm_bin, src, other, common + ["--stats", stats, "--gram", bad]))
+    assert "symmetric" in msg, msg
+    bad.write_bytes(gram.read_bytes()[:len(data) // 2])
+    msg = pllm_cli.assert_clean_error(_prune(pllm_bin, src, other, common + ["--stats", stats, "--gram", bad]))
+    assert "bad.gguf" in msg, msg
+    # a Gram file without attn_output cannot compensate --heads
+    msg = pllm_cli.assert_clean_error(_prune(pllm_bin, src, other, common + ["--heads", "0.5", "--stats", stats,
+                                                                             "--gram", gram]))
+    assert "attn_output" in msg, msg
+    assert not other.exists()
