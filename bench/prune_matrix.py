@@ -47,6 +47,7 @@ def main():
     ap.add_argument("--calib-bytes", type=int, default=200_000)
     ap.add_argument("--eval-offset", type=int, default=250_000)
     ap.add_argument("--ratios", default="0.10,0.25,0.35")
+    ap.add_argument("--calib-tokens", type=int, default=32768)
     ap.add_argument("--compensations", default="none,bias,lsq,lsq-bias")
     ap.add_argument("--plans", default="uniform,sensitivity")
     ap.add_argument("--head-types", default="q4_0", help="comma-separated; empty: none")
@@ -64,11 +65,20 @@ def main():
 
     files = [("original", args.source)]
     extra = args.extra.split()
+    # One calibration run for everything: statistics and Gram matrices saved, then reused.
+    stats, gram = os.path.join(CACHE, "stats.gguf"), os.path.join(CACHE, "gram.gguf")
+    fresh = lambda p: os.path.exists(p) and os.path.getmtime(p) > os.path.getmtime(args.pocketllm)
+    if not (fresh(stats) and fresh(gram)):
+        run([args.pocketllm, "prune", args.source, os.path.join(CACHE, "calibration-run.gguf"), "-t",
+             str(args.threads), "--ffn", "0.1", "--compensate", "lsq-bias", "--calib", calib, "--calib-tokens",
+             str(args.calib_tokens), "--save-stats", stats, "--save-gram", gram])
+
     def prune(out, ratio, flags):
-        if os.path.exists(out) and os.path.getmtime(out) > os.path.getmtime(args.pocketllm):
+        if fresh(out):
             return  # made by this build already (the runs take minutes each)
         ffn = ["--ffn", ratio] if float(ratio) > 0 else []
-        run([args.pocketllm, "prune", args.source, out, "-t", str(args.threads), "--calib", calib] + ffn + flags + extra)
+        run([args.pocketllm, "prune", args.source, out, "-t", str(args.threads), "--stats", stats, "--gram", gram,
+             "--sens-text", calib] + ffn + flags + extra)
 
     comps = args.compensations.split(",")
     plans = args.plans.split(",")
