@@ -55,7 +55,7 @@ log "AddressSanitizer + UBSan build (the suites that parse input or touch memory
 ASAN_TESTS=(test_gguf test_gguf_writer test_tokenizer test_chat_template test_sampler test_kv_cache test_kv_memory
             test_kv_snapshot test_prefix_cache test_api test_engine test_model_override test_kernels
             test_matvec_rows test_gemm test_attention_kv test_quant test_thermal_sysfs test_trace_log
-            test_scheduled_runtime test_runtime_api test_server_soak)
+            test_scheduled_runtime test_runtime_api test_server_soak test_prune_compensate)
 ASAN_NUMERICS='EngineReal.BatchedEqualsSolo*:EngineReal.CancelMidStep*:PrefixCacheTest.SameGreedyOutput*'
 ASAN_NUMERICS+=':PrefixCacheTest.Prewarm*:PrefixCacheTest.SharedBySessions*:PrefixCacheTest.WindowedSessions*'
 ASAN_NUMERICS+=':PrefixCacheTest.BudgetsEvict*:PrefixCacheTest.ActivationModes*:KvSnapshot.RoundTrip*'
@@ -83,7 +83,8 @@ fi
 PARSING_SUITES=(test_malformed_gguf.py test_cli_errors.py test_tokenize.py test_chat_repl.py
                 "test_simulate.py::test_bad_scenario_is_one_clear_error" "test_simulate.py::test_bad_command_lines"
                 "test_server.py::test_bad_requests_get_openai_errors" "test_server.py::test_oversized_body_and_unknown_route"
-                "test_server.py::test_tokenize_round_trip" "test_server.py::test_disconnect_cancels_and_metrics_parse")
+                "test_server.py::test_tokenize_round_trip" "test_server.py::test_disconnect_cancels_and_metrics_parse"
+                "test_prune_compensate.py::test_saved_gram_matrices_replace_the_calibration")
 if [ "$LONG" = 1 ]; then
   PY_ASAN=("$ROOT/tests/py")
 else
