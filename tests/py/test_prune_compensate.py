@@ -46,7 +46,7 @@ def _calib_inputs(pllm_bin, model: Path, text: Path, names: list[str]) -> dict[s
         if name in seen:
             seen[name].append(np.array(x, dtype=np.float64))
     for c in range(0, len(ids), CTX):
-        ref.forward(ids[c:c + CTX], observe=observe)
+        ref.forward(ids[c:c + CTX], last_only=True, observe=observe)
     return {n: np.vstack(v) for n, v in seen.items()}
 
 
