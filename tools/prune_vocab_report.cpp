@@ -22,8 +22,8 @@ void report_vocab_plan(const pllm::VocabPrune& v) {
               v.n_before, v.keep.size(), pct, v.source.c_str(), v.from_text, v.from_special, v.from_closure);
   if (v.merges_before > 0) std::printf("merges:     %zu -> %zu\n", v.merges_before, v.kept_merges.size());
   if (v.bytes_missing > 0)
-    std::printf("note: %d of the 256 bytes have no byte token in this vocabulary; text holding them tokenizes as "
-                "it did before (tokens holding them are kept), or loses them as it did before\n", v.bytes_missing);
+    std::printf("note: %d of the 256 bytes have no token of their own in this vocabulary: the tokens that hold "
+                "them are kept, so text with them tokenizes no worse than before\n", v.bytes_missing);
 }
 
 void report_vocab_bytes(const pllm::GgufFile& before, const pllm::GgufFile& after) {
