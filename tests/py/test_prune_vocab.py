@@ -329,6 +329,15 @@ def _real_model_check(pllm_bin, model: Path, work_dir: Path, keep_bytes: int) ->
     print("greedy:", repr(g0["text"]))
     assert all(t in new_id for t in g0["tokens"]), "the original continuation uses a dropped token"
     assert g1["text"] == g0["text"] and g1["tokens"] == [new_id[t] for t in g0["tokens"]]
+    # llama.cpp tokenizes the pruned vocabulary the same way: the same greedy text
+    completion = LLAMA_BENCH.parent / "llama-completion"
+    if completion.is_file():
+        def llama(m):
+            p = subprocess.run([str(completion), "-m", str(m), "-p", prompt, "-n", "16", "--temp", "0", "-t", "2",
+                                "-no-cnv", "--no-warmup"], capture_output=True, timeout=300, stdin=subprocess.DEVNULL)
+            assert p.returncode == 0, p.stderr.decode()[-2000:]
+            return p.stdout
+        assert llama(out) == llama(model)
     return {"report": report, "out": out, "n_before": len(orig_t), "n_after": len(keep)}
 
 
