@@ -83,13 +83,17 @@ void check_pruned(const VocabData& data, const VocabPrune& v, const std::vector<
     ASSERT_EQ(v.pruned.tokens[i], data.tokens[size_t(v.keep[i])]);
   }
   // Specials and the tokenizer's ids survive, naming the same tokens.
-  for (size_t i = 0; i < data.tokens.size(); ++i)
-    if (!data.types.empty() && data.types[i] != int32_t(TokenType::normal))
+  for (size_t i = 0; i < data.tokens.size(); ++i) {
+    if (!data.types.empty() && data.types[i] != int32_t(TokenType::normal)) {
       EXPECT_GE(v.new_id[i], 0) << "special '" << data.tokens[i] << "' dropped";
+    }
+  }
   for (auto [a, b] : {std::pair{orig->bos(), pruned->bos()}, {orig->eos(), pruned->eos()}, {orig->unk(), pruned->unk()},
                       {orig->eot(), pruned->eot()}, {orig->pad(), pruned->pad()}}) {
     ASSERT_EQ(a < 0, b < 0);
-    if (a >= 0) EXPECT_EQ(orig->token_text(a), pruned->token_text(b));
+    if (a >= 0) {
+      EXPECT_EQ(orig->token_text(a), pruned->token_text(b));
+    }
   }
   // Merges: the kept ones in their order, each of kept parts.
   ASSERT_TRUE(std::is_sorted(v.kept_merges.begin(), v.kept_merges.end()));
