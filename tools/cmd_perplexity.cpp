@@ -9,7 +9,9 @@
 // token j+1: NLL = logsumexp(logits[j]) - logits[j][tok[j+1]], in double. first is ctx/2 (only
 // positions that see at least half a chunk of context, as llama.cpp does) or 0 with --score-all
 // (every token after the first). PPL = exp(mean NLL); its ± is llama.cpp's:
-// PPL * sqrt(var(NLL) / (N-1)).
+// PPL * sqrt(var(NLL) / (N-1)). Bits per byte = sum NLL / ln 2 / the bytes of the scored tokens'
+// text: unlike PPL it compares models whose tokenizers cut the text differently (a pruned
+// vocabulary needs more tokens for the same bytes).
 //
 // Memory: the KV cache of one chunk plus the logits of one -b call (b * n_vocab floats); scored
 // rows are consumed call by call, so a chunk of 10,000+ tokens needs no more logits memory than
@@ -135,6 +137,15 @@ std::function<int()> add_perplexity(CLI::App& app) {
     const bool add_bos = pllm_model_add_bos(model.p) != 0;
     const pllm_token bos = pllm_model_bos(model.p);
     const std::vector<pllm_token> tokens = tokenize(model, text, true, false);
+    // Bytes of every token's text, for bits per byte (control tokens: none).
+    std::vector<uint32_t> piece_bytes(size_t(n_vocab), 0);
+    for (pllm_token id = 0; id < n_vocab; ++id) {
+      char buf[256];
+      size_t n = 0;
+      const pllm_status st = pllm_detokenize(model.p, &id, 1, 0, buf, sizeof buf, &n);
+      if (st != PLLM_OK && st != PLLM_ERR_OUT_OF_RANGE) check(st, "measuring the tokens' text");
+      piece_bytes[size_t(id)] = uint32_t(n);
+    }
     if (tokens.size() < size_t(ctx))
       fail(o->file + " has " + std::to_string(tokens.size()) + " tokens; -c " + std::to_string(ctx) +
            " needs at least " + std::to_string(ctx) + " (one chunk): use a longer text or a smaller -c");
@@ -191,6 +202,7 @@ std::function<int()> add_perplexity(CLI::App& app) {
     std::vector<double> kls, chunk_ppl;
     std::vector<NllStats> bucket;  // --buckets: NLL of each run of N consecutive scored tokens
     size_t top1 = 0;
+    uint64_t scored_bytes = 0;
     const size_t total_tokens = n_chunks * size_t(ctx);
     const auto t0 = Clock::now();
     auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
@@ -225,6 +237,7 @@ std::function<int()> add_perplexity(CLI::App& app) {
             bucket.back().add(lse - double(row[target]));
           }
           nll.add(lse - double(row[target]));
+          scored_bytes += piece_bytes[size_t(target)];
           if (saver) saver->write_row(target, am, row, lse);
           if (base) {
             int32_t b_target = 0, b_am = 0;
@@ -264,6 +277,7 @@ std::function<int()> add_perplexity(CLI::App& app) {
     }
     const double top1_agree = kls.empty() ? 0.0 : double(top1) / double(kls.size());
     const double eval_tps = seconds > 0 ? double(total_tokens) / seconds : 0.0;
+    const double bits_per_byte = scored_bytes ? nll.sum / std::log(2.0) / double(scored_bytes) : 0.0;
 
     session.report_profile(o->sess);
     if (o->json) {
@@ -273,6 +287,8 @@ std::function<int()> add_perplexity(CLI::App& app) {
                                   {"ppl_sd", nll.ppl_err()},
                                   {"nll_mean", nll.mean()},
                                   {"tokens", nll.n},
+                                  {"bytes", scored_bytes},
+                                  {"bits_per_byte", bits_per_byte},
                                   {"chunks", n_chunks},
                                   {"ctx", ctx},
                                   {"batch", batch},
@@ -306,6 +322,8 @@ std::function<int()> add_perplexity(CLI::App& app) {
       return 0;
     }
     std::printf("Final estimate: PPL = %.4f +/- %.5f\n", nll.ppl(), nll.ppl_err());
+    std::printf("bits per byte: %.4f (%llu bytes in the scored tokens)\n", bits_per_byte,
+                (unsigned long long)scored_bytes);
     for (size_t i = 0; i < bucket.size(); ++i)
       std::printf("  scored tokens %zu..%zu: PPL %.4f\n", i * size_t(o->buckets),
                   i * size_t(o->buckets) + bucket[i].n - 1, bucket[i].ppl());

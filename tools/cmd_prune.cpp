@@ -10,12 +10,14 @@
 
 #include "cli_common.h"
 #include "commands.h"
+#include "prune_vocab_report.h"
 #include "gguf/gguf_writer.h"
 #include "model/model.h"
 #include "quantizer/act_stats.h"
 #include "quantizer/calibration.h"
 #include "quantizer/prune.h"
 #include "quantizer/prune_plan.h"
+#include "quantizer/prune_vocab.h"
 #include "quantizer/row_quant.h"
 
 namespace cli {
@@ -36,6 +38,7 @@ struct PruneOpts {
   int calib_ctx = 512;
   int threads = 0;
   bool weights_only = false;
+  std::string vocab_keep;  // --vocab-keep FILE|N (quantizer/prune_vocab.h)
 };
 
 template <class T>
@@ -232,16 +235,19 @@ std::function<int()> add_prune(CLI::App& app) {
   cmd->add_option("--sens-text", o->sens_text, "--ffn-plan sensitivity: measure the KL on this text (default: "
                                                "the --calib text)");
   cmd->add_option("--ridge", o->ridge, "lsq: ridge strength, a fraction of the mean input power (default 0.01)");
+  cmd->add_option("--vocab-keep", o->vocab_keep, kVocabKeepHelp)->type_name("FILE|N");
   cmd->add_option("-t,--threads", o->threads, "threads for calibration and re-quantisation (default: performance cores)");
   return [o]() {
     check_ratio(o->ffn, "--ffn");
     check_ratio(o->heads, "--heads");
-    if (o->ffn == 0.0 && o->heads == 0.0 && o->output_type.empty())
-      fail("nothing to prune: give --ffn and/or --heads a fraction > 0 (or --output-type)");
+    if (o->ffn == 0.0 && o->heads == 0.0 && o->output_type.empty() && o->vocab_keep.empty())
+      fail("nothing to prune: give --ffn and/or --heads a fraction > 0 (or --output-type, --vocab-keep)");
+    // Only FFN channels and KV groups are ranked by importance; the vocabulary is not.
+    const bool vocab_only = !o->vocab_keep.empty() && o->ffn == 0.0 && o->heads == 0.0;
     if (o->calib_tokens < 0 || o->calib_ctx < 2) fail("--calib-tokens must be >= 1 and --calib-ctx >= 2");
     // Weight norms alone misrank channels badly (SmolLM2 at 10 %: perplexity 12 -> ~6000),
     // so that needs asking for; the importance normally comes from activations.
-    if (o->calib.empty() && o->stats.empty() && !o->weights_only)
+    if (o->calib.empty() && o->stats.empty() && !o->weights_only && !vocab_only)
       fail("prune needs channel importance from activations: give --calib TEXT or --stats FILE "
            "(or --weights-only to rank by weight norms alone, which is much worse)");
     std::optional<pllm::QuantMethod> requant;
@@ -263,7 +269,11 @@ std::function<int()> add_prune(CLI::App& app) {
     const std::vector<int32_t> sens_text =
         o->sens_text.empty() ? text : must(pllm::tokenize_text_file(*model, o->sens_text));
     pllm::ActStats stats;
+    pllm::VocabPrune vocab;  // --vocab-keep, planned before any slow calibration
+    if (!o->vocab_keep.empty())
+      vocab = must(pllm::plan_vocab_keep(model->file(), model->tokenizer(), o->vocab_keep, o->calib));
     pllm::PruneOptions po;
+    if (!o->vocab_keep.empty()) po.vocab = &vocab;
     po.ffn_ratio = o->ffn;
     po.head_ratio = o->heads;
     po.ridge = o->ridge;
@@ -289,7 +299,9 @@ std::function<int()> add_prune(CLI::App& app) {
       po.gram = gram.get();
     }
     if (o->calib_tokens == 0) o->calib_tokens = kCalibTokens;
-    if (!o->calib.empty() || !o->stats.empty()) {
+    // Statistics serve the FFN / KV ranking and re-quantisation: not a vocabulary-only prune.
+    const bool stats_unused = vocab_only && o->output_type.empty() && requant != pllm::QuantMethod::act;
+    if ((!o->calib.empty() || !o->stats.empty()) && !stats_unused) {
       stats = activation_stats(*o, model, text, collect ? gram.get() : nullptr);
       po.stats = &stats;
     }
@@ -303,10 +315,12 @@ std::function<int()> add_prune(CLI::App& app) {
     if (!o->output_type.empty()) po.output_type = must(pllm::parse_quant_type(o->output_type));
     if (o->ffn_plan == "sensitivity") po.ffn_keep = sensitivity_plan(*o, model, po, sens_text);
     const pllm::PrunePlan plan = must(pllm::plan_prune(*model, po));
-    report(*o, *model, plan, po.gram ? po.compensate : pllm::Compensate::none);
+    // FFN / KV ranking: nothing of it applies to a vocabulary-only prune
+    if (!vocab_only) report(*o, *model, plan, po.gram ? po.compensate : pllm::Compensate::none);
     if (po.compensate != pllm::Compensate::none && po.gram)
       std::printf("compensation: %s (ridge %g), fitted on %llu calibration tokens\n",
                   pllm::compensate_name(po.compensate), po.ridge, (unsigned long long)stats.n_tokens);
+    if (po.vocab) report_vocab_plan(vocab);
 
     pllm::GgufWriter w;
     must(pllm::build_pruned(*model, po, plan, std::filesystem::path(o->in).filename().string(), w));
@@ -319,6 +333,7 @@ std::function<int()> add_prune(CLI::App& app) {
                 100.0 * double(p1) / double(p0));
     std::printf("file size:  %.2f MB -> %.2f MB (%.1f%%)\n", double(s0) / 1e6, double(s1) / 1e6,
                 100.0 * double(s1) / double(s0));
+    if (po.vocab) report_vocab_bytes(model->file(), pruned->file());
     std::printf("wrote %s\n", o->out.c_str());
     return 0;
   };

@@ -29,6 +29,8 @@
 
 namespace pllm {
 
+struct VocabPrune;
+
 // pocketllm.prune.version; 2: compensation (rewritten columns, output biases)
 inline constexpr uint32_t kPruneVersion = 2;
 
@@ -58,6 +60,9 @@ struct PruneOptions {
   // FFN channels to keep per layer (a multiple of PrunePlan::ffn_align, at most n_ff), e.g.
   // from plan_ffn_sensitivity (quantizer/prune_plan.h); empty: ffn_ratio in every layer.
   std::vector<int> ffn_keep;
+  // Keep only these tokens (quantizer/prune_vocab.h): the embedding's and the head's rows and
+  // the tokenizer metadata shrink with them. Null: the vocabulary is copied.
+  const VocabPrune* vocab = nullptr;
 };
 
 struct LayerPrunePlan {

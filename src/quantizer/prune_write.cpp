@@ -6,6 +6,7 @@
 #include "kernels/kernels.h"
 #include "quant/types.h"
 #include "quantizer/prune.h"
+#include "quantizer/prune_vocab.h"
 #include "quantizer/quantize_model.h"
 
 namespace pllm {
@@ -247,10 +248,19 @@ Result<void> build_pruned(const Model& model, const PruneOptions& opts, const Pr
     out.remove("pocketllm.prune.stats_tokens");
   }
 
+  if (opts.vocab) PLLM_TRY(write_vocab_metadata(out, f, *opts.vocab, p));
+
   const std::string head = output_head_name(f);
   for (const TensorInfo& t : f.tensors()) {
     std::string rest;
     const int l = parse_layer(t.name, &rest);
+    if (opts.vocab) {  // the kept tokens' rows of token_embd / output (head re-quantised with --output-type)
+      const bool is_head = t.name == head;
+      PLLM_ASSIGN(const bool done, add_vocab_tensor(out, t, *opts.vocab, is_head ? opts.output_type : std::nullopt,
+                                                    opts.requant, is_head ? importance_of(opts, t.name)
+                                                                          : std::vector<float>{}, opts.n_threads));
+      if (done) continue;
+    }
     if (opts.output_type && t.name == head) {
       PLLM_TRY(add_requantized(out, t, *opts.output_type, opts.requant, importance_of(opts, t.name), opts.n_threads));
       continue;

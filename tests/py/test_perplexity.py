@@ -247,3 +247,17 @@ def test_windowed_ppl_and_buckets_match_numpy_reference(pllm_bin, models, text_f
     nll = [-lp[j, chunks[0][j + 1]] for j in range(CTX - 1)]
     want = [math.exp(np.mean(nll[i:i + 10])) for i in range(0, len(nll), 10)]
     assert got["ppl_buckets"] == pytest.approx(want, rel=1e-4)
+
+
+def test_bits_per_byte(pllm_bin, models, text_file):
+    """bits_per_byte = sum NLL / ln 2 / the bytes of the scored tokens' text (comparable across
+    tokenizers, unlike PPL); every token of this vocabulary is byte-level symbols, one per byte."""
+    from gguf import GGUFReader
+    chunks = chunk_ids(pllm_bin, models["llama-F32"], text_file, False, bos=1)
+    got = ppl_json(pllm_bin, models["llama-F32"], text_file, "--score-all")
+    f = GGUFReader(str(models["llama-F32"])).fields
+    tokens = [bytes(f["tokenizer.ggml.tokens"].parts[i]).decode() for i in f["tokenizer.ggml.tokens"].data]
+    types = [int(f["tokenizer.ggml.token_type"].parts[i][0]) for i in f["tokenizer.ggml.token_type"].data]
+    n_bytes = sum(0 if types[t] == 3 else len(tokens[t]) for ch in chunks for t in ch[1:])
+    assert got["bytes"] == n_bytes
+    assert got["bits_per_byte"] == pytest.approx(got["nll_mean"] * got["tokens"] / math.log(2) / n_bytes, rel=1e-9)
