@@ -99,7 +99,11 @@ pllm::ActStats activation_stats(const PruneOpts& o, const std::shared_ptr<const 
 }
 
 pllm::Compensate choose_compensation(const PruneOpts& o, const pllm::Model& model) {
-  if (o.compensate != "auto") return must(pllm::parse_compensate(o.compensate));
+  const pllm::Compensate asked = o.compensate != "auto" ? must(pllm::parse_compensate(o.compensate))
+                                                          : pllm::Compensate::none;
+  // No channel or head removed (--output-type / --vocab-keep alone): nothing to make up for.
+  if (o.ffn == 0.0 && o.heads == 0.0) return pllm::Compensate::none;
+  if (o.compensate != "auto") return asked;
   if (o.calib.empty()) return pllm::Compensate::none;  // --stats / --weights-only: nothing to fit on
   const std::string& arch = model.config().arch;
   return arch == "llama" || arch == "deci" ? pllm::Compensate::lsq_bias : pllm::Compensate::lsq;
