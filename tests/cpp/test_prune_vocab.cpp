@@ -129,19 +129,6 @@ void check_pruned(const VocabData& data, const VocabPrune& v, const std::vector<
 
 // ---- the llama.cpp vocabularies ------------------------------------------------------------
 
-std::vector<std::string> vocab_files() {
-  std::vector<std::string> names;
-  std::error_code ec;
-  if (fs::is_directory(kTokData, ec))
-    for (const auto& e : fs::directory_iterator(kTokData, ec)) {
-      const std::string s = e.path().filename().string();
-      if (s.rfind("ggml-vocab-", 0) == 0 && e.path().extension() == ".gguf") names.push_back(s);
-    }
-  std::sort(names.begin(), names.end());
-  if (names.empty()) names.push_back("none");
-  return names;
-}
-
 class PruneVocabFiles : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PruneVocabFiles, KeptTextExactOtherTextRoundTrips) {
@@ -175,7 +162,7 @@ TEST_P(PruneVocabFiles, KeptTextExactOtherTextRoundTrips) {
   check_pruned(*data, *v, {}, pieces);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shared, PruneVocabFiles, ::testing::ValuesIn(vocab_files()),
+INSTANTIATE_TEST_SUITE_P(Shared, PruneVocabFiles, ::testing::ValuesIn(pllm::test::tokenizer_vocab_files()),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& c : s)

@@ -104,20 +104,6 @@ std::string join_ids(const std::vector<TokenId>& v) {
   return s;
 }
 
-std::vector<std::string> vocab_files() {
-  std::vector<std::string> names;
-  std::error_code ec;
-  if (fs::is_directory(kTokData, ec)) {
-    for (const auto& e : fs::directory_iterator(kTokData, ec)) {
-      const std::string n = e.path().filename().string();
-      if (n.rfind("ggml-vocab-", 0) == 0 && e.path().extension() == ".gguf") names.push_back(n);
-    }
-  }
-  std::sort(names.begin(), names.end());
-  if (names.empty()) names.push_back("none");
-  return names;
-}
-
 class VocabVectors : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(VocabVectors, MatchesLlamaCppExactly) {
@@ -165,7 +151,7 @@ TEST_P(VocabVectors, DecodeRoundTripAndStreaming) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(SharedTestdata, VocabVectors, ::testing::ValuesIn(vocab_files()),
+INSTANTIATE_TEST_SUITE_P(SharedTestdata, VocabVectors, ::testing::ValuesIn(pllm::test::tokenizer_vocab_files()),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& ch : n)
