@@ -15,7 +15,7 @@ ParallelBench bench_parallel(Model& model, const SessionOptions& so, int threads
                              const std::vector<std::vector<pllm_token>>& prompts, int n_gen, int reps,
                              const std::function<pllm_token(pllm_token)>& next) {
   const size_t N = prompts.size(), P = prompts[0].size();
-  Engine engine(threads);
+  Engine engine(threads, so.backend);
   std::vector<std::unique_ptr<Session>> sessions;
   for (size_t i = 0; i < N; ++i) sessions.push_back(std::make_unique<Session>(model, so, &engine));
   const size_t chunk = size_t(pllm_session_n_batch(sessions[0]->p));

@@ -89,12 +89,32 @@ void SessionOptions::add_to(CLI::App* cmd) {
                   "hold Q4_0/Q4_1/Q8_0 weights as 16-row panels for the int8 decode kernel: on, off, "
                   "auto (default: on with --int8-act)")
       ->check(CLI::IsMember({"on", "off", "auto"}));
+  cmd->add_option("--backend", backend,
+                  "what runs the model: cpu (default), vulkan (the Vulkan device, CPU ones included), auto (a GPU "
+                  "when there is one, per phase where measured faster); unsupported steps and a failing device "
+                  "fall back to the CPU with the same output")
+      ->check(CLI::IsMember({"cpu", "auto", "vulkan"}));
   cmd->add_option("-b,--batch", batch, "tokens per forward pass in prefill (default 64)")->check(CLI::Range(1, 4096));
 }
 
-Engine::Engine(int threads) {
+int32_t backend_of(const std::string& name) {
+  return name == "vulkan" ? PLLM_BACKEND_VULKAN : name == "auto" ? PLLM_BACKEND_AUTO : PLLM_BACKEND_CPU;
+}
+
+void report_backend(const pllm_backend_stats& s, const std::string& asked) {
+  if (asked == "cpu") return;
+  std::string line = "backend " + asked + ": ";
+  line += s.device[0] ? std::string(s.device) : "no device (" + std::string(s.device_error) + ")";
+  line += "; " + std::to_string(s.device_steps) + " steps on the device, " + std::to_string(s.cpu_steps) + " on the CPU";
+  if (s.fallbacks) line += ", " + std::to_string(s.fallbacks) + " fell back";
+  if (s.last_fallback[0]) line += " (last CPU step: " + std::string(s.last_fallback) + ")";
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+Engine::Engine(int threads, const std::string& backend) {
   pllm_engine_params ep = pllm_engine_default_params();
   ep.n_threads = threads;
+  ep.backend = backend_of(backend);
   check(pllm_engine_create(&ep, &p), "creating the engine");
 }
 
@@ -114,6 +134,7 @@ Session::Session(Model& m, const SessionOptions& o, Engine* engine) {
   sp.kv_window = o.kv_window;
   sp.n_batch = o.batch;
   sp.kv_sinks = o.kv_sinks;
+  sp.backend = backend_of(o.backend);
   if (engine) {
     check(pllm_session_create_on(engine->p, m.p, &sp, &p), "creating the session");
   } else {
@@ -125,6 +146,18 @@ Session::Session(Model& m, const SessionOptions& o, Engine* engine) {
     std::fprintf(stderr, "static activations: %d matrix products with a calibrated scale, %d dynamic (no scale)\n",
                  n_static, n_dynamic);
   }
+}
+
+void Engine::report_backend(const std::string& asked) const {
+  pllm_backend_stats s;
+  check(pllm_engine_backend_stats(p, &s), "reading the backend stats");
+  cli::report_backend(s, asked);
+}
+
+void Session::report_backend(const SessionOptions& o) const {
+  pllm_backend_stats s;
+  check(pllm_session_backend_stats(p, &s), "reading the backend stats");
+  cli::report_backend(s, o.backend);
 }
 
 void Session::report_profile(const SessionOptions& o) const {

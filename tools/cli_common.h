@@ -49,15 +49,22 @@ struct SessionOptions {
   int kv_window = 0;
   int kv_sinks = 4;
   int batch = 0;
+  std::string backend = "cpu";  // --backend auto|cpu|vulkan
   std::string repack = "auto";  // --repack on|off|auto (auto: on with --int8-act or --static-act)
   bool repack_weights() const { return repack == "on" || (repack == "auto" && (int8_act || static_act)); }
   // Registers --int8-act, --f16-act, --static-act, --no-fuse, --profile, --trace-out and the KV options on a subcommand.
   void add_to(CLI::App* cmd);
 };
 
+// "cpu" | "auto" | "vulkan" as a pllm_backend.
+int32_t backend_of(const std::string& name);
+// With a device backend asked for: where the steps ran, one line on stderr.
+void report_backend(const pllm_backend_stats& s, const std::string& asked);
+
 struct Engine {
   pllm_engine* p = nullptr;
-  explicit Engine(int threads);
+  explicit Engine(int threads, const std::string& backend = "cpu");
+  void report_backend(const std::string& asked) const;
   ~Engine() { pllm_engine_free(p); }
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -69,6 +76,8 @@ struct Session {
   Session(Model& m, const SessionOptions& o, Engine* engine = nullptr);
   // With --profile: the per-op table to stderr and the Chrome trace to o.trace_out.
   void report_profile(const SessionOptions& o) const;
+  // With --backend auto|vulkan: where the steps ran (stderr).
+  void report_backend(const SessionOptions& o) const;
   ~Session() { pllm_session_free(p); }
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;

@@ -292,6 +292,7 @@ std::function<int()> add_bench(CLI::App& app) {
       }
       rss = peak_rss_mb();
       session.report_profile(o->sess);
+      session.report_backend(o->sess);
     }
 
     const double bw = o->bw_mib > 0 ? measure_read_bandwidth(threads, size_t(o->bw_mib) << 20, 5) : 0.0;

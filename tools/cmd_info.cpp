@@ -1,4 +1,5 @@
-// `pocketllm info`: architecture, hyper-parameters, tokenizer and tensors of a GGUF file.
+// `pocketllm info`: architecture, hyper-parameters, tokenizer and tensors of a GGUF file;
+// `pocketllm info --backends`: what the GPU probe finds on this machine.
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -12,11 +13,23 @@ std::function<int()> add_info(CLI::App& app) {
   struct Opts {
     std::string model;
     bool json = false;
+    bool backends = false;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("-m,--model", o->model, "GGUF file");
   cmd->add_flag("--json", o->json, "machine-readable output");
+  cmd->add_flag("--backends", o->backends,
+                "describe the compute backends of this machine (Vulkan devices and their features) instead of a "
+                "file; exits 0 also when there is no device");
   return [o]() {
+    if (o->backends) {
+      const size_t n = pllm_backend_probe(o->json ? 1 : 0, nullptr, 0);
+      std::string s(n + 1, '\0');
+      pllm_backend_probe(o->json ? 1 : 0, s.data(), s.size());
+      s.resize(n);
+      std::printf("%s", s.c_str());
+      return 0;
+    }
     const std::string path = resolve_model_path(o->model);
     char* raw = nullptr;
     check(pllm_inspect_file(path.c_str(), &raw), "reading the file");

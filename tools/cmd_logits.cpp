@@ -31,7 +31,7 @@ pllm_token parse_id(const std::string& tok) {
 // by their next chunk (the session's batch size, or `chunk`). logits: [sum of lengths][n_vocab].
 void run_together(Model& model, const SessionOptions& so, const std::vector<std::vector<pllm_token>>& seqs,
                   int chunk, float* logits, size_t n_vocab) {
-  Engine engine(so.threads);
+  Engine engine(so.threads, so.backend);
   std::vector<std::unique_ptr<Session>> sessions;
   std::vector<size_t> done(seqs.size(), 0), first(seqs.size(), 0);
   for (size_t i = 0; i < seqs.size(); ++i) {
@@ -50,10 +50,11 @@ void run_together(Model& model, const SessionOptions& so, const std::vector<std:
                        -1, PLLM_OK});
       done[i] += n;
     }
-    if (items.empty()) return;
+    if (items.empty()) break;
     check(pllm_engine_step(engine.p, items.data(), items.size()), "evaluating");
     for (const pllm_step_item& it : items) check(it.status, "evaluating");
   }
+  engine.report_backend(so.backend);
 }
 
 }  // namespace
@@ -110,6 +111,7 @@ std::function<int()> add_logits(CLI::App& app) {
         const size_t n = std::min(step, ids.size() - i);
         check(pllm_session_eval(session.p, ids.data() + i, n, logits.data() + i * n_vocab), "evaluating");
       }
+      session.report_backend(so);
     } else {
       run_together(model, so, seqs, o->chunk, logits.data(), n_vocab);
     }

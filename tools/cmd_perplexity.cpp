@@ -280,6 +280,7 @@ std::function<int()> add_perplexity(CLI::App& app) {
     const double bits_per_byte = scored_bytes ? nll.sum / std::log(2.0) / double(scored_bytes) : 0.0;
 
     session.report_profile(o->sess);
+    session.report_backend(o->sess);
     if (o->json) {
       nlohmann::ordered_json j = {{"model", model_path},
                                   {"file", o->file},

@@ -56,6 +56,7 @@ std::function<int()> add_run(CLI::App& app) {
     }
     std::fflush(stdout);
     session.report_profile(o->gen.session);
+    session.report_backend(o->gen.session);
     if (r.stats.n_cached_tokens > 0) std::fprintf(stderr, "[%d prompt tokens restored from the prefix cache]\n", r.stats.n_cached_tokens);
     std::fprintf(stderr, "[prompt %d tokens, prefill %.1f tok/s, TTFT %.1f ms, %d tokens at %.1f tok/s, %s]\n",
                  r.stats.n_prompt_tokens, r.stats.prefill_tps, r.stats.ttft_ms, r.stats.n_generated,

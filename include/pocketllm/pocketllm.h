@@ -123,6 +123,16 @@ typedef enum pllm_kv_type {
   PLLM_KV_Q4 = 3   /* 4-bit (keys per channel, values per token) with an f16 tail of recent tokens */
 } pllm_kv_type;
 
+/* Which hardware runs the forward passes of an engine. Whatever runs them, the output is the
+ * CPU path's (up to summation order): a step the device cannot take, a device that fails to
+ * start or is lost mid-generation runs on the CPU (pllm_backend_stats tells which ran). */
+typedef enum pllm_backend {
+  PLLM_BACKEND_CPU = 0,    /* the CPU only (default) */
+  PLLM_BACKEND_AUTO = 1,   /* a GPU when the machine has one (never a CPU Vulkan device such as
+                              lavapipe), per phase as measured faster by the offload policy */
+  PLLM_BACKEND_VULKAN = 2  /* the Vulkan device, whatever its type */
+} pllm_backend;
+
 typedef struct pllm_session_params {
   int32_t n_ctx;     /* context length in tokens; 0 = min(model's training context, 4096) */
   int32_t n_threads; /* 0 = number of performance cores */
@@ -145,6 +155,8 @@ typedef struct pllm_session_params {
                                without a scale keep dynamic quantisation. Fails with
                                PLLM_ERR_INVALID_ARGUMENT when the model has no scales, or with
                                f16_activations. */
+  int32_t backend;          /* a pllm_backend, for the session's own engine (pllm_session_create);
+                               a session on a shared engine uses the engine's */
 } pllm_session_params;
 
 PLLM_API pllm_session_params pllm_session_default_params(void);
@@ -249,7 +261,25 @@ typedef struct pllm_engine pllm_engine;
 
 typedef struct pllm_engine_params {
   int32_t n_threads; /* 0 = number of performance cores */
+  int32_t backend;   /* a pllm_backend */
 } pllm_engine_params;
+
+/* Where an engine's steps ran. */
+typedef struct pllm_backend_stats {
+  char device[128];        /* the device backend, e.g. "Vulkan: llvmpipe (...) (cpu, fp16)"; "" if none */
+  char device_error[256];  /* why there is no device backend when one was asked for */
+  int64_t device_steps;    /* forward passes the device ran */
+  int64_t cpu_steps;       /* forward passes the CPU ran */
+  int64_t fallbacks;       /* device steps that failed and were run again on the CPU */
+  char last_fallback[256]; /* why the last step that could not use the device ran on the CPU */
+} pllm_backend_stats;
+PLLM_API pllm_status pllm_engine_backend_stats(const pllm_engine* engine, pllm_backend_stats* out);
+/* The stats of the engine the session steps on. */
+PLLM_API pllm_status pllm_session_backend_stats(const pllm_session* session, pllm_backend_stats* out);
+/* What the probe finds on this machine (Vulkan loader, devices, features) as JSON
+ * ({"vulkan": {...}}) or text: writes at most cap bytes (NUL-terminated when cap > 0) and
+ * returns the full length, so a call with cap 0 sizes the buffer. */
+PLLM_API size_t pllm_backend_probe(int32_t as_json, char* buf, size_t cap);
 
 PLLM_API pllm_engine_params pllm_engine_default_params(void);
 PLLM_API pllm_status pllm_engine_create(const pllm_engine_params* params, pllm_engine** out);

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "pocketllm/pocketllm.h"
+#include "runtime/engine.h"
 #include "runtime/prefix_cache.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
@@ -59,6 +60,16 @@ inline pllm_status fail(pllm_status s, std::string msg) {
   return s;
 }
 inline pllm_status fail(const pllm::Error& e) { return fail(to_status(e.code), e.message); }
+
+// A pllm_backend as the engine's choice; false for an unknown value.
+inline bool engine_backend_of(int32_t b, pllm::EngineBackend* out) {
+  switch (b) {
+    case PLLM_BACKEND_CPU: *out = pllm::EngineBackend::cpu; return true;
+    case PLLM_BACKEND_AUTO: *out = pllm::EngineBackend::auto_; return true;
+    case PLLM_BACKEND_VULKAN: *out = pllm::EngineBackend::vulkan; return true;
+  }
+  return false;
+}
 
 template <class F>
 pllm_status guarded(F&& f) {

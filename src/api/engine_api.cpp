@@ -1,21 +1,73 @@
 // The C API of engines and batched steps (pocketllm.h, "Engines").
+#include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "api/api_internal.h"
+#include "backends/vulkan/vk_backend.h"
 #include "runtime/engine.h"
 
 using namespace pllm_api;
 
 extern "C" {
 
-pllm_engine_params pllm_engine_default_params(void) { return pllm_engine_params{0}; }
+pllm_engine_params pllm_engine_default_params(void) { return pllm_engine_params{0, PLLM_BACKEND_CPU}; }
+
+namespace {
+
+void copy_str(char* dst, size_t cap, const std::string& s) {
+  const size_t n = std::min(cap - 1, s.size());
+  std::memcpy(dst, s.data(), n);
+  dst[n] = 0;
+}
+
+pllm_status backend_stats(const pllm::Engine& e, pllm_backend_stats* out) {
+  const pllm::BackendStats s = e.backend_stats();
+  *out = pllm_backend_stats{};
+  copy_str(out->device, sizeof out->device, s.device);
+  copy_str(out->device_error, sizeof out->device_error, s.device_error);
+  copy_str(out->last_fallback, sizeof out->last_fallback, s.last_fallback);
+  out->device_steps = s.device_steps;
+  out->cpu_steps = s.cpu_steps;
+  out->fallbacks = s.fallbacks;
+  return PLLM_OK;
+}
+
+}  // namespace
+
+pllm_status pllm_engine_backend_stats(const pllm_engine* e, pllm_backend_stats* out) {
+  return guarded([&] {
+    if (!e || !out) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_engine_backend_stats: null argument");
+    return backend_stats(*e->engine, out);
+  });
+}
+
+pllm_status pllm_session_backend_stats(const pllm_session* s, pllm_backend_stats* out) {
+  return guarded([&] {
+    if (!s || !out) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_session_backend_stats: null argument");
+    return backend_stats(s->session->engine(), out);
+  });
+}
+
+size_t pllm_backend_probe(int32_t as_json, char* buf, size_t cap) {
+  try {
+    const std::string s = pllm::vulkan_probe(as_json != 0);
+    if (buf && cap > 0) copy_str(buf, cap, s);
+    return s.size();
+  } catch (...) {
+    return 0;
+  }
+}
 
 pllm_status pllm_engine_create(const pllm_engine_params* params, pllm_engine** out) {
   return guarded([&] {
     if (!out) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_engine_create: null argument");
     *out = nullptr;
     const pllm_engine_params p = params ? *params : pllm_engine_default_params();
-    auto e = pllm::Engine::create(p.n_threads);
+    pllm::EngineBackend backend;
+    if (!engine_backend_of(p.backend, &backend))
+      return fail(PLLM_ERR_INVALID_ARGUMENT, "unknown backend " + std::to_string(p.backend));
+    auto e = pllm::Engine::create(p.n_threads, backend);
     if (!e.ok()) return fail(e.error());
     *out = new pllm_engine{std::move(e).value()};
     return PLLM_OK;

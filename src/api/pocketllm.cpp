@@ -22,6 +22,8 @@ pllm_status session_config(const pllm_session_params* params, pllm::SessionConfi
   const pllm_session_params p = params ? *params : pllm_session_default_params();
   cfg.n_ctx = p.n_ctx;
   cfg.n_threads = p.n_threads;
+  if (!pllm_api::engine_backend_of(p.backend, &cfg.backend))
+    return fail(PLLM_ERR_INVALID_ARGUMENT, "unknown backend " + std::to_string(p.backend));
   cfg.int8_activations = p.int8_activations != 0;
   cfg.f16_activations = p.f16_activations != 0;
   cfg.static_activations = p.static_activations != 0;

@@ -1,6 +1,7 @@
 #include "model/kv_cache.h"
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -62,6 +63,8 @@ Result<void> KvCache::validate(const ModelConfig& c, const KvOptions& o) {
 KvCache::KvCache(const ModelConfig& c, const KvOptions& o, int n_ctx, int n_batch,
                  const std::vector<int>& layer_window)
     : type_(o.type), kv_dim_(c.kv_dim()), head_dim_(c.head_dim), n_ctx_(n_ctx) {
+  static std::atomic<uint32_t> next_id{1};  // ids only: caches share nothing else
+  stamp_ = uint64_t(next_id.fetch_add(1, std::memory_order_relaxed)) << 32;
   layers_.resize(size_t(c.n_layer));
   unbounded_ = true;
   const size_t page = ReservedMemory::page_size();
@@ -210,6 +213,7 @@ int KvCache::oldest_kept(const Layer& L) const {
 }
 
 int KvCache::truncate(int n) {
+  ++stamp_;
   int m = std::clamp(n, 0, end_);
   for (int pass = 0; pass < 2; ++pass) {
     for (const Layer& L : layers_) {

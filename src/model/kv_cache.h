@@ -86,6 +86,7 @@ class KvCache {
   Result<void> begin_batch(int pos0, int n) {
     if (pos0 + n > grow_at_) PLLM_TRY(grow_to(pos0 + n));
     end_ = pos0 + n;
+    ++stamp_;
     return {};
   }
   // Keep positions [0, m) for the largest m <= n the cache can resume from exactly (a window
@@ -119,6 +120,13 @@ class KvCache {
   int kv_dim() const { return kv_dim_; }
   int head_dim() const { return head_dim_; }
   int n_ctx() const { return n_ctx_; }
+  // Layer l's window (0: none) and sinks, for backends that mirror the cache.
+  int layer_window(int l) const { return layers_[size_t(l)].window; }
+  int layer_sinks(int l) const { return layers_[size_t(l)].sinks; }
+  // Changes whenever the contents may change (every batch, truncate, import) and is unique
+  // across caches: a device mirror that recorded it after its last write is still exact
+  // while it is unchanged.
+  uint64_t stamp() const { return stamp_; }
 
   // Snapshots of positions [0, n) in this cache's own storage format, per layer: f32/f16
   // K rows then V rows; q8 K, V codes then K, V scales; q4 the n / 32 complete group blocks
@@ -184,6 +192,7 @@ class KvCache {
   int kv_dim_, head_dim_, n_ctx_;
   bool unbounded_ = false;  // any windowed layer: positions are not limited by n_ctx
   int end_ = 0;
+  uint64_t stamp_;  // the cache's id (high 32 bits) and a change count
   std::vector<Layer> layers_;
   std::vector<Region> regions_;  // every layer's arrays
   int grow_at_ = 0;              // begin_batch commits when a batch ends past this

@@ -72,6 +72,7 @@ Result<void> KvCache::export_prefix(int n, uint8_t* out) const {
 }
 
 Result<void> KvCache::import_prefix(int n, const uint8_t* in, size_t len) {
+  ++stamp_;
   for (const Layer& L : layers_)
     if (L.window > 0)
       return make_error(Status::unsupported, "KV snapshots need a cache without a sliding window");

@@ -9,12 +9,32 @@
 #include <span>
 
 #include "backends/cpu/step_scratch.h"
+#include "backends/vulkan/vk_backend.h"
 #include "base/result.h"
 #include "base/thread_pool.h"
 #include "model/model.h"
 #include "model/step.h"
 
 namespace pllm {
+
+// Which backend runs the engine's foreground steps. auto: a GPU when the machine has one
+// (never a CPU Vulkan device), per phase as the offload policy (runtime/offload_policy.h)
+// chooses from the step times it measures on each; vulkan: the Vulkan device whatever its
+// type (lavapipe included); cpu: the CPU only. A step the device cannot take, or a device that
+// fails, runs on the CPU with the same result.
+enum class EngineBackend { cpu, auto_, vulkan };
+const char* engine_backend_name(EngineBackend b);
+Result<EngineBackend> parse_engine_backend(const std::string& s);
+
+// Where the engine's foreground steps ran.
+struct BackendStats {
+  std::string device;          // the device backend ("" when none)
+  std::string device_error;    // why there is none, when one was asked for
+  int64_t device_steps = 0;    // steps the device ran
+  int64_t cpu_steps = 0;       // steps the CPU ran
+  int64_t fallbacks = 0;       // device steps that failed and ran on the CPU instead
+  std::string last_fallback;   // why the last step that could not use the device ran on the CPU
+};
 
 class Engine {
  public:
@@ -24,7 +44,7 @@ class Engine {
   enum class Lane { foreground, background };
 
   // n_threads: 0 = default_thread_count().
-  static Result<std::shared_ptr<Engine>> create(int n_threads = 0);
+  static Result<std::shared_ptr<Engine>> create(int n_threads = 0, EngineBackend backend = EngineBackend::cpu);
   // Steps on an existing pool the app owns (like llama.cpp's attach_threadpool). The pool
   // must outlive the engine and be used by nothing else while a step runs.
   static std::shared_ptr<Engine> attach(ThreadPool& pool);
@@ -40,6 +60,11 @@ class Engine {
   Result<void> forward(const Model& m, std::span<const SeqStep> seqs, const StepOptions& opt,
                        Lane lane = Lane::foreground);
 
+  EngineBackend backend() const { return backend_; }
+  BackendStats backend_stats() const;
+  // A session's cache is going away: the device drops its copy.
+  void forget_cache(const KvCache* kv);
+
  private:
   struct LaneState {
     std::mutex mu;
@@ -49,6 +74,17 @@ class Engine {
   };
   Engine() = default;
   LaneState& lane(Lane l);
+  // The device backend for this step, or null for the CPU (fg lane lock held).
+  VulkanBackend* pick_device(const Model& m, std::span<const SeqStep> seqs, const StepOptions& opt, bool decode);
+  void record(bool on_device, bool decode, double ms_per_token);
+
+  EngineBackend backend_ = EngineBackend::cpu;
+  bool device_tried_ = false;            // the device backend was created (or failed to be)
+  std::unique_ptr<VulkanBackend> device_;
+  // auto: measured ms per token of each phase (prefill, decode) on the device and the CPU; 0: not yet.
+  float cost_[2][2] = {{0, 0}, {0, 0}};
+  mutable std::mutex stats_mu_;
+  BackendStats stats_;
 
   LaneState fg_;
   std::mutex bg_init_;

@@ -59,7 +59,7 @@ Result<std::unique_ptr<Session>> Session::create(std::shared_ptr<const Model> mo
   PLLM_TRY(KvCache::validate(model->config(), cfg.kv));
   const int n_ctx = cfg.n_ctx > 0 ? cfg.n_ctx : std::min(model->config().n_ctx_train, 4096);
   if (!engine) {
-    PLLM_ASSIGN(engine, Engine::create(cfg.n_threads));
+    PLLM_ASSIGN(engine, Engine::create(cfg.n_threads, cfg.backend));
   }
   try {
     return std::unique_ptr<Session>(new Session(std::move(model), std::move(engine), n_ctx, cfg));
@@ -73,7 +73,10 @@ namespace {
 thread_local const Session* tl_prewarming = nullptr;
 }  // namespace
 
-Session::~Session() { stop_prewarm(); }
+Session::~Session() {
+  stop_prewarm();
+  engine_->forget_cache(kv_.get());
+}
 
 void Session::stop_prewarm() {
   if (tl_prewarming == this || !prewarm_.joinable()) return;

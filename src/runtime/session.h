@@ -21,6 +21,7 @@ class PrefixCache;
 struct SessionConfig {
   int n_ctx = 0;      // 0: min(training context, 4096)
   int n_threads = 0;  // 0: default_thread_count(); ignored for a session on a given engine
+  EngineBackend backend = EngineBackend::cpu;  // of the private engine; ignored on a given engine
   int n_batch = 64;   // tokens per forward() during prefill
   bool int8_activations = false;  // W4A8/W8A8 integer kernels instead of exact f32 activations
   bool f16_activations = false;   // W4A16: fp16 activations (Q4_0/Q4_1/Q8_0); exclusive with int8

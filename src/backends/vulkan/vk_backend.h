@@ -35,6 +35,8 @@ class VulkanBackend {
   // One forward step on the device. On failure nothing of the sequences' state has changed
   // (the caller may run the same step on the CPU).
   virtual Result<void> forward(const Model& m, std::span<const SeqStep> seqs, const StepOptions& opt) = 0;
+  // The sequence's cache is going away: drop its device mirror.
+  virtual void forget(const KvCache* kv) = 0;
   // The device was lost: every later forward fails.
   virtual bool lost() const = 0;
   // Warnings and errors the validation layer reported (PLLM_VK_VALIDATION=1), for tests.
