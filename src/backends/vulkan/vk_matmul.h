@@ -39,6 +39,10 @@ class MatmulKernels {
 
  private:
   MatmulKernels() = default;
+  // Tests: lower the most bytes one weight binding may span (normally maxStorageBufferRange),
+  // so that the row-range split runs on small matrices.
+  friend struct MatmulTestAccess;
+  void set_max_binding_bytes(uint64_t bytes);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
