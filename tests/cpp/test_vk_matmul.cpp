@@ -320,6 +320,70 @@ TEST(VkMatmul, SplitsRowRanges) {
   EXPECT_FALSE(env.mm->record(*env.rec, W, view(*xb), view(*yb), 1, false).ok());
 }
 
+// The real thing: a 262144 x 640 Q8_0 embedding (178 MB) against lavapipe's 128 MiB binding
+// limit. Off by default (it moves ~0.5 GB of memory around); run with
+// --gtest_also_run_disabled_tests. Rows are sampled against the CPU.
+TEST(VkMatmul, DISABLED_LargerThanOneBinding) {
+  Env env(options());
+  if (!env.skip.empty()) GTEST_SKIP() << env.skip;
+  const int rows = 262144, cols = 640;
+  const size_t rb = *row_bytes(uint32_t(TensorType::Q8_0), cols);
+  const size_t bytes = size_t(rows) * rb;
+  if (bytes <= env.ctx->info().max_storage_range) GTEST_SKIP() << "this device binds it whole";
+  std::mt19937 rng(5);
+  std::vector<uint8_t> w(bytes);
+  for (size_t i = 0; i < bytes; i += 4) {
+    const uint32_t v = rng();
+    std::memcpy(w.data() + i, &v, std::min<size_t>(4, bytes - i));
+  }
+  for (size_t b = 0; b < bytes; b += sizeof(block_q8_0)) {  // sane scales, not random halves
+    const uint16_t d = fp32_to_fp16(0.001f + 0.001f * float(rng() % 256) / 255.0f);
+    std::memcpy(w.data() + b, &d, 2);
+  }
+  std::vector<float> X(size_t(cols) * 3);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (float& v : X) v = nd(rng);
+  auto wb = env.ctx->buffer(bytes + 16, Mem::device);
+  auto xb = env.ctx->buffer(X.size() * 4, Mem::device);
+  auto yb = env.ctx->buffer(size_t(rows) * 3 * 4, Mem::host);
+  ASSERT_TRUE(wb.ok() && xb.ok() && yb.ok());
+  ASSERT_TRUE(env.ctx->upload(*wb, 0, w.data(), bytes).ok());
+  ASSERT_TRUE(env.ctx->upload(*xb, 0, X.data(), X.size() * 4).ok());
+  const TypeKernels& tk = kernels().for_type(TensorType::Q8_0);
+  std::vector<float> deq(cols);
+  for (bool int8 : {false, true}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(env.rec->begin().ok());
+    DevMatrix W{view(*wb, 0, bytes), TensorType::Q8_0, rows, cols, rb};
+    ASSERT_TRUE(env.mm->record(*env.rec, W, view(*xb), view(*yb), 3, int8).ok());
+    ASSERT_TRUE(env.rec->submit().ok());
+    EXPECT_GE(env.rec->dispatches(), 2);
+    const float* y = static_cast<const float*>(yb->mapped());
+    std::vector<float> got, ref;
+    std::vector<uint8_t> xq(tk.act_bytes(cols));
+    for (int r = 0; r < 3; ++r) {
+      tk.quantize_act(X.data() + size_t(r) * cols, xq.data(), cols);
+      for (int o = 0; o < rows; o += (o > rows - 300 ? 1 : 257)) {
+        const uint8_t* wr = w.data() + size_t(o) * rb;
+        got.push_back(y[size_t(r) * rows + size_t(o)]);
+        if (int8) {
+          ref.push_back(tk.vec_dot(cols, wr, xq.data()));
+        } else {
+          tk.dequantize_row(wr, deq.data(), cols);
+          double s = 0.0;
+          for (int i = 0; i < cols; ++i) s += double(deq[size_t(i)]) * X[size_t(r) * cols + size_t(i)];
+          ref.push_back(float(s));
+        }
+      }
+    }
+    const double e = nmse(got, ref);
+    EXPECT_LE(e, kMaxNmse);
+    std::printf("[large] Q8_0 %d x %d, %d ranges, %s NMSE %.3g, %.2f s\n", rows, cols, env.rec->dispatches() - int8,
+                int8 ? "int8 " : "float", e,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+}
+
 TEST(VkMatmul, UnsupportedTypes) {
   for (TensorType t : kAll) EXPECT_TRUE(matmul_supported(t)) << name(t);
   EXPECT_FALSE(matmul_supported(TensorType::BF16));
