@@ -280,6 +280,9 @@ TEST(VkMatmul, AllTypesUnderValidation) {
   ContextOptions o = options();
   o.validation = true;
   run_all(o, "validation", kNs);
+  // The other shader variants (uint loads for 16-bit fields, plain int products) too.
+  o.disable_f16 = o.disable_int_dot = true;
+  run_all(o, "validation, no-f16, no-int-dot", kNs);
 }
 
 // A matrix larger than one binding may span (262144 x 640 Q6_K is 137 MB on lavapipe's 128 MiB

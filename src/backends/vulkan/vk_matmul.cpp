@@ -137,6 +137,8 @@ Result<void> MatmulKernels::record(Recorder& rec, const DevMatrix& W, View X, Vi
     push.sum_base = uint32_t(code_words + scales);
     push.qblk = uint32_t(qblk);
     const QuantPush qp{uint32_t(cols), uint32_t(n), uint32_t(e.act_mode), push.scale_base, push.sum_base};
+    if ((scales + 63) / 64 > kMaxGroups)
+      return make_error(Status::unsupported, "Vulkan matmul: too many activations for one call");
     rec.dispatch(*m.quant, {X, act}, &qp, uint32_t((scales + 63) / 64));
   }
   const Kernel& k = use_int ? *m.in[ti] : *m.fl[ti];
