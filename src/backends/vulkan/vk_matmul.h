@@ -15,7 +15,9 @@
 namespace pllm::vk {
 
 // A weight matrix on the device, in the GGUF file's row layout (never panels):
-// `rows` rows of `cols` elements, row r at data.offset + r * row_bytes.
+// `rows` rows of `cols` elements, row r at data.offset + r * row_bytes. The shaders read whole
+// 32-bit words, so the buffer must extend to the matrix's end rounded up to 4 bytes (Q4_0,
+// Q5_0, Q8_0 and Q6_K matrices can end 2 bytes into a word): pad the last tensor of a buffer.
 struct DevMatrix {
   View data;
   TensorType type = TensorType::F32;
@@ -39,6 +41,10 @@ class MatmulKernels {
 
  private:
   MatmulKernels() = default;
+  // Tests: lower the most bytes one weight binding may span (normally maxStorageBufferRange),
+  // so that the row-range split runs on small matrices.
+  friend struct MatmulTestAccess;
+  void set_max_binding_bytes(uint64_t bytes);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

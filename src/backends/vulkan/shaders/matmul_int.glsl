@@ -1,0 +1,120 @@
+// The int8 path (the CPU's ActMode::int8): activations were rounded to int8 codes by
+// matmul_quant_act; each 32-element weight unit is decoded to 32 signed bytes (4 per word)
+// and dotted with the codes in integers, then scaled:
+//   y += da * (dw * (s_lo * dot(first 16) + s_hi * dot(last 16)) + mw * sum(codes))
+// s_lo / s_hi: the K types' integer sub-scales (1 elsewhere); mw: the min term of Q4_1,
+// Q5_1, Q4_K, Q5_K. Bindings: 0 weights, 1 scratch (codes [n][cols/4] words, scales from
+// p.scale_base [n][cols/qblk] f32, sums from p.sum_base [n][cols/32] int), 2 Y.
+// MM_DOT: packed int8 dot products (OpSDot, SPV_KHR_integer_dot_product). glslang 11.13
+// (glslc 2023.2) has no GL_EXT_integer_dot_product, so the instruction is declared through
+// GL_EXT_spirv_intrinsics.
+#include "matmul_common.glsl"
+
+layout(std430, binding = 1) readonly buffer A { uint aq[]; };
+
+#ifdef MM_DOT
+// (GL_EXT_spirv_intrinsics is enabled by matmul_int_dot.comp, before any code.)
+// OpSDot (4450) with the PackedVectorFormat4x8Bit operand; capabilities DotProduct (6019)
+// and DotProductInput4x8BitPacked (6018).
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
+int sdot_packed(uint a, uint b, spirv_literal int packed_format);
+int dot4(uint a, uint b) { return sdot_packed(a, b, 0); }
+#else
+int dot4(uint a, uint b) {
+  return sbyte(a, 0u) * sbyte(b, 0u) + sbyte(a, 1u) * sbyte(b, 1u) + sbyte(a, 2u) * sbyte(b, 2u) +
+         sbyte(a, 3u) * sbyte(b, 3u);
+}
+#endif
+
+// Bytes v - c for bytes v in [0, 63] and c <= 32, without borrows between bytes: v + 128 - c
+// stays in [96, 191] per byte, and flipping the top bit gives v - c in two's complement.
+uint sub_bytes(uint v, uint c) { return ((v | 0x80808080u) - c * 0x01010101u) ^ 0x80808080u; }
+
+// Unit u of the row at byte rb as 8 words of signed bytes (elements 4i..4i+3 in word i).
+void decode(uint rb, uint u, out uint q[8], out int s_lo, out int s_hi, out float dw, out float mw) {
+  s_lo = 1;
+  s_hi = 1;
+  mw = 0.0;
+  if (TYPE == T_Q4_0 || TYPE == T_Q4_1 || TYPE == T_Q5_0 || TYPE == T_Q5_1) {
+    const bool q5 = TYPE == T_Q5_0 || TYPE == T_Q5_1, q4_1 = TYPE == T_Q4_1 || TYPE == T_Q5_1;
+    const uint bb = TYPE == T_Q4_0 ? 18u : TYPE == T_Q4_1 ? 20u : TYPE == T_Q5_0 ? 22u : 24u;
+    const uint b = rb + u * bb;
+    dw = ldh(b);
+    if (q4_1) mw = ldh(b + 2u);
+    const uint qh = q5 ? ld32(b + bb - 20u) : 0u;
+    const uint offs = TYPE == T_Q4_0 ? 8u : TYPE == T_Q5_0 ? 16u : 0u;
+    for (uint i = 0u; i < 4u; ++i) {
+      const uint w = ld32(b + bb - 16u + 4u * i);
+      uint lo = w & 0x0F0F0F0Fu, hi = (w >> 4) & 0x0F0F0F0Fu;
+      if (q5) {
+        // Spread qh bits 4i..4i+3 (and 16+4i..) to bit 4 of bytes 0..3.
+        const uint a = (qh >> (4u * i)) & 0xFu, c = (qh >> (16u + 4u * i)) & 0xFu;
+        lo |= ((a & 1u) | ((a & 2u) << 7) | ((a & 4u) << 14) | ((a & 8u) << 21)) << 4;
+        hi |= ((c & 1u) | ((c & 2u) << 7) | ((c & 4u) << 14) | ((c & 8u) << 21)) << 4;
+      }
+      q[i] = offs != 0u ? sub_bytes(lo, offs) : lo;
+      q[4u + i] = offs != 0u ? sub_bytes(hi, offs) : hi;
+    }
+  } else if (TYPE == T_Q8_0) {
+    const uint b = rb + u * 34u;
+    dw = ldh(b);
+    for (uint i = 0u; i < 8u; ++i) q[i] = ld32(b + 2u + 4u * i);
+  } else if (TYPE == T_Q4_K || TYPE == T_Q5_K) {
+    const uint bb = TYPE == T_Q4_K ? 144u : 176u;
+    const uint j = u & 7u;
+    const uint b = rb + (u >> 3) * bb;
+    float sc, mn;
+    scale_min_k4(b + 4u, j, sc, mn);
+    s_lo = s_hi = int(sc);
+    dw = ldh(b);
+    mw = -ldh(b + 2u) * mn;
+    const uint qs = b + (TYPE == T_Q4_K ? 16u : 48u) + 32u * (j >> 1);
+    const uint sh = 4u * (j & 1u);
+    for (uint i = 0u; i < 8u; ++i) {
+      const uint h = TYPE == T_Q5_K ? ((ld32(b + 16u + 4u * i) >> j) & 0x01010101u) << 4 : 0u;
+      q[i] = ((ld32(qs + 4u * i) >> sh) & 0x0F0F0F0Fu) | h;
+    }
+  } else if (TYPE == T_Q6_K) {
+    const uint j = u & 7u, h = j >> 2, qd = j & 3u;
+    const uint b = rb + (u >> 3) * 210u;
+    dw = ldh(b + 208u);
+    s_lo = bitfieldExtract(int(ld8(b + 192u + 2u * j)), 0, 8);
+    s_hi = bitfieldExtract(int(ld8(b + 193u + 2u * j)), 0, 8);
+    const uint ql = b + 64u * h + 32u * (qd & 1u), qh = b + 128u + 32u * h;
+    for (uint i = 0u; i < 8u; ++i) {
+      const uint v = ((ld32(ql + 4u * i) >> (4u * (qd >> 1))) & 0x0F0F0F0Fu) |
+                     (((ld32(qh + 4u * i) >> (2u * qd)) & 0x03030303u) << 4);
+      q[i] = sub_bytes(v, 32u);
+    }
+  }
+}
+
+void main() {
+  const uint t = gl_LocalInvocationID.x, lane = t % MM_LANES;
+  const uint r = gl_WorkGroupID.x * MM_ROWS + t / MM_LANES;
+  const uint x0 = gl_WorkGroupID.y * MM_TILE;
+  const uint nt = min(MM_TILE, p.n - x0);
+  float acc[MM_TILE];
+  for (uint j = 0u; j < MM_TILE; ++j) acc[j] = 0.0;
+  if (r < p.nrows) {
+    const uint rb = p.w_skip + r * p.row_bytes;
+    const uint units = p.cols / 32u, code_words = p.cols / 4u, n_scales = p.cols / p.qblk;
+    for (uint u = lane; u < units; u += MM_LANES) {
+      uint q[8];
+      int s_lo, s_hi;
+      float dw, mw;
+      decode(rb, u, q, s_lo, s_hi, dw, mw);
+      for (uint j = 0u; j < MM_TILE; ++j) {
+        if (j >= nt) break;
+        const uint row = x0 + j, c = row * code_words + u * 8u;
+        const int lo = dot4(q[0], aq[c]) + dot4(q[1], aq[c + 1u]) + dot4(q[2], aq[c + 2u]) + dot4(q[3], aq[c + 3u]);
+        const int hi = dot4(q[4], aq[c + 4u]) + dot4(q[5], aq[c + 5u]) + dot4(q[6], aq[c + 6u]) + dot4(q[7], aq[c + 7u]);
+        const float da = uintBitsToFloat(aq[p.scale_base + row * n_scales + (u * 32u) / p.qblk]);
+        float v = dw * float(s_lo * lo + s_hi * hi);
+        if (mw != 0.0) v += mw * float(int(aq[p.sum_base + row * units + u]));
+        acc[j] += da * v;
+      }
+    }
+  }
+  reduce_and_store(acc, t, lane, r, x0, nt);
+}
