@@ -1,5 +1,10 @@
 // The non-matmul ops of a step (vk_ops.h): one small shader each (shaders/*.comp), recorded
 // as one dispatch. Shapes go in push constants whose layouts mirror the shaders' blocks.
+//
+// Limits the callers keep (the CPU cache has the same ones, KvCache::validate): head_dim <= 256
+// (the attention shader's shared query and 4 output dims per invocation); kv_dim a multiple
+// of 64 for q8 (whole scale groups, codes read four to a word) and even for f16 (two halves
+// per word); view offsets multiples of minStorageBufferOffsetAlignment.
 #include "backends/vulkan/vk_ops.h"
 
 #include <algorithm>
