@@ -108,6 +108,7 @@ void report_backend(const pllm_backend_stats& s, const std::string& asked) {
   line += "; " + std::to_string(s.device_steps) + " steps on the device, " + std::to_string(s.cpu_steps) + " on the CPU";
   if (s.fallbacks) line += ", " + std::to_string(s.fallbacks) + " fell back";
   if (s.last_fallback[0]) line += " (last CPU step: " + std::string(s.last_fallback) + ")";
+  if (s.validation_messages >= 0) line += "; validation layer: " + std::to_string(s.validation_messages) + " messages";
   std::fprintf(stderr, "%s\n", line.c_str());
 }
 

@@ -272,6 +272,7 @@ typedef struct pllm_backend_stats {
   int64_t cpu_steps;       /* forward passes the CPU ran */
   int64_t fallbacks;       /* device steps that failed and were run again on the CPU */
   char last_fallback[256]; /* why the last step that could not use the device ran on the CPU */
+  int64_t validation_messages; /* Vulkan validation-layer warnings and errors (PLLM_VK_VALIDATION=1); -1: off */
 } pllm_backend_stats;
 PLLM_API pllm_status pllm_engine_backend_stats(const pllm_engine* engine, pllm_backend_stats* out);
 /* The stats of the engine the session steps on. */

@@ -30,6 +30,7 @@ pllm_status backend_stats(const pllm::Engine& e, pllm_backend_stats* out) {
   out->device_steps = s.device_steps;
   out->cpu_steps = s.cpu_steps;
   out->fallbacks = s.fallbacks;
+  out->validation_messages = s.validation_messages;
   return PLLM_OK;
 }
 

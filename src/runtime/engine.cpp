@@ -126,6 +126,10 @@ Result<void> Engine::forward(const Model& m, std::span<const SeqStep> seqs, cons
     if (VulkanBackend* dev = pick_device(m, seqs, opt, decode)) {
       const auto t0 = clock::now();
       Result<void> r = dev->forward(m, seqs, opt);
+      {
+        std::lock_guard<std::mutex> slock(stats_mu_);
+        stats_.validation_messages = dev->validation_messages();
+      }
       const Status st = r.ok() ? Status::ok : r.error().code;
       if (st == Status::ok || st == Status::cancelled || st == Status::invalid_argument || st == Status::out_of_range) {
         record(true, decode, std::chrono::duration<double, std::milli>(clock::now() - t0).count() / double(tokens));

@@ -34,6 +34,7 @@ struct BackendStats {
   int64_t cpu_steps = 0;       // steps the CPU ran
   int64_t fallbacks = 0;       // device steps that failed and ran on the CPU instead
   std::string last_fallback;   // why the last step that could not use the device ran on the CPU
+  int64_t validation_messages = -1;  // Vulkan validation warnings/errors (PLLM_VK_VALIDATION=1); -1: off
 };
 
 class Engine {

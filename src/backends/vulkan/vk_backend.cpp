@@ -37,6 +37,7 @@ class VulkanBackendImpl final : public VulkanBackend {
     if (opt.observer) return "calibration observers run on the CPU";
     const ModelConfig& c = m.config();
     if (c.head_dim > 256) return "head_dim > 256";
+    if (std::string t = unsupported_weight(m); !t.empty()) return t;
     for (const SeqStep& q : seqs) {
       if (!q.kv) continue;
       KvFormat f;
@@ -100,9 +101,26 @@ class VulkanBackendImpl final : public VulkanBackend {
     b_.mirrors.erase(kv);
   }
   bool lost() const override { return b_.ctx->lost(); }
-  int validation_messages() const override { return b_.ctx->validation_messages(); }
+  int validation_messages() const override {
+    return b_.ctx->validation_enabled() ? b_.ctx->validation_messages() : -1;
+  }
 
  private:
+  // The first weight without a device matmul, as a reason; "" when all have one.
+  static std::string unsupported_weight(const Model& m) {
+    const ModelWeights& w = m.weights();
+    auto check = [](const Matrix& x) {
+      return matmul_supported(x.type) ? std::string()
+                                      : std::string(x.name) + " is " + type_traits(uint32_t(x.type))->name +
+                                            ", which has no device matmul";
+    };
+    std::string why = check(w.output);
+    for (const LayerWeights& L : w.layers)
+      for (const Matrix* x : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
+        if (why.empty()) why = check(*x);
+    return why;
+  }
+
   // Makes the sequence's mirror exact for positions < kv.end() and large enough for n more.
   Result<void> sync_mirror(const ModelConfig& c, const KvCache& kv, int n) {
     KvFormat f;

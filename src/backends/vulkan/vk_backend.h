@@ -39,7 +39,8 @@ class VulkanBackend {
   virtual void forget(const KvCache* kv) = 0;
   // The device was lost: every later forward fails.
   virtual bool lost() const = 0;
-  // Warnings and errors the validation layer reported (PLLM_VK_VALIDATION=1), for tests.
+  // Warnings and errors the validation layer reported (PLLM_VK_VALIDATION=1), for tests;
+  // -1 when the layer is off.
   virtual int validation_messages() const = 0;
 };
 

@@ -117,6 +117,7 @@ class Context {
   Result<void> submit_and_wait(VkCommandBuffer cb);
   // Messages of severity warning or error the validation layer reported so far.
   int validation_messages() const { return validation_count_; }
+  bool validation_enabled() const { return messenger_ != VK_NULL_HANDLE; }
   const std::string& last_validation_message() const { return validation_last_; }
 
  private:

@@ -1,0 +1,273 @@
+"""The Vulkan backend (`--backend vulkan`) on whatever Vulkan device the machine has: Mesa's
+lavapipe here (a conformant Vulkan 1.3 device on the CPU, Debian mesa-vulkan-drivers).
+
+Every run parses the CLI's backend line ("N steps on the device, M on the CPU") so a test
+of the device path fails if the steps quietly ran on the CPU, and a fallback test fails if
+they did not. Logits are held to the numpy reference with the exact-mode bound of
+tolerances.py, and to the CPU path's own logits up to f32 summation order (both compute
+f32 products of the same decoded weights; the device mirror of the KV cache holds the same
+bytes as the CPU cache). Skipped with a message where no Vulkan device exists."""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+
+import pllm_cli
+import tiny_models as tm
+import tolerances as tol
+from reference import Reference
+
+CONFIGS = tm.model_configs()
+REPORT = re.compile(r"backend (\w+): (.*?); (\d+) steps on the device, (\d+) on the CPU"
+                    r"(?:, (\d+) fell back)?(?: \(last CPU step: (.*?)\))?(?:; validation layer: (\d+) messages)?$",
+                    re.M)
+# The device computes the CPU's f32 products in another order: with an f32 KV cache that is a
+# few ulp of the logits' scale. With f16 or q8 KV a reordered sum may round a stored key or
+# value to the neighbouring f16 value or int8 code (2^-11 or 1/127 of it), so those runs are
+# held to the exact-mode bound of tolerances.py against the CPU instead.
+VS_CPU_REL = 1e-5
+
+
+def _probe(binary) -> dict:
+    proc = pllm_cli.run_cli(binary, ["info", "--backends", "--json"])
+    pllm_cli.check_ok(proc)
+    return json.loads(proc.stdout)["vulkan"]
+
+
+@pytest.fixture(scope="module")
+def vk(pllm_bin) -> dict:
+    p = _probe(pllm_bin)
+    if not p["built"]:
+        pytest.skip("this build has no Vulkan backend (no Vulkan headers or glslc at build time)")
+    if not p["available"]:
+        pytest.skip("no Vulkan device: " + p.get("error", "") + " (lavapipe: Debian mesa-vulkan-drivers)")
+    return p
+
+
+def _report(stderr: bytes) -> dict:
+    m = REPORT.search(stderr.decode())
+    assert m, "no backend line on stderr:\n" + stderr.decode()
+    return {"asked": m[1], "device": m[2], "device_steps": int(m[3]), "cpu_steps": int(m[4]),
+            "fallbacks": int(m[5] or 0), "reason": m[6] or "", "validation": None if m[7] is None else int(m[7])}
+
+
+def _logits(binary, model, seqs, out, n_vocab, *, backend="vulkan", env=None, extra=(), chunk=0):
+    spec = "; ".join(" ".join(map(str, s)) for s in seqs)
+    proc = pllm_cli.run_cli(binary, ["logits", "-m", model, "--ids", spec, "--out", out, "-t", "2",
+                                     "--backend", backend, *(["--chunk", str(chunk)] if chunk else []),
+                                     *map(str, extra)], env=env)
+    pllm_cli.check_ok(proc)
+    raw = np.fromfile(out, dtype="<f4").astype(np.float64)
+    assert raw.size == sum(map(len, seqs)) * n_vocab
+    got, at = [], 0
+    for s in seqs:
+        got.append(raw[at * n_vocab:(at + len(s)) * n_vocab].reshape(len(s), n_vocab))
+        at += len(s)
+    return got, (_report(proc.stderr) if backend != "cpu" else None)
+
+
+def _env(**kw) -> dict:
+    e = dict(os.environ)
+    e.update({k: str(v) for k, v in kw.items()})
+    return e
+
+
+def _assert_vs_cpu(got, cpu, what, wtype=None, mode=tol.EXACT):
+    """wtype None: the f32-KV bound; else the tiny-model bound of that weight type and mode
+    (int8: a rounded KV value feeds activations that are rounded to int8 again)."""
+    if wtype is not None:
+        max_rel, rms_rel = tol.tol_for(wtype, mode)
+        for k, (g, c) in enumerate(zip(got, cpu)):
+            tol.assert_logits_close(g, c, max_rel, rms_rel, tol.argmax_min_fraction(wtype, mode),
+                                    what=f"{what} sequence {k} vs CPU")
+        return
+    for k, (g, c) in enumerate(zip(got, cpu)):
+        rms = np.sqrt(np.mean(c ** 2))
+        err = np.max(np.abs(g - c))
+        print(f"{what} sequence {k}: max |device - cpu| = {err / rms:.2e} x rms")
+        assert err <= VS_CPU_REL * rms, f"{what} sequence {k}: device and CPU differ by {err / rms:.2e} x rms"
+
+
+def _assert_on_device(rep, what):
+    assert rep["device_steps"] > 0 and rep["cpu_steps"] == 0 and rep["fallbacks"] == 0, f"{what}: {rep}"
+
+
+def test_probe_reports_the_device(pllm_bin, vk):
+    d = vk["devices"][0]
+    for key in ("name", "type", "api_version", "fp16", "int_dot", "subgroup_size", "shared_memory", "heaps"):
+        assert key in d, key
+    assert d["subgroup_size"] > 0 and d["shared_memory"] > 0 and d["heaps"]
+    text = pllm_cli.check_ok(pllm_cli.run_cli(pllm_bin, ["info", "--backends"])).stdout.decode()
+    assert d["name"] in text and "subgroup" in text
+
+
+def test_probe_without_a_loader_says_so_and_exits_0(pllm_bin):
+    proc = pllm_cli.run_cli(pllm_bin, ["info", "--backends"], env=_env(PLLM_VK_LOADER="/nonexistent/libvulkan.so.1"))
+    pllm_cli.check_ok(proc)
+    assert "no device" in proc.stdout.decode() and "no Vulkan loader" in proc.stdout.decode()
+    j = json.loads(pllm_cli.check_ok(pllm_cli.run_cli(
+        pllm_bin, ["info", "--backends", "--json"], env=_env(PLLM_VK_LOADER="/nonexistent"))).stdout)["vulkan"]
+    assert j["available"] is False and j["devices"] == [] and "loader" in j["error"]
+
+
+# Every weight type the device multiplies, each architecture; prefill in one step and
+# decode one token per step.
+DEVICE_MODELS = [n for n, c in CONFIGS.items() if c.wtype != "BF16"]
+
+
+@pytest.mark.parametrize("chunk", [0, 1], ids=["prefill", "decode"])
+@pytest.mark.parametrize("name", DEVICE_MODELS)
+def test_tiny_model_on_device_matches_reference_and_cpu(pllm_bin, vk, tiny_models_paths, tiny_ref_cache, work_dir,
+                                                        name, chunk):
+    cfg = CONFIGS[name]
+    if name not in tiny_ref_cache:
+        tiny_ref_cache[name] = Reference(tiny_models_paths[name])
+    ref = tiny_ref_cache[name]
+    ids = tm.sample_ids(cfg, 16)
+    n_vocab = ref.hp.n_vocab
+    kv = ("--kv-type", "f32")
+    got, rep = _logits(pllm_bin, tiny_models_paths[name], [ids], work_dir / "vk.f32", n_vocab, chunk=chunk, extra=kv)
+    _assert_on_device(rep, name)
+    max_rel, rms_rel = tol.tol_for(cfg.wtype, tol.EXACT)
+    tol.assert_logits_close(got[0], ref.forward(ids), max_rel, rms_rel, tol.argmax_min_fraction(cfg.wtype, tol.EXACT),
+                            what=f"{name} on the device")
+    cpu, _ = _logits(pllm_bin, tiny_models_paths[name], [ids], work_dir / "cpu.f32", n_vocab, backend="cpu",
+                     chunk=chunk, extra=kv)
+    _assert_vs_cpu(got, cpu, name)
+
+
+@pytest.mark.parametrize("env", [{}, {"PLLM_VK_DISABLE_F16": 1}, {"PLLM_VK_DISABLE_INT_DOT": 1}],
+                         ids=["default", "no-fp16", "no-int-dot"])
+@pytest.mark.parametrize("name,extra", [
+    ("llama-Q4_0", ("--kv-type", "q8")),
+    ("qwen2-Q4_1", ("--kv-type", "f32")),
+    ("gemma3-Q8_0", ("--kv-type", "q8")),
+    ("llama-Q4_K", ("--int8-act", "--kv-type", "f32")),
+    ("qwen2-Q6_K", ("--int8-act", "--kv-type", "q8")),
+    ("gemma3-Q4_0", ("--int8-act", "--kv-type", "f32")),
+])
+def test_kv_types_int8_and_forced_variants_match_cpu(pllm_bin, vk, tiny_models_paths, work_dir, name, extra, env):
+    """q8 and f32 KV mirrors, int8 activations (the device rounds them as the CPU does), and
+    the fp32 / plain-int shader variants a device without fp16 or int dot gets."""
+    cfg = CONFIGS[name]
+    n_vocab = Reference(tiny_models_paths[name]).hp.n_vocab
+    ids = tm.sample_ids(cfg, 16, seed=3)
+    for chunk in (4, 1):
+        got, rep = _logits(pllm_bin, tiny_models_paths[name], [ids], work_dir / "vk.f32", n_vocab, extra=extra,
+                           chunk=chunk, env=_env(**env))
+        _assert_on_device(rep, name)
+        cpu, _ = _logits(pllm_bin, tiny_models_paths[name], [ids], work_dir / "cpu.f32", n_vocab, backend="cpu",
+                         extra=extra, chunk=chunk)
+        f32_kv = "q8" not in extra
+        mode = tol.INT8 if "--int8-act" in extra else tol.EXACT
+        _assert_vs_cpu(got, cpu, f"{name} {' '.join(extra)} chunk {chunk} {env}", None if f32_kv else cfg.wtype, mode)
+
+
+@pytest.mark.parametrize("name", ["llama-Q4_0", "qwen2-Q8_0", "gemma3-swa2-F32", "llama-ffnvar-F32"])
+def test_several_sequences_in_one_device_step(pllm_bin, vk, tiny_models_paths, work_dir, name):
+    """Ragged sequences stepped together (rows of up to 5 sequences per step, each against its
+    own KV mirror) equal their solo CPU runs."""
+    cfg = CONFIGS[name]
+    n_vocab = Reference(tiny_models_paths[name]).hp.n_vocab
+    seqs = [tm.sample_ids(cfg, n, seed=k + 1) for k, n in enumerate((16, 5, 11, 1, 9))]
+    kv = ("--kv-type", "f32")
+    got, rep = _logits(pllm_bin, tiny_models_paths[name], seqs, work_dir / "vk.f32", n_vocab, chunk=4, extra=kv)
+    _assert_on_device(rep, name)
+    solo = [_logits(pllm_bin, tiny_models_paths[name], [s], work_dir / "cpu.f32", n_vocab, backend="cpu",
+                    chunk=4, extra=kv)[0][0] for s in seqs]
+    _assert_vs_cpu(got, solo, name)
+
+
+def test_validation_layer_reports_nothing(pllm_bin, vk, tiny_models_paths, work_dir):
+    if not vk.get("validation_layer"):
+        pytest.skip("VK_LAYER_KHRONOS_validation is not installed (Debian vulkan-validationlayers)")
+    for name, extra in [("llama-Q4_K", ("--kv-type", "q8")), ("gemma3-Q5_1", ("--int8-act",)),
+                        ("qwen2-Q6_K", ())]:
+        n_vocab = Reference(tiny_models_paths[name]).hp.n_vocab
+        ids = tm.sample_ids(CONFIGS[name], 8)
+        _, rep = _logits(pllm_bin, tiny_models_paths[name], [ids, ids[:3]], work_dir / "vk.f32", n_vocab, extra=extra,
+                         chunk=2, env=_env(PLLM_VK_VALIDATION=1))
+        _assert_on_device(rep, name)
+        assert rep["validation"] == 0, f"{name}: {rep}"
+
+
+# ---- fallback: the CPU takes over with the same output ----
+
+def _cpu_equal(pllm_bin, tiny_models_paths, work_dir, name, env, chunk=1, extra=()):
+    n_vocab = Reference(tiny_models_paths[name]).hp.n_vocab
+    ids = tm.sample_ids(CONFIGS[name], 12, seed=5)
+    got, rep = _logits(pllm_bin, tiny_models_paths[name], [ids], work_dir / "vk.f32", n_vocab, env=env, chunk=chunk,
+                       extra=extra)
+    cpu, _ = _logits(pllm_bin, tiny_models_paths[name], [ids], work_dir / "cpu.f32", n_vocab, backend="cpu",
+                     chunk=chunk, extra=extra)
+    return got, cpu, rep
+
+
+@pytest.mark.parametrize("env,why", [
+    ({"PLLM_VK_LOADER": "/nonexistent/libvulkan.so.1"}, "no Vulkan loader"),
+    ({"PLLM_VK_DEVICE": 9}, "does not exist"),
+])
+def test_no_device_or_failed_init_runs_on_cpu(pllm_bin, tiny_models_paths, work_dir, env, why):
+    got, cpu, rep = _cpu_equal(pllm_bin, tiny_models_paths, work_dir, "llama-Q4_0", _env(**env))
+    assert rep["device"].startswith("no device") and why in rep["device"], rep
+    assert rep["device_steps"] == 0 and rep["cpu_steps"] == 12, rep
+    assert np.array_equal(got[0], cpu[0]), "the CPU fallback must be the CPU path itself"
+
+
+def test_device_lost_mid_generation_continues_on_cpu(pllm_bin, vk, tiny_models_paths, work_dir):
+    """The 5th device submit reports VK_ERROR_DEVICE_LOST: that step and every later one run on
+    the CPU from the KV cache the device kept writing back, with the CPU path's logits."""
+    got, cpu, rep = _cpu_equal(pllm_bin, tiny_models_paths, work_dir, "qwen2-Q8_0", _env(PLLM_VK_INJECT_LOST=5),
+                               extra=("--kv-type", "f32"))
+    assert rep["device_steps"] == 4 and rep["cpu_steps"] == 8 and rep["fallbacks"] == 1, rep
+    assert "lost" in rep["reason"], rep
+    _assert_vs_cpu(got, cpu, "device lost at step 5")
+
+
+@pytest.mark.parametrize("name,extra,why", [
+    ("llama-BF16", (), "BF16"),
+    ("llama-Q4_0", ("--kv-type", "q4"), "q4 KV"),
+    ("llama-Q4_0", ("--kv-window", "8"), "window"),
+    ("llama-Q4_0", ("--f16-act",), "exact or int8"),
+])
+def test_unsupported_steps_run_on_cpu(pllm_bin, vk, tiny_models_paths, work_dir, name, extra, why):
+    got, cpu, rep = _cpu_equal(pllm_bin, tiny_models_paths, work_dir, name, None, extra=extra)
+    assert rep["device_steps"] == 0 and rep["cpu_steps"] == 12 and rep["fallbacks"] == 0, rep
+    assert why in rep["reason"], rep
+    assert np.array_equal(got[0], cpu[0])
+
+
+def test_bad_backend_flag_is_a_clean_error(pllm_bin, tiny_models_paths, work_dir):
+    proc = pllm_cli.run_cli(pllm_bin, ["logits", "-m", tiny_models_paths["llama-F32"], "--ids", "1 2",
+                                       "--out", work_dir / "x.f32", "--backend", "cuda"])
+    assert "backend" in pllm_cli.assert_clean_error(proc)
+
+
+# ---- the real model ----
+
+PROMPT = "What is the capital of France?"
+
+
+def _run_text(pllm_bin, model, backend, env=None, n=32):
+    proc = pllm_cli.run_cli(pllm_bin, ["run", "-m", model, "-p", PROMPT, "-n", str(n), "--temp", "0", "-t", "2",
+                                       "--ignore-eos", "--backend", backend], env=env)
+    pllm_cli.check_ok(proc)
+    return proc.stdout.decode(), (_report(proc.stderr) if backend != "cpu" else None)
+
+
+def test_smollm2_greedy_tokens_equal_cpu(pllm_bin, vk, smollm2_path):
+    text, rep = _run_text(pllm_bin, smollm2_path, "vulkan")
+    _assert_on_device(rep, "SmolLM2")
+    cpu, _ = _run_text(pllm_bin, smollm2_path, "cpu")
+    assert text == cpu, f"device:\n{text}\ncpu:\n{cpu}"
+
+
+def test_smollm2_device_lost_mid_generation_same_text(pllm_bin, vk, smollm2_path):
+    text, rep = _run_text(pllm_bin, smollm2_path, "vulkan", env=_env(PLLM_VK_INJECT_LOST=6), n=16)
+    assert rep["device_steps"] == 5 and rep["fallbacks"] == 1 and rep["cpu_steps"] > 0, rep
+    cpu, _ = _run_text(pllm_bin, smollm2_path, "cpu", n=16)
+    assert text == cpu
