@@ -16,6 +16,7 @@ namespace {
 struct Options {
   std::string model, host = "127.0.0.1", api_key, cache_dir, kv_type = "f16";
   int port = 8080, parallel = 4, ctx = 4096, threads = 0;
+  std::string backend = "cpu";
   double cache_ram_mb = 256;
   bool int8_act = false;
 };
@@ -31,6 +32,7 @@ int serve(const Options& o) {
   so.api_key = o.api_key;
   so.n_ctx = o.ctx;
   so.threads = o.threads;
+  so.backend = pllm::parse_engine_backend(o.backend).value();  // CLI11 checked the name
   so.session.int8_activations = o.int8_act;
   if (o.kv_type == "f32") so.session.kv.type = pllm::KvType::f32;
   else if (o.kv_type == "q8") so.session.kv.type = pllm::KvType::q8;
@@ -89,6 +91,8 @@ std::function<int()> add_serve(CLI::App& app) {
       ->check(CLI::Range(1, 64));
   cmd->add_option("-c,--ctx", o->ctx, "context per request in tokens (default 4096)")->check(CLI::Range(16, 1 << 20));
   cmd->add_option("-t,--threads", o->threads, "engine threads (default: performance cores)")->check(CLI::Range(0, 256));
+  cmd->add_option("--backend", o->backend, "what runs the model: cpu (default), vulkan, auto (see pocketllm run --help)")
+      ->check(CLI::IsMember({"cpu", "auto", "vulkan"}));
   cmd->add_option("--api-key", o->api_key, "require Authorization: Bearer KEY on /v1/*");
   cmd->add_option("--cache-dir", o->cache_dir, "prefix cache directory (default: RAM only)");
   cmd->add_option("--cache-ram", o->cache_ram_mb, "prefix cache RAM budget in MiB (default 256)")->check(CLI::Range(0.0, 1e7));

@@ -67,7 +67,7 @@ std::vector<int32_t> chat_tokens(const pllm::Model& m, const std::string& user) 
 }
 
 struct Options {
-  std::string scenario, model, trace_out;
+  std::string scenario, model, trace_out, backend = "cpu";
   bool no_frame_budget = false, no_governor = false, json = false;
 };
 
@@ -76,7 +76,7 @@ int run_simulation(const Options& o) {
   const std::string path = model_path_for(o.model, sc.model);
   auto model = pllm::Model::load(path, false);
   if (!model.ok()) fail("loading " + path + ": " + model.error().message);
-  auto engine = pllm::Engine::create(sc.threads);
+  auto engine = pllm::Engine::create(sc.threads, pllm::parse_engine_backend(o.backend).value());  // CLI11 checked it
   if (!engine.ok()) fail(engine.error().message);
 
   const bool frames_on = sc.frame && !o.no_frame_budget;
@@ -219,6 +219,8 @@ std::function<int()> add_simulate(CLI::App& app) {
   cmd->add_flag("--no-governor", o->no_governor, "no thermal governor (the thermal model still runs)");
   cmd->add_option("--trace-out", o->trace_out, "write a Perfetto / Chrome trace of the run here");
   cmd->add_flag("--json", o->json, "one JSON object on stdout");
+  cmd->add_option("--backend", o->backend, "what runs the model: cpu (default), vulkan, auto (see pocketllm run --help)")
+      ->check(CLI::IsMember({"cpu", "auto", "vulkan"}));
   return [o]() { return run_simulation(*o); };
 }
 

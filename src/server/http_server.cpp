@@ -146,7 +146,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::create(ServerOptions opt) {
 
 Result<void> HttpServer::set_model(std::shared_ptr<const Model> model, std::shared_ptr<PrefixCache> cache) {
   Impl& s = *impl_;
-  PLLM_ASSIGN(std::shared_ptr<Engine> engine, Engine::create(s.opt.threads));
+  PLLM_ASSIGN(std::shared_ptr<Engine> engine, Engine::create(s.opt.threads, s.opt.backend));
   RuntimeConfig cfg;
   cfg.max_batch_rows = s.opt.parallel;
   cfg.kv_budget_tokens = int64_t(s.opt.parallel) * s.opt.n_ctx;

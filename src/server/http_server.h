@@ -25,6 +25,7 @@ struct ServerOptions {
   std::string model_id;            // the id /v1/models reports and requests may name
   int n_ctx = 4096;                // per request
   int threads = 0;                 // engine threads (0: performance cores)
+  EngineBackend backend = EngineBackend::cpu;  // what runs the steps (runtime/engine.h)
   size_t max_body_bytes = 1 << 20;
   SessionConfig session;           // KV type, activation mode (n_ctx is set from above)
 };

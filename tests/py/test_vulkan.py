@@ -197,11 +197,11 @@ def test_validation_layer_reports_nothing(pllm_bin, vk, tiny_models_paths, work_
 
 # ---- fallback: the CPU takes over with the same output ----
 
-def _cpu_equal(pllm_bin, tiny_models_paths, work_dir, name, env, chunk=1, extra=()):
+def _cpu_equal(pllm_bin, tiny_models_paths, work_dir, name, env, chunk=1, extra=(), backend="vulkan"):
     n_vocab = Reference(tiny_models_paths[name]).hp.n_vocab
     ids = tm.sample_ids(CONFIGS[name], 12, seed=5)
     got, rep = _logits(pllm_bin, tiny_models_paths[name], [ids], work_dir / "vk.f32", n_vocab, env=env, chunk=chunk,
-                       extra=extra)
+                       extra=extra, backend=backend)
     cpu, _ = _logits(pllm_bin, tiny_models_paths[name], [ids], work_dir / "cpu.f32", n_vocab, backend="cpu",
                      chunk=chunk, extra=extra)
     return got, cpu, rep
@@ -239,6 +239,36 @@ def test_unsupported_steps_run_on_cpu(pllm_bin, vk, tiny_models_paths, work_dir,
     assert rep["device_steps"] == 0 and rep["cpu_steps"] == 12 and rep["fallbacks"] == 0, rep
     assert why in rep["reason"], rep
     assert np.array_equal(got[0], cpu[0])
+
+
+def test_auto_skips_a_cpu_vulkan_device(pllm_bin, vk, tiny_models_paths, work_dir):
+    if any(d["type"] != "cpu" for d in vk["devices"]):
+        pytest.skip("this machine has a GPU: auto would use it")
+    got, cpu, rep = _cpu_equal(pllm_bin, tiny_models_paths, work_dir, "llama-Q4_0", None, backend="auto")
+    assert rep["asked"] == "auto" and "CPU device" in rep["device"] and rep["device_steps"] == 0, rep
+    assert np.array_equal(got[0], cpu[0])
+
+
+def test_auto_measures_both_then_keeps_the_faster(pllm_bin, vk, tiny_models_paths, work_dir):
+    """auto (allowed onto lavapipe here) runs the first step of a phase on the device and the
+    next on the CPU, then the offload policy takes the one it measured faster for every later
+    step of that phase: on this machine the CPU (lavapipe is a software device), so of four
+    prefill steps exactly one ran on the device; the output stays the CPU path's."""
+    name = "llama-Q4_0"
+    n_vocab = Reference(tiny_models_paths[name]).hp.n_vocab
+    ids = tm.sample_ids(CONFIGS[name], 16, seed=9)
+    kv = ("--kv-type", "f32")
+    env = _env(PLLM_VK_ALLOW_CPU_DEVICE=1)
+    out = work_dir / "auto.f32"
+    proc = pllm_cli.run_cli(pllm_bin, ["logits", "-m", tiny_models_paths[name], "--ids", " ".join(map(str, ids)),
+                                       "--out", out, "-t", "2", "--backend", "auto", "--chunk", "4", *kv], env=env)
+    pllm_cli.check_ok(proc)
+    rep = _report(proc.stderr)
+    assert rep["device_steps"] == 1 and rep["cpu_steps"] == 3, rep  # prefill: device, CPU, then the faster
+    got = np.fromfile(out, dtype="<f4").astype(np.float64).reshape(16, n_vocab)
+    cpu, _ = _logits(pllm_bin, tiny_models_paths[name], [ids], work_dir / "cpu.f32", n_vocab, backend="cpu",
+                     chunk=4, extra=kv)
+    _assert_vs_cpu([got], cpu, "auto")
 
 
 def test_bad_backend_flag_is_a_clean_error(pllm_bin, tiny_models_paths, work_dir):

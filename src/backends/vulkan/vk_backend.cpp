@@ -198,7 +198,7 @@ class VulkanBackendImpl final : public VulkanBackend {
 Result<std::unique_ptr<VulkanBackend>> VulkanBackend::create(const VulkanOptions& o) {
   ContextOptions co = ContextOptions::from_env();
   if (o.device >= 0 && co.device < 0) co.device = o.device;
-  co.allow_cpu_device = o.allow_cpu_device;
+  co.allow_cpu_device = co.allow_cpu_device || o.allow_cpu_device;
   Backend b;
   PLLM_ASSIGN(b.ctx, Context::create(co));
   PLLM_ASSIGN(b.rec, Recorder::create(*b.ctx));

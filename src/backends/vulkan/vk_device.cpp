@@ -154,6 +154,7 @@ ContextOptions ContextOptions::from_env() {
   ContextOptions o;
   if (const char* d = std::getenv("PLLM_VK_DEVICE"); d && *d) o.device = std::atoi(d);
   o.validation = env_flag("PLLM_VK_VALIDATION");
+  o.allow_cpu_device = env_flag("PLLM_VK_ALLOW_CPU_DEVICE");
   o.disable_f16 = env_flag("PLLM_VK_DISABLE_F16");
   o.disable_int_dot = env_flag("PLLM_VK_DISABLE_INT_DOT");
   if (const char* n = std::getenv("PLLM_VK_INJECT_LOST"); n && *n) o.inject_lost_after = std::atoi(n);

@@ -51,7 +51,7 @@ struct ContextOptions {
   bool disable_f16 = false;  // use the fp32 shader variants even where fp16 is available
   bool disable_int_dot = false;
   int inject_lost_after = 0;  // > 0: the n-th submit reports VK_ERROR_DEVICE_LOST (tests)
-  // Reads PLLM_VK_DEVICE, PLLM_VK_VALIDATION, PLLM_VK_DISABLE_F16, PLLM_VK_DISABLE_INT_DOT and
+  // Reads PLLM_VK_DEVICE, PLLM_VK_ALLOW_CPU_DEVICE (auto may pick lavapipe: tests), PLLM_VK_VALIDATION, PLLM_VK_DISABLE_F16, PLLM_VK_DISABLE_INT_DOT and
   // PLLM_VK_INJECT_LOST into the defaults.
   static ContextOptions from_env();
 };
