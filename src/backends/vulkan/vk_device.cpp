@@ -82,6 +82,8 @@ DeviceInfo describe(const Loader& fn, VkPhysicalDevice pd, Features& f) {
   d.subgroup_size = sub.subgroupSize;
   d.subgroup_arith = (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                      (sub.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+  d.subgroup_ballot = (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                      (sub.supportedOperations & VK_SUBGROUP_FEATURE_BALLOT_BIT);
   d.shared_memory = P.limits.maxComputeSharedMemorySize;
   d.max_invocations = P.limits.maxComputeWorkGroupInvocations;
   d.max_storage_range = P.limits.maxStorageBufferRange;

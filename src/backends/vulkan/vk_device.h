@@ -23,6 +23,7 @@ struct DeviceInfo {
   bool int8 = false;         // shaderInt8 and 8-bit storage buffers
   bool int_dot = false;      // VK_KHR_shader_integer_dot_product (packed int8 dot)
   bool subgroup_arith = false;  // compute-stage subgroup arithmetic
+  bool subgroup_ballot = false;  // compute-stage subgroup ballot (subgroupBroadcast)
   uint32_t subgroup_size = 0;
   uint32_t shared_memory = 0;   // maxComputeSharedMemorySize
   uint32_t max_invocations = 0;  // maxComputeWorkGroupInvocations

@@ -9,9 +9,10 @@
 namespace pllm::vk {
 namespace {
 
-// Must match the shaders (matmul_common.glsl): output rows per workgroup, activation rows per
-// tile, and the unit of work (32 elements).
-constexpr uint32_t kRowsPerGroup = 4;
+// Geometry (matmul_common.glsl): 64 invocations per workgroup, `lanes` of them per output
+// row; activation tiles of kTile rows for prefill, 1 for decode (no idle tile rows).
+constexpr uint32_t kGroupSize = 64;
+constexpr uint32_t kGpuLanes = 16;
 constexpr uint32_t kTile = 8;
 constexpr uint32_t kMaxGroups = 65535;  // the guaranteed maxComputeWorkGroupCount per dimension
 
@@ -61,7 +62,9 @@ bool matmul_supported(TensorType t) { return type_index(t) >= 0; }
 
 struct MatmulKernels::Impl {
   Context* ctx = nullptr;
-  std::unique_ptr<Kernel> fl[kNumTypes], in[kNumTypes];
+  // [type][0]: one activation row (decode), [type][1]: kTile rows.
+  std::unique_ptr<Kernel> fl[kNumTypes][2], in[kNumTypes][2];
+  uint32_t lanes = kGpuLanes;  // invocations per output row
   std::unique_ptr<Kernel> quant;
   uint64_t max_binding = 0;
   // The int8 path's scratch (codes, scales, sums), grown on demand. A recording may still
@@ -88,16 +91,29 @@ Result<std::unique_ptr<MatmulKernels>> MatmulKernels::create(Context& ctx) {
   Impl& m = *k->impl_;
   m.ctx = &ctx;
   m.max_binding = ctx.info().max_storage_range;
-  const std::span<const uint32_t> fl = ctx.use_f16() ? std::span<const uint32_t>(spv::k_matmul_float_f16)
-                                                     : std::span<const uint32_t>(spv::k_matmul_float);
-  const std::span<const uint32_t> in = ctx.use_int_dot() ? std::span<const uint32_t>(spv::k_matmul_int_dot)
-                                                         : std::span<const uint32_t>(spv::k_matmul_int);
+  // CPU devices (lavapipe) get one invocation per output row and the activations shared by
+  // subgroupBroadcast (matmul_common.glsl): their SIMD lanes are invocations and every
+  // non-uniform load is a loop over lanes. The broadcast reads 8 lanes' worth of a unit.
+  const DeviceInfo& di = ctx.info();
+  const bool cpu = di.type == "cpu" && di.subgroup_ballot && di.subgroup_size >= 8 && di.subgroup_size <= 64;
+  m.lanes = cpu ? 1 : kGpuLanes;
+  std::span<const uint32_t> fl = ctx.use_f16() ? std::span<const uint32_t>(spv::k_matmul_float_f16)
+                                               : std::span<const uint32_t>(spv::k_matmul_float);
+  std::span<const uint32_t> in = ctx.use_int_dot() ? std::span<const uint32_t>(spv::k_matmul_int_dot)
+                                                   : std::span<const uint32_t>(spv::k_matmul_int);
+  if (cpu) {
+    fl = spv::k_matmul_float_cpu;
+    in = spv::k_matmul_int_cpu;
+  }
   for (int i = 0; i < kNumTypes; ++i) {
     const TypeEntry& e = kTypes[i];
-    // Specialisation constant 0 selects the weight type (its ggml id).
-    PLLM_ASSIGN(m.fl[i], Kernel::create(ctx, e.float_name, fl, 3, sizeof(MatmulPush), {uint32_t(e.type)}));
-    if (e.act_mode >= 0) {
-      PLLM_ASSIGN(m.in[i], Kernel::create(ctx, e.int_name, in, 3, sizeof(MatmulPush), {uint32_t(e.type)}));
+    for (int v = 0; v < 2; ++v) {
+      // Specialisation constants: the weight type (its ggml id), lanes per row, tile rows.
+      const std::initializer_list<uint32_t> spec = {uint32_t(e.type), m.lanes, v ? kTile : 1u};
+      PLLM_ASSIGN(m.fl[i][v], Kernel::create(ctx, e.float_name, fl, 3, sizeof(MatmulPush), spec));
+      if (e.act_mode >= 0) {
+        PLLM_ASSIGN(m.in[i][v], Kernel::create(ctx, e.int_name, in, 3, sizeof(MatmulPush), spec));
+      }
     }
   }
   PLLM_ASSIGN(m.quant, Kernel::create(ctx, "matmul_quant_act", spv::k_matmul_quant_act, 2, sizeof(QuantPush)));
@@ -114,7 +130,7 @@ Result<void> MatmulKernels::record(Recorder& rec, const DevMatrix& W, View X, Vi
                       "Vulkan matmul: no shader for tensor type " + std::to_string(uint32_t(W.type)));
   const TypeEntry& e = kTypes[ti];
   if (n < 1 || W.rows < 1 || W.cols < 1 || W.cols % e.block_elems != 0 ||
-      W.row_bytes != size_t(W.cols / e.block_elems) * e.block_bytes)
+      W.row_bytes != size_t(W.cols / e.block_elems) * e.block_bytes || W.data.offset % 4 != 0)
     return make_error(Status::invalid_argument, "Vulkan matmul: bad shape");
   const uint64_t cols = uint64_t(W.cols), rows = uint64_t(W.rows);
   if (X.range < uint64_t(n) * cols * 4 || Y.range < uint64_t(n) * rows * 4 ||
@@ -141,7 +157,9 @@ Result<void> MatmulKernels::record(Recorder& rec, const DevMatrix& W, View X, Vi
       return make_error(Status::unsupported, "Vulkan matmul: too many activations for one call");
     rec.dispatch(*m.quant, {X, act}, &qp, uint32_t((scales + 63) / 64));
   }
-  const Kernel& k = use_int ? *m.in[ti] : *m.fl[ti];
+  const int v = n > 1 ? 1 : 0;
+  const uint32_t tile = v ? kTile : 1, rows_per_group = kGroupSize / m.lanes;
+  const Kernel& k = use_int ? *m.in[ti][v] : *m.fl[ti][v];
 
   // Row ranges: each binding starts at the storage alignment at or below its first row (the
   // shader skips w_skip bytes) and spans at most max_binding bytes.
@@ -150,7 +168,7 @@ Result<void> MatmulKernels::record(Recorder& rec, const DevMatrix& W, View X, Vi
   const uint64_t slack = align - 1 + 3;  // alignment skip + rounding up to whole words
   if (limit <= slack || (limit - slack) / W.row_bytes < 1)
     return make_error(Status::unsupported, "Vulkan matmul: one weight row is larger than a binding may be");
-  const uint64_t max_rows = std::min<uint64_t>((limit - slack) / W.row_bytes, uint64_t(kMaxGroups) * kRowsPerGroup);
+  const uint64_t max_rows = std::min<uint64_t>((limit - slack) / W.row_bytes, uint64_t(kMaxGroups) * rows_per_group);
   for (uint64_t r0 = 0; r0 < rows; r0 += max_rows) {
     const uint64_t nr = std::min(max_rows, rows - r0);
     const uint64_t first = W.data.offset + r0 * W.row_bytes;
@@ -165,7 +183,7 @@ Result<void> MatmulKernels::record(Recorder& rec, const DevMatrix& W, View X, Vi
     push.row0 = uint32_t(r0);
     // Ranges write disjoint columns of Y: one barrier after the last is enough.
     rec.dispatch(k, {View{W.data.buf, start, range}, act, Y}, &push,
-                 uint32_t((nr + kRowsPerGroup - 1) / kRowsPerGroup), uint32_t((n + kTile - 1) / kTile), 1,
+                 uint32_t((nr + rows_per_group - 1) / rows_per_group), uint32_t((n + tile - 1) / tile), 1,
                  r0 + nr >= rows);
   }
   return {};

@@ -1,28 +1,42 @@
 // Shared by the matmul shaders: the weight binding read by byte offset, push constants, the
 // tile geometry and the workgroup reduction.
 //
-// Geometry: a workgroup of 64 invocations computes MM_ROWS = 4 output rows for a tile of up to
-// MM_TILE = 8 activation rows. The 16 lanes of one output row split the row into units of 32
-// elements (a 32-element block, or one 32-element sub-block of a 256-element K block); each
-// unit is decoded once and applied to every activation row of the tile, so prefill does not
-// decode a weight block per row. Partial sums meet in shared memory (not subgroup operations:
-// lanes of one row may straddle subgroups, and the subgroup size differs between devices).
+// Geometry (specialisation constants, chosen per device by vk_matmul.cpp): a workgroup of 64
+// invocations computes 64 / LANES output rows for a tile of TILE activation rows (1 for
+// decode, 8 for prefill: each decoded weight unit is applied to every row of the tile, so
+// prefill does not decode a weight block per row).
+//   GPUs: LANES = 16 lanes split one output row into units of 32 elements (a 32-element
+//         block, or one sub-block of a 256-element K block), so neighbouring lanes read
+//         neighbouring weight bytes; partial sums meet in shared memory (not subgroup
+//         operations: lanes of one row may straddle subgroups, and the subgroup size differs
+//         between devices).
+//   CPU devices (lavapipe): LANES = 1, one invocation per output row and no reduction. A
+//         SIMD lane there is an invocation and every non-uniform load is a scalar loop over
+//         lanes; with MM_XBCAST (a subgroup of at least 8 lanes, all on the same units) each
+//         lane loads one vec4 of the activation unit and the others get it by
+//         subgroupBroadcast, which turns eight loads into one.
+// Weights are decoded four at a time into vec4s / words held in registers (loops over
+// constant trip counts are unrolled), never into indexed arrays, which llvmpipe would keep in
+// scratch memory.
 //
 // The weight type is specialisation constant 0 (the ggml type id): the driver folds the
 // per-type switch away when it builds each pipeline, so every type gets its own code without
 // a .comp per type.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#ifdef MM_XBCAST
+#extension GL_KHR_shader_subgroup_ballot : require
+#endif
 #ifdef MM_F16
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #endif
 
-#define MM_ROWS 4u
-#define MM_LANES 16u
-#define MM_TILE 8u
-
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint TYPE = 0;
+layout(constant_id = 1) const uint LANES = 16;  // invocations per output row: 1, 2, 4 ... 64
+layout(constant_id = 2) const uint TILE = 8;    // activation rows per workgroup
+const uint MM_ROWS = 64u / LANES;
 
 // ggml type ids.
 #define T_F32 0u
@@ -66,6 +80,23 @@ uint ld32(uint b) {
   const uint lo = wu[i];
   return s == 0u ? lo : (lo >> s) | (wu[i + 1u] << (32u - s));
 }
+// N (<= 8) words of bytes starting at an even byte offset b, with N + 1 loads whatever b's
+// alignment (ld32 per word would take two loads each, as both sides of its select run on
+// SIMD lanes). The extra word is only read when b is 2 mod 4 (then it holds the run's last
+// two bytes); otherwise the last word is read again, so nothing past the run is touched.
+#define LD_RUN(dst, N, b)                                                  \
+  {                                                                        \
+    const uint i_ = (b) >> 2, s_ = ((b) & 2u) * 8u;                        \
+    uint prev_ = wu[i_];                                                   \
+    [[unroll]] for (uint k_ = 0u; k_ < N; ++k_) {                          \
+      const uint next_ = wu[i_ + k_ + (k_ + 1u < N ? 1u : s_ >> 4)];       \
+      dst[k_] = (prev_ >> s_) | ((next_ << 16) << (16u - s_));             \
+      prev_ = next_;                                                       \
+    }                                                                      \
+  }
+// The four bytes of w as floats (unsigned / signed).
+vec4 ubytes(uint w) { return vec4((uvec4(w) >> uvec4(0u, 8u, 16u, 24u)) & 0xFFu); }
+vec4 sbytes(uint w) { return vec4(ivec4(uvec4(w) << uvec4(24u, 16u, 8u, 0u)) >> 24); }
 uint ld8(uint b) { return (wu[b >> 2] >> ((b & 3u) * 8u)) & 0xFFu; }
 // An fp16 field at an even byte offset.
 float ldh(uint b) {
@@ -78,30 +109,30 @@ float ldh(uint b) {
 int sbyte(uint w, uint k) { return bitfieldExtract(int(w), int(k * 8u), 8); }
 
 // Q4_K / Q5_K: 6-bit scale and min of sub-block j from the 12 scale bytes at b (ggml's
-// get_scale_min_k4).
+// get_scale_min_k4), b word-aligned: three loads, the bytes picked by shifts.
 void scale_min_k4(uint b, uint j, out float sc, out float m) {
-  if (j < 4u) {
-    sc = float(ld8(b + j) & 63u);
-    m = float(ld8(b + j + 4u) & 63u);
-  } else {
-    const uint hi = ld8(b + j + 4u);
-    sc = float((hi & 0xFu) | ((ld8(b + j - 4u) >> 6) << 4));
-    m = float((hi >> 4) | ((ld8(b + j) >> 6) << 4));
-  }
+  const uint i = b >> 2, sh = 8u * (j & 3u);
+  const uint a = (wu[i] >> sh) & 0xFFu, c = (wu[i + 1u] >> sh) & 0xFFu, e = (wu[i + 2u] >> sh) & 0xFFu;
+  sc = float(j < 4u ? a & 63u : (e & 0xFu) | ((a >> 6) << 4));
+  m = float(j < 4u ? c & 63u : (e >> 4) | ((c >> 6) << 4));
 }
 
-shared float red[64 * MM_TILE];
+shared float red[LANES > 1u ? 64u * TILE : 1u];
 
-// Sums acc over the 16 lanes of each output row and writes the tile's outputs.
-void reduce_and_store(float acc[MM_TILE], uint t, uint lane, uint r, uint x0, uint nt) {
-  for (uint j = 0u; j < MM_TILE; ++j) red[t * MM_TILE + j] = acc[j];
-  barrier();
-  for (uint s = MM_LANES / 2u; s > 0u; s >>= 1) {
-    if (lane < s)
-      for (uint j = 0u; j < MM_TILE; ++j) red[t * MM_TILE + j] += red[(t + s) * MM_TILE + j];
+// Sums acc over the LANES lanes of each output row (shared memory, log2(LANES) steps) and
+// writes the tile's outputs: rows x0 .. x0 + nt - 1 of Y, column row0 + r.
+void reduce_and_store(inout float acc[TILE], uint t, uint lane, uint r, uint x0, uint nt) {
+  if (LANES > 1u) {
+    [[unroll]] for (uint j = 0u; j < TILE; ++j) red[t * TILE + j] = acc[j];
     barrier();
+    for (uint s = LANES / 2u; s > 0u; s >>= 1) {
+      if (lane < s)
+        [[unroll]] for (uint j = 0u; j < TILE; ++j) red[t * TILE + j] += red[(t + s) * TILE + j];
+      barrier();
+    }
+    [[unroll]] for (uint j = 0u; j < TILE; ++j) acc[j] = red[t * TILE + j];
   }
   if (lane == 0u && r < p.nrows)
-    for (uint j = 0u; j < MM_TILE; ++j)
-      if (j < nt) y[(x0 + j) * p.y_stride + p.row0 + r] = red[t * MM_TILE + j];
+    [[unroll]] for (uint j = 0u; j < TILE; ++j)
+      if (j < nt) y[(x0 + j) * p.y_stride + p.row0 + r] = acc[j];
 }

@@ -4,115 +4,154 @@
 #include "matmul_common.glsl"
 
 layout(std430, binding = 1) readonly buffer X { float x[]; };
+// The same activations four at a time (quantised types: cols is a multiple of 32, so every
+// unit starts on a vec4).
+layout(std430, binding = 1) readonly buffer X4 { vec4 x4[]; };
 
-// Unit u of the row starting at byte rb, as 32 floats (zeros past cols for float rows).
-void decode(uint rb, uint u, out float w[32]) {
-  if (TYPE == T_F32 || TYPE == T_F16) {
-    const uint e0 = u * 32u;
-    for (uint k = 0u; k < 32u; ++k) {
-      const uint e = e0 + k;
-      w[k] = e >= p.cols ? 0.0 : TYPE == T_F32 ? uintBitsToFloat(wu[(rb >> 2) + e]) : ldh(rb + 2u * e);
+// Unit u of a quantised row starting at byte rb: w[i] = elements 4i .. 4i+3. Constant indices
+// only (after unrolling), so w stays in registers.
+void decode(uint rb, uint u, out vec4 w[8]) {
+  if (TYPE == T_Q4_0 || TYPE == T_Q4_1) {
+    // Q4_0: 18 bytes (d, 16 nibble bytes), at even offsets; Q4_1: 20 (d, m, ...), word-aligned.
+    uint q[4];
+    float d, m = 0.0;
+    if (TYPE == T_Q4_0) {
+      const uint b = rb + u * 18u;
+      d = ldh(b);
+      LD_RUN(q, 4u, b + 2u);
+    } else {
+      const uint i = (rb + u * 20u) >> 2;
+      const vec2 dm = unpackHalf2x16(wu[i]);
+      d = dm.x;
+      m = dm.y;
+      [[unroll]] for (uint k = 0u; k < 4u; ++k) q[k] = wu[i + 1u + k];
     }
-  } else if (TYPE == T_Q4_0 || TYPE == T_Q4_1) {
-    const uint bb = TYPE == T_Q4_0 ? 18u : 20u;
-    const uint b = rb + u * bb;
-    const float d = ldh(b);
-    const float m = TYPE == T_Q4_1 ? ldh(b + 2u) : 0.0;
-    const uint qs = b + bb - 16u;
-    for (uint i = 0u; i < 4u; ++i) {
-      const uint q = ld32(qs + 4u * i);
-      for (uint k = 0u; k < 4u; ++k) {
-        const uint lo = (q >> (8u * k)) & 0xFu, hi = (q >> (8u * k + 4u)) & 0xFu;
-        if (TYPE == T_Q4_0) {
-          w[4u * i + k] = d * float(int(lo) - 8);
-          w[16u + 4u * i + k] = d * float(int(hi) - 8);
-        } else {
-          w[4u * i + k] = d * float(lo) + m;
-          w[16u + 4u * i + k] = d * float(hi) + m;
-        }
+    [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+      const vec4 lo = ubytes(q[k] & 0x0F0F0F0Fu), hi = ubytes((q[k] >> 4) & 0x0F0F0F0Fu);
+      if (TYPE == T_Q4_0) {
+        w[k] = d * (lo - 8.0);
+        w[4u + k] = d * (hi - 8.0);
+      } else {
+        w[k] = d * lo + m;
+        w[4u + k] = d * hi + m;
       }
     }
   } else if (TYPE == T_Q5_0 || TYPE == T_Q5_1) {
-    const uint bb = TYPE == T_Q5_0 ? 22u : 24u;
-    const uint b = rb + u * bb;
-    const float d = ldh(b);
-    const float m = TYPE == T_Q5_1 ? ldh(b + 2u) : 0.0;
-    const uint qh = ld32(b + bb - 20u);  // bit j: the fifth bit of element j
-    const uint qs = b + bb - 16u;
-    for (uint i = 0u; i < 4u; ++i) {
-      const uint q = ld32(qs + 4u * i);
-      for (uint k = 0u; k < 4u; ++k) {
-        const uint e = 4u * i + k;
-        const uint lo = ((q >> (8u * k)) & 0xFu) | (((qh >> e) & 1u) << 4);
-        const uint hi = ((q >> (8u * k + 4u)) & 0xFu) | (((qh >> (e + 16u)) & 1u) << 4);
-        if (TYPE == T_Q5_0) {
-          w[e] = d * float(int(lo) - 16);
-          w[16u + e] = d * float(int(hi) - 16);
-        } else {
-          w[e] = d * float(lo) + m;
-          w[16u + e] = d * float(hi) + m;
-        }
+    // Q5_0: 22 bytes (d, qh, 16 bytes) at even offsets; Q5_1: 24 (d, m, qh, ...), word-aligned.
+    uint q[5];  // qh, then the nibble words
+    float d, m = 0.0;
+    if (TYPE == T_Q5_0) {
+      const uint b = rb + u * 22u;
+      d = ldh(b);
+      LD_RUN(q, 5u, b + 2u);
+    } else {
+      const uint i = (rb + u * 24u) >> 2;
+      const vec2 dm = unpackHalf2x16(wu[i]);
+      d = dm.x;
+      m = dm.y;
+      [[unroll]] for (uint k = 0u; k < 5u; ++k) q[k] = wu[i + 1u + k];
+    }
+    const uint qh = q[0];  // bit e: the fifth bit of element e
+    [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+      const uvec4 sh = uvec4(0u, 1u, 2u, 3u) + 4u * k;
+      const vec4 lo = ubytes(q[1u + k] & 0x0F0F0F0Fu) + vec4(((uvec4(qh) >> sh) & 1u) << 4);
+      const vec4 hi = ubytes((q[1u + k] >> 4) & 0x0F0F0F0Fu) + vec4(((uvec4(qh) >> (sh + 16u)) & 1u) << 4);
+      if (TYPE == T_Q5_0) {
+        w[k] = d * (lo - 16.0);
+        w[4u + k] = d * (hi - 16.0);
+      } else {
+        w[k] = d * lo + m;
+        w[4u + k] = d * hi + m;
       }
     }
   } else if (TYPE == T_Q8_0) {
-    const uint b = rb + u * 34u;
+    const uint b = rb + u * 34u;  // d, 32 signed bytes; even offsets
     const float d = ldh(b);
-    for (uint i = 0u; i < 8u; ++i) {
-      const uint q = ld32(b + 2u + 4u * i);
-      for (uint k = 0u; k < 4u; ++k) w[4u * i + k] = d * float(sbyte(q, k));
-    }
+    uint q[8];
+    LD_RUN(q, 8u, b + 2u);
+    [[unroll]] for (uint k = 0u; k < 8u; ++k) w[k] = d * sbytes(q[k]);
   } else if (TYPE == T_Q4_K || TYPE == T_Q5_K) {
+    // Super-blocks of 144 / 176 bytes, word-aligned: d, dmin, 12 scale bytes, (Q5_K: 32 qh
+    // bytes), 128 nibble bytes; sub-block j uses the low (even j) or high nibbles of 32 bytes.
     const uint bb = TYPE == T_Q4_K ? 144u : 176u;
     const uint j = u & 7u;
     const uint b = rb + (u >> 3) * bb;
     float sc, mn;
     scale_min_k4(b + 4u, j, sc, mn);
-    const float d1 = ldh(b) * sc, m1 = ldh(b + 2u) * mn;
-    const uint qs = b + (TYPE == T_Q4_K ? 16u : 48u) + 32u * (j >> 1);
+    const vec2 dm = unpackHalf2x16(wu[b >> 2]);
+    const float d1 = dm.x * sc, m1 = dm.y * mn;
+    const uint qs = (b + (TYPE == T_Q4_K ? 16u : 48u) + 32u * (j >> 1)) >> 2;
     const uint sh = 4u * (j & 1u);
-    for (uint i = 0u; i < 8u; ++i) {
-      const uint q = (ld32(qs + 4u * i) >> sh) & 0x0F0F0F0Fu;
+    [[unroll]] for (uint k = 0u; k < 8u; ++k) {
+      const uint q = (wu[qs + k] >> sh) & 0x0F0F0F0Fu;
       // Q5_K: the fifth bit of element l of sub-block j is bit j of qh[l].
-      const uint h = TYPE == T_Q5_K ? ((ld32(b + 16u + 4u * i) >> j) & 0x01010101u) << 4 : 0u;
-      for (uint k = 0u; k < 4u; ++k) w[4u * i + k] = d1 * float(((q | h) >> (8u * k)) & 0xFFu) - m1;
+      const uint h = TYPE == T_Q5_K ? ((wu[(b >> 2) + 4u + k] >> j) & 0x01010101u) << 4 : 0u;
+      w[k] = d1 * ubytes(q | h) - m1;
     }
   } else if (TYPE == T_Q6_K) {
     // Sub-block j = 4h + quadrant: low 4 bits in ql (which half of 32 bytes and nibble by
-    // quadrant), 2 high bits in qh; scales 2j, 2j+1 for its two halves of 16.
+    // quadrant), 2 high bits in qh; scales 2j, 2j+1 for its two halves of 16. 210-byte
+    // super-blocks at even offsets.
     const uint j = u & 7u, h = j >> 2, qd = j & 3u;
     const uint b = rb + (u >> 3) * 210u;
     const float d = ldh(b + 208u);
-    const uint ql = b + 64u * h + 32u * (qd & 1u), qh = b + 128u + 32u * h;
-    const uint s0 = ld8(b + 192u + 2u * j), s1 = ld8(b + 193u + 2u * j);
-    const float d0 = d * float(bitfieldExtract(int(s0), 0, 8)), d1 = d * float(bitfieldExtract(int(s1), 0, 8));
-    for (uint i = 0u; i < 8u; ++i) {
-      const uint q = ((ld32(ql + 4u * i) >> (4u * (qd >> 1))) & 0x0F0F0F0Fu) |
-                     (((ld32(qh + 4u * i) >> (2u * qd)) & 0x03030303u) << 4);
-      for (uint k = 0u; k < 4u; ++k) w[4u * i + k] = (i < 4u ? d0 : d1) * float(int((q >> (8u * k)) & 0xFFu) - 32);
+    const uint s01 = wu[(b + 192u + 2u * j) >> 2] >> (((b + 192u + 2u * j) & 2u) * 8u);
+    const float d0 = d * float(bitfieldExtract(int(s01), 0, 8)), d1 = d * float(bitfieldExtract(int(s01), 8, 8));
+    uint ql[8], qh[8];
+    LD_RUN(ql, 8u, b + 64u * h + 32u * (qd & 1u));
+    LD_RUN(qh, 8u, b + 128u + 32u * h);
+    [[unroll]] for (uint k = 0u; k < 8u; ++k) {
+      const uint q = ((ql[k] >> (4u * (qd >> 1))) & 0x0F0F0F0Fu) | (((qh[k] >> (2u * qd)) & 0x03030303u) << 4);
+      w[k] = (k < 4u ? d0 : d1) * (ubytes(q) - 32.0);
     }
   }
 }
 
+// Float weights: element e of the row at byte rb (0 past cols).
+float wf(uint rb, uint e) {
+  return e >= p.cols ? 0.0 : TYPE == T_F32 ? uintBitsToFloat(wu[(rb >> 2) + e]) : ldh(rb + 2u * e);
+}
+
 void main() {
-  const uint t = gl_LocalInvocationID.x, lane = t % MM_LANES;
-  const uint r = gl_WorkGroupID.x * MM_ROWS + t / MM_LANES;
-  const uint x0 = gl_WorkGroupID.y * MM_TILE;
-  const uint nt = min(MM_TILE, p.n - x0);
-  float acc[MM_TILE];
-  for (uint j = 0u; j < MM_TILE; ++j) acc[j] = 0.0;
-  if (r < p.nrows) {
-    const uint rb = p.w_skip + r * p.row_bytes;
+  const uint t = gl_LocalInvocationID.x, lane = t % LANES;
+  const uint r = gl_WorkGroupID.x * MM_ROWS + t / LANES;
+  const uint x0 = gl_WorkGroupID.y * TILE;
+  const uint nt = min(TILE, p.n - x0);
+  // Rows past the range (the last workgroup) compute row nrows - 1 again and do not store: all
+  // lanes stay active (MM_XBCAST needs every lane of a subgroup).
+  const uint rb = p.w_skip + min(r, p.nrows - 1u) * p.row_bytes;
+  float acc[TILE];
+  [[unroll]] for (uint j = 0u; j < TILE; ++j) acc[j] = 0.0;
+  if (TYPE == T_F32 || TYPE == T_F16) {
+    // Float rows may end inside a unit: w is zero there, x is read in bounds (min()).
     const uint units = (p.cols + 31u) / 32u;
-    for (uint u = lane; u < units; u += MM_LANES) {
-      float w[32];
-      decode(rb, u, w);
+    for (uint u = lane; u < units; u += LANES) {
       const uint e0 = u * 32u, last = min(32u, p.cols - e0) - 1u;
-      for (uint j = 0u; j < MM_TILE; ++j) {
-        if (j >= nt) break;
-        const uint xb = (x0 + j) * p.cols + e0;
+      for (uint k = 0u; k < 32u; ++k) {
+        const float wk = wf(rb, e0 + k);
+        [[unroll]] for (uint j = 0u; j < TILE; ++j)
+          acc[j] += wk * x[min(x0 + j, p.n - 1u) * p.cols + e0 + min(k, last)];
+      }
+    }
+  } else {
+    const uint units = p.cols / 32u;
+    for (uint u = lane; u < units; u += LANES) {
+      vec4 w[8];
+      decode(rb, u, w);
+      [[unroll]] for (uint j = 0u; j < TILE; ++j) {
+        // Rows past n (the last tile) read row n - 1 and are not stored.
+        const uint xb = (min(x0 + j, p.n - 1u) * p.cols + u * 32u) >> 2;
+#ifdef MM_XBCAST
+        // Lane l loads elements 4l .. 4l+3 of the unit; the subgroup shares them.
+        const vec4 xl = x4[xb + (gl_SubgroupInvocationID & 7u)];
+        const float s = dot(w[0], subgroupBroadcast(xl, 0u)) + dot(w[1], subgroupBroadcast(xl, 1u)) +
+                        dot(w[2], subgroupBroadcast(xl, 2u)) + dot(w[3], subgroupBroadcast(xl, 3u)) +
+                        dot(w[4], subgroupBroadcast(xl, 4u)) + dot(w[5], subgroupBroadcast(xl, 5u)) +
+                        dot(w[6], subgroupBroadcast(xl, 6u)) + dot(w[7], subgroupBroadcast(xl, 7u));
+#else
         float s = 0.0;
-        // min(): float rows may end inside a unit; w is zero there, x is read in bounds.
-        for (uint k = 0u; k < 32u; ++k) s += w[k] * x[xb + min(k, last)];
+        [[unroll]] for (uint k = 0u; k < 8u; ++k) s += dot(w[k], x4[xb + k]);
+#endif
         acc[j] += s;
       }
     }

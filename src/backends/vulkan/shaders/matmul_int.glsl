@@ -30,21 +30,32 @@ int dot4(uint a, uint b) {
 // stays in [96, 191] per byte, and flipping the top bit gives v - c in two's complement.
 uint sub_bytes(uint v, uint c) { return ((v | 0x80808080u) - c * 0x01010101u) ^ 0x80808080u; }
 
+const bool HAS_MIN = TYPE == T_Q4_1 || TYPE == T_Q5_1 || TYPE == T_Q4_K || TYPE == T_Q5_K;
+
 // Unit u of the row at byte rb as 8 words of signed bytes (elements 4i..4i+3 in word i).
+// Constant indices only (after unrolling), so q stays in registers.
 void decode(uint rb, uint u, out uint q[8], out int s_lo, out int s_hi, out float dw, out float mw) {
   s_lo = 1;
   s_hi = 1;
   mw = 0.0;
   if (TYPE == T_Q4_0 || TYPE == T_Q4_1 || TYPE == T_Q5_0 || TYPE == T_Q5_1) {
-    const bool q5 = TYPE == T_Q5_0 || TYPE == T_Q5_1, q4_1 = TYPE == T_Q4_1 || TYPE == T_Q5_1;
-    const uint bb = TYPE == T_Q4_0 ? 18u : TYPE == T_Q4_1 ? 20u : TYPE == T_Q5_0 ? 22u : 24u;
-    const uint b = rb + u * bb;
-    dw = ldh(b);
-    if (q4_1) mw = ldh(b + 2u);
-    const uint qh = q5 ? ld32(b + bb - 20u) : 0u;
+    const bool q5 = TYPE == T_Q5_0 || TYPE == T_Q5_1;
     const uint offs = TYPE == T_Q4_0 ? 8u : TYPE == T_Q5_0 ? 16u : 0u;
-    for (uint i = 0u; i < 4u; ++i) {
-      const uint w = ld32(b + bb - 16u + 4u * i);
+    uint v[5];  // Q5: qh, then the nibble words; Q4: the nibble words
+    if (TYPE == T_Q4_0 || TYPE == T_Q5_0) {  // 18 / 22 bytes at even offsets: d, (qh), qs
+      const uint b = rb + u * (TYPE == T_Q4_0 ? 18u : 22u);
+      dw = ldh(b);
+      LD_RUN(v, (q5 ? 5u : 4u), b + 2u);
+    } else {  // 20 / 24 bytes, word-aligned: d, m, (qh), qs
+      const uint i = (rb + u * (TYPE == T_Q4_1 ? 20u : 24u)) >> 2;
+      const vec2 dm = unpackHalf2x16(wu[i]);
+      dw = dm.x;
+      mw = dm.y;
+      [[unroll]] for (uint k = 0u; k < (q5 ? 5u : 4u); ++k) v[k] = wu[i + 1u + k];
+    }
+    const uint qh = q5 ? v[0] : 0u;
+    [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+      const uint w = v[q5 ? i + 1u : i];
       uint lo = w & 0x0F0F0F0Fu, hi = (w >> 4) & 0x0F0F0F0Fu;
       if (q5) {
         // Spread qh bits 4i..4i+3 (and 16+4i..) to bit 4 of bytes 0..3.
@@ -58,7 +69,7 @@ void decode(uint rb, uint u, out uint q[8], out int s_lo, out int s_hi, out floa
   } else if (TYPE == T_Q8_0) {
     const uint b = rb + u * 34u;
     dw = ldh(b);
-    for (uint i = 0u; i < 8u; ++i) q[i] = ld32(b + 2u + 4u * i);
+    LD_RUN(q, 8u, b + 2u);
   } else if (TYPE == T_Q4_K || TYPE == T_Q5_K) {
     const uint bb = TYPE == T_Q4_K ? 144u : 176u;
     const uint j = u & 7u;
@@ -66,54 +77,71 @@ void decode(uint rb, uint u, out uint q[8], out int s_lo, out int s_hi, out floa
     float sc, mn;
     scale_min_k4(b + 4u, j, sc, mn);
     s_lo = s_hi = int(sc);
-    dw = ldh(b);
-    mw = -ldh(b + 2u) * mn;
-    const uint qs = b + (TYPE == T_Q4_K ? 16u : 48u) + 32u * (j >> 1);
+    const vec2 dm = unpackHalf2x16(wu[b >> 2]);
+    dw = dm.x;
+    mw = -dm.y * mn;
+    const uint qs = (b + (TYPE == T_Q4_K ? 16u : 48u) + 32u * (j >> 1)) >> 2;
     const uint sh = 4u * (j & 1u);
-    for (uint i = 0u; i < 8u; ++i) {
-      const uint h = TYPE == T_Q5_K ? ((ld32(b + 16u + 4u * i) >> j) & 0x01010101u) << 4 : 0u;
-      q[i] = ((ld32(qs + 4u * i) >> sh) & 0x0F0F0F0Fu) | h;
+    [[unroll]] for (uint i = 0u; i < 8u; ++i) {
+      const uint h = TYPE == T_Q5_K ? ((wu[(b >> 2) + 4u + i] >> j) & 0x01010101u) << 4 : 0u;
+      q[i] = ((wu[qs + i] >> sh) & 0x0F0F0F0Fu) | h;
     }
   } else if (TYPE == T_Q6_K) {
     const uint j = u & 7u, h = j >> 2, qd = j & 3u;
     const uint b = rb + (u >> 3) * 210u;
     dw = ldh(b + 208u);
-    s_lo = bitfieldExtract(int(ld8(b + 192u + 2u * j)), 0, 8);
-    s_hi = bitfieldExtract(int(ld8(b + 193u + 2u * j)), 0, 8);
-    const uint ql = b + 64u * h + 32u * (qd & 1u), qh = b + 128u + 32u * h;
-    for (uint i = 0u; i < 8u; ++i) {
-      const uint v = ((ld32(ql + 4u * i) >> (4u * (qd >> 1))) & 0x0F0F0F0Fu) |
-                     (((ld32(qh + 4u * i) >> (2u * qd)) & 0x03030303u) << 4);
+    const uint s01 = wu[(b + 192u + 2u * j) >> 2] >> (((b + 192u + 2u * j) & 2u) * 8u);
+    s_lo = bitfieldExtract(int(s01), 0, 8);
+    s_hi = bitfieldExtract(int(s01), 8, 8);
+    uint ql[8], qh[8];
+    LD_RUN(ql, 8u, b + 64u * h + 32u * (qd & 1u));
+    LD_RUN(qh, 8u, b + 128u + 32u * h);
+    [[unroll]] for (uint i = 0u; i < 8u; ++i) {
+      const uint v = ((ql[i] >> (4u * (qd >> 1))) & 0x0F0F0F0Fu) | (((qh[i] >> (2u * qd)) & 0x03030303u) << 4);
       q[i] = sub_bytes(v, 32u);
     }
   }
 }
 
 void main() {
-  const uint t = gl_LocalInvocationID.x, lane = t % MM_LANES;
-  const uint r = gl_WorkGroupID.x * MM_ROWS + t / MM_LANES;
-  const uint x0 = gl_WorkGroupID.y * MM_TILE;
-  const uint nt = min(MM_TILE, p.n - x0);
-  float acc[MM_TILE];
-  for (uint j = 0u; j < MM_TILE; ++j) acc[j] = 0.0;
-  if (r < p.nrows) {
-    const uint rb = p.w_skip + r * p.row_bytes;
-    const uint units = p.cols / 32u, code_words = p.cols / 4u, n_scales = p.cols / p.qblk;
-    for (uint u = lane; u < units; u += MM_LANES) {
-      uint q[8];
-      int s_lo, s_hi;
-      float dw, mw;
-      decode(rb, u, q, s_lo, s_hi, dw, mw);
-      for (uint j = 0u; j < MM_TILE; ++j) {
-        if (j >= nt) break;
-        const uint row = x0 + j, c = row * code_words + u * 8u;
-        const int lo = dot4(q[0], aq[c]) + dot4(q[1], aq[c + 1u]) + dot4(q[2], aq[c + 2u]) + dot4(q[3], aq[c + 3u]);
-        const int hi = dot4(q[4], aq[c + 4u]) + dot4(q[5], aq[c + 5u]) + dot4(q[6], aq[c + 6u]) + dot4(q[7], aq[c + 7u]);
-        const float da = uintBitsToFloat(aq[p.scale_base + row * n_scales + (u * 32u) / p.qblk]);
-        float v = dw * float(s_lo * lo + s_hi * hi);
-        if (mw != 0.0) v += mw * float(int(aq[p.sum_base + row * units + u]));
-        acc[j] += da * v;
-      }
+  const uint t = gl_LocalInvocationID.x, lane = t % LANES;
+  const uint r = gl_WorkGroupID.x * MM_ROWS + t / LANES;
+  const uint x0 = gl_WorkGroupID.y * TILE;
+  const uint nt = min(TILE, p.n - x0);
+  // Rows past the range (the last workgroup) compute row nrows - 1 again and do not store; rows
+  // past n (the last tile) read row n - 1. All lanes stay active (MM_XBCAST).
+  const uint rb = p.w_skip + min(r, p.nrows - 1u) * p.row_bytes;
+  float acc[TILE];
+  [[unroll]] for (uint j = 0u; j < TILE; ++j) acc[j] = 0.0;
+  const uint units = p.cols / 32u, code_words = p.cols / 4u, n_scales = p.cols / p.qblk;
+  for (uint u = lane; u < units; u += LANES) {
+    uint q[8];
+    int s_lo, s_hi;
+    float dw, mw;
+    decode(rb, u, q, s_lo, s_hi, dw, mw);
+    [[unroll]] for (uint j = 0u; j < TILE; ++j) {
+      const uint row = min(x0 + j, p.n - 1u), c = row * code_words + u * 8u;
+      const uint si = p.scale_base + row * n_scales + (u * 32u) / p.qblk, mi = p.sum_base + row * units + u;
+#ifdef MM_XBCAST
+      // Lane l loads code word l of the unit, lanes 0 and 1 also the scale and the code sum;
+      // the subgroup shares them.
+      const uint l = gl_SubgroupInvocationID & 7u;
+      const uint a = aq[c + l], sm = aq[l == 0u ? si : mi];
+      const int lo = dot4(q[0], subgroupBroadcast(a, 0u)) + dot4(q[1], subgroupBroadcast(a, 1u)) +
+                     dot4(q[2], subgroupBroadcast(a, 2u)) + dot4(q[3], subgroupBroadcast(a, 3u));
+      const int hi = dot4(q[4], subgroupBroadcast(a, 4u)) + dot4(q[5], subgroupBroadcast(a, 5u)) +
+                     dot4(q[6], subgroupBroadcast(a, 6u)) + dot4(q[7], subgroupBroadcast(a, 7u));
+      const float da = uintBitsToFloat(subgroupBroadcast(sm, 0u));
+      const int sum = int(subgroupBroadcast(sm, 1u));
+#else
+      const int lo = dot4(q[0], aq[c]) + dot4(q[1], aq[c + 1u]) + dot4(q[2], aq[c + 2u]) + dot4(q[3], aq[c + 3u]);
+      const int hi = dot4(q[4], aq[c + 4u]) + dot4(q[5], aq[c + 5u]) + dot4(q[6], aq[c + 6u]) + dot4(q[7], aq[c + 7u]);
+      const float da = uintBitsToFloat(aq[si]);
+      const int sum = HAS_MIN ? int(aq[mi]) : 0;
+#endif
+      float v = dw * float(s_lo * lo + s_hi * hi);
+      if (HAS_MIN) v += mw * float(sum);
+      acc[j] += da * v;
     }
   }
   reduce_and_store(acc, t, lane, r, x0, nt);
