@@ -283,6 +283,24 @@ TEST(VkMatmul, AllTypesUnderValidation) {
   // The other shader variants (uint loads for 16-bit fields, plain int products) too.
   o.disable_f16 = o.disable_int_dot = true;
   run_all(o, "validation, no-f16, no-int-dot", kNs);
+  o.gpu_layout = true;
+  run_all(o, "validation, GPU layout, no-f16, no-int-dot", kNs);
+  o.disable_f16 = o.disable_int_dot = false;
+  run_all(o, "validation, GPU layout", kNs);
+}
+
+// On a CPU device (lavapipe) the shaders a GPU gets (16 lanes per row, shared-memory
+// reduction, fp16 loads, packed int8 dot) are not chosen: force them, with each feature on
+// and off, so they are held to the same bound here.
+TEST(VkMatmul, GpuLayoutAllVariants) {
+  ContextOptions o = options();
+  o.gpu_layout = true;
+  run_all(o, "GPU layout", kNs);
+  o.disable_f16 = true;
+  run_all(o, "GPU layout, no-f16", kNs);
+  o.disable_f16 = false;
+  o.disable_int_dot = true;
+  run_all(o, "GPU layout, no-int-dot", kNs);
 }
 
 // A matrix larger than one binding may span (262144 x 640 Q6_K is 137 MB on lavapipe's 128 MiB

@@ -140,8 +140,9 @@ def test_tiny_model_on_device_matches_reference_and_cpu(pllm_bin, vk, tiny_model
     _assert_vs_cpu(got, cpu, name)
 
 
-@pytest.mark.parametrize("env", [{}, {"PLLM_VK_DISABLE_F16": 1}, {"PLLM_VK_DISABLE_INT_DOT": 1}],
-                         ids=["default", "no-fp16", "no-int-dot"])
+@pytest.mark.parametrize("env", [{}, {"PLLM_VK_DISABLE_F16": 1}, {"PLLM_VK_DISABLE_INT_DOT": 1},
+                                 {"PLLM_VK_GPU_LAYOUT": 1}],
+                         ids=["default", "no-fp16", "no-int-dot", "gpu-layout"])
 @pytest.mark.parametrize("name,extra", [
     ("llama-Q4_0", ("--kv-type", "q8")),
     ("qwen2-Q4_1", ("--kv-type", "f32")),

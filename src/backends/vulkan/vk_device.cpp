@@ -159,6 +159,7 @@ ContextOptions ContextOptions::from_env() {
   o.allow_cpu_device = env_flag("PLLM_VK_ALLOW_CPU_DEVICE");
   o.disable_f16 = env_flag("PLLM_VK_DISABLE_F16");
   o.disable_int_dot = env_flag("PLLM_VK_DISABLE_INT_DOT");
+  o.gpu_layout = env_flag("PLLM_VK_GPU_LAYOUT");
   if (const char* n = std::getenv("PLLM_VK_INJECT_LOST"); n && *n) o.inject_lost_after = std::atoi(n);
   return o;
 }
@@ -326,6 +327,7 @@ Result<std::unique_ptr<Context>> Context::create(const ContextOptions& o) {
   VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   PLLM_VK_CHECK(fn.vkCreateFence(c->dev_, &fci, nullptr, &c->fence_));
   c->inject_lost_after_ = o.inject_lost_after;
+  c->gpu_layout_ = o.gpu_layout;
   return c;
 }
 

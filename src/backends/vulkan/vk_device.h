@@ -51,9 +51,10 @@ struct ContextOptions {
   bool validation = false;   // enable VK_LAYER_KHRONOS_validation and count its messages
   bool disable_f16 = false;  // use the fp32 shader variants even where fp16 is available
   bool disable_int_dot = false;
+  bool gpu_layout = false;   // use the GPU shader layouts on a CPU device too (tests)
   int inject_lost_after = 0;  // > 0: the n-th submit reports VK_ERROR_DEVICE_LOST (tests)
   // Reads PLLM_VK_DEVICE, PLLM_VK_ALLOW_CPU_DEVICE (auto may pick lavapipe: tests), PLLM_VK_VALIDATION, PLLM_VK_DISABLE_F16, PLLM_VK_DISABLE_INT_DOT and
-  // PLLM_VK_INJECT_LOST into the defaults.
+  // PLLM_VK_GPU_LAYOUT and PLLM_VK_INJECT_LOST into the defaults.
   static ContextOptions from_env();
 };
 
@@ -107,6 +108,7 @@ class Context {
   const DeviceInfo& info() const { return info_; }
   bool use_f16() const { return use_f16_; }
   bool use_int_dot() const { return use_int_dot_; }
+  bool gpu_layout() const { return gpu_layout_; }
   bool lost() const { return lost_; }
 
   Result<Buffer> buffer(size_t bytes, Mem where) const;
@@ -140,7 +142,7 @@ class Context {
   VkCommandPool upload_pool_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
   DeviceInfo info_;
-  bool use_f16_ = false, use_int_dot_ = false, lost_ = false;
+  bool use_f16_ = false, use_int_dot_ = false, gpu_layout_ = false, lost_ = false;
   int inject_lost_after_ = 0, submits_ = 0;
   int validation_count_ = 0;
   std::string validation_last_;

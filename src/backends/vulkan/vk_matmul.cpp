@@ -95,7 +95,7 @@ Result<std::unique_ptr<MatmulKernels>> MatmulKernels::create(Context& ctx) {
   // subgroupBroadcast (matmul_common.glsl): their SIMD lanes are invocations and every
   // non-uniform load is a loop over lanes. The broadcast reads 8 lanes' worth of a unit.
   const DeviceInfo& di = ctx.info();
-  const bool cpu = di.type == "cpu" && di.subgroup_ballot && di.subgroup_size >= 8 && di.subgroup_size <= 64;
+  const bool cpu = !ctx.gpu_layout() && di.type == "cpu" && di.subgroup_ballot && di.subgroup_size >= 8 && di.subgroup_size <= 64;
   m.lanes = cpu ? 1 : kGpuLanes;
   std::span<const uint32_t> fl = ctx.use_f16() ? std::span<const uint32_t>(spv::k_matmul_float_f16)
                                                : std::span<const uint32_t>(spv::k_matmul_float);
