@@ -15,6 +15,13 @@ def test_greedy_chat_answers_paris(model):
     assert s.stop_reason == "eog" and s.n_generated > 0 and s.n_prompt > 10 and s.ttft_ms > 0
 
 
+def test_vulkan_session_answers_like_the_cpu(model):
+    """backend="vulkan" (lavapipe where there is no GPU; the CPU when there is no Vulkan
+    device at all): the same greedy reply as the CPU session, a few tokens to stay quick."""
+    gpu = model.session(backend="vulkan").chat(CAPITAL, max_tokens=8)
+    assert str(gpu) == str(model.session().chat(CAPITAL, max_tokens=8))
+
+
 def test_stream_pieces_concatenate_to_the_reply(model):
     whole = model.chat(STORY, max_tokens=48)
     stream = model.chat(STORY, max_tokens=48, stream=True)

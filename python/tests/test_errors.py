@@ -42,6 +42,8 @@ def test_bad_model_settings(smollm2):
         pocketllm.Model(smollm2, activations="int4")
     with pytest.raises(pocketllm.InvalidArgument, match="context size"):  # the engine's check
         pocketllm.Model(smollm2, n_ctx=-5)
+    with pytest.raises(pocketllm.InvalidArgument, match="backend"):
+        pocketllm.Model(smollm2, backend="cuda")
 
 
 @pytest.mark.parametrize("kwargs", [dict(temperature=-1.0), dict(top_p=0.0), dict(max_tokens=-1),

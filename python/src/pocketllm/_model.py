@@ -32,11 +32,11 @@ class Model:
 
     def __init__(self, path: Union[str, os.PathLike], *, n_ctx: int = 0, threads: int = 0, kv_type: str = "f16",
                  kv_window: int = 0, kv_sinks: int = 4, batch: int = 0, activations: str = "f32",
-                 repack: Optional[bool] = None, vocab_only: bool = False,
+                 backend: str = "cpu", repack: Optional[bool] = None, vocab_only: bool = False,
                  progress: Optional[Callable[[float], Optional[bool]]] = None):
         self.path = os.fspath(path)
         self._settings: dict[str, Any] = dict(n_ctx=n_ctx, threads=threads, kv_type=kv_type, kv_window=kv_window,
-                              kv_sinks=kv_sinks, batch=batch, activations=activations)
+                              kv_sinks=kv_sinks, batch=batch, activations=activations, backend=backend)
         session_params(**self._settings)  # a bad setting fails before the (slow) load
         mp = lib.pllm_model_default_params()
         mp.vocab_only = int(vocab_only)

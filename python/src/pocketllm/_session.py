@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
 KV_TYPES = {"f16": 0, "f32": 1, "q8": 2, "q4": 3}
 ACTIVATIONS = {"f32": None, "int8": "int8_activations", "f16": "f16_activations", "static": "static_activations"}
-SETTINGS = ("n_ctx", "threads", "kv_type", "kv_window", "kv_sinks", "batch", "activations")
+BACKENDS = {"cpu": 0, "auto": 1, "vulkan": 2}  # pllm_backend
+SETTINGS = ("n_ctx", "threads", "kv_type", "kv_window", "kv_sinks", "batch", "activations", "backend")
 
 
 def _i32(name: str, value: Any) -> int:
@@ -29,7 +30,7 @@ def _i32(name: str, value: Any) -> int:
 
 
 def session_params(n_ctx: int, threads: int, kv_type: str, kv_window: int, kv_sinks: int, batch: int,
-                   activations: str) -> SessionParams:
+                   activations: str, backend: str = "cpu") -> SessionParams:
     """The Python settings as pllm_session_params (the engine checks the values' ranges)."""
     p = lib.pllm_session_default_params()
     p.n_ctx, p.n_threads = _i32("n_ctx", n_ctx), _i32("threads", threads)
@@ -42,6 +43,9 @@ def session_params(n_ctx: int, threads: int, kv_type: str, kv_window: int, kv_si
     flag = ACTIVATIONS[activations]
     if flag:
         setattr(p, flag, 1)
+    if backend not in BACKENDS:
+        raise InvalidArgument(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+    p.backend = BACKENDS[backend]
     return p
 
 
