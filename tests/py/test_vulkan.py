@@ -114,13 +114,15 @@ def test_probe_without_a_loader_says_so_and_exits_0(pllm_bin):
     assert j["available"] is False and j["devices"] == [] and "loader" in j["error"]
 
 
-# Every weight type the device multiplies, each architecture; prefill in one step and
-# decode one token per step.
+# Every weight type the device multiplies, each architecture, prefill in one step; decode
+# one token per step (the 1-row pipelines) on one model of each kind.
 DEVICE_MODELS = [n for n, c in CONFIGS.items() if c.wtype != "BF16"]
+DECODE_MODELS = ["llama-Q4_0", "qwen2-Q4_K", "llama-Q6_K", "gemma3-Q5_1", "gemma3-swa2-F32", "llama-ffnvar-F32",
+                 "llama-F16"]
+CASES = [(n, 0) for n in DEVICE_MODELS] + [(n, 1) for n in DECODE_MODELS]
 
 
-@pytest.mark.parametrize("chunk", [0, 1], ids=["prefill", "decode"])
-@pytest.mark.parametrize("name", DEVICE_MODELS)
+@pytest.mark.parametrize("name,chunk", CASES, ids=[f"{n}-{'decode' if c else 'prefill'}" for n, c in CASES])
 def test_tiny_model_on_device_matches_reference_and_cpu(pllm_bin, vk, tiny_models_paths, tiny_ref_cache, work_dir,
                                                         name, chunk):
     cfg = CONFIGS[name]
