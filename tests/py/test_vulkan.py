@@ -304,3 +304,12 @@ def test_smollm2_device_lost_mid_generation_same_text(pllm_bin, vk, smollm2_path
     assert rep["device_steps"] == 5 and rep["fallbacks"] == 1 and rep["cpu_steps"] > 0, rep
     cpu, _ = _run_text(pllm_bin, smollm2_path, "cpu", n=16)
     assert text == cpu
+
+
+def test_gemma3_greedy_tokens_equal_cpu(pllm_bin, vk, gemma3_path):
+    """The real Gemma 3 Q4_K_M file: K-quant and mixed types, local sliding-window layers, and
+    a tied 262144 x 640 embedding larger than one storage binding on lavapipe (split by rows)."""
+    text, rep = _run_text(pllm_bin, gemma3_path, "vulkan", n=8)
+    _assert_on_device(rep, "Gemma 3")
+    cpu, _ = _run_text(pllm_bin, gemma3_path, "cpu", n=8)
+    assert text == cpu, f"device:\n{text}\ncpu:\n{cpu}"
