@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite (what CI runs through .ci/run):
-#   1. release build: every C++ unit test and the whole Python suite; then the Python package
+#   1. release build: every C++ unit test and the whole Python suite (the Vulkan backend's
+#      tests among them, on lavapipe: Debian mesa-vulkan-drivers); then the Python package
 #      (python/: `pip install ./python` into the venv) and its tests;
 #   2. AddressSanitizer + UBSan build: the C++ suites that parse input or manage memory
 #      (minus the cases that only re-run the real model's numerics) and the Python suites that
