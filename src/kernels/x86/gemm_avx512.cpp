@@ -45,7 +45,7 @@ struct Panel {
   alignas(64) float m[kKb][kPanel];        // weight min (Q4_1 only)
 };
 
-using Pk = x86_gemm::Pack<Panel, kPanel>;  // pack_panel, Q4_0 / Q4_1, sum32 (gemm_pack_x86.h)
+using Pk = x86_gemm::Pack<Panel, kPanel>;  // panel packing, Q4_0 / Q4_1, sum32 (gemm_pack_x86.h)
 using Q40 = Pk::Q40;
 using Q41 = Pk::Q41;
 struct Q80 {
