@@ -510,6 +510,17 @@ TEST_P(KernelIsa, ExactModeIsVectorisedForBlockTypes) {
   }
 }
 
+// Likewise the int8 path (activation quantiser and vec_dot): every SIMD table has its own for
+// the 32-element block types. A table left with the scalar twin (as the NEON ones were for
+// Q5_0 / Q5_1) passes every comparison with the twin, so only this catches it.
+TEST_P(KernelIsa, IntDotIsVectorisedForBlockTypes) {
+  if (GetParam() == Isa::scalar) GTEST_SKIP() << "the scalar table is the twin";
+  for (TensorType t : {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0}) {
+    EXPECT_NE(table_->for_type(t).quantize_act, scalar_->for_type(t).quantize_act) << type_traits(uint32_t(t))->name;
+    EXPECT_NE(table_->for_type(t).vec_dot, scalar_->for_type(t).vec_dot) << type_traits(uint32_t(t))->name;
+  }
+}
+
 // All-zero activations and weights must give exactly zero (d = 0 paths, no NaN).
 TEST_P(KernelIsa, ZerosGiveZero) {
   for (TensorType t : kTypes) {

@@ -22,10 +22,12 @@
 // (row, token); stores transpose them with vuzp1q/vuzp2q (loads back with vzip1q/vzip2q).
 #include <arm_neon.h>
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/arm/int8_neon.h"
 #include "kernels/internal.h"
 #include "quant/blocks.h"
 
@@ -37,11 +39,14 @@ constexpr int kPanel = 8;   // rows per panel (4 row pairs)
 constexpr int kPanels = 8;  // panels per packing group
 constexpr int kKb = 32;     // blocks per K chunk
 
-inline float h2f(uint16_t h) {
-  __fp16 v;
-  __builtin_memcpy(&v, &h, 2);
-  return static_cast<float>(v);
-}
+// The weight types (arm/int8_neon.h) need only the half-to-float conversion from the level.
+struct Level {
+  static float h2f(uint16_t h) { return static_cast<float>(std::bit_cast<__fp16>(h)); }
+};
+using I8 = neon_int8::Blocks<Level>;
+using Q40 = I8::Gemm<I8::Q4_0>;
+using Q80 = I8::Gemm<I8::Q8_0>;
+using Q41 = I8::Gemm<I8::Q4_1>;
 
 struct Panel {
   alignas(16) int8_t q[kKb][4][4][16];  // [block][k-step][row pair][2 x 8 quants]
@@ -55,47 +60,6 @@ struct ActBlock {  // one block of one token pair
   float s[4];
 };
 
-struct Q40 {
-  using W = block_q4_0;
-  using A = block_q8_0;
-  static constexpr bool kMin = false;
-  static void unpack(const W& b, int8_t q[32], float& d, float& m) {
-    const uint8x16_t v = vld1q_u8(b.qs);
-    const int8x16_t eight = vdupq_n_s8(8);
-    vst1q_s8(q, vsubq_s8(vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0F))), eight));
-    vst1q_s8(q + 16, vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), eight));
-    d = h2f(b.d);
-    m = 0.0f;
-  }
-  static float act_d(const A& a) { return h2f(a.d); }
-  static float act_s(const A&) { return 0.0f; }
-};
-struct Q80 {
-  using W = block_q8_0;
-  using A = block_q8_0;
-  static constexpr bool kMin = false;
-  static void unpack(const W& b, int8_t q[32], float& d, float& m) {
-    std::memcpy(q, b.qs, 32);
-    d = h2f(b.d);
-    m = 0.0f;
-  }
-  static float act_d(const A& a) { return h2f(a.d); }
-  static float act_s(const A&) { return 0.0f; }
-};
-struct Q41 {
-  using W = block_q4_1;
-  using A = block_q8_1;
-  static constexpr bool kMin = true;
-  static void unpack(const W& b, int8_t q[32], float& d, float& m) {
-    const uint8x16_t v = vld1q_u8(b.qs);
-    vst1q_s8(q, vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0F))));
-    vst1q_s8(q + 16, vreinterpretq_s8_u8(vshrq_n_u8(v, 4)));
-    d = h2f(b.d);
-    m = h2f(b.m);
-  }
-  static float act_d(const A& a) { return a.d; }
-  static float act_s(const A& a) { return a.s; }
-};
 
 template <class T>
 void pack_panel(const uint8_t* w, size_t w_stride, int nr, int kb0, int kbn, Panel& P) {

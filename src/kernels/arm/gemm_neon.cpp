@@ -14,10 +14,12 @@
 // x 32 elements), no horizontal sums, no offset corrections (SDOT is signed x signed).
 #include <arm_neon.h>
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/arm/int8_neon.h"
 #include "kernels/drivers/gemm_panels.h"
 #include "kernels/internal.h"
 #include "quant/blocks.h"
@@ -32,11 +34,14 @@ constexpr int kKb = 32;      // blocks per K chunk
 constexpr int kSuper = 64;   // tokens per activation-prep super-tile
 constexpr int kTile = 4;     // tokens per micro-kernel call
 
-inline float h2f(uint16_t h) {
-  __fp16 v;
-  __builtin_memcpy(&v, &h, 2);
-  return static_cast<float>(v);
-}
+// The weight types (arm/int8_neon.h) need only the half-to-float conversion from the level.
+struct Level {
+  static float h2f(uint16_t h) { return static_cast<float>(std::bit_cast<__fp16>(h)); }
+};
+using I8 = neon_int8::Blocks<Level>;
+using Q40 = I8::Gemm<I8::Q4_0>;
+using Q80 = I8::Gemm<I8::Q8_0>;
+using Q41 = I8::Gemm<I8::Q4_1>;
 
 struct Panel {
   alignas(16) int8_t q[kKb][8][kPanel][4];  // [block][group][row][4 signed quants]
@@ -44,50 +49,6 @@ struct Panel {
   alignas(16) float m[kKb][kPanel];
 };
 
-struct Q40 {
-  using W = block_q4_0;
-  using A = block_q8_0;
-  static constexpr bool kMin = false;
-  static constexpr int kOffset = 0;  // SDOT is signed x signed: no unsigned offset
-  static void unpack(const W& b, int8_t q[32], float& d, float& m) {
-    const uint8x16_t v = vld1q_u8(b.qs);
-    const int8x16_t eight = vdupq_n_s8(8);
-    vst1q_s8(q, vsubq_s8(vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0F))), eight));
-    vst1q_s8(q + 16, vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), eight));
-    d = h2f(b.d);
-    m = 0.0f;
-  }
-  static float act_d(const A& a) { return h2f(a.d); }
-  static float act_s(const A&) { return 0.0f; }
-};
-struct Q80 {
-  using W = block_q8_0;
-  using A = block_q8_0;
-  static constexpr bool kMin = false;
-  static constexpr int kOffset = 0;  // SDOT is signed x signed: no unsigned offset
-  static void unpack(const W& b, int8_t q[32], float& d, float& m) {
-    std::memcpy(q, b.qs, 32);
-    d = h2f(b.d);
-    m = 0.0f;
-  }
-  static float act_d(const A& a) { return h2f(a.d); }
-  static float act_s(const A&) { return 0.0f; }
-};
-struct Q41 {
-  using W = block_q4_1;
-  using A = block_q8_1;
-  static constexpr bool kMin = true;
-  static constexpr int kOffset = 0;
-  static void unpack(const W& b, int8_t q[32], float& d, float& m) {
-    const uint8x16_t v = vld1q_u8(b.qs);
-    vst1q_s8(q, vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0F))));
-    vst1q_s8(q + 16, vreinterpretq_s8_u8(vshrq_n_u8(v, 4)));
-    d = h2f(b.d);
-    m = h2f(b.m);
-  }
-  static float act_d(const A& a) { return a.d; }
-  static float act_s(const A& a) { return a.s; }
-};
 
 template <class T>
 void pack_panel(const uint8_t* w, size_t w_stride, int nr, int kb0, int kbn, Panel& P) {
@@ -180,35 +141,17 @@ inline void micro(const Panel& P, int kbn, const uint8_t* const* arow, const Act
   }
 }
 
-template <class T>
-void micro_n(int nx, const Panel& P, int kbn, const uint8_t* const* arow, const ActPrep& ap, int t0, float* out,
-             int64_t os, int nr, bool acc) {
-  switch (nx) {
-    case 1: micro<T, 1>(P, kbn, arow, ap, t0, out, os, nr, acc); break;
-    case 2: micro<T, 2>(P, kbn, arow, ap, t0, out, os, nr, acc); break;
-    case 3: micro<T, 3>(P, kbn, arow, ap, t0, out, os, nr, acc); break;
-    default: micro<T, 4>(P, kbn, arow, ap, t0, out, os, nr, acc); break;
-  }
-}
-
-
 // The micro-kernel as drivers/gemm_panels.h wants it.
 struct Tiles {
   static constexpr int kPanel = pllm::kern::kPanel, kPanels = pllm::kern::kPanels, kKb = pllm::kern::kKb;
   static constexpr int kSuper = pllm::kern::kSuper, kTile = pllm::kern::kTile;
-  static_assert(kTile <= 4, "micro_n handles up to 4 tokens");
   using Panel = pllm::kern::Panel;
   using Mask = int;
   static Mask mask(int nr) { return nr; }
   template <class T>
-  static void pack(const uint8_t* w, size_t w_stride, int nr, int kb0, int kbn, Panel& P) {
-    pack_panel<T>(w, w_stride, nr, kb0, kbn, P);
-  }
-  template <class T>
-  static void micro(int nx, const Panel& P, int kbn, const uint8_t* const* arow, const ActPrep& ap, int t0, float* out,
-                    int64_t os, Mask mask, bool acc) {
-    micro_n<T>(nx, P, kbn, arow, ap, t0, out, os, mask, acc);
-  }
+  static constexpr auto pack = pack_panel<T>;
+  template <class T, int NX>
+  static constexpr auto micro = pllm::kern::micro<T, NX>;
 };
 
 }  // namespace

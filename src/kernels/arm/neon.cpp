@@ -8,6 +8,8 @@
 #include <cstdint>
 
 #include "kernels/arm/decode_neon.h"
+#include "kernels/arm/int8_neon.h"
+#include "kernels/drivers/block_dot.h"
 #include "kernels/drivers/fused_dot.h"
 #include "kernels/internal.h"
 #include "quant/blocks.h"
@@ -83,51 +85,17 @@ void quantize_act_q8_K(const float* x, void* xq, int64_t n) {
 }
 
 // ------------------------------------------------------------ quantised dots
-float vec_dot_q4_0(int64_t n, const void* w_row, const void* xq) {
-  const block_q4_0* w = static_cast<const block_q4_0*>(w_row);
-  const block_q8_0* a = static_cast<const block_q8_0*>(xq);
-  float32x4_t acc = vdupq_n_f32(0.0f);
-  const uint8x16_t m4 = vdupq_n_u8(0x0F);
-  const int8x16_t eight = vdupq_n_s8(8);
-  for (int64_t b = 0; b < n / QK4_0; ++b) {
-    const uint8x16_t v = vld1q_u8(w[b].qs);
-    const int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(v, m4)), eight);
-    const int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), eight);
-    const int32x4_t s = vaddq_s32(dot16(lo, vld1q_s8(a[b].qs)), dot16(hi, vld1q_s8(a[b].qs + 16)));
-    acc = vfmaq_n_f32(acc, vcvtq_f32_s32(s), h2f(w[b].d) * h2f(a[b].d));
+// The baseline level of arm/int8_neon.h: 32 int8 products through vmull_s8 + pairwise adds.
+struct Level {
+  static PLLM_AI float h2f(uint16_t h) { return neon::h2f(h); }
+  static PLLM_AI int32x4_t dot32(int8x16_t lo, int8x16_t hi, const int8_t* a) {
+    return vaddq_s32(dot16(lo, vld1q_s8(a)), dot16(hi, vld1q_s8(a + 16)));
   }
-  return vaddvq_f32(acc);
-}
-
-float vec_dot_q4_1(int64_t n, const void* w_row, const void* xq) {
-  const block_q4_1* w = static_cast<const block_q4_1*>(w_row);
-  const block_q8_1* a = static_cast<const block_q8_1*>(xq);
-  float32x4_t acc = vdupq_n_f32(0.0f);
-  float summ = 0.0f;
-  const uint8x16_t m4 = vdupq_n_u8(0x0F);
-  for (int64_t b = 0; b < n / QK4_1; ++b) {
-    const uint8x16_t v = vld1q_u8(w[b].qs);
-    const int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(v, m4));
-    const int8x16_t hi = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
-    const int32x4_t s = vaddq_s32(dot16(lo, vld1q_s8(a[b].qs)), dot16(hi, vld1q_s8(a[b].qs + 16)));
-    acc = vfmaq_n_f32(acc, vcvtq_f32_s32(s), h2f(w[b].d) * a[b].d);
-    summ += h2f(w[b].m) * a[b].s;
-  }
-  return vaddvq_f32(acc) + summ;
-}
-
-float vec_dot_q8_0(int64_t n, const void* w_row, const void* xq) {
-  const block_q8_0* w = static_cast<const block_q8_0*>(w_row);
-  const block_q8_0* a = static_cast<const block_q8_0*>(xq);
-  float32x4_t acc = vdupq_n_f32(0.0f);
-  for (int64_t b = 0; b < n / QK8_0; ++b) {
-    const int32x4_t s = vaddq_s32(dot16(vld1q_s8(w[b].qs), vld1q_s8(a[b].qs)),
-                                  dot16(vld1q_s8(w[b].qs + 16), vld1q_s8(a[b].qs + 16)));
-    acc = vfmaq_n_f32(acc, vcvtq_f32_s32(s), h2f(w[b].d) * h2f(a[b].d));
-  }
-  return vaddvq_f32(acc);
-}
-
+};
+using I8 = neon_int8::Blocks<Level>;
+// One accumulator chain: the vmull dot is long enough to hide the FMA latency.
+template <class T>
+constexpr auto vec_dot_i8 = drivers::block_dot<I8::Dot<T, 1>>;
 
 float vec_dot_q4_K(int64_t n, const void* w_row, const void* xq) {
   const block_q4_K* w = static_cast<const block_q4_K*>(w_row);
@@ -317,13 +285,17 @@ void fill_neon(KernelTable& t) {
   at(TensorType::F16).dequantize_row = dequant_f16;
   at(TensorType::BF16).vec_dot = vec_dot_bf16;
   at(TensorType::Q4_0).quantize_act = quantize_act_q8_0;
-  at(TensorType::Q4_0).vec_dot = vec_dot_q4_0;
+  at(TensorType::Q4_0).vec_dot = vec_dot_i8<I8::Q4_0>;
   at(TensorType::Q4_0).dequantize_row = dequant_q4_0;
   at(TensorType::Q4_1).quantize_act = quantize_act_q8_1;
-  at(TensorType::Q4_1).vec_dot = vec_dot_q4_1;
+  at(TensorType::Q4_1).vec_dot = vec_dot_i8<I8::Q4_1>;
   at(TensorType::Q4_1).dequantize_row = dequant_q4_1;
+  at(TensorType::Q5_0).quantize_act = quantize_act_q8_0;
+  at(TensorType::Q5_0).vec_dot = vec_dot_i8<I8::Q5_0>;
+  at(TensorType::Q5_1).quantize_act = quantize_act_q8_1;
+  at(TensorType::Q5_1).vec_dot = vec_dot_i8<I8::Q5_1>;
   at(TensorType::Q8_0).quantize_act = quantize_act_q8_0;
-  at(TensorType::Q8_0).vec_dot = vec_dot_q8_0;
+  at(TensorType::Q8_0).vec_dot = vec_dot_i8<I8::Q8_0>;
   at(TensorType::Q8_0).dequantize_row = dequant_q8_0;
   at(TensorType::Q4_K).quantize_act = quantize_act_q8_K;
   at(TensorType::Q4_K).vec_dot = vec_dot_q4_K;

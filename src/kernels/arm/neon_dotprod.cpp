@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "kernels/arm/int8_neon.h"
+#include "kernels/drivers/block_dot.h"
 #include "kernels/internal.h"
 #include "quant/blocks.h"
 
@@ -19,58 +21,18 @@ inline float h2f(uint16_t h) {
   return static_cast<float>(v);
 }
 
-inline int32x4_t dot32(int32x4_t acc, int8x16_t x0, int8x16_t x1, const int8_t* y) {
-  return vdotq_s32(vdotq_s32(acc, x0, vld1q_s8(y)), x1, vld1q_s8(y + 16));
-}
-
-float vec_dot_q4_0(int64_t n, const void* w_row, const void* xq) {
-  const block_q4_0* w = static_cast<const block_q4_0*>(w_row);
-  const block_q8_0* a = static_cast<const block_q8_0*>(xq);
-  const uint8x16_t m4 = vdupq_n_u8(0x0F);
-  const int8x16_t eight = vdupq_n_s8(8);
-  float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = vdupq_n_f32(0.0f);
-  const int64_t nb = n / QK4_0;
-  int64_t b = 0;
-  for (; b < nb; ++b) {
-    const uint8x16_t v = vld1q_u8(w[b].qs);
-    const int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(v, m4)), eight);
-    const int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), eight);
-    const int32x4_t s = dot32(vdupq_n_s32(0), lo, hi, a[b].qs);
-    if (b & 1) {
-      acc1 = vfmaq_n_f32(acc1, vcvtq_f32_s32(s), h2f(w[b].d) * h2f(a[b].d));
-    } else {
-      acc0 = vfmaq_n_f32(acc0, vcvtq_f32_s32(s), h2f(w[b].d) * h2f(a[b].d));
-    }
+// The dotprod level of arm/int8_neon.h: 32 int8 products in two SDOT.
+struct Level {
+  static inline float h2f(uint16_t h) { return kern::h2f(h); }
+  static inline int32x4_t dot32(int8x16_t lo, int8x16_t hi, const int8_t* a) {
+    return vdotq_s32(vdotq_s32(vdupq_n_s32(0), lo, vld1q_s8(a)), hi, vld1q_s8(a + 16));
   }
-  return vaddvq_f32(vaddq_f32(acc0, acc1));
-}
-
-float vec_dot_q4_1(int64_t n, const void* w_row, const void* xq) {
-  const block_q4_1* w = static_cast<const block_q4_1*>(w_row);
-  const block_q8_1* a = static_cast<const block_q8_1*>(xq);
-  const uint8x16_t m4 = vdupq_n_u8(0x0F);
-  float32x4_t acc = vdupq_n_f32(0.0f);
-  float summ = 0.0f;
-  for (int64_t b = 0; b < n / QK4_1; ++b) {
-    const uint8x16_t v = vld1q_u8(w[b].qs);
-    const int32x4_t s = dot32(vdupq_n_s32(0), vreinterpretq_s8_u8(vandq_u8(v, m4)),
-                              vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), a[b].qs);
-    acc = vfmaq_n_f32(acc, vcvtq_f32_s32(s), h2f(w[b].d) * a[b].d);
-    summ += h2f(w[b].m) * a[b].s;
-  }
-  return vaddvq_f32(acc) + summ;
-}
-
-float vec_dot_q8_0(int64_t n, const void* w_row, const void* xq) {
-  const block_q8_0* w = static_cast<const block_q8_0*>(w_row);
-  const block_q8_0* a = static_cast<const block_q8_0*>(xq);
-  float32x4_t acc = vdupq_n_f32(0.0f);
-  for (int64_t b = 0; b < n / QK8_0; ++b) {
-    const int32x4_t s = dot32(vdupq_n_s32(0), vld1q_s8(w[b].qs), vld1q_s8(w[b].qs + 16), a[b].qs);
-    acc = vfmaq_n_f32(acc, vcvtq_f32_s32(s), h2f(w[b].d) * h2f(a[b].d));
-  }
-  return vaddvq_f32(acc);
-}
+};
+using I8 = neon_int8::Blocks<Level>;
+// Accumulator chains (drivers/block_dot.h) as each kernel had before the shared driver: two
+// for Q4_0, one for Q4_1 and Q8_0; the Q5 kernels follow their Q4 twins.
+template <class T, int Accs>
+constexpr auto vec_dot_i8 = drivers::block_dot<I8::Dot<T, Accs>>;
 
 float vec_dot_q4_K(int64_t n, const void* w_row, const void* xq) {
   const block_q4_K* w = static_cast<const block_q4_K*>(w_row);
@@ -94,9 +56,9 @@ float vec_dot_q4_K(int64_t n, const void* w_row, const void* xq) {
     const int8_t* y = a[b].qs;
     for (int p = 0; p < 4; ++p, q += 32, y += 64) {
       const uint8x16_t v0 = vld1q_u8(q), v1 = vld1q_u8(q + 16);
-      const int32x4_t lo = dot32(vdupq_n_s32(0), vreinterpretq_s8_u8(vandq_u8(v0, m4)),
+      const int32x4_t lo = Level::dot32(vreinterpretq_s8_u8(vandq_u8(v0, m4)),
                                  vreinterpretq_s8_u8(vandq_u8(v1, m4)), y);
-      const int32x4_t hi = dot32(vdupq_n_s32(0), vreinterpretq_s8_u8(vshrq_n_u8(v0, 4)),
+      const int32x4_t hi = Level::dot32(vreinterpretq_s8_u8(vshrq_n_u8(v0, 4)),
                                  vreinterpretq_s8_u8(vshrq_n_u8(v1, 4)), y + 32);
       sumi = vmlaq_n_s32(sumi, lo, sm[2 * p]);
       sumi = vmlaq_n_s32(sumi, hi, sm[2 * p + 1]);
@@ -147,9 +109,11 @@ float vec_dot_q6_K(int64_t n, const void* w_row, const void* xq) {
 // the baseline NEON ones inherited from fill_neon.
 void fill_neon_dotprod(KernelTable& t) {
   auto at = [&t](TensorType type) -> TypeKernels& { return t.types[static_cast<uint32_t>(type) & 31]; };
-  at(TensorType::Q4_0).vec_dot = vec_dot_q4_0;
-  at(TensorType::Q4_1).vec_dot = vec_dot_q4_1;
-  at(TensorType::Q8_0).vec_dot = vec_dot_q8_0;
+  at(TensorType::Q4_0).vec_dot = vec_dot_i8<I8::Q4_0, 2>;
+  at(TensorType::Q4_1).vec_dot = vec_dot_i8<I8::Q4_1, 1>;
+  at(TensorType::Q5_0).vec_dot = vec_dot_i8<I8::Q5_0, 2>;
+  at(TensorType::Q5_1).vec_dot = vec_dot_i8<I8::Q5_1, 1>;
+  at(TensorType::Q8_0).vec_dot = vec_dot_i8<I8::Q8_0, 1>;
   at(TensorType::Q4_K).vec_dot = vec_dot_q4_K;
   at(TensorType::Q6_K).vec_dot = vec_dot_q6_K;
 }

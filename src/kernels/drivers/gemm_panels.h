@@ -24,10 +24,21 @@ struct ActPrep {
   int64_t ld;
 };
 
+// Calls G::micro<T, NX> for the run-time token count nx (1 <= nx <= G::kTile): the
+// micro-kernels take it at compile time so their per-token accumulators stay in registers.
+template <class G, class T, int NX = 1>
+inline void micro_nx(int nx, const typename G::Panel& P, int kbn, const uint8_t* const* arow, const ActPrep& ap,
+                     int t0, float* out, int64_t os, typename G::Mask mask, bool acc) {
+  if constexpr (NX < G::kTile) {
+    if (nx > NX) return micro_nx<G, T, NX + 1>(nx, P, kbn, arow, ap, t0, out, os, mask, acc);
+  }
+  G::template micro<T, NX>(P, kbn, arow, ap, t0, out, os, mask, acc);
+}
+
 // G (the ISA's GEMM micro-kernel): kPanel, kPanels, kKb, kSuper, kTile; Panel (one packed
 // panel); Mask and mask(nr) (the valid rows of a panel, as the micro-kernel wants them);
-// pack<T>(w, w_stride, nr, kb0, kbn, Panel&); micro<T>(nx, panel, kbn, arow, ActPrep view,
-// t0, out, out_stride, mask, accumulate) for nx <= kTile tokens; where some T::kOffset != 0,
+// pack<T>(w, w_stride, nr, kb0, kbn, Panel&); micro<T, NX>(panel, kbn, arow, ActPrep view,
+// t0, out, out_stride, mask, accumulate) for NX tokens; where some T::kOffset != 0,
 // sum32(qs) (the sum of a block's 32 activation bytes); where Repacked is used,
 // pack_repacked<T>(panel_w, kb0, kbn, Panel&).
 // T (the weight type): W, A (weight / activation blocks), kMin, kOffset, act_d(a), act_s(a).
@@ -73,7 +84,7 @@ void gemm_q8(int64_t n, const void* w, size_t w_stride, int n_rows, const void* 
           for (int t0 = 0; t0 < nxs; t0 += kTile) {
             const int nx = nxs - t0 < kTile ? nxs - t0 : kTile;
             float* op = out + (x0 + t0) * out_stride + rg + p * kPanel;
-            G::template micro<T>(nx, panels[p], kbn, arow + t0, apx, t0, op, out_stride, mask, kb0 > 0);
+            micro_nx<G, T>(nx, panels[p], kbn, arow + t0, apx, t0, op, out_stride, mask, kb0 > 0);
           }
         }
       }

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "kernels/drivers/block_dot.h"
 #include "kernels/drivers/fused_dot.h"
 #include "kernels/internal.h"
 #include "kernels/x86/decode_avx2.h"
@@ -19,8 +20,6 @@ namespace pllm::kern {
 namespace {
 
 using namespace avx2;  // h2f, hsum, unpack_k4_scales, load_bf16, the decoders (simd_avx2.h, decode_avx2.h)
-
-
 
 // 16 packed bytes -> 32 bytes: low nibbles first (elements 0..15), then high nibbles.
 inline __m256i nibbles32(const uint8_t* p) {
@@ -58,116 +57,63 @@ inline __m256i dot_s8s8(__m256i x, __m256i y) {
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
 // ------------------------------------------------------------ quantised dots
-float vec_dot_q4_0(int64_t n, const void* w_row, const void* xq) {
-  const block_q4_0* w = static_cast<const block_q4_0*>(w_row);
-  const block_q8_0* a = static_cast<const block_q8_0*>(xq);
-  const int64_t nb = n / QK4_0;
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  const __m256i eight = _mm256_set1_epi8(8);
-  int64_t b = 0;
-  for (; b + 1 < nb; b += 2) {
-    const __m256i q0 = _mm256_sub_epi8(nibbles32(w[b].qs), eight);
-    const __m256i q1 = _mm256_sub_epi8(nibbles32(w[b + 1].qs), eight);
-    const __m256i p0 = dot_s8s8(q0, load256(a[b].qs));
-    const __m256i p1 = dot_s8s8(q1, load256(a[b + 1].qs));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d) * h2f(a[b].d)), _mm256_cvtepi32_ps(p0), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b + 1].d) * h2f(a[b + 1].d)), _mm256_cvtepi32_ps(p1), acc1);
-  }
-  for (; b < nb; ++b) {
-    const __m256i p = dot_s8s8(_mm256_sub_epi8(nibbles32(w[b].qs), eight), load256(a[b].qs));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d) * h2f(a[b].d)), _mm256_cvtepi32_ps(p), acc0);
-  }
-  return hsum(_mm256_add_ps(acc0, acc1));
-}
-
-float vec_dot_q4_1(int64_t n, const void* w_row, const void* xq) {
-  const block_q4_1* w = static_cast<const block_q4_1*>(w_row);
-  const block_q8_1* a = static_cast<const block_q8_1*>(xq);
-  const int64_t nb = n / QK4_1;
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  float summ = 0.0f;
-  int64_t b = 0;
-  for (; b + 1 < nb; b += 2) {
-    const __m256i p0 = dot_u8s8(nibbles32(w[b].qs), load256(a[b].qs));
-    const __m256i p1 = dot_u8s8(nibbles32(w[b + 1].qs), load256(a[b + 1].qs));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d) * a[b].d), _mm256_cvtepi32_ps(p0), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b + 1].d) * a[b + 1].d), _mm256_cvtepi32_ps(p1), acc1);
-    summ += h2f(w[b].m) * a[b].s + h2f(w[b + 1].m) * a[b + 1].s;
-  }
-  for (; b < nb; ++b) {
-    const __m256i p = dot_u8s8(nibbles32(w[b].qs), load256(a[b].qs));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d) * a[b].d), _mm256_cvtepi32_ps(p), acc0);
-    summ += h2f(w[b].m) * a[b].s;
-  }
-  return hsum(_mm256_add_ps(acc0, acc1)) + summ;
-}
-
+// The 32-element block types for drivers::block_dot: bytes(w) is the block's 32 quants in
+// element order, signed (q minus the offset) for the types without a min, unsigned for the
+// ones with a min (whose activations are Q8_1).
+struct BQ4_0 {
+  using W = block_q4_0;
+  using A = block_q8_0;
+  static constexpr bool kMin = false;
+  static PLLM_AI __m256i bytes(const W& b) { return _mm256_sub_epi8(nibbles32(b.qs), _mm256_set1_epi8(8)); }
+};
+struct BQ4_1 {
+  using W = block_q4_1;
+  using A = block_q8_1;
+  static constexpr bool kMin = true;
+  static PLLM_AI __m256i bytes(const W& b) { return nibbles32(b.qs); }
+};
 // Q5_0: q - 16 fits in s8 (-16..15), so the sign trick of Q8_0 applies.
-float vec_dot_q5_0(int64_t n, const void* w_row, const void* xq) {
-  const block_q5_0* w = static_cast<const block_q5_0*>(w_row);
-  const block_q8_0* a = static_cast<const block_q8_0*>(xq);
-  const int64_t nb = n / QK5_0;
-  const __m256i sixteen = _mm256_set1_epi8(16);
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  int64_t b = 0;
-  for (; b + 1 < nb; b += 2) {
-    const __m256i q0 = _mm256_sub_epi8(_mm256_or_si256(nibbles32(w[b].qs), q5_high(w[b].qh)), sixteen);
-    const __m256i q1 = _mm256_sub_epi8(_mm256_or_si256(nibbles32(w[b + 1].qs), q5_high(w[b + 1].qh)), sixteen);
-    const __m256i p0 = dot_s8s8(q0, load256(a[b].qs));
-    const __m256i p1 = dot_s8s8(q1, load256(a[b + 1].qs));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d) * h2f(a[b].d)), _mm256_cvtepi32_ps(p0), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b + 1].d) * h2f(a[b + 1].d)), _mm256_cvtepi32_ps(p1), acc1);
+struct BQ5_0 {
+  using W = block_q5_0;
+  using A = block_q8_0;
+  static constexpr bool kMin = false;
+  static PLLM_AI __m256i bytes(const W& b) {
+    return _mm256_sub_epi8(_mm256_or_si256(nibbles32(b.qs), q5_high(b.qh)), _mm256_set1_epi8(16));
   }
-  for (; b < nb; ++b) {
-    const __m256i q = _mm256_sub_epi8(_mm256_or_si256(nibbles32(w[b].qs), q5_high(w[b].qh)), sixteen);
-    const __m256i p = dot_s8s8(q, load256(a[b].qs));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d) * h2f(a[b].d)), _mm256_cvtepi32_ps(p), acc0);
-  }
-  return hsum(_mm256_add_ps(acc0, acc1));
-}
-
+};
 // Q5_1: unsigned q (0..31) times s8 (31 * 127 * 2 < 32767: maddubs cannot saturate).
-float vec_dot_q5_1(int64_t n, const void* w_row, const void* xq) {
-  const block_q5_1* w = static_cast<const block_q5_1*>(w_row);
-  const block_q8_1* a = static_cast<const block_q8_1*>(xq);
-  const int64_t nb = n / QK5_1;
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  float summ = 0.0f;
-  int64_t b = 0;
-  for (; b + 1 < nb; b += 2) {
-    const __m256i p0 = dot_u8s8(_mm256_or_si256(nibbles32(w[b].qs), q5_high(w[b].qh)), load256(a[b].qs));
-    const __m256i p1 = dot_u8s8(_mm256_or_si256(nibbles32(w[b + 1].qs), q5_high(w[b + 1].qh)), load256(a[b + 1].qs));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d) * a[b].d), _mm256_cvtepi32_ps(p0), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b + 1].d) * a[b + 1].d), _mm256_cvtepi32_ps(p1), acc1);
-    summ += h2f(w[b].m) * a[b].s + h2f(w[b + 1].m) * a[b + 1].s;
-  }
-  for (; b < nb; ++b) {
-    const __m256i p = dot_u8s8(_mm256_or_si256(nibbles32(w[b].qs), q5_high(w[b].qh)), load256(a[b].qs));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d) * a[b].d), _mm256_cvtepi32_ps(p), acc0);
-    summ += h2f(w[b].m) * a[b].s;
-  }
-  return hsum(_mm256_add_ps(acc0, acc1)) + summ;
-}
+struct BQ5_1 {
+  using W = block_q5_1;
+  using A = block_q8_1;
+  static constexpr bool kMin = true;
+  static PLLM_AI __m256i bytes(const W& b) { return _mm256_or_si256(nibbles32(b.qs), q5_high(b.qh)); }
+};
+struct BQ8_0 {
+  using W = block_q8_0;
+  using A = block_q8_0;
+  static constexpr bool kMin = false;
+  static PLLM_AI __m256i bytes(const W& b) { return load256(b.qs); }
+};
 
-float vec_dot_q8_0(int64_t n, const void* w_row, const void* xq) {
-  const block_q8_0* w = static_cast<const block_q8_0*>(w_row);
-  const block_q8_0* a = static_cast<const block_q8_0*>(xq);
-  const int64_t nb = n / QK8_0;
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  int64_t b = 0;
-  for (; b + 1 < nb; b += 2) {
-    const __m256i p0 = dot_s8s8(load256(w[b].qs), load256(a[b].qs));
-    const __m256i p1 = dot_s8s8(load256(w[b + 1].qs), load256(a[b + 1].qs));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d) * h2f(a[b].d)), _mm256_cvtepi32_ps(p0), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b + 1].d) * h2f(a[b + 1].d)), _mm256_cvtepi32_ps(p1), acc1);
-  }
-  for (; b < nb; ++b) {
-    const __m256i p = dot_s8s8(load256(w[b].qs), load256(a[b].qs));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d) * h2f(a[b].d)), _mm256_cvtepi32_ps(p), acc0);
-  }
-  return hsum(_mm256_add_ps(acc0, acc1));
-}
+PLLM_AI float act_d(const block_q8_0& a) { return h2f(a.d); }
+PLLM_AI float act_d(const block_q8_1& a) { return a.d; }
 
+// The micro-kernel of drivers::block_dot: signed quants through the sign trick (dot_s8s8),
+// unsigned ones straight into maddubs (dot_u8s8); two 8-lane accumulator chains.
+template <class T>
+struct Int8Dot : T {
+  using V = __m256;
+  static constexpr int kAccs = 2;
+  static PLLM_AI V zero() { return _mm256_setzero_ps(); }
+  static PLLM_AI V add(V x, V y) { return _mm256_add_ps(x, y); }
+  static PLLM_AI float hsum(V v) { return avx2::hsum(v); }
+  static PLLM_AI V fold(V acc, const typename T::W& w, const typename T::A& a) {
+    const __m256i q = T::bytes(w), y = load256(a.qs);
+    const __m256i p = T::kMin ? dot_u8s8(q, y) : dot_s8s8(q, y);
+    return _mm256_fmadd_ps(_mm256_set1_ps(h2f(w.d) * act_d(a)), _mm256_cvtepi32_ps(p), acc);
+  }
+  static PLLM_AI float min(const typename T::W& w, const typename T::A& a) { return h2f(w.m) * a.s; }
+};
 
 float vec_dot_q4_K(int64_t n, const void* w_row, const void* xq) {
   const block_q4_K* w = static_cast<const block_q4_K*>(w_row);
@@ -392,13 +338,13 @@ void fill_avx2(KernelTable& t) {
   at(TensorType::F16).dequantize_row = dequant_f16;
   at(TensorType::BF16).vec_dot = vec_dot_bf16;
   at(TensorType::BF16).dequantize_row = dequant_bf16;
-  at(TensorType::Q4_0).vec_dot = vec_dot_q4_0;
+  at(TensorType::Q4_0).vec_dot = drivers::block_dot<Int8Dot<BQ4_0>>;
   at(TensorType::Q4_0).dequantize_row = dequant_q4_0;
-  at(TensorType::Q4_1).vec_dot = vec_dot_q4_1;
+  at(TensorType::Q4_1).vec_dot = drivers::block_dot<Int8Dot<BQ4_1>>;
   at(TensorType::Q4_1).dequantize_row = dequant_q4_1;
-  at(TensorType::Q5_0).vec_dot = vec_dot_q5_0;
-  at(TensorType::Q5_1).vec_dot = vec_dot_q5_1;
-  at(TensorType::Q8_0).vec_dot = vec_dot_q8_0;
+  at(TensorType::Q5_0).vec_dot = drivers::block_dot<Int8Dot<BQ5_0>>;
+  at(TensorType::Q5_1).vec_dot = drivers::block_dot<Int8Dot<BQ5_1>>;
+  at(TensorType::Q8_0).vec_dot = drivers::block_dot<Int8Dot<BQ8_0>>;
   at(TensorType::Q8_0).dequantize_row = dequant_q8_0;
   at(TensorType::Q4_K).vec_dot = vec_dot_q4_K;
   at(TensorType::Q4_K).dequantize_row = dequant_q4_K;

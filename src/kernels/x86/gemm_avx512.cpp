@@ -26,6 +26,7 @@
 
 #include "kernels/drivers/gemm_panels.h"
 #include "kernels/internal.h"
+#include "kernels/x86/gemm_pack_x86.h"
 #include "quant/blocks.h"
 
 namespace pllm::kern {
@@ -38,46 +39,15 @@ constexpr int kKb = 32;      // blocks per K chunk
 constexpr int kSuper = 64;   // tokens per activation-prep super-tile
 constexpr int kTile = 8;     // tokens per micro-kernel call
 
-inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
-
 struct Panel {
   alignas(64) uint32_t q[kKb][8][kPanel];  // [block][group][row]: 4 unsigned quant bytes
   alignas(64) float d[kKb][kPanel];        // weight scale
   alignas(64) float m[kKb][kPanel];        // weight min (Q4_1 only)
 };
 
-// 16 packed bytes -> unsigned quants: lo = low nibbles (elements 0..15), hi = high (16..31).
-inline void nibbles(const uint8_t* p, __m128i& lo, __m128i& hi) {
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), m4 = _mm_set1_epi8(0x0F);
-  lo = _mm_and_si128(v, m4);
-  hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
-}
-
-// v[i]: the 4 groups (dwords) of row i -> dst[g * stride]: group g of rows 0..3.
-inline void transpose4_store(const __m128i v[4], uint32_t* dst, size_t stride) {
-  const __m128i t0 = _mm_unpacklo_epi32(v[0], v[1]), t1 = _mm_unpacklo_epi32(v[2], v[3]);
-  const __m128i t2 = _mm_unpackhi_epi32(v[0], v[1]), t3 = _mm_unpackhi_epi32(v[2], v[3]);
-  _mm_store_si128(reinterpret_cast<__m128i*>(dst), _mm_unpacklo_epi64(t0, t1));
-  _mm_store_si128(reinterpret_cast<__m128i*>(dst + stride), _mm_unpackhi_epi64(t0, t1));
-  _mm_store_si128(reinterpret_cast<__m128i*>(dst + 2 * stride), _mm_unpacklo_epi64(t2, t3));
-  _mm_store_si128(reinterpret_cast<__m128i*>(dst + 3 * stride), _mm_unpackhi_epi64(t2, t3));
-}
-
-// Per-type traits: block layouts, how to unpack a weight block to 32 unsigned bytes,
-// and the activation block's scale / offset-correction / min term.
-struct Q40 {
-  using W = block_q4_0;
-  using A = block_q8_0;
-  static constexpr bool kMin = false;
-  static constexpr int kOffset = 8;
-  static void unpack(const W& b, __m128i& lo, __m128i& hi, float& d, float& m) {
-    nibbles(b.qs, lo, hi);
-    d = h2f(b.d);
-    m = 0.0f;
-  }
-  static float act_d(const A& a) { return h2f(a.d); }
-  static float act_s(const A&) { return 0.0f; }
-};
+using Pk = x86_gemm::Pack<Panel, kPanel>;  // panel packing, Q4_0 / Q4_1, sum32 (gemm_pack_x86.h)
+using Q40 = Pk::Q40;
+using Q41 = Pk::Q41;
 struct Q80 {
   using W = block_q8_0;
   using A = block_q8_0;
@@ -87,65 +57,12 @@ struct Q80 {
     const __m128i bias = _mm_set1_epi8(static_cast<char>(0x80));  // w + 128 as unsigned
     lo = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs)), bias);
     hi = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16)), bias);
-    d = h2f(b.d);
+    d = Pk::h2f(b.d);
     m = 0.0f;
   }
-  static float act_d(const A& a) { return h2f(a.d); }
+  static float act_d(const A& a) { return Pk::h2f(a.d); }
   static float act_s(const A&) { return 0.0f; }
 };
-struct Q41 {
-  using W = block_q4_1;
-  using A = block_q8_1;
-  static constexpr bool kMin = true;
-  static constexpr int kOffset = 0;
-  static void unpack(const W& b, __m128i& lo, __m128i& hi, float& d, float& m) {
-    nibbles(b.qs, lo, hi);
-    d = h2f(b.d);
-    m = h2f(b.m);
-  }
-  static float act_d(const A& a) { return a.d; }
-  static float act_s(const A& a) { return a.s; }
-};
-
-// Sum of the 32 signed activation bytes.
-inline int32_t sum32_bytes(const int8_t* qs) {
-  const __m256i v = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs)),
-                                     _mm256_set1_epi8(static_cast<char>(0x80)));  // a + 128
-  const __m256i s = _mm256_sad_epu8(v, _mm256_setzero_si256());
-  const __m128i t = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-  return static_cast<int32_t>(_mm_cvtsi128_si64(t) + _mm_extract_epi64(t, 1)) - 32 * 128;
-}
-
-// Rows in quads: unpack 4 rows' block to (groups 0-3, groups 4-7) vectors, then a 4x4
-// dword transpose writes group g of the 4 rows with one 16-byte store.
-template <class T>
-void pack_panel(const uint8_t* w, size_t w_stride, int nr, int kb0, int kbn, Panel& P) {
-  for (int r4 = 0; r4 < kPanel; r4 += 4) {
-    // The weights come from DRAM once per call: prefetch the next quad's rows (may run
-    // past the panel or the matrix; prefetches never fault).
-    for (int i = 0; i < 4; ++i) {
-      const uintptr_t ahead = reinterpret_cast<uintptr_t>(w) + (r4 + 4 + i) * w_stride + kb0 * sizeof(typename T::W);
-      for (size_t off = 0; off < kbn * sizeof(typename T::W); off += 64)
-        __builtin_prefetch(reinterpret_cast<const void*>(ahead + off));
-    }
-    for (int kb = 0; kb < kbn; ++kb) {
-      __m128i lo[4], hi[4];
-      for (int i = 0; i < 4; ++i) {
-        const int r = r4 + i;
-        if (r < nr) {
-          const typename T::W* blk = reinterpret_cast<const typename T::W*>(w + r * w_stride) + kb0 + kb;
-          T::unpack(*blk, lo[i], hi[i], P.d[kb][r], P.m[kb][r]);
-        } else {
-          lo[i] = hi[i] = _mm_setzero_si128();
-          P.d[kb][r] = 0.0f;
-          P.m[kb][r] = 0.0f;
-        }
-      }
-      transpose4_store(lo, &P.q[kb][0][r4], kPanel);
-      transpose4_store(hi, &P.q[kb][4][r4], kPanel);
-    }
-  }
-}
 
 // The same panel from load-time repacked weights (quant/panel.h): w is the 16-row panel
 // (nr == 16), blocks pbb bytes apart. Q4 vectors split into their low / high nibble
@@ -204,42 +121,20 @@ inline void micro(const Panel& P, int kbn, const uint8_t* const* arow, const Act
   for (int t = 0; t < NX; ++t) _mm512_mask_storeu_ps(out + t * os, mask, f[t]);
 }
 
-template <class T>
-void micro_n(int nx, const Panel& P, int kbn, const uint8_t* const* arow, const ActPrep& ap, int t0, float* out,
-             int64_t os, __mmask16 mask, bool acc) {
-  switch (nx) {
-    case 1: micro<T, 1>(P, kbn, arow, ap, t0, out, os, mask, acc); break;
-    case 2: micro<T, 2>(P, kbn, arow, ap, t0, out, os, mask, acc); break;
-    case 3: micro<T, 3>(P, kbn, arow, ap, t0, out, os, mask, acc); break;
-    case 4: micro<T, 4>(P, kbn, arow, ap, t0, out, os, mask, acc); break;
-    case 5: micro<T, 5>(P, kbn, arow, ap, t0, out, os, mask, acc); break;
-    case 6: micro<T, 6>(P, kbn, arow, ap, t0, out, os, mask, acc); break;
-    case 7: micro<T, 7>(P, kbn, arow, ap, t0, out, os, mask, acc); break;
-    default: micro<T, 8>(P, kbn, arow, ap, t0, out, os, mask, acc); break;
-  }
-}
-
-
 // The micro-kernel as drivers/gemm_panels.h wants it.
 struct Tiles {
   static constexpr int kPanel = pllm::kern::kPanel, kPanels = pllm::kern::kPanels, kKb = pllm::kern::kKb;
   static constexpr int kSuper = pllm::kern::kSuper, kTile = pllm::kern::kTile;
-  static_assert(kTile <= 8, "micro_n handles up to 8 tokens");
   using Panel = pllm::kern::Panel;
   using Mask = __mmask16;
   static Mask mask(int nr) { return static_cast<__mmask16>((1u << nr) - 1); }
   template <class T>
-  static void pack(const uint8_t* w, size_t w_stride, int nr, int kb0, int kbn, Panel& P) {
-    pack_panel<T>(w, w_stride, nr, kb0, kbn, P);
-  }
+  static constexpr auto pack = Pk::panel<T>;
   template <class T>
-  static void pack_repacked(const uint8_t* w, int kb0, int kbn, Panel& P) { pack_from_repacked<T>(w, kb0, kbn, P); }
-  template <class T>
-  static void micro(int nx, const Panel& P, int kbn, const uint8_t* const* arow, const ActPrep& ap, int t0, float* out,
-                    int64_t os, Mask mask, bool acc) {
-    micro_n<T>(nx, P, kbn, arow, ap, t0, out, os, mask, acc);
-  }
-  static int32_t sum32(const int8_t* qs) { return sum32_bytes(qs); }
+  static constexpr auto pack_repacked = pack_from_repacked<T>;
+  template <class T, int NX>
+  static constexpr auto micro = pllm::kern::micro<T, NX>;
+  static constexpr auto sum32 = Pk::sum32;
 };
 
 }  // namespace

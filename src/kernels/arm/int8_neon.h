@@ -1,0 +1,135 @@
+// The 32-element block types as int8 vectors for the NEON int8 kernels, written once for
+// every level: the one-row dot (TypeKernels::vec_dot through drivers/block_dot.h) of the
+// baseline level (neon.cpp) and the dotprod level (neon_dotprod.cpp), which differ only in
+// how 32 int8 products are summed (vmull_s8 + pairwise adds, or SDOT: the level type L
+// supplies it), and the weight types of the prefill GEMMs (gemm_neon.cpp, gemm_i8mm.cpp).
+//
+// ODR: everything here is a member of a template over L, a type declared in the including
+// file's anonymous namespace, so each instantiation belongs to that file and is compiled with
+// its flags; nothing is a plain inline function that the linker could take from the object of
+// the other level (the baseline table must never run an SDOT).
+#pragma once
+#include <arm_neon.h>
+
+#include <cstdint>
+
+#include "quant/blocks.h"
+
+#define PLLM_I8_AI inline __attribute__((always_inline))
+
+namespace pllm::kern::neon_int8 {
+
+// L: h2f(uint16_t) (IEEE half to float) and, for Dot, dot32(lo, hi, a): the exact integer products of
+// lo with a[0..15] and of hi with a[16..31], summed into 4 int32 lanes. Every value fed to it
+// is within [-128, 127] x [-127, 127] (two products fit an int16 lane for the vmull path).
+template <class L>
+struct Blocks {
+  // bytes(w, q): the block's 32 quants in element order as two int8x16 (elements 0..15 and
+  // 16..31); minus the offset for the types without a min, unsigned for the ones with a min
+  // (whose activations are Q8_1 and whose dot adds m * s per block).
+  struct Q4_0 {
+    using W = block_q4_0;
+    using A = block_q8_0;
+    static constexpr bool kMin = false;
+    static PLLM_I8_AI void bytes(const W& b, int8x16_t q[2]) {
+      const uint8x16_t v = vld1q_u8(b.qs);
+      q[0] = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0F))), vdupq_n_s8(8));
+      q[1] = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), vdupq_n_s8(8));
+    }
+  };
+  struct Q4_1 {
+    using W = block_q4_1;
+    using A = block_q8_1;
+    static constexpr bool kMin = true;
+    static PLLM_I8_AI void bytes(const W& b, int8x16_t q[2]) {
+      const uint8x16_t v = vld1q_u8(b.qs);
+      q[0] = vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0F)));
+      q[1] = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
+    }
+  };
+  // Q5_0 / Q5_1: the Q4 nibbles plus the fifth bit (bit j of the word qh for element j) at 16.
+  static PLLM_I8_AI void q5_bytes(const uint8_t* qs, const uint8_t* qh, int8x16_t q[2]) {
+    uint32_t h;
+    __builtin_memcpy(&h, qh, 4);
+    const uint8x16_t v = vld1q_u8(qs);
+    q[0] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(v, vdupq_n_u8(0x0F)), high16(h)));
+    q[1] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(v, 4), high16(h >> 16)));
+  }
+  // byte j: 0x10 where bit j of the low 16 bits is set
+  static PLLM_I8_AI uint8x16_t high16(uint32_t bits) {
+    const uint8x16_t b =
+        vcombine_u8(vdup_n_u8(static_cast<uint8_t>(bits)), vdup_n_u8(static_cast<uint8_t>(bits >> 8)));
+    const uint8x16_t sel = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    return vandq_u8(vtstq_u8(b, sel), vdupq_n_u8(0x10));
+  }
+  struct Q5_0 {
+    using W = block_q5_0;
+    using A = block_q8_0;
+    static constexpr bool kMin = false;
+    static PLLM_I8_AI void bytes(const W& b, int8x16_t q[2]) {
+      q5_bytes(b.qs, b.qh, q);
+      q[0] = vsubq_s8(q[0], vdupq_n_s8(16));
+      q[1] = vsubq_s8(q[1], vdupq_n_s8(16));
+    }
+  };
+  struct Q5_1 {
+    using W = block_q5_1;
+    using A = block_q8_1;
+    static constexpr bool kMin = true;
+    static PLLM_I8_AI void bytes(const W& b, int8x16_t q[2]) { q5_bytes(b.qs, b.qh, q); }
+  };
+  struct Q8_0 {
+    using W = block_q8_0;
+    using A = block_q8_0;
+    static constexpr bool kMin = false;
+    static PLLM_I8_AI void bytes(const W& b, int8x16_t q[2]) {
+      q[0] = vld1q_s8(b.qs);
+      q[1] = vld1q_s8(b.qs + 16);
+    }
+  };
+
+  static PLLM_I8_AI float act_d(const block_q8_0& a) { return L::h2f(a.d); }
+  static PLLM_I8_AI float act_d(const block_q8_1& a) { return a.d; }
+
+  // The micro-kernel of drivers::block_dot for type T with Accs accumulator chains.
+  template <class T, int Accs>
+  struct Dot : T {
+    using V = float32x4_t;
+    static constexpr int kAccs = Accs;
+    static PLLM_I8_AI V zero() { return vdupq_n_f32(0.0f); }
+    static PLLM_I8_AI V add(V x, V y) { return vaddq_f32(x, y); }
+    static PLLM_I8_AI float hsum(V v) { return vaddvq_f32(v); }
+    static PLLM_I8_AI V fold(V acc, const typename T::W& w, const typename T::A& a) {
+      int8x16_t q[2];
+      T::bytes(w, q);
+      return vfmaq_n_f32(acc, vcvtq_f32_s32(L::dot32(q[0], q[1], a.qs)), L::h2f(w.d) * act_d(a));
+    }
+    static PLLM_I8_AI float min(const typename T::W& w, const typename T::A& a) { return L::h2f(w.m) * a.s; }
+  };
+
+  // Type T as the prefill GEMMs want it (drivers/gemm_panels.h's T; gemm_i8mm.cpp): the block
+  // unpacked to 32 signed quants and its scale (and min); the activation block's scale and,
+  // for Q8_1, its s. kOffset 0: SDOT / SMMLA multiply signed by signed, no correction.
+  template <class T>
+  struct Gemm : T {
+    static constexpr int kOffset = 0;
+    static void unpack(const typename T::W& b, int8_t q[32], float& d, float& m) {
+      int8x16_t v[2];
+      T::bytes(b, v);
+      vst1q_s8(q, v[0]);
+      vst1q_s8(q + 16, v[1]);
+      d = L::h2f(b.d);
+      if constexpr (T::kMin) m = L::h2f(b.m);
+      else m = 0.0f;
+    }
+    static float act_d(const typename T::A& a) { return Blocks::act_d(a); }
+    static float act_s(const typename T::A& a) {
+      if constexpr (T::kMin) return a.s;
+      else return 0.0f;
+    }
+  };
+};
+
+}  // namespace pllm::kern::neon_int8
+
+#undef PLLM_I8_AI
