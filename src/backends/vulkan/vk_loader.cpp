@@ -6,9 +6,10 @@
 
 namespace pllm::vk {
 
-Loader::~Loader() {
-  if (lib_) dlclose(lib_);
-}
+// The library stays loaded for the life of the process: the loader and the drivers it pulls in
+// keep static state (and some drivers misbehave when unloaded), as loaders like volk assume.
+// dlopen of an already-open library is only a reference count, so later contexts pay nothing.
+Loader::~Loader() = default;
 
 Result<void> Loader::open() {
   const char* env = std::getenv("PLLM_VK_LOADER");
