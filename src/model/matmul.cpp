@@ -162,6 +162,11 @@ void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_t
       tk.vec_dot_f32_rows(cols, w, rb, int(r1 - r0), X, Y + r0);
       return;
     }
+    if (n_tok <= kMultiRowDecode) {  // a batched decode step, exact: a register tile of a few
+      // weight rows x all token rows, each weight block decoded once for every row
+      tk.vec_dot_f32_rows_multi(cols, w, rb, int(r1 - r0), X, cols, n_tok, Y + r0, rows);
+      return;
+    }
     // Exact: weight blocks decoded in registers, FMA'd with f32 activations for up to
     // kGroup token rows at once (each weight block decoded once per group).
     for (int t0 = 0; t0 < n_tok; t0 += kGroup) {
