@@ -26,16 +26,20 @@
 
 namespace pllm::kern::drivers {
 
-// R (<= RMax) weight rows starting at w (ws bytes apart) against NX activation rows at x (xs
-// floats apart): out[j * os + r]. A is fixed by the full tile's shape so that a remainder
-// tile (R < RMax) sums in the same order.
+// R weight rows starting at w (ws bytes apart) against NX activation rows at x (xs floats
+// apart): out[j * os + r]. A is fixed by the full tile's shape so that a remainder tile (fewer
+// rows) sums in the same order. Inlined into the row loop: a call per weight row (18 blocks
+// of work at n = 576) measured 7-13 % slower.
 template <class S, class D, int R, int NX, int A>
-inline __attribute__((always_inline)) void exact_tile(int64_t n, const uint8_t* w, size_t ws, const float* x, int64_t xs, float* out, int64_t os) {
+inline __attribute__((always_inline)) void exact_tile(int64_t n, const uint8_t* w, size_t ws, const float* x,
+                                                      int64_t xs, float* out, int64_t os) {
   using V = typename S::V;
   constexpr int kVecs = 32 / S::kLanes;
   // D has no default constructor: an array of R built from an index pack.
   struct Decs { D d[R]; };
-  Decs ds = [&]<size_t... I>(std::index_sequence<I...>) { return Decs{{D(w + I * ws)...}}; }(std::make_index_sequence<R>{});
+  Decs ds = [&]<size_t... I>(std::index_sequence<I...>) {
+    return Decs{{D(w + I * ws)...}};
+  }(std::make_index_sequence<R>{});
   D* dec = ds.d;
   V acc[R][NX][A];
   for (int r = 0; r < R; ++r)
