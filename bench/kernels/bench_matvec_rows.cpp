@@ -3,7 +3,9 @@
 // SmolLM2-135M shapes (rows x cols = 1536x576 and 576x1536), Q4_0 / Q4_1 / Q8_0.
 //
 // Names: isa/type/shape/{loop,rows}_{int8,f32}/{hot,cold}, isa/type/shape/multi_int8_xN/{hot,cold}
-// (N activation rows of a batched decode step: vec_dot_rows_multi)
+// (N activation rows of a batched decode step: vec_dot_rows_multi), and for the exact path
+// isa/type/shape/multi_f32_xN (vec_dot_f32_multi per weight row, the kernel before the tile)
+// and isa/type/shape/rows_multi_f32_xN (vec_dot_f32_rows_multi: the register tile)
 //   hot   one matrix (0.5-1 MB), cache resident: kernel throughput
 //   cold  a ring of copies totalling ~96 MB, a different copy every pass: streaming
 //         from DRAM as in real decode (one thread, so below the machine's total bandwidth)
@@ -155,6 +157,29 @@ void run_multi_f32(benchmark::State& st, const TypeKernels* k, TensorType t, int
   st.SetItemsProcessed(int64_t(st.iterations()) * rows * n_x);
 }
 
+// The same step through vec_dot_f32_rows_multi (a register tile of weight rows x activation
+// rows, as matmul_group runs a batched exact decode step now), in chunks of kChunk weight rows.
+void run_rows_multi_f32(benchmark::State& st, const TypeKernels* k, TensorType t, int64_t rows, int64_t cols, int n_x,
+                        bool cold) {
+  Setup s = make(*k, t, rows, cols, cold);
+  std::vector<float> x(size_t(cols) * n_x);
+  for (int j = 0; j < n_x; ++j) std::copy(s.x.begin(), s.x.end(), x.begin() + j * cols);
+  std::vector<float> y(size_t(rows) * n_x);
+  int c = 0;
+  for (auto _ : st) {
+    const uint8_t* w = s.w.data() + size_t(c) * s.mat_bytes;
+    if (++c == s.copies) c = 0;
+    for (int64_t r0 = 0; r0 < rows; r0 += kChunk) {
+      const int nr = int(rows - r0 < kChunk ? rows - r0 : kChunk);
+      k->vec_dot_f32_rows_multi(cols, w + r0 * s.rb, s.rb, nr, x.data(), cols, n_x, y.data() + r0, rows);
+    }
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  st.SetBytesProcessed(int64_t(st.iterations()) * int64_t(s.mat_bytes));
+  st.SetItemsProcessed(int64_t(st.iterations()) * rows * n_x);
+}
+
 void register_all() {
   const Isa isas[] = {Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon_dotprod, Isa::neon_i8mm};
   const TensorType types[] = {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q8_0};
@@ -180,6 +205,8 @@ void register_all() {
                                          sh[0], sh[1], n_x, cold != 0);
             benchmark::RegisterBenchmark(name(sh, "multi_f32_x" + std::to_string(n_x), cold).c_str(), run_multi_f32, k,
                                          t, sh[0], sh[1], n_x, cold != 0);
+            benchmark::RegisterBenchmark(name(sh, "rows_multi_f32_x" + std::to_string(n_x), cold).c_str(),
+                                         run_rows_multi_f32, k, t, sh[0], sh[1], n_x, cold != 0);
           }
           if (k->vec_dot_panels)
             benchmark::RegisterBenchmark(name(sh, "panels_int8", cold).c_str(), run_panels, k, t, sh[0], sh[1],

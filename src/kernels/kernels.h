@@ -68,6 +68,12 @@ struct TypeKernels {
   // Same for the exact path with f32 activations: out[r] = vec_dot_f32(n, w + r*w_stride, x)
   // up to rounding (same decoded weights, >= 8 f32 lanes per row as for vec_dot_f32).
   void (*vec_dot_f32_rows)(int64_t n, const void* w, size_t w_stride, int n_rows, const float* x, float* out) = nullptr;
+  // Exact path, a batched decode step: n_rows weight rows against n_x f32 activation rows (x_stride
+  // floats apart): out[j * out_stride + r] = vec_dot_f32(n, w + r*w_stride, x + j*x_stride) up to
+  // rounding (>= 8 f32 lanes per pair, as vec_dot_f32_multi). SIMD tables tile a few weight rows x
+  // the activation rows in registers (drivers/exact_tile.h); the scalar twin loops vec_dot_f32_multi.
+  void (*vec_dot_f32_rows_multi)(int64_t n, const void* w, size_t w_stride, int n_rows, const float* x,
+                                 int64_t x_stride, int n_x, float* out, int64_t out_stride) = nullptr;
   // Decode over load-time repacked weights (quant/panel.h; Q4_0, Q4_1, Q8_0): n_panels
   // panels of 16 rows (n elements each) back to back at w, against ONE activation row in
   // quantize_act's format: out[16 p + i] = vec_dot(row i of panel p) up to f32 rounding

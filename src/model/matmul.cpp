@@ -23,10 +23,11 @@ namespace {
 
 constexpr int kMaxTargets = 4;
 static_assert(kMaxActFormats >= kMaxTargets, "one activation slot per target at most");
-constexpr int kGroup = 4;  // token rows per fused exact-mode kernel call
+constexpr int kGroup = 4;  // token rows per fused W4A16 kernel call
 // int8 products over at most this many token rows (a batched decode step) take
 // vec_dot_rows_multi; longer ones (prefill) the tiled GEMM, whose per-call repacking only
-// pays off over many tokens.
+// pays off over many tokens. Exact products take vec_dot_f32_rows_multi in groups of this
+// many token rows (its largest register tile: one weight decode per 8 rows).
 constexpr int kMultiRowDecode = 8;
 
 struct Plan {
@@ -162,16 +163,13 @@ void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_t
       tk.vec_dot_f32_rows(cols, w, rb, int(r1 - r0), X, Y + r0);
       return;
     }
-    // Exact: weight blocks decoded in registers, FMA'd with f32 activations for up to
-    // kGroup token rows at once (each weight block decoded once per group).
-    for (int t0 = 0; t0 < n_tok; t0 += kGroup) {
-      const int nt = std::min(kGroup, n_tok - t0);
-      const float* x = X + int64_t(t0) * cols;
-      float* y = Y + int64_t(t0) * rows;
-      for (int64_t r = r0; r < r1; ++r) {
-        if (nt == 1) y[r] = tk.vec_dot_f32(cols, row(r), x);
-        else tk.vec_dot_f32_multi(cols, row(r), x, cols, nt, y + r, rows);
-      }
+    // Exact, several token rows (a batched decode step, or prefill in groups of
+    // kMultiRowDecode rows): a chunk of weight rows per call, each weight block decoded in
+    // registers once for the group's rows and FMA'd with their f32 activations.
+    for (int t0 = 0; t0 < n_tok; t0 += kMultiRowDecode) {
+      const int nt = std::min(kMultiRowDecode, n_tok - t0);
+      tk.vec_dot_f32_rows_multi(cols, w, rb, int(r1 - r0), X + int64_t(t0) * cols, cols, nt, Y + int64_t(t0) * rows + r0,
+                                rows);
     }
   };
 

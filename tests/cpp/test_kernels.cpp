@@ -475,8 +475,9 @@ TEST_P(KernelIsa, F32Helpers) {
 // Exact mode decodes every weight to exactly dequantize_row's float: against a one-hot
 // activation row the dot is that single product (all other terms are exact zeros), so it
 // must equal the scalar dequantiser's value bit for bit, element by element, through both
-// the one-row and the several-rows kernels. Catches a wrong fifth bit (Q5_0 / Q5_1) or
-// scale in one lane that the rounding-bound tests above could blur at large n.
+// the one-row and the several-rows kernels (vec_dot_f32_multi, vec_dot_f32_rows_multi).
+// Catches a wrong fifth bit (Q5_0 / Q5_1) or scale in one lane that the rounding-bound
+// tests above could blur at large n.
 TEST_P(KernelIsa, ExactDotDecodesEveryWeightExactly) {
   std::mt19937 rng(4242 + static_cast<int>(GetParam()));
   for (TensorType t : kTypes) {
@@ -494,6 +495,10 @@ TEST_P(KernelIsa, ExactDotDecodesEveryWeightExactly) {
       k.vec_dot_f32_multi(n, w.data(), x.data(), n, 2, out, 1);
       ASSERT_EQ(out[0], deq[i]) << type_traits(uint32_t(t))->name << " multi i=" << i;
       ASSERT_EQ(out[1], 2.0f * deq[i]) << type_traits(uint32_t(t))->name << " multi row 2 i=" << i;
+      out[0] = out[1] = -1.0f;  // the batched-step kernel (one weight row, the same two rows)
+      k.vec_dot_f32_rows_multi(n, w.data(), w.size(), 1, x.data(), n, 2, out, 1);
+      ASSERT_EQ(out[0], deq[i]) << type_traits(uint32_t(t))->name << " rows_multi i=" << i;
+      ASSERT_EQ(out[1], 2.0f * deq[i]) << type_traits(uint32_t(t))->name << " rows_multi row 2 i=" << i;
       x[i] = x[n + i] = 0.0f;
     }
   }
@@ -506,6 +511,8 @@ TEST_P(KernelIsa, ExactModeIsVectorisedForBlockTypes) {
   for (TensorType t : {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0}) {
     EXPECT_NE(table_->for_type(t).vec_dot_f32, scalar_->for_type(t).vec_dot_f32) << type_traits(uint32_t(t))->name;
     EXPECT_NE(table_->for_type(t).vec_dot_f32_multi, scalar_->for_type(t).vec_dot_f32_multi)
+        << type_traits(uint32_t(t))->name;
+    EXPECT_NE(table_->for_type(t).vec_dot_f32_rows_multi, scalar_->for_type(t).vec_dot_f32_rows_multi)
         << type_traits(uint32_t(t))->name;
   }
 }

@@ -1,4 +1,4 @@
-// Decode matvec kernels (TypeKernels::vec_dot_rows / vec_dot_f32_rows) on every ISA
+// Decode matvec kernels (TypeKernels::vec_dot_rows / vec_dot_f32_rows / *_multi) on every ISA
 // table this machine can run, against the scalar twin's one-row kernels in a loop.
 //
 // Tolerances (derivation as in test_kernels.cpp; u = FLT_EPSILON / 2):
@@ -156,6 +156,7 @@ TEST_P(MatvecRows, EntriesSetForEveryAvailableType) {
     if (!k.available) continue;
     EXPECT_NE(k.vec_dot_rows, nullptr) << "type id " << id;
     EXPECT_NE(k.vec_dot_f32_rows, nullptr) << "type id " << id;
+    EXPECT_NE(k.vec_dot_f32_rows_multi, nullptr) << "type id " << id;
   }
 }
 
@@ -326,6 +327,70 @@ TEST_P(MatvecRows, MultiRowsMatchScalarPairs) {
                 std::memcpy(&bits, &out[x * os + g], 4);
                 EXPECT_EQ(bits, kGuardBits) << tname << ": write into the gap after output row " << x;
               }
+          }
+        }
+      }
+    }
+  }
+}
+
+// vec_dot_f32_rows_multi (a batched decode step, exact path): n_x f32 activation rows against
+// n_rows weight rows, out[x * os + r] within the f32 bound above of the scalar one-row
+// vec_dot_f32 of that pair, on every type. Row counts cover whole register tiles and every
+// remainder, n_x every tile shape and more than one group of 8; activation rows sit n + 5
+// floats apart (unaligned), weight rows a padded stride apart; gaps and ends guarded. Every
+// weight row must also give the same result whatever its place in the call (first row of a
+// call vs inside a tile or a remainder tile): the matmul's chunking varies with the threads.
+TEST_P(MatvecRows, ExactMultiRowsMatchScalarPairs) {
+  std::mt19937 rng(5151 + static_cast<int>(GetParam()));
+  for (TensorType t : kTypes) {
+    const TypeKernels& k = table_->for_type(t);
+    const TypeKernels& ks = scalar_->for_type(t);
+    ASSERT_NE(k.vec_dot_f32_rows_multi, nullptr);
+    const char* tname = type_traits(static_cast<uint32_t>(t))->name;
+    for (int64_t n : sizes_for(t)) {
+      const size_t rb = *row_bytes(static_cast<uint32_t>(t), n), stride = rb + 32;
+      const int64_t xs = n + 5;
+      for (int n_rows : {1, 2, 3, 4, 5, 7, 13}) {
+        for (int n_x : {1, 2, 3, 4, 5, 7, 8, 11}) {
+          const bool raw = (n_rows + n_x) % 2 == 1 && !is_float(t);
+          std::vector<uint8_t> w(stride * n_rows);
+          for (int r = 0; r < n_rows; ++r) fill_row(t, n, rng, raw, w.data() + r * stride);
+          std::vector<float> x(size_t(xs) * n_x);
+          for (int j = 0; j < n_x; ++j) {
+            const std::vector<float> xf = random_floats(rng, n, j % 2 ? 3.0f : 0.5f);
+            std::copy(xf.begin(), xf.end(), x.begin() + j * xs);
+          }
+          const int os = n_rows + 3;
+          auto call = [&](const uint8_t* wr, int rows, float* o) {
+            for (int j = 0; j < n_x; ++j)  // the gaps between output rows hold guard values too
+              for (int g = rows; g < os; ++g) std::memcpy(&o[j * os + g], &kGuardBits, 4);
+            k.vec_dot_f32_rows_multi(n, wr, stride, rows, x.data(), xs, n_x, o, os);
+          };
+          const std::vector<float> out = guarded(os * n_x, [&](float* o) { call(w.data(), n_rows, o); },
+                                                 "vec_dot_f32_rows_multi");
+          std::vector<float> deq(n);
+          for (int r = 0; r < n_rows; ++r) {
+            const uint8_t* wr = w.data() + r * stride;
+            ks.dequantize_row(wr, deq.data(), n);
+            // the same row alone (a one-row remainder tile): bit-identical
+            const std::vector<float> alone = guarded(os * n_x, [&](float* o) { call(wr, 1, o); }, "one row");
+            for (int j = 0; j < n_x; ++j) {
+              const float* xj = x.data() + j * xs;
+              double s_f = 0.0;
+              for (int64_t i = 0; i < n; ++i) s_f += std::fabs(double(deq[i])) * std::fabs(double(xj[i]));
+              const double ref = ks.vec_dot_f32(n, wr, xj);
+              const double tol = (double(n) / 8.0 + 16.0 + 2.0) * kU * s_f + 1e-30;
+              EXPECT_NEAR(out[j * os + r], ref, tol) << tname << " n=" << n << " rows=" << n_rows << " n_x=" << n_x
+                                                     << " row " << r << " act " << j;
+              EXPECT_EQ(out[j * os + r], alone[j * os]) << tname << " n=" << n << " rows=" << n_rows << " n_x="
+                                                        << n_x << " row " << r << " act " << j << " vs alone";
+              for (int g = n_rows; g < os; ++g) {
+                uint32_t bits;
+                std::memcpy(&bits, &out[j * os + g], 4);
+                EXPECT_EQ(bits, kGuardBits) << tname << ": write into the gap after output row " << j;
+              }
+            }
           }
         }
       }

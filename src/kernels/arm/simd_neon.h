@@ -58,6 +58,10 @@ struct F32x4 {
   // Accumulators per activation row in fused_dot: 4 (NX <= 4) or 2 (NX <= 8), so every row
   // has >= 8 lanes and 8 weights + up to 16 accumulators fit the 32 registers.
   static constexpr int accs(int nx) { return nx <= 4 ? 4 : 2; }
+  // Weight rows per register tile in drivers/exact_tile.h: two for up to 2 activation rows
+  // (FMLA has no memory operand, so a second row halves the activation loads; 2 x 2 x 4
+  // accumulators + 2 x 8 weight vectors fill the 32 registers), else one.
+  static constexpr int tile_rows(int nx) { return nx <= 2 ? 2 : 1; }
   static PLLM_AI V zero() { return vdupq_n_f32(0.0f); }
   static PLLM_AI V set1(float x) { return vdupq_n_f32(x); }
   static PLLM_AI V load(const float* p) { return vld1q_f32(p); }

@@ -11,6 +11,8 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/drivers/exact_tile.h"
+
 namespace pllm::kern::drivers {
 
 // S (vector traits): V (register type), kLanes (f32 lanes), zero(), load(const float*),
@@ -115,6 +117,7 @@ template <class S, class D, class TK>
 void set_exact(TK& k) {
   k.vec_dot_f32 = one_row<FusedDot<S, D>::template K, float>;
   k.vec_dot_f32_multi = in_groups_of_8<FusedDot<S, D>::template K, float>;
+  k.vec_dot_f32_rows_multi = exact_rows_multi<S, D>;  // a batched decode step (exact_tile.h)
 }
 
 // W4A16 (fp16 activations) of decoder D.

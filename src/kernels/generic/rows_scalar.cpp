@@ -47,6 +47,18 @@ void rows_f32_loop(int64_t n, const void* w, size_t w_stride, int n_rows, const 
   for (int r = 0; r < n_rows; ++r) out[r] = dot(n, wb + r * w_stride, x);
 }
 
+// The scalar twin of vec_dot_f32_rows_multi (SIMD tables set theirs with their exact-mode
+// kernels, drivers::set_exact): vec_dot_f32_multi once per weight row.
+using MultiF32Fn = void (*)(int64_t, const void*, const float*, int64_t, int, float*, int64_t);
+MultiF32Fn g_multi_f32[32] = {};
+
+template <int Type>
+void rows_multi_f32_scalar(int64_t n, const void* w, size_t w_stride, int n_rows, const float* x, int64_t x_stride,
+                           int n_x, float* out, int64_t out_stride) {
+  const uint8_t* wb = static_cast<const uint8_t*>(w);
+  for (int r = 0; r < n_rows; ++r) g_multi_f32[Type](n, wb + r * w_stride, x, x_stride, n_x, out + r, out_stride);
+}
+
 template <int IsaIdx>
 void set_loops(KernelTable& t) {
   auto one = [&]<int Type>() {
@@ -75,6 +87,16 @@ void fill_rows_loop(KernelTable& t, Isa isa) {
   }
 }
 
-void fill_rows_scalar(KernelTable& t) { fill_rows_loop(t, Isa::scalar); }
+void fill_rows_scalar(KernelTable& t) {
+  fill_rows_loop(t, Isa::scalar);
+  auto one = [&]<int Type>() {
+    TypeKernels& k = t.types[Type];
+    if (!k.available) return;
+    g_multi_f32[Type] = k.vec_dot_f32_multi;
+    k.vec_dot_f32_rows_multi = rows_multi_f32_scalar<Type>;
+  };
+  [&]<int... T>(std::integer_sequence<int, T...>) { (one.template operator()<T>(), ...); }(
+      std::make_integer_sequence<int, 32>{});
+}
 
 }  // namespace pllm::kern

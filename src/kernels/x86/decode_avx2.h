@@ -60,6 +60,12 @@ struct DecBF16 {
   }
 };
 
+// An fp16 scale broadcast to 8 f32 lanes: a 16-bit broadcast load and one conversion (the
+// same value as _mm256_set1_ps(h2f(h)), in 2 instructions instead of 4 per block).
+PLLM_AI __m256 bcast_h(const uint16_t& h) {
+  return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(h)));
+}
+
 struct DecQuant {  // quantised types never have a tail (n is a multiple of the block)
   void tail(int64_t, float*) const {}
 };
@@ -73,9 +79,8 @@ struct DecQ4_0 : DecQuant {
   explicit DecQ4_0(const void* row) : w(static_cast<const block_q4_0*>(row)) {}
   PLLM_AI void block(int64_t b) {
     q = w[b].qs;
-    const float df = h2f(w[b].d);
-    d = _mm256_set1_ps(df);
-    m8d = _mm256_set1_ps(-8.0f * df);
+    d = bcast_h(w[b].d);
+    m8d = _mm256_mul_ps(d, _mm256_set1_ps(-8.0f));  // exact
   }
   PLLM_AI void unit(int, __m256 v[4]) {
     const __m256i a = zx8(q), b = zx8(q + 8), m4 = _mm256_set1_epi32(0x0F);
@@ -95,8 +100,8 @@ struct DecQ4_1 : DecQuant {
   explicit DecQ4_1(const void* row) : w(static_cast<const block_q4_1*>(row)) {}
   PLLM_AI void block(int64_t b) {
     q = w[b].qs;
-    d = _mm256_set1_ps(h2f(w[b].d));
-    m = _mm256_set1_ps(h2f(w[b].m));
+    d = bcast_h(w[b].d);
+    m = bcast_h(w[b].m);
   }
   PLLM_AI void unit(int, __m256 v[4]) {
     const __m256i a = zx8(q), b = zx8(q + 8), m4 = _mm256_set1_epi32(0x0F);
@@ -173,7 +178,7 @@ struct DecQ8_0 : DecQuant {
   explicit DecQ8_0(const void* row) : w(static_cast<const block_q8_0*>(row)) {}
   PLLM_AI void block(int64_t b) {
     q = w[b].qs;
-    d = _mm256_set1_ps(h2f(w[b].d));
+    d = bcast_h(w[b].d);
   }
   PLLM_AI void unit(int, __m256 v[4]) {
     for (int k = 0; k < 4; ++k) {

@@ -61,6 +61,9 @@ struct F32x8 {
   static constexpr int kLanes = 8;
   // Accumulators per activation row in fused_dot: 4, 2, 1 for NX <= 2, <= 4, <= 8 (16 registers).
   static constexpr int accs(int nx) { return nx <= 2 ? 4 : nx <= 4 ? 2 : 1; }
+  // Weight rows per register tile in drivers/exact_tile.h: one (FMAs read activations from
+  // memory; see there).
+  static constexpr int tile_rows(int) { return 1; }
   static PLLM_AI V zero() { return _mm256_setzero_ps(); }
   static PLLM_AI V set1(float x) { return _mm256_set1_ps(x); }
   static PLLM_AI V load(const float* p) { return _mm256_loadu_ps(p); }

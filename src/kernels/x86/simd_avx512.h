@@ -21,6 +21,8 @@ struct F32x16 {
   static constexpr int kLanes = 16;
   // Accumulators per activation row in fused_dot: 2 for NX <= 4, else 1 (>= 16 lanes each).
   static constexpr int accs(int nx) { return nx <= 4 ? 2 : 1; }
+  // Weight rows per register tile in drivers/exact_tile.h: one, as AVX2 (memory operands).
+  static constexpr int tile_rows(int) { return 1; }
   static PLLM_AI V zero() { return _mm512_setzero_ps(); }
   static PLLM_AI V set1(float x) { return _mm512_set1_ps(x); }
   static PLLM_AI V load(const float* p) { return _mm512_loadu_ps(p); }
