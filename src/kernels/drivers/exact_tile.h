@@ -12,7 +12,7 @@
 // on ARM, where FMLA has no memory operand, R = 2 (up to 2 rows) halves the activation loads.
 //
 // Summation order (the bound the tests assume): every (weight row, activation row) pair has
-// A = S::accs(R * NX) accumulators (>= 8 lanes in all), vector k of each 32-element unit
+// A accumulators (S::accs of the tile for 1-2 activation rows, of the full 8-row tile for 3-8), vector k of each 32-element unit
 // going to accumulator k % A, FMA'd in element order; at the end the A accumulators are added
 // pairwise, then summed horizontally. R and A depend on NX only (S::tile_rows), never on
 // where a weight row falls in a chunk: a row's result is the same whatever the chunking (and
@@ -91,7 +91,11 @@ inline __attribute__((always_inline)) void exact_tile(int64_t n, const uint8_t* 
 template <class S, class D, int NX>
 void exact_rows_nx(int64_t n, const uint8_t* w, size_t ws, int n_rows, const float* x, int64_t xs, float* out,
                    int64_t os) {
-  constexpr int kR = S::tile_rows(NX), A = S::accs(kR * NX);
+  // A is that of the full 8-row tile for every group of 3-8 activation rows: a row's sum order
+  // is then the same whatever the size of the call it came in (>= 3 rows), so a token's K/V from
+  // a long prefill call equals the same token's from a short one, which the prefix cache's exact
+  // resume relies on (test_prefix_reuse ResumeIsExact).
+  constexpr int kR = S::tile_rows(NX), A = S::accs(kR * NX <= 2 ? kR * NX : S::tile_rows(8) * 8);
   int r = 0;
   for (; r + kR <= n_rows; r += kR) exact_tile<S, D, kR, NX, A>(n, w + r * ws, ws, x, xs, out + r, os);
   const int left = n_rows - r;
