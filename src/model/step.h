@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <span>
 
+#include "base/result.h"
 #include "base/trace.h"
 #include "model/act_observer.h"
 #include "model/kv_cache.h"
@@ -22,6 +23,15 @@ struct SeqStep {
   const std::atomic<bool>* cancel = nullptr;  // this sequence's cancel flag, or null
   bool cancelled() const { return cancel && cancel->load(std::memory_order_relaxed); }
 };
+
+// The checks every backend makes before a step: at least one sequence, each non-empty, with a
+// cache, at most once, fitting its context; the total row count within limits. Returns the
+// number of rows and sets *out_rows to the number of logit rows wanted.
+struct StepShape {
+  int rows = 0;
+  int out_rows = 0;
+};
+Result<StepShape> check_step(std::span<const SeqStep> seqs);
 
 // What is common to every row of a step.
 struct StepOptions {

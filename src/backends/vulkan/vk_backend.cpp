@@ -58,7 +58,7 @@ class VulkanBackendImpl final : public VulkanBackend {
   Result<void> forward(const Model& m, std::span<const SeqStep> seqs, const StepOptions& opt) override {
     std::lock_guard<std::mutex> lock(mu_);
     if (m.vocab_only()) return make_error(Status::invalid_argument, "model was loaded vocab-only");
-    if (seqs.empty()) return make_error(Status::invalid_argument, "a step needs at least one sequence");
+    PLLM_TRY(check_step(seqs));
     if (std::string why = unsupported_reason(m, seqs, opt); !why.empty()) return make_error(Status::unsupported, why);
     const ModelConfig& c = m.config();
     if (model_ != &m) {  // another model: its weights replace the old ones
@@ -70,14 +70,7 @@ class VulkanBackendImpl final : public VulkanBackend {
     out_rows_.clear();
     for (size_t i = 0; i < seqs.size(); ++i) {
       const SeqStep& q = seqs[i];
-      if (!q.kv || q.tokens.empty()) return make_error(Status::invalid_argument, "bad batch size");
-      for (size_t j = 0; j < i; ++j)
-        if (seqs[j].kv == q.kv) return make_error(Status::invalid_argument, "a sequence appears twice in one step");
       const int64_t pos0 = q.kv->end(), n = int64_t(q.tokens.size());
-      if (!q.kv->fits(pos0, n))
-        return make_error(Status::out_of_range, "context full: " + std::to_string(pos0 + n) + " tokens > n_ctx " +
-                                                    std::to_string(q.kv->n_ctx()));
-      if (int64_t(rows_.size()) + n > INT_MAX / 2) return make_error(Status::invalid_argument, "step too large");
       for (int64_t t = 0; t < n; ++t) {
         if (q.logits && (q.all_logits || t == n - 1)) out_rows_.push_back(int(rows_.size()));
         rows_.push_back({int(i), int(pos0 + t), q.tokens[size_t(t)]});
