@@ -26,7 +26,7 @@ struct SeqStep {
 
 // The checks every backend makes before a step: at least one sequence, each non-empty, with a
 // cache, at most once, fitting its context; the total row count within limits. Returns the
-// number of rows and sets *out_rows to the number of logit rows wanted.
+// step's rows and the logit rows it wants.
 struct StepShape {
   int rows = 0;
   int out_rows = 0;

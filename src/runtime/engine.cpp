@@ -10,15 +10,6 @@ namespace pllm {
 // Scheduling priority of background work (Linux nice; 0 is normal, 19 the lowest).
 constexpr int kBackgroundNice = 10;
 
-const char* engine_backend_name(EngineBackend b) {
-  switch (b) {
-    case EngineBackend::cpu: return "cpu";
-    case EngineBackend::auto_: return "auto";
-    case EngineBackend::vulkan: return "vulkan";
-  }
-  return "?";
-}
-
 Result<EngineBackend> parse_engine_backend(const std::string& s) {
   if (s == "cpu") return EngineBackend::cpu;
   if (s == "auto") return EngineBackend::auto_;
@@ -58,6 +49,7 @@ BackendStats Engine::backend_stats() const {
 }
 
 void Engine::forget_cache(const KvCache* kv) {
+  if (backend_ == EngineBackend::cpu) return;  // no device copies: no wait for a running step
   std::lock_guard<std::mutex> lock(fg_.mu);
   if (device_) device_->forget(kv);
 }
@@ -104,11 +96,12 @@ VulkanBackend* Engine::pick_device(const Model& m, std::span<const SeqStep> seqs
   return c.ok() && c->backend == 0 ? device_.get() : nullptr;
 }
 
-void Engine::record(bool on_device, bool decode, double ms_per_token) {
+void Engine::record(bool on_device, bool decode, double ms_per_token, int validation_messages) {
   float& c = cost_[on_device ? 0 : 1][decode ? 1 : 0];
   c = c == 0 ? float(ms_per_token) : 0.8f * c + 0.2f * float(ms_per_token);  // recent steps weigh most
   std::lock_guard<std::mutex> lock(stats_mu_);
   ++(on_device ? stats_.device_steps : stats_.cpu_steps);
+  if (on_device) stats_.validation_messages = validation_messages;
 }
 
 Result<void> Engine::forward(const Model& m, std::span<const SeqStep> seqs, const StepOptions& opt, Lane l) {
@@ -126,18 +119,16 @@ Result<void> Engine::forward(const Model& m, std::span<const SeqStep> seqs, cons
     if (VulkanBackend* dev = pick_device(m, seqs, opt, decode)) {
       const auto t0 = clock::now();
       Result<void> r = dev->forward(m, seqs, opt);
-      {
-        std::lock_guard<std::mutex> slock(stats_mu_);
-        stats_.validation_messages = dev->validation_messages();
-      }
       const Status st = r.ok() ? Status::ok : r.error().code;
       if (st == Status::ok || st == Status::cancelled || st == Status::invalid_argument || st == Status::out_of_range) {
-        record(true, decode, std::chrono::duration<double, std::milli>(clock::now() - t0).count() / double(tokens));
+        record(true, decode, std::chrono::duration<double, std::milli>(clock::now() - t0).count() / double(tokens),
+               dev->validation_messages());
         return r;
       }
       // The device failed (lost, out of memory, ...): nothing of the sequences moved, so the
       // CPU runs the same step; a lost device is never asked again.
       std::lock_guard<std::mutex> slock(stats_mu_);
+      stats_.validation_messages = dev->validation_messages();
       ++stats_.fallbacks;
       stats_.last_fallback = r.error().message;
     }

@@ -23,7 +23,6 @@ namespace pllm {
 // type (lavapipe included); cpu: the CPU only. A step the device cannot take, or a device that
 // fails, runs on the CPU with the same result.
 enum class EngineBackend { cpu, auto_, vulkan };
-const char* engine_backend_name(EngineBackend b);
 Result<EngineBackend> parse_engine_backend(const std::string& s);
 
 // Where the engine's foreground steps ran.
@@ -77,7 +76,7 @@ class Engine {
   LaneState& lane(Lane l);
   // The device backend for this step, or null for the CPU (fg lane lock held).
   VulkanBackend* pick_device(const Model& m, std::span<const SeqStep> seqs, const StepOptions& opt, bool decode);
-  void record(bool on_device, bool decode, double ms_per_token);
+  void record(bool on_device, bool decode, double ms_per_token, int validation_messages = -1);
 
   EngineBackend backend_ = EngineBackend::cpu;
   bool device_tried_ = false;            // the device backend was created (or failed to be)

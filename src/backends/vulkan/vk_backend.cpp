@@ -16,8 +16,6 @@ namespace {
 
 using namespace vk;
 
-constexpr uint64_t kBindAlign = 256;  // see vk_state.cpp: offsets of per-sequence row ranges
-
 class VulkanBackendImpl final : public VulkanBackend {
  public:
   explicit VulkanBackendImpl(Backend b) : b_(std::move(b)) {}
@@ -50,7 +48,9 @@ class VulkanBackendImpl final : public VulkanBackend {
       if (fresh && q.kv->end() > 0 && !q.kv->prefix_bytes(q.kv->end()).ok())
         return "the device's copy of this sequence's KV cache is stale and the cache cannot be exported";
     }
-    if (seqs.size() > 1 && ((uint64_t(c.q_dim()) * 4) % kBindAlign || (uint64_t(c.kv_dim()) * 4) % kBindAlign))
+    // Each sequence's rows are bound at an offset of whole q / kv rows.
+    const uint64_t align = std::max<uint64_t>(4, b_.ctx->info().storage_align);
+    if (seqs.size() > 1 && ((uint64_t(c.q_dim()) * 4) % align || (uint64_t(c.kv_dim()) * 4) % align))
       return "several sequences need q/kv row offsets the device can bind";
     return "";
   }
@@ -68,9 +68,11 @@ class VulkanBackendImpl final : public VulkanBackend {
     }
     rows_.clear();
     out_rows_.clear();
+    seq_row0_.clear();
     for (size_t i = 0; i < seqs.size(); ++i) {
       const SeqStep& q = seqs[i];
       const int64_t pos0 = q.kv->end(), n = int64_t(q.tokens.size());
+      seq_row0_.push_back(int(rows_.size()));
       for (int64_t t = 0; t < n; ++t) {
         if (q.logits && (q.all_logits || t == n - 1)) out_rows_.push_back(int(rows_.size()));
         rows_.push_back({int(i), int(pos0 + t), q.tokens[size_t(t)]});
@@ -80,7 +82,7 @@ class VulkanBackendImpl final : public VulkanBackend {
     PLLM_TRY(b_.bufs.reserve(*b_.ctx, c, n_vocab, int(rows_.size()), int(out_rows_.size())));
     PLLM_TRY(b_.rec->begin());
     for (const SeqStep& q : seqs) PLLM_TRY(sync_mirror(c, *q.kv, int(q.tokens.size())));
-    vk::VulkanLayers ops(b_, c, seqs, rows_, out_rows_, opt.act_mode == ActMode::int8);
+    vk::VulkanLayers ops(b_, c, seqs, rows_, seq_row0_, out_rows_, opt.act_mode == ActMode::int8);
     Result<void> pass = m.run_layers(ops);
     if (pass.ok()) pass = ops.error();
     if (pass.ok()) pass = b_.rec->submit();
@@ -183,6 +185,7 @@ class VulkanBackendImpl final : public VulkanBackend {
   Backend b_;
   const Model* model_ = nullptr;
   std::vector<StepRow> rows_;
+  std::vector<int> seq_row0_;  // first row of each sequence
   std::vector<int> out_rows_;
 };
 

@@ -9,10 +9,10 @@
 namespace pllm::vk {
 
 VulkanLayers::VulkanLayers(Backend& b, const ModelConfig& c, std::span<const SeqStep> seqs,
-                           std::span<const StepRow> rows, std::span<const int> out_rows, bool int8)
-    : b_(b), c_(c), seqs_(seqs), rows_(rows), out_rows_(out_rows), int8_(int8) {
-  seq_row0_.assign(seqs.size(), 0);
-  for (int r = int(rows.size()) - 1; r >= 0; --r) seq_row0_[size_t(rows[size_t(r)].seq)] = r;
+                           std::span<const StepRow> rows, std::span<const int> seq_row0, std::span<const int> out_rows,
+                           bool int8)
+    : b_(b), c_(c), seqs_(seqs), rows_(rows), seq_row0_(seq_row0), out_rows_(out_rows), int8_(int8) {
+  for (int l = 0; l < c.n_layer; ++l) ff_ = std::max(ff_, c.n_ff_at(l));
 }
 
 bool VulkanLayers::cancelled() const {
@@ -29,11 +29,7 @@ int VulkanLayers::width(Act a) const {
     case Act::k:
     case Act::v: return c_.kv_dim();
     case Act::gate:
-    case Act::up: {
-      int ff = 0;
-      for (int l = 0; l < c_.n_layer; ++l) ff = std::max(ff, c_.n_ff_at(l));
-      return ff;
-    }
+    case Act::up: return ff_;
   }
   return 0;
 }

@@ -4,7 +4,6 @@
 // by error() after the pass.
 #pragma once
 #include <span>
-#include <vector>
 
 #include "backends/vulkan/vk_state.h"
 #include "model/layer_ops.h"
@@ -21,8 +20,9 @@ struct StepRow {
 
 class VulkanLayers final : public LayerOps {
  public:
+  // seq_row0[s]: the first row of sequence s (its rows are contiguous).
   VulkanLayers(Backend& b, const ModelConfig& c, std::span<const SeqStep> seqs, std::span<const StepRow> rows,
-               std::span<const int> out_rows, bool int8);
+               std::span<const int> seq_row0, std::span<const int> out_rows, bool int8);
 
   bool cancelled() const override;
   Result<void> embed(const Matrix& table, float scale) override;
@@ -49,8 +49,9 @@ class VulkanLayers final : public LayerOps {
   const ModelConfig& c_;
   std::span<const SeqStep> seqs_;
   std::span<const StepRow> rows_;
+  std::span<const int> seq_row0_;
   std::span<const int> out_rows_;  // rows whose logits are wanted, in output order
-  std::vector<int> seq_row0_;      // first row of each sequence
+  int ff_ = 0;                     // the widest layer's n_ff: the row stride of gate and up
   bool int8_;
   const float* cs_keys_[2] = {nullptr, nullptr};  // inv_freq of the RoPE tables filled this step
   Result<void> err_;
