@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
@@ -278,6 +280,47 @@ TEST_F(EngineReal, ConcurrentCallersOnOneEngine) {
   EXPECT_TRUE(pw->wait_prewarm().ok());
   EXPECT_EQ(pw->history().size(), 40u);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(alone[i], together[i]) << "thread " << i;
+}
+
+// An engine that may use a device (auto) but finds none: concurrent callers take turns on the
+// CPU as before while another thread reads where the steps ran; sessions freed meanwhile drop
+// their (absent) device copies under the lane lock. The loader is pointed at nothing so that no
+// driver (uninstrumented under TSan) is loaded.
+TEST_F(EngineReal, ConcurrentCallersOnAnAutoEngineWithoutADevice) {
+  ASSERT_EQ(setenv("PLLM_VK_LOADER", "/nonexistent/libvulkan.so.1", 1), 0);
+  auto model = load_model();
+  auto engine = Engine::create(2, EngineBackend::auto_);
+  ASSERT_TRUE(engine.ok());
+  const int V = model->config().n_vocab;
+  auto run = [&](int seq, std::shared_ptr<Engine> e, std::vector<int32_t>& out) {
+    auto s = Session::create(model, config_of(kSpecs[seq]), e);
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE(s.value()->eval_last(prompt_of(seq, 9)).ok());
+    for (int i = 0; i < 4; ++i) {
+      out.push_back(argmax(s.value()->last_logits(), V));
+      ASSERT_TRUE(s.value()->eval_last({&out.back(), 1}).ok());
+    }
+  };
+  auto cpu = Engine::create(2);
+  ASSERT_TRUE(cpu.ok());
+  std::vector<int32_t> alone[3], together[3];
+  for (int i = 0; i < 3; ++i) run(i, cpu.value(), alone[i]);
+  std::atomic<bool> done{false};
+  std::thread reader([&] {
+    while (!done.load()) (void)engine.value()->backend_stats();
+  });
+  std::vector<std::thread> th;
+  for (int i = 0; i < 3; ++i) th.emplace_back([&, i] { run(i, engine.value(), together[i]); });
+  for (auto& t : th) t.join();
+  done.store(true);
+  reader.join();
+  unsetenv("PLLM_VK_LOADER");
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(alone[i], together[i]) << "thread " << i;
+  const BackendStats st = engine.value()->backend_stats();
+  EXPECT_EQ(st.device_steps, 0);
+  EXPECT_GE(st.cpu_steps, 15);  // 3 sessions x (the prompt + 4 tokens)
+  EXPECT_EQ(st.fallbacks, 0);
+  EXPECT_NE(st.device_error.find("loader"), std::string::npos) << st.device_error;
 }
 
 }  // namespace
