@@ -9,9 +9,6 @@ JOBS="${JOBS:-$(nproc 2>/dev/null || echo 2)}"
 # Debian packages the build and tests need.
 DEB_PACKAGES=(cmake ninja-build g++ pkg-config libpcre2-dev libcli11-dev nlohmann-json3-dev libgtest-dev libcpp-httplib-dev
               libeigen3-dev  # the pruner's least-squares compensation
-              # the Vulkan backend: headers and the shader compiler at build time; the loader,
-              # lavapipe (a conformant Vulkan device on the CPU) and the validation layer for tests
-              libvulkan-dev glslc libvulkan1 mesa-vulkan-drivers vulkan-validationlayers
               python3 python3-venv python3-pip
               # the fuzzers (scripts/fuzz.sh): clang, libFuzzer's runtime (only a Recommends of
               # clang, which minimal images skip) and llvm-symbolizer for readable reports
@@ -19,8 +16,12 @@ DEB_PACKAGES=(cmake ninja-build g++ pkg-config libpcre2-dev libcli11-dev nlohman
               # the chat page's browser test (tests/py/test_web_chat.py): headless Chromium and
               # the matching chromedriver, which selenium is pointed at (it downloads nothing)
               chromium chromium-driver)
-# Installed when we can (root + apt), never required: the builds run without it.
-DEB_OPTIONAL=(ccache)
+# Installed when we can (root + apt), never required: the builds run without them.
+DEB_OPTIONAL=(ccache
+              # the Vulkan backend: headers and the shader compiler at build time (without them it
+              # is built off); the loader, lavapipe (a conformant Vulkan device on the CPU) and the
+              # validation layer for its tests, which skip with a message where they are missing
+              libvulkan-dev glslc libvulkan1 mesa-vulkan-drivers vulkan-validationlayers)
 
 # Compiler cache: the test script builds the tree three times (release, ASan, TSan) plus the ARM
 # kernels; on a machine that ran it before, unchanged files come from the cache. Paths are made
