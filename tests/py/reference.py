@@ -201,6 +201,7 @@ class Reference:
 
     _act_static: dict | None = None
     _observe = None
+    _q4_codes = None  # hook over the q4 KV rounding decisions (see Q4Rounding)
 
     def _mm(self, x: np.ndarray, name: str, act_quant: bool,
             f32_matmul: bool = False, act_f16: bool = False) -> np.ndarray:
@@ -257,7 +258,8 @@ class Reference:
                 rope_base: float | None = None, rope_mode: str | None = None, use_rope_freqs: bool = True,
                 use_bias: bool = True, output_name: str | None = None,
                 kv_dtype: str = "f16", window: int = 0, sinks: int = 0,
-                act_static: dict | None = None, observe=None) -> np.ndarray:
+                act_static: dict | None = None, observe=None,
+                q4_codes=None) -> np.ndarray:
         """Logits (float64) for every position of `ids` (from position 0), or only
         the last one. The keyword overrides exist for sensitivity checks.
 
@@ -266,9 +268,10 @@ class Reference:
         window/sinks: StreamingLLM attention. A query at p sees positions < sinks and the
         most recent window - sinks positions; the sinks are placed right before the oldest
         visible window position (their keys are rotated at lo - sinks + j, computed here
-        from the un-rotated keys, independently of how the engine does it)."""
-        if act_static is not None or observe is not None:
-            self._act_static, self._observe = act_static, observe
+        from the un-rotated keys, independently of how the engine does it).
+        q4_codes: a Q4Rounding that sees (and may redirect) every q4 KV rounding decision."""
+        if act_static is not None or observe is not None or q4_codes is not None:
+            self._act_static, self._observe, self._q4_codes = act_static, observe, q4_codes
             try:
                 return self.forward(ids, last_only=last_only, act_quant=act_quant,
                                     f32_matmul=f32_matmul, act_f16=act_f16, rms_eps=rms_eps,
@@ -277,7 +280,7 @@ class Reference:
                                     output_name=output_name, kv_dtype=kv_dtype, window=window,
                                     sinks=sinks)
             finally:
-                self._act_static, self._observe = None, None
+                self._act_static, self._observe, self._q4_codes = None, None, None
 
         if self.hp.arch == "gemma3":
             return self._forward_gemma3(ids, last_only=last_only, act_quant=act_quant,
@@ -318,7 +321,8 @@ class Reference:
                 if window:
                     raise ValueError("the q8/q4 emulation has no window")
                 att = _quantised_attention(q, self._rope(k_raw, pos, mode, base, factors),
-                                           v.reshape(n, hp.n_head_kv, hd), kv_dtype, scale, group)
+                                           v.reshape(n, hp.n_head_kv, hd), kv_dtype, scale, group,
+                                           self._q4_codes, il)
             k = _kv_round(self._rope(k_raw, pos, mode, base, factors), kv_dtype)
             v = _kv_round(v.reshape(n, hp.n_head_kv, hd), kv_dtype)
             if window == 0 and not quantised:
@@ -469,20 +473,52 @@ def _q8_round(x: np.ndarray) -> np.ndarray:
     return (c * s).reshape(x.shape).astype(np.float64)
 
 
-def _q4_round(x: np.ndarray, axis: int) -> np.ndarray:
+def _q4_round(x: np.ndarray, axis: int, codes=None, tag=None) -> np.ndarray:
     """Asymmetric 4-bit over `axis` (fp16 scale = (max-min)/15 and min, codes against
-    the rounded values, round half to even): the engine's q4 KV format."""
+    the rounded values, round half to even): the engine's q4 KV format. `codes` (a
+    Q4Rounding) sees each decision as the unrounded code t and may redirect some."""
     x = x.astype(np.float32)
     mn = x.min(axis=axis, keepdims=True)
     mx = x.max(axis=axis, keepdims=True)
     mn_h = mn.astype(np.float16).astype(np.float32)
     sc_h = ((mx - mn) / np.float32(15)).astype(np.float16).astype(np.float32)
     with np.errstate(divide="ignore", invalid="ignore"):
-        c = np.where(sc_h > 0, np.clip(np.rint((x - mn_h) / sc_h), 0, 15), 0).astype(np.float32)
+        t = np.where(sc_h > 0, (x - mn_h) / sc_h, 0)
+    c = np.clip(np.rint(t), 0, 15).astype(np.float32)
+    if codes is not None:
+        c = codes.decide(tag, t, c)
     return (mn_h + sc_h * c).astype(np.float64)
 
 
-def _quantised_attention(q, k, v, kv_dtype, scale, group):
+class Q4Rounding:
+    """The q4 KV rounding decisions of one forward pass. A code whose unrounded value t
+    lies near a half step can go either way when the keys and values carry f32 rounding
+    noise (the engine computes them in another order; one fp16 step of a key moves t by up
+    to ~0.01), and one flipped code moves a value by a whole step. `near` collects the
+    decisions within `margin` of a half step (exact ties excluded: those come from the
+    fp16 grid itself and must round to even), and `flip` names decisions to round the
+    other way."""
+
+    def __init__(self, flip=(), margin: float = 0.01):
+        self.flip = set(flip)
+        self.margin = margin
+        self.near = []  # (distance from the half step, (tag, flat index))
+
+    def decide(self, tag, t, c):
+        dist = np.abs(t - np.floor(t) - 0.5).ravel()
+        for i in np.flatnonzero((dist > 0) & (dist < self.margin)):
+            self.near.append((float(dist[i]), (tag, int(i))))
+        if self.flip:
+            c = c.copy()
+            flat, tf = c.reshape(-1), t.reshape(-1)
+            for ftag, i in self.flip:
+                if ftag == tag:
+                    lo = np.floor(tf[i])
+                    flat[i] = np.clip(lo if flat[i] > tf[i] else lo + 1, 0, 15)
+        return c
+
+
+def _quantised_attention(q, k, v, kv_dtype, scale, group, codes=None, layer=0):
     """Attention over a q8 or q4 cache as the engine stores it, for token-by-token
     evaluation (batch 1). q4 (KIVI): keys per channel over complete groups of 32 tokens,
     values per token in blocks of 32 channels; the newest incomplete group stays f16."""
@@ -503,9 +539,10 @@ def _quantised_attention(q, k, v, kv_dtype, scale, group):
     kg, vg = kh.astype(np.float64), vh.astype(np.float64)
     full = n // G * G
     if full:
-        kg[:full] = np.concatenate([_q4_round(kh[i:i + G], axis=0) for i in range(0, full, G)])
+        kg[:full] = np.concatenate([_q4_round(kh[i:i + G], 0, codes, (layer, "k", i))
+                                    for i in range(0, full, G)])
         blocks = vh[:full].reshape(full, v.shape[1], hd // 32, 32)
-        vg[:full] = _q4_round(blocks, axis=-1).reshape(full, v.shape[1], hd)
+        vg[:full] = _q4_round(blocks, -1, codes, (layer, "v")).reshape(full, v.shape[1], hd)
     for p_ in range(n):
         tail = (p_ + 1) // G * G  # positions below are in quantised groups
         kk = np.concatenate([kg[:tail], kh[tail:p_ + 1].astype(np.float64)])

@@ -13,7 +13,7 @@ import pytest
 import pllm_cli
 import tiny_models as tm
 import tolerances as tol
-from reference import Reference, compare
+from reference import Q4Rounding, Reference, compare
 
 NAME = "llama-F32"  # float weights: only the KV cache and f32 rounding differ from the reference
 
@@ -86,20 +86,55 @@ def test_window_longer_than_sequence_changes_nothing(pllm_bin, tiny, work_dir):
     assert compare(windowed, plain)["max_rel"] <= 1e-5
 
 
+def _explain_by_flips(got, ref, ids, bound, max_flips=3):
+    """The q4 emulation with up to `max_flips` near-tie codes (see Q4Rounding) rounded the
+    other way, chosen greedily, that brings the engine within `bound`; None if none does.
+    Each flip must improve the match, so an engine that stores another format (other
+    groups, scales or rounding) is not explained."""
+    flips = []
+    best = compare(got, ref.forward(ids, kv_dtype="q4"))["max_rel"]
+    near = Q4Rounding()
+    ref.forward(ids, kv_dtype="q4", q4_codes=near)
+    candidates = [key for _, key in sorted(near.near)]
+    while best > bound and len(flips) < max_flips:
+        step = None  # the best next flip; the closest to a half step that suffices wins
+        for key in candidates:
+            if key in flips:
+                continue
+            r = compare(got, ref.forward(ids, kv_dtype="q4",
+                                         q4_codes=Q4Rounding(flips + [key])))["max_rel"]
+            if step is None or r < step[0]:
+                step = (r, key)
+            if r <= bound:
+                break
+        if step is None or step[0] >= best:
+            return None
+        best = step[0]
+        flips.append(step[1])
+    return (flips, best) if best <= bound else None
+
+
 @pytest.mark.parametrize("kv_type", ["f16", "q8", "q4"])
 def test_compressed_types_match_their_emulation(pllm_bin, tiny, work_dir, kv_type):
     """Each type against the reference storing keys and values exactly as the format says
     (q8: int8 per 64 with the query quantised alike; q4: per-channel key groups of 32 and
     an f16 tail; batches of 7, which must not matter). The two round the same numbers, so what
-    differs is f32 rounding that now and then flips one rounding step: the engine-vs-
-    engine bound. The f32-cache reference is much further away, so a type silently
-    falling back to f16 storage would fail."""
+    differs is f32 rounding, within the engine-vs-engine bound. For q4 that rounding now and
+    then flips a code that lies within 1% of a step from a half step, which moves one key
+    or value by a whole step (1.2% of the logits, seen on AVX2): such a result must match
+    the emulation with at most 3 of those codes flipped. The f32-cache reference is much
+    further away, so a type silently falling back to f16 storage would fail."""
     path, ref = tiny
     ids = tm.sample_ids(tm.model_configs()[NAME], 70, seed=6)
     got = engine_logits(pllm_bin, path, ref, ids, work_dir, ["--kv-type", kv_type, "-b", 7])
     s = compare(got, ref.forward(ids, kv_dtype=kv_type))
     print(kv_type, "vs its emulation:", s)
-    assert s["max_rel"] <= tol.CONSISTENCY_MAX_REL, s
+    if kv_type == "q4" and s["max_rel"] > tol.CONSISTENCY_MAX_REL:
+        explained = _explain_by_flips(got, ref, ids, tol.CONSISTENCY_MAX_REL)
+        assert explained is not None, s
+        print("q4 near-tie codes flipped:", explained)
+    else:
+        assert s["max_rel"] <= tol.CONSISTENCY_MAX_REL, s
     if kv_type != "f16":
         far = compare(got, ref.forward(ids, kv_dtype="f16"))
         print(kv_type, "vs an f16 cache:", far)
