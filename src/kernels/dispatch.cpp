@@ -112,6 +112,7 @@ Tables build_tables() {
   kern::fill_gemm_scalar(t.table[0]);
   kern::fill_rows_scalar(t.table[0]);
   kern::fill_f16act_scalar(t.table[0]);
+  kern::fill_i16act_scalar(t.table[0]);
   kern::fill_panel_scalar(t.table[0]);
   t.ok[0] = true;
   for (int i = 1; i < kNumIsa; ++i) {
@@ -120,7 +121,11 @@ Tables build_tables() {
     KernelTable k = t.table[0];  // start from the scalar twins; lower levels layer first
     // Repacked panels only where this ISA has its own kernel (else the model keeps the
     // file's layout rather than run the scalar twin).
-    for (TypeKernels& tk : k.types) tk.vec_dot_panels = nullptr;
+    // Likewise the int16 tiles: a type without this ISA's own tile takes the exact path.
+    for (TypeKernels& tk : k.types) {
+      tk.vec_dot_panels = nullptr;
+      tk.vec_dot_i16act_tile = nullptr;
+    }
     switch (isa) {
 #if defined(PLLM_HAVE_X86_KERNELS)
       case Isa::avx2: kern::fill_avx2(k); kern::fill_attention_kv_avx2(k); kern::fill_gemm_avx2(k); kern::fill_rows_avx2(k); kern::fill_act_avx2(k); break;

@@ -60,4 +60,8 @@ void fill_f16act_avx2(KernelTable& t);       // x86/f16act_avx2.cpp (F16C loads,
 void fill_f16act_neon(KernelTable& t);       // arm/f16act_neon.cpp (baseline: widen to f32, f32 FMA)
 void fill_f16act_neon_fp16(KernelTable& t);  // arm/f16act_neon_fp16.cpp (FP16 FMLA; needs ASIMDHP)
 
+// int16 activations (TypeKernels::vec_dot_i16act_tile, KernelTable::quantize_row_q16), filled
+// last; a SIMD table keeps only the tiles its ISA implements (see dispatch.cpp).
+void fill_i16act_scalar(KernelTable& t);  // generic/i16act_scalar.cpp
+
 }  // namespace pllm::kern

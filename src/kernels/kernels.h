@@ -103,6 +103,19 @@ struct TypeKernels {
   void (*vec_dot_f16act_multi)(int64_t n, const void* w_row, const uint16_t* xh, int64_t x_stride, int n_x,
                                float* out, int64_t out_stride) = nullptr;
   // ---- end W4A16
+
+  // ---- int16 activations (ActMode::int16; kernels: generic/i16act_scalar.cpp,
+  // x86/i16act_avx2.cpp, arm/i16act_neon.cpp). Activation format: block_q16 rows written by
+  // KernelTable::quantize_row_q16. A tile of n_rows weight rows (w_stride bytes apart) against
+  // n_x activation rows (xq_stride bytes apart; any n_x >= 1, <= 8 in practice): out[x *
+  // out_stride + r] = dot(weight row r, activation row x). The scalar twins give the dot of
+  // dequantize_row's weights with d * qs, accumulated in double; SIMD kernels sum each block's
+  // integer products exactly (int16 x int16 -> int32) and accumulate block terms in f32.
+  // Set only where this ISA has its own kernel (the scalar table has every twin); null types
+  // take the exact path.
+  void (*vec_dot_i16act_tile)(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq,
+                              size_t xq_stride, int n_x, float* out, int64_t out_stride) = nullptr;
+  // ---- end int16 activations
 };
 
 struct KernelTable {
@@ -116,6 +129,10 @@ struct KernelTable {
   // W4A16 activation format: y[i] = x[i] rounded to IEEE half (nearest even; overflow -> inf).
   // Bit-identical on every ISA.
   void (*f32_to_f16_row)(const float* x, uint16_t* y, int64_t n) = nullptr;
+  // int16 activation format: n (a multiple of 32) floats to n / 32 block_q16: per block
+  // d = amax / 32767, qs = round-half-even(x * (1 / d)) (0 where amax is 0), sum = sum(qs).
+  // Bit-identical on every ISA.
+  void (*quantize_row_q16)(const float* x, void* y, int64_t n) = nullptr;
   // out[i] = silu(g[i]) * u[i] = g[i] / (1 + exp(-g[i])) * u[i] (out may alias g or u).
   // The scalar twin uses expf; SIMD versions a polynomial exp within a few ulp of it.
   void (*swiglu_f32)(const float* g, const float* u, float* out, int64_t n) = nullptr;

@@ -34,6 +34,7 @@ struct Plan {
   const TypeKernels* tk[kMaxTargets];
   int act_slot[kMaxTargets];  // int8 activation buffer slot, or -1 for the exact f32 path
   bool f16[kMaxTargets];      // W4A16 kernels (f16 mode, type has them)
+  bool i16[kMaxTargets];      // int16 tiles (int16 mode, this ISA has one for the type)
   int64_t first_task[kMaxTargets + 1];
   TensorType slot_type[kMaxActFormats];
   float slot_scale[kMaxActFormats];  // static step, or 0: dynamic absmax / 127 per block
@@ -69,13 +70,15 @@ void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_t
 
   Plan p;
   p.first_task[0] = 0;
-  bool any_f16 = false;
+  bool any_f16 = false, any_i16 = false;
   for (int i = 0; i < n_targets; ++i) {
     const TypeKernels& tk = kt.for_type(targets[i].W->type);
     p.tk[i] = &tk;
     p.act_slot[i] = -1;
     p.f16[i] = mode == ActMode::f16 && tk.vec_dot_f16act != nullptr;
     any_f16 = any_f16 || p.f16[i];
+    p.i16[i] = mode == ActMode::int16 && tk.vec_dot_i16act_tile != nullptr;
+    any_i16 = any_i16 || p.i16[i];
     if (int8 && tk.act_type != TensorType::F32) {
       // Targets that share X share a quantised copy when format and step agree (the
       // model gives products with one input one scale, so Q/K/V and gate/up share).
@@ -96,9 +99,11 @@ void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_t
   // f16 mode: every token row rounded to halves once, into slot 0 (rows act_row_stride apart).
   const size_t h_stride = s.act_row_stride / sizeof(uint16_t);
   const uint16_t* xh = reinterpret_cast<const uint16_t*>(s.act_q);
-  if (any_f16) {
+  // int16 mode: likewise, every token row as block_q16 in slot 0.
+  if (any_f16 || any_i16) {
     auto convert = [&](int64_t t) {
-      kt.f32_to_f16_row(X + t * cols, reinterpret_cast<uint16_t*>(s.act_q + t * s.act_row_stride), cols);
+      if (any_i16) kt.quantize_row_q16(X + t * cols, s.act_q + t * s.act_row_stride, cols);
+      else kt.f32_to_f16_row(X + t * cols, reinterpret_cast<uint16_t*>(s.act_q + t * s.act_row_stride), cols);
     };
     if (n_tok <= 2) {  // as for int8 below: cheaper here than a hand-off
       for (int t = 0; t < n_tok; ++t) convert(t);
@@ -145,6 +150,14 @@ void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_t
       }
       for (int64_t r = r0; r < r1; ++r)
         for (int t = 0; t < n_tok; ++t) Y[t * rows + r] = tk.vec_dot(cols, row(r), xq + t * s.act_row_stride);
+      return;
+    }
+    if (p.i16[i]) {  // int16: a tile of weight rows x up to kMultiRowDecode token rows per call
+      for (int t0 = 0; t0 < n_tok; t0 += kMultiRowDecode) {
+        const int nt = std::min(kMultiRowDecode, n_tok - t0);
+        tk.vec_dot_i16act_tile(cols, w, rb, int(r1 - r0), s.act_q + size_t(t0) * s.act_row_stride, s.act_row_stride, nt,
+                    Y + int64_t(t0) * rows + r0, rows);
+      }
       return;
     }
     if (p.f16[i]) {  // W4A16: each weight block decoded once per group of up to kGroup token rows

@@ -21,7 +21,11 @@ namespace pllm {
 //   int8_static: int8 with a calibrated per-tensor step (Matrix::act_scale) for every
 //          block instead of each block's absmax / 127: q = clamp(round(x / d), -127, 127).
 //          Same integer kernels. Matrices without a scale (act_scale 0) quantise dynamically.
-enum class ActMode { exact, int8, f16, int8_static };
+//   int16: activations rounded per 32-element block to int16 (step 2^-16 of the block
+//          maximum: 256 times finer than int8) and dotted with exact integer products
+//          (block_q16, TypeKernels::vec_dot_i16act_tile); types without a tile on this ISA
+//          take the exact path.
+enum class ActMode { exact, int8, f16, int8_static, int16 };
 
 // Quantised copies of X a group may need at once: one per (activation format, static
 // scale) pair, so at most one per target (kMaxTargets in matmul.cpp).

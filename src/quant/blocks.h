@@ -72,6 +72,16 @@ struct block_q8_1 {
 };
 static_assert(sizeof(block_q8_1) == 40, "block_q8_1 must be 40 bytes");
 
+// Activation format of int16 mode (ActMode::int16), for every quantised weight type:
+// 32 activations x ~= d * qs[j] with d = max|x| / 32767 (a rounding step 2^-16 of the block
+// maximum, 256 times finer than Q8's); sum = the exact sum of qs, for weight offsets and mins.
+struct block_q16 {
+  float d;
+  int32_t sum;
+  int16_t qs[32];
+};
+static_assert(sizeof(block_q16) == 72, "block_q16 must be 72 bytes");
+
 // 256 elements in 8 sub-blocks of 32. scales holds eight 6-bit scales and eight
 // 6-bit mins (see ref::get_scale_min_k4). x = d * sc_j * q - dmin * m_j.
 // qs: 32 bytes per pair of sub-blocks; low nibbles = first, high nibbles = second.
