@@ -71,10 +71,16 @@ void SessionOptions::add_to(CLI::App* cmd) {
   auto* f16 = cmd->add_flag("--f16-act", f16_act,
                             "W4A16: round activations to fp16 (Q4_0/Q4_1/Q8_0 weights; fp16 math on ARM)")
                    ->excludes(int8);
-  cmd->add_flag("--static-act", static_act,
+  auto* stat = cmd->add_flag("--static-act", static_act,
                 "W4A8 with the calibrated per-tensor activation scales stored in the model (pocketllm "
                 "calibrate-act) instead of per-block dynamic ones; implies --int8-act")
       ->excludes(f16);
+  cmd->add_flag("--int16-act", int16_act,
+                "round activations to int16 per 32 values (step 2^-16 of the block maximum; int8's is 2^-8) "
+                "and use exact integer products")
+      ->excludes(int8)
+      ->excludes(f16)
+      ->excludes(stat);
   cmd->add_flag("--no-fuse", no_fuse, "run Q/K/V and gate/up as separate jobs (to measure fusion)");
   cmd->add_flag("--profile", profile, "per-op time table on stderr and a Chrome trace (see --trace-out)");
   cmd->add_option("--trace-out", trace_out, "Chrome trace file written by --profile (opens in Perfetto)");
@@ -125,6 +131,7 @@ Session::Session(Model& m, const SessionOptions& o, Engine* engine) {
   sp.n_threads = o.threads;
   sp.int8_activations = o.int8_act ? 1 : 0;
   sp.f16_activations = o.f16_act ? 1 : 0;
+  sp.activations = o.int16_act ? PLLM_ACT_INT16 : PLLM_ACT_DEFAULT;
   sp.static_activations = o.static_act ? 1 : 0;
   sp.no_fuse = o.no_fuse ? 1 : 0;
   sp.profile = o.profile ? 1 : 0;

@@ -308,6 +308,7 @@ std::function<int()> add_bench(CLI::App& app) {
                           {"reps", o->reps},
                           {"int8_act", o->sess.int8_act},
                           {"f16_act", o->sess.f16_act},
+                          {"int16_act", o->sess.int16_act},
                           {"repacked_tensors", repacked},
                           {"static_act", o->sess.static_act},
                           {"fuse", !o->sess.no_fuse},
@@ -354,6 +355,7 @@ std::function<int()> add_bench(CLI::App& app) {
     const char* act = o->sess.static_act ? " (static int8 activations)"
                       : o->sess.int8_act ? " (int8 activations)"
                       : o->sess.f16_act  ? " (f16 activations)"
+                      : o->sess.int16_act ? " (int16 activations)"
                                          : "";
     std::printf("isa / threads    %s / %d%s%s\n", pllm_isa(), threads, act,
                 repacked ? (", " + std::to_string(repacked) + " tensors repacked").c_str() : "");

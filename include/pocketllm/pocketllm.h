@@ -133,6 +133,14 @@ typedef enum pllm_backend {
   PLLM_BACKEND_VULKAN = 2  /* the Vulkan device, whatever its type */
 } pllm_backend;
 
+/* How activations meet quantised weights (pllm_session_params.activations). */
+typedef enum pllm_activations {
+  PLLM_ACT_DEFAULT = 0, /* the library's default: exact today */
+  PLLM_ACT_EXACT = 1,   /* f32 activations; weights decoded in registers (matches a float reference) */
+  PLLM_ACT_INT16 = 2    /* activations rounded per 32 values to int16 (a step of 2^-16 of the block's
+                           largest value), exact integer products: int8-mode speed, near-exact output */
+} pllm_activations;
+
 typedef struct pllm_session_params {
   int32_t n_ctx;     /* context length in tokens; 0 = min(model's training context, 4096) */
   int32_t n_threads; /* 0 = number of performance cores */
@@ -157,6 +165,8 @@ typedef struct pllm_session_params {
                                f16_activations. */
   int32_t backend;          /* a pllm_backend, for the session's own engine (pllm_session_create);
                                a session on a shared engine uses the engine's */
+  int32_t activations;      /* a pllm_activations; with int8_activations, f16_activations or
+                               static_activations set it must be PLLM_ACT_DEFAULT */
 } pllm_session_params;
 
 PLLM_API pllm_session_params pllm_session_default_params(void);

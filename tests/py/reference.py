@@ -64,6 +64,11 @@ none. The dict must already hold the step the engine uses for each product (prod
 sharing an input share one step; the caller applies that rule). Like act_f16 this is
 what the engine computes, up to f32 arithmetic and the rare rounding ties it moves.
 
+`act_i16=True` rounds the input of every matmul whose weight is block-quantised to
+the engine's int16 format (`--int16-act`, block_q16): per 32 values d = amax / 32767
+and q = rint(x / d) in float32. Like act_f16 this is what the engine computes, up to f32
+accumulation and the rounding steps its f32 inputs cross (see tolerances.py).
+
 `observe=callable(name, x)` is called with every matmul input (float64 [n_tok, cols])
 before any rounding: the tests calibrate static scales from it.
 
@@ -202,6 +207,7 @@ class Reference:
     _act_static: dict | None = None
     _observe = None
     _q4_codes = None  # hook over the q4 KV rounding decisions (see Q4Rounding)
+    _act_i16 = False  # round block-quantised matmul inputs to int16 (forward(act_i16=True))
 
     def _mm(self, x: np.ndarray, name: str, act_quant: bool,
             f32_matmul: bool = False, act_f16: bool = False) -> np.ndarray:
@@ -214,6 +220,8 @@ class Reference:
                  else simulate_act_quant(x, self.wtype[name]))
         if act_quant:
             x = simulate_act_quant(x, self.wtype[name])
+        if self._act_i16 and self.wtype[name] not in FLOAT_TYPES:
+            x = simulate_act_i16(x)
         if act_f16 and self.wtype[name] in F16_ACT_TYPES:
             x = x.astype(np.float16).astype(np.float64)  # IEEE round to nearest even
         if f32_matmul:
@@ -259,7 +267,7 @@ class Reference:
                 use_bias: bool = True, output_name: str | None = None,
                 kv_dtype: str = "f16", window: int = 0, sinks: int = 0,
                 act_static: dict | None = None, observe=None,
-                q4_codes=None) -> np.ndarray:
+                q4_codes=None, act_i16: bool = False) -> np.ndarray:
         """Logits (float64) for every position of `ids` (from position 0), or only
         the last one. The keyword overrides exist for sensitivity checks.
 
@@ -270,8 +278,9 @@ class Reference:
         visible window position (their keys are rotated at lo - sinks + j, computed here
         from the un-rotated keys, independently of how the engine does it).
         q4_codes: a Q4Rounding that sees (and may redirect) every q4 KV rounding decision."""
-        if act_static is not None or observe is not None or q4_codes is not None:
+        if act_static is not None or observe is not None or q4_codes is not None or act_i16:
             self._act_static, self._observe, self._q4_codes = act_static, observe, q4_codes
+            self._act_i16 = act_i16
             try:
                 return self.forward(ids, last_only=last_only, act_quant=act_quant,
                                     f32_matmul=f32_matmul, act_f16=act_f16, rms_eps=rms_eps,
@@ -281,6 +290,7 @@ class Reference:
                                     sinks=sinks)
             finally:
                 self._act_static, self._observe, self._q4_codes = None, None, None
+                self._act_i16 = False
 
         if self.hp.arch == "gemma3":
             return self._forward_gemma3(ids, last_only=last_only, act_quant=act_quant,
@@ -579,6 +589,18 @@ def simulate_act_quant(x: np.ndarray, wtype: str) -> np.ndarray:
     safe = np.where(d == 0, 1.0, d)
     q = np.clip(np.rint(xb / safe), -127, 127)
     return (q * d).reshape(n_tok, n)
+
+
+def simulate_act_i16(x: np.ndarray) -> np.ndarray:
+    """The engine's int16 activation format (block_q16, see module doc: act_i16), computed in
+    float32 as the engine does: per 32 values d = amax / 32767, q = rint(x * (1 / d))."""
+    g = x.astype(np.float32).reshape(x.shape[:-1] + (-1, 32))
+    amax = np.abs(g).max(axis=-1, keepdims=True)
+    d = amax / np.float32(32767)
+    with np.errstate(divide="ignore"):
+        inv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
+    q = np.clip(np.rint(g * inv), -32767, 32767)
+    return (q.astype(np.float64) * d.astype(np.float64)).reshape(x.shape)
 
 
 def simulate_static_act_quant(x: np.ndarray, wtype: str, d: float) -> np.ndarray:

@@ -87,9 +87,9 @@ def test_logits_match_reference(pllm_bin, gemma3_path, gemma3_ref, short_ref_log
                                 isa, mode):
     got = pllm_cli.run_logits(pllm_bin, gemma3_path, SHORT_IDS, work_dir / "l.f32",
                               gemma3_ref.hp.n_vocab, env=pllm_cli.isa_env(isa),
-                              int8_act=mode == tol.INT8, extra=F32_KV)
-    max_rel, rms_rel = tol.GEMMA3_EXACT_TOL if mode == tol.EXACT else tol.GEMMA3_TOL
-    min_agree = tol.ARGMAX_MIN_FRACTION["float" if mode == tol.EXACT else "quant"]
+                              int8_act=mode == tol.INT8, int16_act=mode == tol.I16, extra=F32_KV)
+    max_rel, rms_rel = {tol.EXACT: tol.GEMMA3_EXACT_TOL, tol.I16: tol.GEMMA3_I16_TOL}.get(mode, tol.GEMMA3_TOL)
+    min_agree = tol.ARGMAX_MIN_FRACTION["float" if mode in (tol.EXACT, tol.I16) else "quant"]
     tol.assert_logits_close(got, short_ref_logits, max_rel, rms_rel, min_agree,
                             what=f"Gemma3 isa={isa} mode={mode}")
 

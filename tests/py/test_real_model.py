@@ -1,5 +1,5 @@
 """SmolLM2-135M-Instruct (Q4_1): logits vs the numpy reference in all activation
-modes (default exact, `--int8-act`, `--f16-act`), the greedy "Paris" answer, greedy decoding vs
+modes (default exact, `--int8-act`, `--f16-act`, `--int16-act`), the greedy "Paris" answer, greedy decoding vs
 the reference, seeded sampling and the `run --json` schema."""
 from __future__ import annotations
 
@@ -48,6 +48,7 @@ def test_logits_match_reference(pllm_bin, smollm2_path, smollm2_ref, short_ref_l
     got = pllm_cli.run_logits(pllm_bin, smollm2_path, SHORT_IDS, work_dir / "l.f32",
                               smollm2_ref.hp.n_vocab, env=pllm_cli.isa_env(isa),
                               int8_act=mode == tol.INT8, f16_act=mode == tol.F16,
+                              int16_act=mode == tol.I16,
                               extra=F32_KV)
     max_rel, rms_rel = tol.smollm2_tol(mode, pllm_cli.fp16_arith(isa))
     min_agree = tol.ARGMAX_MIN_FRACTION["float" if mode == tol.EXACT else "quant"]
@@ -56,6 +57,10 @@ def test_logits_match_reference(pllm_bin, smollm2_path, smollm2_ref, short_ref_l
     if mode == tol.F16:
         tol.assert_logits_close(got, smollm2_ref.forward(SHORT_IDS, act_f16=True), max_rel,
                                 rms_rel, min_agree, what=f"SmolLM2 isa={isa} mode={mode} vs act_f16")
+    if mode == tol.I16:
+        want = smollm2_ref.forward(SHORT_IDS, kv_dtype="f32", act_i16=True)
+        tol.assert_logits_close(got, want, max_rel, rms_rel, min_agree,
+                                what=f"SmolLM2 isa={isa} mode={mode} vs act_i16")
 
 
 def test_f16_kv_cache_logits_match_reference(pllm_bin, smollm2_path, smollm2_ref, work_dir):

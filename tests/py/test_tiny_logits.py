@@ -1,6 +1,6 @@
 """End-to-end logits of every tiny model (arch x weight type, plus variants) vs the
-numpy reference, at every kernel dispatch level, in all three activation modes
-(default exact f32 activations, `--int8-act`, `--f16-act`). Tolerances: see
+numpy reference, at every kernel dispatch level, in every activation mode
+(default exact f32 activations, `--int8-act`, `--f16-act`, `--int16-act`). Tolerances: see
 tolerances.py."""
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ def _ref(cache: dict, paths: dict, name: str) -> Reference:
 
 def _logits(pllm_bin, tiny_models_paths, name, ids, out, n_vocab, mode, **kw):
     return pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, out, n_vocab,
-                               int8_act=mode == tol.INT8, f16_act=mode == tol.F16, **kw)
+                               int8_act=mode == tol.INT8, f16_act=mode == tol.F16,
+                               int16_act=mode == tol.I16, **kw)
 
 
 def _check_vs_reference(pllm_bin, tiny_models_paths, tiny_ref_cache, work_dir, name, isa,
@@ -48,6 +49,10 @@ def _check_vs_reference(pllm_bin, tiny_models_paths, tiny_ref_cache, work_dir, n
         tol.assert_logits_close(got, ref.forward(ids, act_f16=True), max_rel, rms_rel,
                                 tol.argmax_min_fraction(cfg.wtype, mode),
                                 what=f"{name} isa={isa} mode={mode} vs act_f16 reference")
+    if mode == tol.I16:
+        tol.assert_logits_close(got, ref.forward(ids, act_i16=True), max_rel, rms_rel,
+                                tol.argmax_min_fraction(cfg.wtype, mode),
+                                what=f"{name} isa={isa} mode={mode} vs act_i16 reference")
 
 
 @pytest.mark.parametrize("isa", ISAS)
@@ -101,6 +106,41 @@ def test_f16_act_flag_effect(pllm_bin, tiny_models_paths, tiny_ref_cache, work_d
     else:
         s = compare(f16, exact)
         assert s["max_rel"] > 1e-4, f"{name}: --f16-act seems to be ignored: {format_stats(s)}"
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_logits_match_reference_int16_act(pllm_bin, tiny_models_paths, tiny_ref_cache,
+                                          work_dir, name, isa):
+    """`logits --int16-act`: int16 activations for every block-quantised type (the
+    exact-mode bound holds, see tolerances.py); float weights keep f32 activations."""
+    _check_vs_reference(pllm_bin, tiny_models_paths, tiny_ref_cache, work_dir, name, isa,
+                        tol.I16)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("name", ["llama-F32", "qwen2-BF16", "llama-Q4_0", "qwen2-Q4_1",
+                                  "llama-Q8_0", "gemma3-Q5_0", "gemma3-Q5_1", "llama-Q4_K",
+                                  "qwen2-Q6_K"])
+def test_int16_act_flag_effect(pllm_bin, tiny_models_paths, tiny_ref_cache, work_dir, name, isa):
+    """--int16-act leaves float-weight models bit-identical to exact mode and really
+    switches every quantised type on every ISA (a type without its tile would silently
+    run exact): their logits move by the int16 rounding, max_rel 4.7e-4..9.5e-4 in the
+    reference, far above exact mode's f32 noise of ~1e-6."""
+    cfg = CONFIGS[name]
+    ref = _ref(tiny_ref_cache, tiny_models_paths, name)
+    ids = tm.sample_ids(cfg, N_IDS)
+    env = pllm_cli.isa_env(isa)
+    exact = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, work_dir / "e.f32",
+                                ref.hp.n_vocab, env=env)
+    i16 = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, work_dir / "q.f32",
+                              ref.hp.n_vocab, env=env, int16_act=True)
+    if cfg.wtype in tol.FLOAT_TYPES:
+        assert np.array_equal(exact, i16), \
+            f"{name}: --int16-act changed float-weight logits: {format_stats(compare(i16, exact))}"
+    else:
+        s = compare(i16, exact)
+        assert s["max_rel"] > 1e-4, f"{name} isa={isa}: --int16-act seems to be ignored: {format_stats(s)}"
 
 
 @pytest.mark.parametrize("name", ["llama-F32", "qwen2-BF16", "qwen2-F16",

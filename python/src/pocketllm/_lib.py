@@ -29,7 +29,8 @@ class ModelParams(C.Structure):
 class SessionParams(C.Structure):
     _fields_ = [(name, c_i32) for name in (
         "n_ctx", "n_threads", "int8_activations", "no_fuse", "profile", "kv_type", "kv_window",
-        "kv_sinks", "n_batch", "f16_activations", "static_activations", "backend")]
+        "kv_sinks", "n_batch", "f16_activations", "static_activations", "backend",
+        "activations")]
 
 
 class SamplingParams(C.Structure):

@@ -20,7 +20,7 @@ class Model:
 
     ``n_ctx`` (0: min(training context, 4096)), ``threads`` (0: one per performance core),
     ``kv_type`` ("f16", "q8", "q4", "f32"), ``kv_window``/``kv_sinks`` (a sliding context),
-    ``batch`` (prefill tokens per pass, 0: 64) and ``activations`` ("f32" exact, "int8",
+    ``batch`` (prefill tokens per pass, 0: 64) and ``activations`` ("f32" exact, "int16", "int8",
     "f16", "static") are the settings of its sessions. ``repack`` holds Q4_0/Q4_1/Q8_0 weights
     as panels for the int8 kernels (None: on with int8/static activations). ``vocab_only``
     loads the tokenizer alone (tokenize, templates; no generation). ``progress(fraction)``

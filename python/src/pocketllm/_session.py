@@ -17,7 +17,9 @@ if TYPE_CHECKING:
     from ._model import Model
 
 KV_TYPES = {"f16": 0, "f32": 1, "q8": 2, "q4": 3}
-ACTIVATIONS = {"f32": None, "int8": "int8_activations", "f16": "f16_activations", "static": "static_activations"}
+# A flag of pllm_session_params to set, or the value of its activations field (pllm_activations).
+ACTIVATIONS = {"f32": None, "int8": "int8_activations", "f16": "f16_activations", "static": "static_activations",
+               "int16": 2}
 BACKENDS = {"cpu": 0, "auto": 1, "vulkan": 2}  # pllm_backend
 SETTINGS = ("n_ctx", "threads", "kv_type", "kv_window", "kv_sinks", "batch", "activations", "backend")
 
@@ -41,7 +43,9 @@ def session_params(n_ctx: int, threads: int, kv_type: str, kv_window: int, kv_si
     if activations not in ACTIVATIONS:
         raise InvalidArgument(f"activations must be one of {', '.join(ACTIVATIONS)}, not {activations!r}")
     flag = ACTIVATIONS[activations]
-    if flag:
+    if isinstance(flag, int):
+        p.activations = flag
+    elif flag:
         setattr(p, flag, 1)
     if backend not in BACKENDS:
         raise InvalidArgument(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
