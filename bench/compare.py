@@ -2,8 +2,8 @@
 """Side-by-side throughput of `pocketllm bench` and llama.cpp's `llama-bench` on the same GGUF files.
 
 For every file and every round it runs, in this order,
-    pocketllm (exact activations) -> llama-bench -> pocketllm --int8-act -> llama-bench
-(the order flips on odd rounds), each a separate process with one repetition, the same thread
+    pocketllm (first of --modes) -> llama-bench -> pocketllm (second mode) -> llama-bench -> ...
+(default modes: exact, int16, int8; the order flips on odd rounds), each a separate process with one repetition, the same thread
 count and the same prompt/generation lengths, so slow drifts of the machine (thermal state, other
 load) hit both engines alike. The table reports mean +- sd over the rounds and ours/llama.cpp ratios.
 
@@ -93,9 +93,14 @@ def ours_env(args):
     return env
 
 
-def run_ours(args, model, int8):
+# Our activation modes and their flags; "default" is what a user gets without flags.
+MODE_FLAGS = {"default": [], "exact": ["--exact"], "int16": ["--int16-act"], "int8": ["--int8-act"],
+              "f16": ["--f16-act"]}
+
+
+def run_ours(args, model, mode):
     cmd = [args.pocketllm, "bench", "-m", model, "-p", str(args.p), "-n", str(args.n), "-t", str(args.t),
-           "-r", "1", "--json", "--bw-mib", "0", "--tg-empty"] + (["--int8-act"] if int8 else [])
+           "-r", "1", "--json", "--bw-mib", "0", "--tg-empty"] + MODE_FLAGS[mode]
     text, rss, other = run_measured(cmd, ours_env(args))
     j = json.loads(text)
     return {"pp": j["pp_tps"], "tg0": j["tg0_tps"], "tgP": j["tg_tps"], "ttft_ms": j["ttft_ms"], "rss": rss,
@@ -152,9 +157,15 @@ def main():
     ap.add_argument("--isa", help="cap our kernels at this level (PLLM_ISA: avx2 on an AVX-512 machine stands in for "
                                   "AVX2 machines; the tables say so); llama.cpp runs as built")
     ap.add_argument("--json-out", help="also write every measurement to this file")
+    ap.add_argument("--modes", default="exact,int16,int8",
+                    help=f"our activation modes, comma-separated, from {', '.join(MODE_FLAGS)} (default exact,int16,int8)")
     ap.add_argument("--from-json", nargs="+", metavar="FILE",
                     help="print the tables of earlier --json-out files (same -p/-n/-t; runs pooled) and exit")
     args = ap.parse_args()
+    args.modes = args.modes.split(",")
+    for m in args.modes:
+        if m not in MODE_FLAGS:
+            sys.exit(f"error: unknown mode {m!r} (choose from {', '.join(MODE_FLAGS)})")
 
     if args.from_json:
         pooled, rounds = {}, 0
@@ -163,9 +174,10 @@ def main():
                 saved = json.load(f)
             rounds += saved["rounds"]
             for name, r in saved["results"].items():
-                dst = pooled.setdefault(name, {"exact": [], "int8": [], "llama": [], "bandwidth_gbs": 0.0})
-                for key in ("exact", "int8", "llama"):
-                    dst[key] += r[key]
+                dst = pooled.setdefault(name, {"llama": [], "bandwidth_gbs": 0.0})
+                for key, runs in r.items():
+                    if key != "bandwidth_gbs":
+                        dst[key] = dst.get(key, []) + runs
                 dst["bandwidth_gbs"] = max(dst["bandwidth_gbs"], r["bandwidth_gbs"])
         print_tables(pooled, saved["p"], saved["n"], saved["threads"], rounds, args.quiet_load, saved.get("isa_cap"))
         return
@@ -185,10 +197,11 @@ def main():
     results = {}
     for model in models:
         name = os.path.basename(model)
-        r = results[name] = {"exact": [], "int8": [], "llama": [], "bandwidth_gbs": bw}
+        r = results[name] = {**{m: [] for m in args.modes}, "llama": [], "bandwidth_gbs": bw}
         for rnd in range(args.rounds):
-            steps = [("exact", lambda: run_ours(args, model, False)), ("llama", lambda: run_llama(args, model)),
-                     ("int8", lambda: run_ours(args, model, True)), ("llama", lambda: run_llama(args, model))]
+            steps = []
+            for m in args.modes:
+                steps += [(m, lambda m=m: run_ours(args, model, m)), ("llama", lambda: run_llama(args, model))]
             if rnd % 2:
                 steps.reverse()
             for key, fn in steps:
@@ -216,7 +229,7 @@ def print_table(results, P, N, max_load=None):
     for name, r in results.items():
         bw = r["bandwidth_gbs"]
         llama = keep(r["llama"])
-        for mode in ("exact", "int8"):
+        for mode in [k for k in r if k not in ("llama", "bandwidth_gbs")]:
             runs = keep(r[mode])
             if not runs or not llama:
                 print(f"| {name} | {mode} | – | – | – | – | – | – | – | – | – | – | {len(runs)}/{len(llama)} | – |")
@@ -232,7 +245,7 @@ def print_table(results, P, N, max_load=None):
 
 def print_tables(results, P, N, threads, rounds, quiet_load, isa_cap=None):
     first = next(iter(results.values()))
-    isa = first["exact"][0]["isa"]
+    isa = next(runs[0]["isa"] for k, runs in first.items() if k not in ("llama", "bandwidth_gbs") and runs)
     print(f"\nthreads {threads}, {rounds} rounds, read bandwidth {first['bandwidth_gbs']:.1f} GB/s, our ISA {isa}"
           + (f" (capped with PLLM_ISA={isa_cap}: a stand-in for machines whose best level that is; llama.cpp "
              "ran with everything this CPU has)" if isa_cap else "") + "\n\nAll runs:\n")

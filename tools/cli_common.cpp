@@ -81,6 +81,13 @@ void SessionOptions::add_to(CLI::App* cmd) {
       ->excludes(int8)
       ->excludes(f16)
       ->excludes(stat);
+  cmd->add_flag("--exact", exact_act,
+                "f32 activations with weights decoded in registers: matches a float reference up to "
+                "summation order (the default today)")
+      ->excludes(int8)
+      ->excludes(f16)
+      ->excludes(stat)
+      ->excludes("--int16-act");
   cmd->add_flag("--no-fuse", no_fuse, "run Q/K/V and gate/up as separate jobs (to measure fusion)");
   cmd->add_flag("--profile", profile, "per-op time table on stderr and a Chrome trace (see --trace-out)");
   cmd->add_option("--trace-out", trace_out, "Chrome trace file written by --profile (opens in Perfetto)");
@@ -131,7 +138,7 @@ Session::Session(Model& m, const SessionOptions& o, Engine* engine) {
   sp.n_threads = o.threads;
   sp.int8_activations = o.int8_act ? 1 : 0;
   sp.f16_activations = o.f16_act ? 1 : 0;
-  sp.activations = o.int16_act ? PLLM_ACT_INT16 : PLLM_ACT_DEFAULT;
+  sp.activations = o.int16_act ? PLLM_ACT_INT16 : o.exact_act ? PLLM_ACT_EXACT : PLLM_ACT_DEFAULT;
   sp.static_activations = o.static_act ? 1 : 0;
   sp.no_fuse = o.no_fuse ? 1 : 0;
   sp.profile = o.profile ? 1 : 0;

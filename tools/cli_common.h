@@ -42,6 +42,7 @@ struct SessionOptions {
   bool int8_act = false;
   bool f16_act = false;
   bool int16_act = false;
+  bool exact_act = false;
   bool static_act = false;  // int8 with the file's calibrated scales (reports its counts on stderr)
   bool no_fuse = false;
   bool profile = false;

@@ -187,6 +187,37 @@ TEST_F(Api, F16ActivationsSession) {
   EXPECT_NE(std::string(pllm_last_error()).find("f16"), std::string::npos) << pllm_last_error();
 }
 
+// int16 activations: greedy "Paris" (they keep the near-tied first token that int8 flips);
+// contradictory or unknown activation settings are refused.
+TEST_F(Api, Int16ActivationsSession) {
+  pllm_session_params sp = pllm_session_default_params();
+  sp.n_ctx = 256;
+  sp.activations = PLLM_ACT_INT16;
+  pllm_session* s = nullptr;
+  ASSERT_EQ(pllm_session_create(model_, &sp, &s), PLLM_OK) << pllm_last_error();
+  auto ids = chat_prompt("What is the capital of France?");
+  Collected c;
+  auto gp = greedy(16);
+  EXPECT_EQ(pllm_generate(s, ids.data(), ids.size(), &gp, collect, &c, nullptr), PLLM_OK) << pllm_last_error();
+  EXPECT_NE(c.text.find("Paris"), std::string::npos) << c.text;
+  pllm_session_free(s);
+  for (auto set : {+[](pllm_session_params& p) { p.int8_activations = 1; },
+                   +[](pllm_session_params& p) { p.f16_activations = 1; },
+                   +[](pllm_session_params& p) { p.static_activations = 1; }}) {
+    pllm_session_params bad = sp;
+    set(bad);
+    s = nullptr;
+    EXPECT_EQ(pllm_session_create(model_, &bad, &s), PLLM_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(s, nullptr);
+    bad.activations = PLLM_ACT_EXACT;
+    EXPECT_EQ(pllm_session_create(model_, &bad, &s), PLLM_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(pllm_last_error()).find("exact"), std::string::npos) << pllm_last_error();
+  }
+  sp.activations = 7;
+  EXPECT_EQ(pllm_session_create(model_, &sp, &s), PLLM_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(pllm_last_error()).find("unknown activations"), std::string::npos) << pllm_last_error();
+}
+
 // The real model carries no static activation scales: every int8 product counts as
 // dynamic, and a static-activation session is refused with a message that says why.
 TEST_F(Api, StaticActivationsNeedScales) {
