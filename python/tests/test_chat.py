@@ -15,6 +15,13 @@ def test_greedy_chat_answers_paris(model):
     assert s.stop_reason == "eog" and s.n_generated > 0 and s.n_prompt > 10 and s.ttft_ms > 0
 
 
+def test_int16_session_answers_paris(model):
+    """activations="int16": the greedy answer keeps "The capital of France is Paris" (int8
+    activations flip its near-tied first token)."""
+    reply = model.session(activations="int16").chat(CAPITAL, max_tokens=12)
+    assert "Paris" in reply, reply
+
+
 def test_vulkan_session_answers_like_the_cpu(model):
     """backend="vulkan" (lavapipe where there is no GPU; the CPU when there is no Vulkan
     device at all): the same greedy reply as the CPU session, a few tokens to stay quick."""
