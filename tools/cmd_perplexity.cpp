@@ -299,6 +299,8 @@ std::function<int()> add_perplexity(CLI::App& app) {
                                   {"file_tokens", tokens.size()},
                                   {"int8_act", o->sess.int8_act},
                                   {"static_act", o->sess.static_act},
+                                  {"f16_act", o->sess.f16_act},
+                                  {"int16_act", o->sess.int16_act},
                                   {"kv_type", o->sess.kv_type},
                                   {"kv_window", o->sess.kv_window},
                                   {"kv_sinks", o->sess.kv_window > 0 ? o->sess.kv_sinks : 0},
