@@ -43,8 +43,14 @@ def fd(isa_ns, dec):  # one_row calls fused_dot<.., 1, ..> where it did not inli
     return (f"one_row<pllm::kern::drivers::FusedDot<pllm::kern::{isa_ns}, pllm::kern::{dec}>::K, float>",
             f"fused_dot<pllm::kern::{isa_ns}, 1, pllm::kern::{dec}, float>")
 
+def bd(t):  # the int8 block-dot driver instantiated for NEON / dotprod (drivers/block_dot.h)
+    return f"block_dot<pllm::kern::neon_int8::Blocks<pllm::kern::(anonymous namespace)::Level>::Dot<pllm::kern::neon_int8::Blocks<pllm::kern::(anonymous namespace)::Level>::{t},"
+
+GQ8_NEON = ("drivers::gemm_q8<pllm::kern::(anonymous namespace)::Tiles, pllm::kern::neon_int8::Blocks<pllm::kern::"
+            "(anonymous namespace)::Level>::Gemm<pllm::kern::neon_int8::Blocks<pllm::kern::(anonymous namespace)::Level>::{t}>")
 MICRO = "Tiles::micro<pllm::kern::(anonymous namespace)::"  # AVX-512: an outlined function
 GQ8 = "drivers::gemm_q8<pllm::kern::(anonymous namespace)::Tiles, pllm::kern::(anonymous namespace)::"  # micro inlined
+PACK = "drivers::gemm_q8<pllm::kern::(anonymous namespace)::Tiles, pllm::kern::x86_gemm::Pack<pllm::kern::(anonymous namespace)::Panel, "
 
 ROWS = [
     ("decode exact Q4_0", ("neon", "arm/neon.cpp", fd("neon::F32x4", "neon::DecQ4_0"), 1),
@@ -60,18 +66,18 @@ ROWS = [
      ("avx2", "x86/avx2.cpp", fd("avx2::F32x8", "avx2::DecQ4_K"), 8), None),
     ("decode exact Q6_K", ("neon", "arm/neon.cpp", fd("neon::F32x4", "neon::DecQ6_K"), 8, (8, 2)),
      ("avx2", "x86/avx2.cpp", fd("avx2::F32x8", "avx2::DecQ6_K"), 8, (8,)), None),
-    ("decode int8 Q4_0 (NEON)", ("neon", "arm/neon.cpp", "::vec_dot_q4_0(", 1),
+    ("decode int8 Q4_0 (NEON)", ("neon", "arm/neon.cpp", bd("Q4_0"), 1),
      ("avx2", "x86/rows_avx2.cpp", "rows_by_4<pllm::kern::(anonymous namespace)::Rows<pllm::kern::(anonymous namespace)::MQ4_0>", 4),
      ("avx512", "x86/rows_avx512.cpp", "rows_by_4<pllm::kern::(anonymous namespace)::KQ4_0", 8)),
-    ("decode int8 Q4_0 (dotprod)", ("dotprod", "arm/neon_dotprod.cpp", "::vec_dot_q4_0(", 1), None, None),
-    ("decode int8 Q4_1 (NEON)", ("neon", "arm/neon.cpp", "::vec_dot_q4_1(", 1),
+    ("decode int8 Q4_0 (dotprod)", ("dotprod", "arm/neon_dotprod.cpp", bd("Q4_0"), 1), None, None),
+    ("decode int8 Q4_1 (NEON)", ("neon", "arm/neon.cpp", bd("Q4_1"), 1),
      ("avx2", "x86/rows_avx2.cpp", "rows_by_4<pllm::kern::(anonymous namespace)::Rows<pllm::kern::(anonymous namespace)::MQ4_1>", 4),
      ("avx512", "x86/rows_avx512.cpp", "rows_by_4<pllm::kern::(anonymous namespace)::KQ4_1", 8)),
-    ("decode int8 Q4_1 (dotprod)", ("dotprod", "arm/neon_dotprod.cpp", "::vec_dot_q4_1(", 1), None, None),
-    ("decode int8 Q8_0 (NEON)", ("neon", "arm/neon.cpp", "::vec_dot_q8_0(", 1),
+    ("decode int8 Q4_1 (dotprod)", ("dotprod", "arm/neon_dotprod.cpp", bd("Q4_1"), 1), None, None),
+    ("decode int8 Q8_0 (NEON)", ("neon", "arm/neon.cpp", bd("Q8_0"), 1),
      ("avx2", "x86/rows_avx2.cpp", "rows_by_4<pllm::kern::(anonymous namespace)::Rows<pllm::kern::(anonymous namespace)::MQ8_0>", 4),
      ("avx512", "x86/rows_avx512.cpp", "rows_by_4<pllm::kern::(anonymous namespace)::KQ8_0", 8)),
-    ("decode int8 Q8_0 (dotprod)", ("dotprod", "arm/neon_dotprod.cpp", "::vec_dot_q8_0(", 1), None, None),
+    ("decode int8 Q8_0 (dotprod)", ("dotprod", "arm/neon_dotprod.cpp", bd("Q8_0"), 1), None, None),
     ("decode int8 Q4_K (NEON)", ("neon", "arm/neon.cpp", "::vec_dot_q4_K(", 8, (4,)),
      ("avx2", "x86/avx2.cpp", "::vec_dot_q4_K(", 8), ("avx512", "x86/avx512.cpp", "::vec_dot_q4_K(", 8)),
     ("decode int8 Q4_K (dotprod)", ("dotprod", "arm/neon_dotprod.cpp", "::vec_dot_q4_K(", 8), None, None),
@@ -79,14 +85,14 @@ ROWS = [
      ("avx2", "x86/avx2.cpp", "::vec_dot_q6_K(", 8), ("avx512", "x86/avx512.cpp", "::vec_dot_q6_K(", 8)),
     ("decode int8 Q6_K (dotprod)", ("dotprod", "arm/neon_dotprod.cpp", "::vec_dot_q6_K(", 8), None, None),
     # Prefill micro-kernels: panel rows x tokens per K-block iteration (packing not counted).
-    ("prefill GEMM Q4_0 (SDOT / AVX2 / VNNI)", ("dotprod", "arm/gemm_neon.cpp", (MICRO + "Q40>", GQ8 + "Q40, false>"), 32),
-     ("avx2", "x86/gemm_avx2.cpp", (MICRO + "Q40>", GQ8 + "Q40, false>"), 32),
-     ("avx512", "x86/gemm_avx512.cpp", (MICRO + "Q40>", GQ8 + "Q40, false>"), 128)),
-    ("prefill GEMM Q4_0 (SMMLA)", ("i8mm", "arm/gemm_i8mm.cpp", "gemm<pllm::kern::(anonymous namespace)::Q40>", 32), None, None),
-    ("prefill GEMM Q8_0 (SDOT / AVX2 / VNNI)", ("dotprod", "arm/gemm_neon.cpp", (MICRO + "Q80>", GQ8 + "Q80, false>"), 32),
-     ("avx2", "x86/gemm_avx2.cpp", (MICRO + "Q80>", GQ8 + "Q80, false>"), 32),
-     ("avx512", "x86/gemm_avx512.cpp", (MICRO + "Q80>", GQ8 + "Q80, false>"), 128)),
-    ("prefill GEMM Q8_0 (SMMLA)", ("i8mm", "arm/gemm_i8mm.cpp", "gemm<pllm::kern::(anonymous namespace)::Q80>", 32), None, None),
+    ("prefill GEMM Q4_0 (SDOT / AVX2 / VNNI)", ("dotprod", "arm/gemm_neon.cpp", GQ8_NEON.format(t="Q4_0"), 32),
+     ("avx2", "x86/gemm_avx2.cpp", (MICRO + "Q40>", GQ8 + "Q40, false>", PACK + "8>::Q40, false>", PACK + "16>::Q40, false>"), 32),
+     ("avx512", "x86/gemm_avx512.cpp", (MICRO + "Q40>", GQ8 + "Q40, false>", PACK + "8>::Q40, false>", PACK + "16>::Q40, false>"), 128)),
+    ("prefill GEMM Q4_0 (SMMLA)", ("i8mm", "arm/gemm_i8mm.cpp", "gemm<pllm::kern::neon_int8::Blocks<pllm::kern::(anonymous namespace)::Level>::Gemm<pllm::kern::neon_int8::Blocks<pllm::kern::(anonymous namespace)::Level>::Q4_0>", 32), None, None),
+    ("prefill GEMM Q8_0 (SDOT / AVX2 / VNNI)", ("dotprod", "arm/gemm_neon.cpp", GQ8_NEON.format(t="Q8_0"), 32),
+     ("avx2", "x86/gemm_avx2.cpp", (MICRO + "Q80>", GQ8 + "Q80, false>", PACK + "8>::Q80, false>", PACK + "16>::Q80, false>"), 32),
+     ("avx512", "x86/gemm_avx512.cpp", (MICRO + "Q80>", GQ8 + "Q80, false>", PACK + "8>::Q80, false>", PACK + "16>::Q80, false>"), 128)),
+    ("prefill GEMM Q8_0 (SMMLA)", ("i8mm", "arm/gemm_i8mm.cpp", "gemm<pllm::kern::neon_int8::Blocks<pllm::kern::(anonymous namespace)::Level>::Gemm<pllm::kern::neon_int8::Blocks<pllm::kern::(anonymous namespace)::Level>::Q8_0>", 32), None, None),
 ]
 
 
