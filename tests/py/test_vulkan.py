@@ -181,6 +181,22 @@ def test_kv_types_int8_and_forced_variants_match_cpu(pllm_bin, vk, tiny_models_p
         _assert_vs_cpu(got, cpu, f"{name} {' '.join(extra)} chunk {chunk} {env}", None if f32_kv else cfg.wtype, mode)
 
 
+@pytest.mark.parametrize("name", ["llama-Q4_1", "gemma3-Q5_0"])
+def test_int16_activations_run_the_float_path_on_device(pllm_bin, vk, tiny_models_paths, work_dir, name):
+    """--int16-act on the device: every step runs there, on its float (exact-mode) products,
+    so it equals the CPU's --exact within the device bound."""
+    cfg = CONFIGS[name]
+    n_vocab = Reference(tiny_models_paths[name]).hp.n_vocab
+    ids = tm.sample_ids(cfg, 12, seed=4)
+    kv = ("--kv-type", "f32")
+    got, rep = _logits(pllm_bin, tiny_models_paths[name], [ids], work_dir / "vk.f32", n_vocab, chunk=4,
+                       extra=kv + ("--int16-act",))
+    _assert_on_device(rep, name)
+    cpu, _ = _logits(pllm_bin, tiny_models_paths[name], [ids], work_dir / "cpu.f32", n_vocab, backend="cpu",
+                     chunk=4, extra=kv + ("--exact",))
+    _assert_vs_cpu(got, cpu, f"{name} --int16-act on the device")
+
+
 @pytest.mark.parametrize("name", ["llama-Q4_0", "qwen2-Q8_0", "gemma3-swa2-F32", "llama-ffnvar-F32"])
 def test_several_sequences_in_one_device_step(pllm_bin, vk, tiny_models_paths, work_dir, name):
     """Ragged sequences stepped together (rows of up to 5 sequences per step, each against its
@@ -246,7 +262,7 @@ def test_device_lost_mid_generation_continues_on_cpu(pllm_bin, vk, tiny_models_p
     ("llama-BF16", (), "BF16"),
     ("llama-Q4_0", ("--kv-type", "q4"), "q4 KV"),
     ("llama-Q4_0", ("--kv-window", "8"), "window"),
-    ("llama-Q4_0", ("--f16-act",), "exact or int8"),
+    ("llama-Q4_0", ("--f16-act",), "int8 activations only"),
 ])
 def test_unsupported_steps_run_on_cpu(pllm_bin, vk, tiny_models_paths, work_dir, name, extra, why):
     got, cpu, rep = _cpu_equal(pllm_bin, tiny_models_paths, work_dir, name, None, extra=extra)

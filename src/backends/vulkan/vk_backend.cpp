@@ -30,8 +30,10 @@ class VulkanBackendImpl final : public VulkanBackend {
 
   std::string unsupported_reason(const Model& m, std::span<const SeqStep> seqs, const StepOptions& opt) const override {
     if (b_.ctx->lost()) return "the Vulkan device was lost";
-    if (opt.act_mode != ActMode::exact && opt.act_mode != ActMode::int8)
-      return "the Vulkan backend runs exact or int8 activations only";
+    // int16 activations take the device's float products (exact mode's): int16 is how the CPU
+    // gets integer speed at near-exact rounding, and the device's float path is exact itself.
+    if (opt.act_mode != ActMode::exact && opt.act_mode != ActMode::int8 && opt.act_mode != ActMode::int16)
+      return "the Vulkan backend runs exact, int16 or int8 activations only";
     if (opt.observer) return "calibration observers run on the CPU";
     const ModelConfig& c = m.config();
     if (c.head_dim > 256) return "head_dim > 256";
