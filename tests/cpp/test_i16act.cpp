@@ -7,7 +7,9 @@
 //
 // Tile reference: this file's own block decoder gives, per 32-element unit u of a weight row,
 // integer codes c_l, a scale s_u and a min m_u with w_l = s_u c_l + m_u exactly (Q6_K: c_l =
-// q_l * sc, s_u = d). Against activation codes a_l with step d_u, the exact dot is
+// q_l * sc, s_u = d; Q4_0, Q5_0: c_l = q_l >= 0 with m_u = -8 d, -16 d, the offset taken as a
+// min term as kernels may compute it, so S below bounds both of their partial sums). Against
+// activation codes a_l with step d_u, the exact dot is
 //   E = sum_u d_u (s_u sum_l c_l a_l + m_u sum_l a_l)          (long double, exact here)
 // Let u = 2^-24 and S = sum_u |d_u| sum_l (|s_u c_l| + |m_u|) |a_l| (the sum of |products|).
 //   * Scalar twin (dequantize_row's f32 weights, each within u |w_l| of s_u c_l + m_u, times
@@ -70,9 +72,9 @@ Unit decode_unit(TensorType t, const uint8_t* row, int64_t u) {
   auto bit5 = [](const uint8_t* qh, int l) { return ((qh[l / 8] >> (l % 8)) & 1) << 4; };
   for (int l = 0; l < 32; ++l) {
     switch (t) {
-      case TensorType::Q4_0: r.c[l] = nib(b + 2, l) - 8, r.s = h16(b); break;
+      case TensorType::Q4_0: r.c[l] = nib(b + 2, l), r.s = h16(b), r.m = -8 * h16(b); break;
       case TensorType::Q4_1: r.c[l] = nib(b + 4, l), r.s = h16(b), r.m = h16(b + 2); break;
-      case TensorType::Q5_0: r.c[l] = (nib(b + 6, l) | bit5(b + 2, l)) - 16, r.s = h16(b); break;
+      case TensorType::Q5_0: r.c[l] = nib(b + 6, l) | bit5(b + 2, l), r.s = h16(b), r.m = -16 * h16(b); break;
       case TensorType::Q5_1: r.c[l] = nib(b + 8, l) | bit5(b + 4, l), r.s = h16(b), r.m = h16(b + 2); break;
       case TensorType::Q8_0: r.c[l] = int8_t(b[2 + l]), r.s = h16(b); break;
       case TensorType::Q4_K: {  // 12 bytes of 6-bit scales / mins at b + 4, nibbles at b + 16

@@ -3,61 +3,55 @@
 // vector traits S and, per weight type, a micro-kernel M (x86/i16act_avx2.cpp,
 // arm/i16act_neon.cpp), and installs drivers::i16_tile<S, M>.
 //
-// The scheme: every weight block is decoded once into int16 codes (per 32-element unit, one
-// block_q16 of activations), and the same codes meet each of the NX activation rows of the
-// register tile; the 32 int16 x int16 products of a unit are summed exactly in int32 lanes,
-// then scaled in f32:
-//   unit term = d_a * (scale * sum_l code_l a_l + min * sum_l a_l)
-// where scale and min are the weight's per-unit factors (min only for types with an offset:
-// Q4_1, Q5_1, Q4_K) and sum_l a_l is the activation block's exact `sum`.
-//   * 32-element blocks (kUnits = 1): each unit's lane sums are converted and FMA'd into the
-//     accumulator (lanes keep partial sums; a horizontal sum at the end).
-//   * K-quant blocks (kUnits = 8): the f32 work per unit (conversion, scale, FMA) would cost
-//     more than the integer dot, so the eight units' lane sums are first reduced across lanes
-//     into one value per unit (join1, join2, totals: a transposing add tree), and the scale,
-//     d_a and min terms are applied to all eight units at once, lane j holding unit j. d_a and
-//     d_a * sum of the activation blocks are staged per call in contiguous arrays for that.
+// Work unit: a "unit" is 32 elements (one block_q16 of activations); a "group" is 8 units (256
+// elements: one K-quant block, or 8 blocks of the 32-element types). Per group, each weight
+// row's 8 units are decoded once into int16 codes, and the codes meet each of the NX activation
+// rows of the register tile: int16 x int16 products summed exactly in int32 lanes (S::dot),
+// then reduced ACROSS the 8 units by a transposing add tree (join1, join2, totals) into one f32
+// vector whose lane j is unit j's integer dot (split over kLanes-wide vectors where kLanes < 8).
+// All scaling is then one vector operation per group for all 8 units at once:
+//   acc += dot_u * (scale_u * d_a,u) + min_u * (d_a,u * sum_u)       (lane u, u = 0..7)
+// where scale and min are the weight's per-unit factors (min only for Q4_1, Q5_1, Q4_K), d_a,u
+// the activation block's step and sum_u its exact code sum. d_a and d_a * sum are staged per
+// call in contiguous arrays (per slice of kI16Slice units), so they load as vectors. Converting,
+// scaling and accumulating per unit instead costs more f32 work than the integer dot itself.
+// A row whose length is not a multiple of 256 ends in a group of fewer units (runtime count;
+// the missing lanes are zeros).
 //
 // Contract of S (the ISA's vector traits; one per ISA, shared by every type):
 //   F        f32 vector of kLanes lanes (kLanes divides 8); I: int32 vector; Q: a unit's codes
-//   zero(), bcast(float), load(const float*), mul(a, b), fma(acc, a, b) = acc + a * b,
-//   cvt(I) -> F, hsum(F)
+//   zero(), izero(), load(const float*), mul(a, b), fma(acc, a, b) = acc + a * b, hsum(F)
 //   dot(const Q&, const int16_t* a) -> I: lane sums of code_l * a_l over the unit's 32
 //            elements, exact (their total is the unit's integer dot)
 //   join1(I u0, I u1) -> I1, join2(I1 p01, I1 p23) -> I2, totals(I2 q0123, I2 q4567, F t[8 /
-//            kLanes]): the add tree of a K block; lane j of t[k] = total of unit k * kLanes + j,
-//            in f32 (an int32 lane may hold at most 16 products: convert before that)
-//   tile_rows(NX, kUnits): weight rows per register tile for NX activation rows (1 where a
-//            multiply takes its activation operand from memory, as on x86, unless one row would
-//            leave a single FMA chain per unit; 2 on ARM halves the activation loads)
+//            kLanes]): the add tree of a group; lane j of t[k] = total of unit k * kLanes + j,
+//            in f32. An int32 lane may hold at most 16 products: convert before that.
+//   tile_rows(NX): weight rows per register tile for NX activation rows (1 where a multiply
+//            takes its activation operand from memory, as on x86; 2 on ARM halves the loads)
 //   prefetch(p): a software prefetch of the cache line at p (may be empty)
 // Contract of M (one weight type on that ISA):
-//   W        the weight block type; kUnits: 32-element units per block (1, or 8 for K-quants)
+//   W        the weight block type; kUnits: units per block (1, or 8 for K-quants)
 //   kMin     the type has a min term
-//   B        per-block state (scales decoded once per block); B block(const W&)
-//   codes(const W&, const B&, int u, Q&): unit u's codes as int16, with any integer sub-scale
-//            folded in (Q6_K: (q - 32) * sc), |code| <= 4096 = 2^12. With |a| <= 32767 < 2^15,
-//            an int32 lane may then sum up to 16 products without overflow
+//   G        per-group state (scales); G group(const W* w, int nu): the group starting at
+//            block w, whose first nu units exist (nu = 8 but in a row's last group of a
+//            32-element type); factors of missing units must be 0
+//   codes(const W* w, const G&, int u, Q&): unit u (< nu) of the group as int16 codes, any
+//            integer sub-scale folded in (Q6_K: (q - 32) * sc), |code| <= 4096 = 2^12. With
+//            |a| <= 32767 < 2^15 an int32 lane may then sum 16 products without overflow
 //            (16 * 2^12 * (2^15 - 1) < 2^31): AVX2's dot sums 4 per lane, NEON's 8.
-//   scale(const B&, int k) -> F: the f32 factor of the unit's integer dot (d, d * sc_j). For
-//            kUnits = 1 every lane (k = 0); for kUnits = 8 lane j = unit k * kLanes + j.
-//   min(const B&, int k) -> F: (kMin) the factor of the activation block's d_a * sum (Q4_1: m;
-//            Q4_K: -dmin * m_j), laid out as scale, except that for kUnits = 1 each lane holds
-//            min / kLanes: spread over the lanes it joins the unit's f32 term before the one
-//            FMA into the accumulator (a mul and an FMA per unit and row, no second chain).
+//   scale(const G&, int k) -> F: lane j = the f32 factor of unit k * kLanes + j's integer dot
+//   min(const G&, int k) -> F: (kMin) lane j = the factor of that unit's d_a * sum
 //
-// Summation order: one accumulator per (weight row, activation row), the blocks FMA'd in order,
-// a horizontal sum at the end (per slice of kI16Slice units for K blocks, slices added in
-// order). It depends on nothing but n: not on the tile shape, on where a row falls in a call,
-// or on how many activation rows share the call, so a token's result is the same for every
-// chunking and batch grouping. Independent chains for latency come from the tile (R x NX
-// accumulators), which is why tile_rows(1, 1) should be >= 2 on an ISA with 4-cycle FMA latency
-// (K blocks make one FMA per 8 units: one row is chains enough).
+// Summation order: one accumulator per (weight row, activation row), the groups FMA'd in order,
+// a horizontal sum per slice, the slices added in order. It depends on nothing but n: not on
+// the tile shape, on where a row falls in a call, or on how many activation rows share the
+// call, so a token's result is the same for every chunking and batch grouping.
 //
 // ODR: templates over the ISA's types only (see fused_dot.h).
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "quant/blocks.h"
@@ -66,7 +60,8 @@
 
 namespace pllm::kern::drivers {
 
-// K blocks: activation units staged per call slice (8192 elements; 16 KB of stack at NX = 8).
+// Activation scales are staged per slice of this many units (8192 elements; 16 KB of stack
+// at NX = 8). A multiple of 8.
 constexpr int kI16Slice = 256;
 
 // f.operator()<U>() for U = 0 .. N-1, U a constant expression in each.
@@ -76,146 +71,120 @@ PLLM_I16_AI void i16_unroll(Fn&& f) {
       std::make_integer_sequence<int, N>{});
 }
 
-// The rows are normally contiguous: prefetch the rows 4 ahead of this tile as one linear stream
-// (R interleaved row streams are too short for the hardware to train on).
-template <class S, int R, class W>
-PLLM_I16_AI void i16_prefetch(const uint8_t*& pf) {
-  for (int k = 0; k < R * int(sizeof(W)); k += 64) S::prefetch(pf + k);
-  pf += R * sizeof(W);
-}
-
-// kUnits = 1: R weight rows at w (ws bytes apart) against NX activation rows at a (as bytes apart).
-template <class S, class M, int R, int NX>
-PLLM_I16_AI void i16_tile_units(int64_t n, const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* out,
-                                int64_t os) {
-  using F = typename S::F;
-  using W = typename M::W;
-  const W* wr[R];
-  for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const W*>(w + r * ws);
-  const block_q16* ax[NX];
-  for (int x = 0; x < NX; ++x) ax[x] = reinterpret_cast<const block_q16*>(a + x * as);
-  F acc[R][NX];
-  for (int r = 0; r < R; ++r)
-    for (int x = 0; x < NX; ++x) acc[r][x] = S::zero();
-  const uint8_t* pf = w + 4 * ws;
-  for (int64_t b = 0; b < n / 32; ++b) {
-    i16_prefetch<S, R, W>(pf);
-    typename M::B bs[R];
-    typename S::Q q[R];
-    for (int r = 0; r < R; ++r) {
-      bs[r] = M::block(wr[r][b]);
-      M::codes(wr[r][b], bs[r], 0, q[r]);
-    }
-    for (int x = 0; x < NX; ++x) {
-      const block_q16& ab = ax[x][b];
-      const F da = S::bcast(ab.d);
-      if constexpr (M::kMin) {
-        const F sa = S::bcast(static_cast<float>(ab.sum));  // exact: |sum| <= 32 * 32767 < 2^24
-        for (int r = 0; r < R; ++r) {
-          const F t = S::fma(S::mul(M::min(bs[r], 0), sa), S::cvt(S::dot(q[r], ab.qs)), M::scale(bs[r], 0));
-          acc[r][x] = S::fma(acc[r][x], t, da);
-        }
-      } else {
-        for (int r = 0; r < R; ++r)
-          acc[r][x] = S::fma(acc[r][x], S::cvt(S::dot(q[r], ab.qs)), S::mul(M::scale(bs[r], 0), da));
-      }
-    }
-  }
-  for (int x = 0; x < NX; ++x)
-    for (int r = 0; r < R; ++r) out[x * os + r] = S::hsum(acc[r][x]);
-}
-
-// kUnits = 8: K blocks [b0, b0 + nb) of R rows against NX activation rows (ax), whose units'
-// d_a and d_a * sum are staged at da / sa + x * kI16Slice (unit 8 * b0 first). The slice's sums
-// are stored (first slice) or added to out.
-template <class S, class M, int R, int NX>
-PLLM_I16_AI void i16_tile_k(int64_t b0, int64_t nb, const uint8_t* w, size_t ws, const block_q16* const* ax,
-                            const float* da, const float* sa, float* out, int64_t os) {
+// One group of R rows (wr) x NX activation rows (ax: the group's first unit of each), its
+// staged d_a / d_a * sum at da / sa (x stride kI16Slice). kTail: nu < 8 units (runtime).
+template <class S, class M, int R, int NX, bool kTail>
+PLLM_I16_AI void i16_group(const typename M::W* const* wr, int nu, const block_q16* const* ax, const float* da,
+                           const float* sa, typename S::F (*acc)[NX]) {
   using F = typename S::F;
   using I = typename S::I;
-  using W = typename M::W;
   using I1 = decltype(S::join1(I{}, I{}));
   using I2 = decltype(S::join2(I1{}, I1{}));
   constexpr int kV = 8 / S::kLanes;
-  const W* wr[R];
-  for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const W*>(w + r * ws) + b0;
-  F acc[R][NX];
+  typename M::G g[R];
+  for (int r = 0; r < R; ++r) g[r] = M::group(wr[r], kTail ? nu : 8);
+  // One (row, activation row): the group's f32 terms from its two join2 results.
+  auto finish = [&](int r, int x, I2 q0123, I2 q4567) {
+    F t[kV];
+    S::totals(q0123, q4567, t);
+    for (int k = 0; k < kV; ++k) {
+      const int o = x * kI16Slice + k * S::kLanes;
+      acc[r][x] = S::fma(acc[r][x], t[k], S::mul(M::scale(g[r], k), S::load(da + o)));
+      if constexpr (M::kMin) acc[r][x] = S::fma(acc[r][x], M::min(g[r], k), S::load(sa + o));
+    }
+  };
+  // The add tree as the units come: units 2i, 2i+1 -> join1, two of those -> join2 (units
+  // 0-3, 4-7); dot d of unit U goes in as step(U, d, ...).
+  auto step = [](auto u_const, I d, I& ev, I1& p01, I2* q) {
+    constexpr int U = decltype(u_const)::value;
+    if constexpr (U % 2 == 0) ev = d;
+    else if constexpr (U % 4 == 1) p01 = S::join1(ev, d);
+    else q[U / 4] = S::join2(p01, S::join1(ev, d));
+  };
+  // Each unit is decoded and consumed at once. (Decoding the group's codes to the stack first
+  // and running one activation row's tree at a time, so that fewer tree states are live,
+  // measured 5-20 % slower at 4-8 activation rows on AVX2.)
+  I ev[R][NX];
+  I1 p01[R][NX];
+  I2 q[R][NX][2];
+  i16_unroll<8>([&]<int U>() {
+    const bool live = !kTail || U < nu;
+    typename S::Q c[R] = {};
+    if (live)
+      for (int r = 0; r < R; ++r) M::codes(wr[r], g[r], U, c[r]);
+    for (int x = 0; x < NX; ++x)
+      for (int r = 0; r < R; ++r)
+        step(std::integral_constant<int, U>{}, live ? S::dot(c[r], ax[x][U].qs) : S::izero(), ev[r][x], p01[r][x],
+             q[r][x]);
+  });
+  for (int x = 0; x < NX; ++x)
+    for (int r = 0; r < R; ++r) finish(r, x, q[r][x][0], q[r][x][1]);
+}
+
+// Units [u0, u0 + nu) of R rows at w (ws bytes apart; u0 a multiple of 8) against NX activation
+// rows (ax), staged scales at da / sa (unit u0 first). The slice's sums are stored (u0 = 0) or
+// added to out[x * os + r].
+template <class S, class M, int R, int NX>
+PLLM_I16_AI void i16_slice(int64_t u0, int64_t nu, const uint8_t* w, size_t ws, const block_q16* const* ax,
+                          const float* da, const float* sa, float* out, int64_t os) {
+  using W = typename M::W;
+  constexpr int kGroupBytes = int(sizeof(W)) * 8 / M::kUnits;
+  typename S::F acc[R][NX];
   for (int r = 0; r < R; ++r)
     for (int x = 0; x < NX; ++x) acc[r][x] = S::zero();
-  const uint8_t* pf = w + 4 * ws + b0 * R * sizeof(W);
-  for (int64_t b = 0; b < nb; ++b) {
-    i16_prefetch<S, R, W>(pf);
-    typename M::B bs[R];
-    for (int r = 0; r < R; ++r) bs[r] = M::block(wr[r][b]);
-    // The add tree as the units come (few live registers): units 2i, 2i+1 -> join1; pairs of
-    // those -> join2 (units 0-3, 4-7).
-    I ev[R][NX];
-    I1 p01[R][NX];
-    I2 q[2][R][NX];
-    i16_unroll<8>([&]<int U>() {
-      typename S::Q c[R];
-      for (int r = 0; r < R; ++r) M::codes(wr[r][b], bs[r], U, c[r]);
-      for (int x = 0; x < NX; ++x) {
-        const int16_t* aq = ax[x][8 * (b0 + b) + U].qs;
-        for (int r = 0; r < R; ++r) {
-          const I d = S::dot(c[r], aq);
-          if constexpr (U % 2 == 0) ev[r][x] = d;
-          else if constexpr (U % 4 == 1) p01[r][x] = S::join1(ev[r][x], d);
-          else q[U / 4][r][x] = S::join2(p01[r][x], S::join1(ev[r][x], d));
-        }
-      }
-    });
-    for (int x = 0; x < NX; ++x) {
-      const float* dx = da + x * kI16Slice + 8 * b;
-      for (int r = 0; r < R; ++r) {
-        F t[kV];
-        S::totals(q[0][r][x], q[1][r][x], t);
-        for (int k = 0; k < kV; ++k) {
-          acc[r][x] = S::fma(acc[r][x], t[k], S::mul(M::scale(bs[r], k), S::load(dx + k * S::kLanes)));
-          if constexpr (M::kMin)
-            acc[r][x] = S::fma(acc[r][x], M::min(bs[r], k), S::load(sa + x * kI16Slice + 8 * b + k * S::kLanes));
-        }
-      }
-    }
+  const W* wr[R];
+  const block_q16* axu[NX];
+  // Rows normally follow each other in memory: prefetch the rows 4 ahead of this tile as one
+  // linear stream (R interleaved row streams are too short for the hardware to train on).
+  const uint8_t* pf = w + 4 * ws + (u0 / 8) * R * kGroupBytes;
+  int64_t u = 0;
+  for (; u + 8 <= nu; u += 8, pf += R * kGroupBytes) {
+    for (int k = 0; k < R * kGroupBytes; k += 64) S::prefetch(pf + k);
+    for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const W*>(w + r * ws) + (u0 + u) / M::kUnits;
+    for (int x = 0; x < NX; ++x) axu[x] = ax[x] + u0 + u;
+    i16_group<S, M, R, NX, false>(wr, 8, axu, da + u, sa + u, acc);
+  }
+  if (u < nu) {
+    for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const W*>(w + r * ws) + (u0 + u) / M::kUnits;
+    for (int x = 0; x < NX; ++x) axu[x] = ax[x] + u0 + u;
+    i16_group<S, M, R, NX, true>(wr, int(nu - u), axu, da + u, sa + u, acc);
   }
   for (int x = 0; x < NX; ++x)
     for (int r = 0; r < R; ++r) {
       const float s = S::hsum(acc[r][x]);
-      out[x * os + r] = b0 == 0 ? s : out[x * os + r] + s;
+      out[x * os + r] = u0 == 0 ? s : out[x * os + r] + s;
     }
 }
 
-// All n_rows weight rows against NX activation rows: tiles of S::tile_rows(NX) rows, the
-// remainder one row at a time (same sums: the order does not depend on the tile).
+// All n_rows weight rows against NX activation rows, slice by slice: tiles of S::tile_rows(NX)
+// rows, the remainder one row at a time (same sums: the order does not depend on the tile).
 template <class S, class M, int NX>
 void i16_rows_nx(int64_t n, const uint8_t* w, size_t ws, int n_rows, const uint8_t* a, size_t as, float* out,
                  int64_t os) {
-  constexpr int kR = S::tile_rows(NX, M::kUnits);
-  if constexpr (M::kUnits == 1) {
-    int r = 0;
-    for (; r + kR <= n_rows; r += kR) i16_tile_units<S, M, kR, NX>(n, w + r * ws, ws, a, as, out + r, os);
-    if constexpr (kR > 1)
-      for (; r < n_rows; ++r) i16_tile_units<S, M, 1, NX>(n, w + r * ws, ws, a, as, out + r, os);
-  } else {
-    static_assert(M::kUnits == 8 && 8 % S::kLanes == 0 && kI16Slice % 8 == 0, "K blocks: 8 units");
-    const block_q16* ax[NX];
-    for (int x = 0; x < NX; ++x) ax[x] = reinterpret_cast<const block_q16*>(a + x * as);
-    alignas(64) float da[NX * kI16Slice];
-    alignas(64) float sa[M::kMin ? NX * kI16Slice : 1];
-    const int64_t nb = n / 256;
-    for (int64_t b0 = 0; b0 < nb; b0 += kI16Slice / 8) {
-      const int64_t bn = nb - b0 < kI16Slice / 8 ? nb - b0 : kI16Slice / 8;
-      for (int x = 0; x < NX; ++x)
-        for (int64_t i = 0; i < 8 * bn; ++i) {
-          const block_q16& ab = ax[x][8 * b0 + i];
-          da[x * kI16Slice + i] = ab.d;
-          if constexpr (M::kMin) sa[x * kI16Slice + i] = ab.d * static_cast<float>(ab.sum);
-        }
-      int r = 0;
-      for (; r + kR <= n_rows; r += kR) i16_tile_k<S, M, kR, NX>(b0, bn, w + r * ws, ws, ax, da, sa, out + r, os);
-      if constexpr (kR > 1)
-        for (; r < n_rows; ++r) i16_tile_k<S, M, 1, NX>(b0, bn, w + r * ws, ws, ax, da, sa, out + r, os);
+  static_assert((M::kUnits == 1 || M::kUnits == 8) && 8 % S::kLanes == 0 && kI16Slice % 8 == 0);
+  constexpr int kR = S::tile_rows(NX);
+  const block_q16* ax[NX];
+  for (int x = 0; x < NX; ++x) ax[x] = reinterpret_cast<const block_q16*>(a + x * as);
+  alignas(64) float da[NX * kI16Slice];
+  alignas(64) float sa[M::kMin ? NX * kI16Slice : 1];
+  const int64_t units = n / 32;
+  for (int64_t u0 = 0; u0 < units; u0 += kI16Slice) {
+    const int64_t nu = units - u0 < kI16Slice ? units - u0 : kI16Slice;
+    for (int x = 0; x < NX; ++x) {
+      for (int64_t i = 0; i < nu; ++i) {
+        const block_q16& ab = ax[x][u0 + i];
+        da[x * kI16Slice + i] = ab.d;
+        if constexpr (M::kMin) sa[x * kI16Slice + i] = ab.d * static_cast<float>(ab.sum);  // sum exact in f32
+      }
+      for (int64_t i = nu; i < (nu + 7) / 8 * 8; ++i) {  // the last group's missing units
+        da[x * kI16Slice + i] = 0.0f;
+        if constexpr (M::kMin) sa[x * kI16Slice + i] = 0.0f;
+      }
     }
+    int r = 0;
+    for (; r + kR <= n_rows; r += kR) i16_slice<S, M, kR, NX>(u0, nu, w + r * ws, ws, ax, da, sa, out + r, os);
+    if constexpr (kR > 1)
+      for (; r < n_rows; ++r) i16_slice<S, M, 1, NX>(u0, nu, w + r * ws, ws, ax, da, sa, out + r, os);
   }
 }
 

@@ -8,8 +8,13 @@
 // multiplied with the activation codes by vpmaddwd: int16 x int16 products summed in pairs to
 // int32, then the two halves added, i.e. 4 products per int32 lane. With |code| <= 4096 (the
 // driver's bound; here at most 32 * 128 for Q6_K, 128 for Q8_0) that cannot overflow.
-// Weight offsets are folded into the codes (Q4_0: q - 8, Q5_0: q - 16, Q6_K: (q - 32) * sc) so
-// the integer dot is the whole unit; only Q4_1, Q5_1 and Q4_K carry a min term.
+// Offsets: Q4_0's -8 d and Q5_0's -16 d are min terms (one FMA per group and activation row is
+// cheaper than subtracting from every code of every weight row); Q6_K's -32 and its 16 sub-scales
+// are folded into the codes ((q - 32) * sc, vpmullw), as the offset shares each sub-scale.
+//
+// Measured on this project's AVX2 box (bench_kernels, one thread): vpmaddwd is the bottleneck
+// (about one per two cycles there), so the kernels save vector ops around it: codes widened from
+// bytes with one vpmovzxbw, the f32 work done per group of 8 units (drivers/i16_tile.h).
 #include <immintrin.h>
 
 #include <cmath>
@@ -76,25 +81,23 @@ struct S16 {
     __m256i lo, hi;  // elements 0..15, 16..31 of the unit
   };
   static constexpr int kLanes = 8;
-  // One activation row of 32-element blocks: two weight rows per tile give two independent FMA
-  // chains (one would wait on the 4-cycle FMA latency every block). More activation rows are
-  // chains enough, and K blocks FMA once per 8 units (two rows there only spill registers).
-  static constexpr int tile_rows(int nx, int units) { return nx == 1 && units == 1 ? 2 : 1; }
+  // One weight row per tile: the activation operand of vpmaddwd comes from memory, and one
+  // group is two FMAs, so a second row would only add registers.
+  static constexpr int tile_rows(int) { return 1; }
   static PLLM_AI F zero() { return _mm256_setzero_ps(); }
-  static PLLM_AI F bcast(float v) { return _mm256_set1_ps(v); }
+  static PLLM_AI I izero() { return _mm256_setzero_si256(); }
   static PLLM_AI F load(const float* p) { return _mm256_loadu_ps(p); }
   static PLLM_AI F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static PLLM_AI F fma(F acc, F a, F b) { return _mm256_fmadd_ps(a, b, acc); }
-  static PLLM_AI F cvt(I v) { return _mm256_cvtepi32_ps(v); }
   static PLLM_AI float hsum(F v) { return avx2::hsum(v); }
   static PLLM_AI I dot(const Q& q, const int16_t* a) {
     return _mm256_add_epi32(_mm256_madd_epi16(q.lo, load256(a)), _mm256_madd_epi16(q.hi, load256(a + 16)));
   }
   static PLLM_AI void prefetch(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
-  // K blocks' add tree. join1(u0, u1): lanes (u0 02, u1 02, u0 13, u1 13 | u0 46, u1 46, u0 57,
-  // u1 57) where u0 02 = u0 lane 0 + lane 2 (8 products); join2 of two of those: (u0..u3 over
-  // lanes 0-3 | u0..u3 over lanes 4-7), 16 products per lane: the most an int32 lane may
-  // hold, so the halves are added in f32 (exact below 2^24, as for every type but Q6_K).
+  // The add tree. join1(u0, u1): lanes (u0 02, u1 02, u0 13, u1 13 | u0 46, u1 46, u0 57, u1 57)
+  // where u0 02 = u0 lane 0 + lane 2 (8 products); join2 of two of those: (u0..u3 over lanes 0-3
+  // | u0..u3 over lanes 4-7), 16 products per lane: the most an int32 lane may hold, so the
+  // halves are added in f32 (exact below 2^24, as for every type but Q6_K).
   static PLLM_AI I join1(I a, I b) { return _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b)); }
   static PLLM_AI I join2(I a, I b) { return _mm256_add_epi32(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b)); }
   static PLLM_AI void totals(I lo4, I hi4, F t[1]) {
@@ -105,8 +108,22 @@ struct S16 {
 using Q = S16::Q;
 
 // ------------------------------------------------------------------ micro-kernels
-// 32-element blocks with a 4-bit q in element order (low nibbles, then high): the 16 bytes
-// widened to words once, each word holding both nibbles.
+// 32-element blocks: a group is 8 consecutive blocks; its fp16 field at byte `off` of each of
+// the first nu blocks as 8 f32 lanes (0 beyond nu). Gathered with scalar loads and shifts, which
+// run beside the vector work.
+template <class W>
+PLLM_AI __m256 gather_h(const W* w, int nu, int off) {
+  uint64_t q[2] = {0, 0};
+  for (int i = 0; i < 8; ++i) {
+    uint16_t h;
+    std::memcpy(&h, reinterpret_cast<const uint8_t*>(w + i) + off, 2);
+    if (i < nu) q[i / 4] |= uint64_t(h) << (16 * (i % 4));
+  }
+  return _mm256_cvtph_ps(_mm_set_epi64x(static_cast<long long>(q[1]), static_cast<long long>(q[0])));
+}
+
+// The 4-bit q of a block in element order (low nibbles, then high): the 16 bytes widened to
+// words once, each word holding both nibbles.
 PLLM_AI void nibbles(const uint8_t* qs, __m256i& lo, __m256i& hi) {
   const __m256i v = _mm256_cvtepu8_epi16(load128(qs));
   lo = _mm256_and_si256(v, _mm256_set1_epi16(0x0F));
@@ -120,75 +137,73 @@ PLLM_AI __m256i q5_bits(uint16_t qh16) {
   return _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16(static_cast<short>(qh16)), bit), bit);
 }
 
-// x = d * (q - 8)
+// Scale d (and min m) per 32-element block.
+struct G1 { __m256 d; };
+struct G2 { __m256 d, m; };
+
+// x = d * (q - 8) = d * q + (-8 d): the offset as a min term (one FMA per group and activation
+// row instead of two subtractions per unit and weight row); -8 d is exact.
 struct MQ4_0 {
   using W = block_q4_0;
   static constexpr int kUnits = 1;
-  static constexpr bool kMin = false;
-  struct B { __m256 d; };
-  static PLLM_AI B block(const W& w) { return {avx2::bcast_h(w.d)}; }
-  static PLLM_AI void codes(const W& w, const B&, int, Q& q) {
-    nibbles(w.qs, q.lo, q.hi);
-    const __m256i e8 = _mm256_set1_epi16(8);
-    q.lo = _mm256_sub_epi16(q.lo, e8);
-    q.hi = _mm256_sub_epi16(q.hi, e8);
+  static constexpr bool kMin = true;
+  using G = G2;
+  static PLLM_AI G group(const W* w, int nu) {
+    const __m256 d = gather_h(w, nu, 0);
+    return {d, _mm256_mul_ps(d, _mm256_set1_ps(-8.0f))};
   }
-  static PLLM_AI __m256 scale(const B& b, int) { return b.d; }
-  static PLLM_AI __m256 min(const B&, int) { return _mm256_setzero_ps(); }
+  static PLLM_AI void codes(const W* w, const G&, int u, Q& q) { nibbles(w[u].qs, q.lo, q.hi); }
+  static PLLM_AI __m256 scale(const G& g, int) { return g.d; }
+  static PLLM_AI __m256 min(const G& g, int) { return g.m; }
 };
 
-// x = d * q + m; m / 8 per lane (exact: a power of two)
+// x = d * q + m
 struct MQ4_1 {
   using W = block_q4_1;
   static constexpr int kUnits = 1;
   static constexpr bool kMin = true;
-  struct B { __m256 d, m8; };
-  static PLLM_AI B block(const W& w) {
-    return {avx2::bcast_h(w.d), _mm256_mul_ps(avx2::bcast_h(w.m), _mm256_set1_ps(0.125f))};
-  }
-  static PLLM_AI void codes(const W& w, const B&, int, Q& q) { nibbles(w.qs, q.lo, q.hi); }
-  static PLLM_AI __m256 scale(const B& b, int) { return b.d; }
-  static PLLM_AI __m256 min(const B& b, int) { return b.m8; }
+  using G = G2;
+  static PLLM_AI G group(const W* w, int nu) { return {gather_h(w, nu, 0), gather_h(w, nu, 2)}; }
+  static PLLM_AI void codes(const W* w, const G&, int u, Q& q) { nibbles(w[u].qs, q.lo, q.hi); }
+  static PLLM_AI __m256 scale(const G& g, int) { return g.d; }
+  static PLLM_AI __m256 min(const G& g, int) { return g.m; }
 };
 
-// x = d * (q - 16), q = nibble | fifth bit << 4: q - 16 = nibble - (bit ? 0 : 16)
+// q = nibble | fifth bit << 4 (0..31)
+PLLM_AI void q5_codes(const uint8_t* qh, const uint8_t* qs, Q& q) {
+  uint16_t h[2];
+  std::memcpy(h, qh, 4);
+  nibbles(qs, q.lo, q.hi);
+  const __m256i e16 = _mm256_set1_epi16(16);
+  q.lo = _mm256_or_si256(q.lo, _mm256_and_si256(q5_bits(h[0]), e16));
+  q.hi = _mm256_or_si256(q.hi, _mm256_and_si256(q5_bits(h[1]), e16));
+}
+
+// x = d * (q - 16) = d * q + (-16 d), the offset as a min term (see Q4_0)
 struct MQ5_0 {
   using W = block_q5_0;
   static constexpr int kUnits = 1;
-  static constexpr bool kMin = false;
-  struct B { __m256 d; };
-  static PLLM_AI B block(const W& w) { return {avx2::bcast_h(w.d)}; }
-  static PLLM_AI void codes(const W& w, const B&, int, Q& q) {
-    uint16_t h[2];
-    std::memcpy(h, w.qh, 4);
-    nibbles(w.qs, q.lo, q.hi);
-    const __m256i e16 = _mm256_set1_epi16(16);
-    q.lo = _mm256_sub_epi16(q.lo, _mm256_andnot_si256(q5_bits(h[0]), e16));
-    q.hi = _mm256_sub_epi16(q.hi, _mm256_andnot_si256(q5_bits(h[1]), e16));
+  static constexpr bool kMin = true;
+  using G = G2;
+  static PLLM_AI G group(const W* w, int nu) {
+    const __m256 d = gather_h(w, nu, 0);
+    return {d, _mm256_mul_ps(d, _mm256_set1_ps(-16.0f))};
   }
-  static PLLM_AI __m256 scale(const B& b, int) { return b.d; }
-  static PLLM_AI __m256 min(const B&, int) { return _mm256_setzero_ps(); }
+  static PLLM_AI void codes(const W* w, const G&, int u, Q& q) { q5_codes(w[u].qh, w[u].qs, q); }
+  static PLLM_AI __m256 scale(const G& g, int) { return g.d; }
+  static PLLM_AI __m256 min(const G& g, int) { return g.m; }
 };
 
-// x = d * q + m, q = nibble | fifth bit << 4
+// x = d * q + m
 struct MQ5_1 {
   using W = block_q5_1;
   static constexpr int kUnits = 1;
   static constexpr bool kMin = true;
-  struct B { __m256 d, m8; };
-  static PLLM_AI B block(const W& w) {
-    return {avx2::bcast_h(w.d), _mm256_mul_ps(avx2::bcast_h(w.m), _mm256_set1_ps(0.125f))};
-  }
-  static PLLM_AI void codes(const W& w, const B&, int, Q& q) {
-    uint16_t h[2];
-    std::memcpy(h, w.qh, 4);
-    nibbles(w.qs, q.lo, q.hi);
-    const __m256i e16 = _mm256_set1_epi16(16);
-    q.lo = _mm256_or_si256(q.lo, _mm256_and_si256(q5_bits(h[0]), e16));
-    q.hi = _mm256_or_si256(q.hi, _mm256_and_si256(q5_bits(h[1]), e16));
-  }
-  static PLLM_AI __m256 scale(const B& b, int) { return b.d; }
-  static PLLM_AI __m256 min(const B& b, int) { return b.m8; }
+  using G = G2;
+  static PLLM_AI G group(const W* w, int nu) { return {gather_h(w, nu, 0), gather_h(w, nu, 2)}; }
+  static PLLM_AI void codes(const W* w, const G&, int u, Q& q) { q5_codes(w[u].qh, w[u].qs, q); }
+  static PLLM_AI __m256 scale(const G& g, int) { return g.d; }
+  static PLLM_AI __m256 min(const G& g, int) { return g.m; }
 };
 
 // x = d * q, q int8
@@ -196,14 +211,14 @@ struct MQ8_0 {
   using W = block_q8_0;
   static constexpr int kUnits = 1;
   static constexpr bool kMin = false;
-  struct B { __m256 d; };
-  static PLLM_AI B block(const W& w) { return {avx2::bcast_h(w.d)}; }
-  static PLLM_AI void codes(const W& w, const B&, int, Q& q) {
-    q.lo = _mm256_cvtepi8_epi16(load128(w.qs));
-    q.hi = _mm256_cvtepi8_epi16(load128(w.qs + 16));
+  using G = G1;
+  static PLLM_AI G group(const W* w, int nu) { return {gather_h(w, nu, 0)}; }
+  static PLLM_AI void codes(const W* w, const G&, int u, Q& q) {
+    q.lo = _mm256_cvtepi8_epi16(load128(w[u].qs));
+    q.hi = _mm256_cvtepi8_epi16(load128(w[u].qs + 16));
   }
-  static PLLM_AI __m256 scale(const B& b, int) { return b.d; }
-  static PLLM_AI __m256 min(const B&, int) { return _mm256_setzero_ps(); }
+  static PLLM_AI __m256 scale(const G& g, int) { return g.d; }
+  static PLLM_AI __m256 min(const G&, int) { return _mm256_setzero_ps(); }
 };
 
 // Unit j: x = (d * sc_j) * q - dmin * m_j, q a nibble (low nibbles of the 32-byte group j / 2
@@ -212,18 +227,18 @@ struct MQ4_K {
   using W = block_q4_K;
   static constexpr int kUnits = 8;
   static constexpr bool kMin = true;
-  struct B { __m256 dsc, mn; };
-  static PLLM_AI B block(const W& w) {
+  struct G { __m256 dsc, mn; };
+  static PLLM_AI G group(const W* w, int) {
     uint8_t sm[16];
-    avx2::unpack_k4_scales(w.scales, sm);
+    avx2::unpack_k4_scales(w->scales, sm);
     const __m128i v = load128(sm);
     const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
     const __m256 m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)));
-    const __m256 mdmin = _mm256_sub_ps(_mm256_setzero_ps(), avx2::bcast_h(w.dmin));
-    return {_mm256_mul_ps(sc, avx2::bcast_h(w.d)), _mm256_mul_ps(m, mdmin)};
+    const __m256 mdmin = _mm256_sub_ps(_mm256_setzero_ps(), avx2::bcast_h(w->dmin));
+    return {_mm256_mul_ps(sc, avx2::bcast_h(w->d)), _mm256_mul_ps(m, mdmin)};
   }
-  static PLLM_AI void codes(const W& w, const B&, int u, Q& q) {
-    const uint8_t* p = w.qs + 32 * (u / 2);
+  static PLLM_AI void codes(const W* w, const G&, int u, Q& q) {
+    const uint8_t* p = w->qs + 32 * (u / 2);
     const __m256i a = _mm256_cvtepu8_epi16(load128(p)), c = _mm256_cvtepu8_epi16(load128(p + 16));
     if (u & 1) {
       q.lo = _mm256_srli_epi16(a, 4);
@@ -234,8 +249,8 @@ struct MQ4_K {
       q.hi = _mm256_and_si256(c, m4);
     }
   }
-  static PLLM_AI __m256 scale(const B& b, int) { return b.dsc; }
-  static PLLM_AI __m256 min(const B& b, int) { return b.mn; }
+  static PLLM_AI __m256 scale(const G& g, int) { return g.dsc; }
+  static PLLM_AI __m256 min(const G& g, int) { return g.mn; }
 };
 
 // Unit u = 4 h + k (128-element half h, quarter k): q = (4 bits of ql | 2 bits of qh << 4) - 32
@@ -247,25 +262,25 @@ struct MQ6_K {
   static constexpr bool kMin = false;
   // The 16 scales as words, 0-7 and 8-15 each in both 128-bit halves: a unit's pair is then
   // broadcast by one in-lane vpshufb each.
-  struct B { __m256 d; __m256i s07, s8f; };
-  static PLLM_AI B block(const W& w) {
-    const __m256i s = _mm256_cvtepi8_epi16(load128(w.scales));
-    return {avx2::bcast_h(w.d), _mm256_permute4x64_epi64(s, 0x44), _mm256_permute4x64_epi64(s, 0xEE)};
+  struct G { __m256 d; __m256i s07, s8f; };
+  static PLLM_AI G group(const W* w, int) {
+    const __m256i s = _mm256_cvtepi8_epi16(load128(w->scales));
+    return {avx2::bcast_h(w->d), _mm256_permute4x64_epi64(s, 0x44), _mm256_permute4x64_epi64(s, 0xEE)};
   }
   // Broadcast word j (0..7) of each 128-bit half.
   static PLLM_AI __m256i word(__m256i v, int j) { return _mm256_shuffle_epi8(v, _mm256_set1_epi16(short(0x0100 + 0x0202 * j))); }
-  static PLLM_AI void codes(const W& w, const B& b, int u, Q& q) {
+  static PLLM_AI void codes(const W* w, const G& g, int u, Q& q) {
     const int h = u / 4, k = u % 4;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(0x03);
-    const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(load256(w.ql + 64 * h + 32 * (k & 1)), 4 * (k >> 1)), m4);
-    const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(load256(w.qh + 32 * h), 2 * k), m3);
+    const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(load256(w->ql + 64 * h + 32 * (k & 1)), 4 * (k >> 1)), m4);
+    const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(load256(w->qh + 32 * h), 2 * k), m3);
     const __m256i c = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hb, 4)), _mm256_set1_epi8(32));
-    const __m256i& s = h == 0 ? b.s07 : b.s8f;  // scales 2u, 2u + 1 = words 2k, 2k + 1 of s
+    const __m256i& s = h == 0 ? g.s07 : g.s8f;  // scales 2u, 2u + 1 = words 2k, 2k + 1 of s
     q.lo = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(c)), word(s, 2 * k));
     q.hi = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(c, 1)), word(s, 2 * k + 1));
   }
-  static PLLM_AI __m256 scale(const B& b, int) { return b.d; }
-  static PLLM_AI __m256 min(const B&, int) { return _mm256_setzero_ps(); }
+  static PLLM_AI __m256 scale(const G& g, int) { return g.d; }
+  static PLLM_AI __m256 min(const G&, int) { return _mm256_setzero_ps(); }
 };
 
 }  // namespace
