@@ -255,7 +255,9 @@ struct MQ4_K {
 
 // Unit u = 4 h + k (128-element half h, quarter k): q = (4 bits of ql | 2 bits of qh << 4) - 32
 // with sc[2u] for its first 16 elements and sc[2u + 1] for the rest, folded into the codes
-// (|code| <= 32 * 128); x = d * code. Decoded as 32 bytes, widened at the end.
+// (|code| <= 32 * 128); x = d * code. Decoded as 32 bytes, widened at the end. (Keeping the two
+// halves' integer dots apart and scaling them in f32 instead of vpmullw measured 6 % faster
+// at one activation row, 20 % slower at 4-8: a bigger add tree per activation row.)
 struct MQ6_K {
   using W = block_q6_K;
   static constexpr int kUnits = 8;
@@ -271,10 +273,14 @@ struct MQ6_K {
   static PLLM_AI __m256i word(__m256i v, int j) { return _mm256_shuffle_epi8(v, _mm256_set1_epi16(short(0x0100 + 0x0202 * j))); }
   static PLLM_AI void codes(const W* w, const G& g, int u, Q& q) {
     const int h = u / 4, k = u % 4;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(0x03);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(load256(w->ql + 64 * h + 32 * (k & 1)), 4 * (k >> 1)), m4);
-    const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(load256(w->qh + 32 * h), 2 * k), m3);
-    const __m256i c = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hb, 4)), _mm256_set1_epi8(32));
+    // qh bits 2k, 2k + 1 moved to bits 4, 5 by one shift (16-bit lanes; the mask drops what
+    // crosses from the neighbouring byte).
+    const __m256i qh = load256(w->qh + 32 * h);
+    const __m256i hs = k == 0 ? _mm256_slli_epi16(qh, 4) : k == 1 ? _mm256_slli_epi16(qh, 2) : k == 2 ? qh : _mm256_srli_epi16(qh, 2);
+    const __m256i hb = _mm256_and_si256(hs, _mm256_set1_epi8(0x30));
+    const __m256i c = _mm256_sub_epi8(_mm256_or_si256(lo, hb), _mm256_set1_epi8(32));
     const __m256i& s = h == 0 ? g.s07 : g.s8f;  // scales 2u, 2u + 1 = words 2k, 2k + 1 of s
     q.lo = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(c)), word(s, 2 * k));
     q.hi = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(c, 1)), word(s, 2 * k + 1));
