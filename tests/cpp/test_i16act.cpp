@@ -287,6 +287,9 @@ void check_tiles(const KernelTable& kt, TensorType t, int64_t n, bool raw, std::
           << "scalar twin vs integer reference, x=" << x << " r=" << r;
     }
   const ld tol_k = (n / 32.0 + 8.0) * kU;
+  // A pair's result must not depend on the call's shape (drivers/i16_tile.h: the summation
+  // order depends on n only), so a token gives the same bits in any batch or chunking.
+  std::vector<float> seen(kX * kRows, NAN);
   for (int nr : {1, 2, 3, 5, 16, 17}) {
     for (int nx : {1, 2, 3, 4, 5, 7, 8, 9}) {
       SCOPED_TRACE(::testing::Message() << "n_rows=" << nr << " n_x=" << nx);
@@ -303,6 +306,9 @@ void check_tiles(const KernelTable& kt, TensorType t, int64_t n, bool raw, std::
         if (e.S > 0) *worst = std::max(*worst, double(std::fabs(out[i] - e.exact) / (kU * e.S)));
         ASSERT_NEAR(out[i], e.exact, tol_k * e.S + 1e-30) << "x=" << x << " r=" << r << " S=" << double(e.S);
         ASSERT_NEAR(out[i], twin[x * kRows + r], (tol_k + 3 * kU) * e.S + 1e-30) << "vs twin x=" << x << " r=" << r;
+        float& first = seen[x * kRows + r];
+        if (std::isnan(first)) first = out[i];
+        ASSERT_EQ(out[i], first) << "x=" << x << " r=" << r << ": differs from the same pair in another shape";
       }
     }
   }

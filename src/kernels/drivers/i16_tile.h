@@ -26,12 +26,12 @@
 //   join1(I u0, I u1) -> I1, join2(I1 p01, I1 p23) -> I2, totals(I2 q0123, I2 q4567, F t[8 /
 //            kLanes]): the add tree of a group; lane j of t[k] = total of unit k * kLanes + j,
 //            in f32. An int32 lane may hold at most 16 products: convert before that.
-//   tile_rows(NX): weight rows per register tile for NX activation rows (1 where a multiply
-//            takes its activation operand from memory, as on x86; 2 on ARM halves the loads)
 //   prefetch(p): a software prefetch of the cache line at p (may be empty)
 // Contract of M (one weight type on that ISA):
 //   W        the weight block type; kUnits: units per block (1, or 8 for K-quants)
 //   kMin     the type has a min term
+//   tile_rows(NX): weight rows per register tile for NX activation rows (more rows share each
+//            activation load and d_a; fewer leave registers to a type with a heavy decode)
 //   G        per-group state (scales); G group(const W* w, int nu): the group starting at
 //            block w, whose first nu units exist (nu = 8 but in a row's last group of a
 //            32-element type); factors of missing units must be 0
@@ -156,13 +156,13 @@ PLLM_I16_AI void i16_slice(int64_t u0, int64_t nu, const uint8_t* w, size_t ws, 
     }
 }
 
-// All n_rows weight rows against NX activation rows, slice by slice: tiles of S::tile_rows(NX)
+// All n_rows weight rows against NX activation rows, slice by slice: tiles of M::tile_rows(NX)
 // rows, the remainder one row at a time (same sums: the order does not depend on the tile).
 template <class S, class M, int NX>
 void i16_rows_nx(int64_t n, const uint8_t* w, size_t ws, int n_rows, const uint8_t* a, size_t as, float* out,
                  int64_t os) {
   static_assert((M::kUnits == 1 || M::kUnits == 8) && 8 % S::kLanes == 0 && kI16Slice % 8 == 0);
-  constexpr int kR = S::tile_rows(NX);
+  constexpr int kR = M::tile_rows(NX);
   const block_q16* ax[NX];
   for (int x = 0; x < NX; ++x) ax[x] = reinterpret_cast<const block_q16*>(a + x * as);
   alignas(64) float da[NX * kI16Slice];

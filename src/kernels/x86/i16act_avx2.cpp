@@ -81,9 +81,6 @@ struct S16 {
     __m256i lo, hi;  // elements 0..15, 16..31 of the unit
   };
   static constexpr int kLanes = 8;
-  // One weight row per tile: the activation operand of vpmaddwd comes from memory, and one
-  // group is two FMAs, so a second row would only add registers.
-  static constexpr int tile_rows(int) { return 1; }
   static PLLM_AI F zero() { return _mm256_setzero_ps(); }
   static PLLM_AI I izero() { return _mm256_setzero_si256(); }
   static PLLM_AI F load(const float* p) { return _mm256_loadu_ps(p); }
@@ -137,13 +134,23 @@ PLLM_AI __m256i q5_bits(uint16_t qh16) {
   return _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16(static_cast<short>(qh16)), bit), bit);
 }
 
+// Register tiles: two weight rows against one activation row share its loads and d_a (5-14 %
+// faster than one, except for Q6_K, whose decode then runs out of registers: 9 % slower); with
+// more activation rows one weight row (the tree states of 2 x NX pairs would spill).
+struct Rows2 {
+  static constexpr int tile_rows(int nx) { return nx == 1 ? 2 : 1; }
+};
+struct Rows1 {
+  static constexpr int tile_rows(int) { return 1; }
+};
+
 // Scale d (and min m) per 32-element block.
 struct G1 { __m256 d; };
 struct G2 { __m256 d, m; };
 
 // x = d * (q - 8) = d * q + (-8 d): the offset as a min term (one FMA per group and activation
 // row instead of two subtractions per unit and weight row); -8 d is exact.
-struct MQ4_0 {
+struct MQ4_0 : Rows2 {
   using W = block_q4_0;
   static constexpr int kUnits = 1;
   static constexpr bool kMin = true;
@@ -158,7 +165,7 @@ struct MQ4_0 {
 };
 
 // x = d * q + m
-struct MQ4_1 {
+struct MQ4_1 : Rows2 {
   using W = block_q4_1;
   static constexpr int kUnits = 1;
   static constexpr bool kMin = true;
@@ -180,7 +187,7 @@ PLLM_AI void q5_codes(const uint8_t* qh, const uint8_t* qs, Q& q) {
 }
 
 // x = d * (q - 16) = d * q + (-16 d), the offset as a min term (see Q4_0)
-struct MQ5_0 {
+struct MQ5_0 : Rows2 {
   using W = block_q5_0;
   static constexpr int kUnits = 1;
   static constexpr bool kMin = true;
@@ -195,7 +202,7 @@ struct MQ5_0 {
 };
 
 // x = d * q + m
-struct MQ5_1 {
+struct MQ5_1 : Rows2 {
   using W = block_q5_1;
   static constexpr int kUnits = 1;
   static constexpr bool kMin = true;
@@ -207,7 +214,7 @@ struct MQ5_1 {
 };
 
 // x = d * q, q int8
-struct MQ8_0 {
+struct MQ8_0 : Rows2 {
   using W = block_q8_0;
   static constexpr int kUnits = 1;
   static constexpr bool kMin = false;
@@ -223,7 +230,7 @@ struct MQ8_0 {
 
 // Unit j: x = (d * sc_j) * q - dmin * m_j, q a nibble (low nibbles of the 32-byte group j / 2
 // for even j, high for odd). d * sc_j and dmin * m_j are exact (11-bit by 6-bit); lane j.
-struct MQ4_K {
+struct MQ4_K : Rows2 {
   using W = block_q4_K;
   static constexpr int kUnits = 8;
   static constexpr bool kMin = true;
@@ -258,7 +265,7 @@ struct MQ4_K {
 // (|code| <= 32 * 128); x = d * code. Decoded as 32 bytes, widened at the end. (Keeping the two
 // halves' integer dots apart and scaling them in f32 instead of vpmullw measured 6 % faster
 // at one activation row, 20 % slower at 4-8: a bigger add tree per activation row.)
-struct MQ6_K {
+struct MQ6_K : Rows1 {
   using W = block_q6_K;
   static constexpr int kUnits = 8;
   static constexpr bool kMin = false;
