@@ -320,7 +320,7 @@ TEST_P(I16ActIsa, TilesMatchTwinAndIntegerReference) {
     double worst = 0.0;
     if (!table_->for_type(t).vec_dot_i16act_tile) continue;  // exact path on this ISA (TableEntries)
     const std::vector<int64_t> ns = is_k(t) ? std::vector<int64_t>{256, 512, 1536, 2048, 8448}
-                                            : std::vector<int64_t>{32, 64, 96, 576, 1536, 2048, 8224};
+                                            : std::vector<int64_t>{32, 64, 96, 128, 160, 224, 576, 1536, 2048, 8224};
     for (int64_t n : ns)
       for (bool raw : {false, true}) {
         SCOPED_TRACE(::testing::Message() << isa_name(GetParam()) << " " << name(t) << " n=" << n << " raw=" << raw);

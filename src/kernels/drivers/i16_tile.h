@@ -72,8 +72,10 @@ PLLM_I16_AI void i16_unroll(Fn&& f) {
 }
 
 // One group of R rows (wr) x NX activation rows (ax: the group's first unit of each), its
-// staged d_a / d_a * sum at da / sa (x stride kI16Slice). kTail: nu < 8 units (runtime).
-template <class S, class M, int R, int NX, bool kTail>
+// staged d_a / d_a * sum at da / sa (x stride kI16Slice). kTail: the row's last group, whose
+// first nu < 8 units exist (nu <= kMax: units from kMax on are left out at compile time, so a
+// short tail costs a fraction of a group).
+template <class S, class M, int R, int NX, int kMax, bool kTail>
 PLLM_I16_AI void i16_group(const typename M::W* const* wr, int nu, const block_q16* const* ax, const float* da,
                            const float* sa, typename S::F (*acc)[NX]) {
   using F = typename S::F;
@@ -108,14 +110,18 @@ PLLM_I16_AI void i16_group(const typename M::W* const* wr, int nu, const block_q
   I1 p01[R][NX];
   I2 q[R][NX][2];
   i16_unroll<8>([&]<int U>() {
-    const bool live = !kTail || U < nu;
+    const bool live = U < kMax && (!kTail || U < nu);
     typename S::Q c[R] = {};
-    if (live)
-      for (int r = 0; r < R; ++r) M::codes(wr[r], g[r], U, c[r]);
+    if constexpr (U < kMax)
+      if (live)
+        for (int r = 0; r < R; ++r) M::codes(wr[r], g[r], U, c[r]);
     for (int x = 0; x < NX; ++x)
-      for (int r = 0; r < R; ++r)
-        step(std::integral_constant<int, U>{}, live ? S::dot(c[r], ax[x][U].qs) : S::izero(), ev[r][x], p01[r][x],
-             q[r][x]);
+      for (int r = 0; r < R; ++r) {
+        I d = S::izero();
+        if constexpr (U < kMax)
+          if (live) d = S::dot(c[r], ax[x][U].qs);
+        step(std::integral_constant<int, U>{}, d, ev[r][x], p01[r][x], q[r][x]);
+      }
   });
   for (int x = 0; x < NX; ++x)
     for (int r = 0; r < R; ++r) finish(r, x, q[r][x][0], q[r][x][1]);
@@ -142,12 +148,15 @@ PLLM_I16_AI void i16_slice(int64_t u0, int64_t nu, const uint8_t* w, size_t ws, 
     for (int k = 0; k < R * kGroupBytes; k += 64) S::prefetch(pf + k);
     for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const W*>(w + r * ws) + (u0 + u) / M::kUnits;
     for (int x = 0; x < NX; ++x) axu[x] = ax[x] + u0 + u;
-    i16_group<S, M, R, NX, false>(wr, 8, axu, da + u, sa + u, acc);
+    i16_group<S, M, R, NX, 8, false>(wr, 8, axu, da + u, sa + u, acc);
   }
   if (u < nu) {
     for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const W*>(w + r * ws) + (u0 + u) / M::kUnits;
     for (int x = 0; x < NX; ++x) axu[x] = ax[x] + u0 + u;
-    i16_group<S, M, R, NX, true>(wr, int(nu - u), axu, da + u, sa + u, acc);
+    const int left = int(nu - u);
+    if (left <= 2) i16_group<S, M, R, NX, 2, true>(wr, left, axu, da + u, sa + u, acc);
+    else if (left <= 4) i16_group<S, M, R, NX, 4, true>(wr, left, axu, da + u, sa + u, acc);
+    else i16_group<S, M, R, NX, 8, true>(wr, left, axu, da + u, sa + u, acc);
   }
   for (int x = 0; x < NX; ++x)
     for (int r = 0; r < R; ++r) {
