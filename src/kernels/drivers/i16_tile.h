@@ -11,12 +11,13 @@
 // vector whose lane j is unit j's integer dot (split over kLanes-wide vectors where kLanes < 8).
 // All scaling is then one vector operation per group for all 8 units at once:
 //   acc += dot_u * (scale_u * d_a,u) + min_u * (d_a,u * sum_u)       (lane u, u = 0..7)
-// where scale and min are the weight's per-unit factors (min only for Q4_1, Q5_1, Q4_K), d_a,u
-// the activation block's step and sum_u its exact code sum. d_a and d_a * sum are staged per
+// where scale and min are the weight's per-unit factors (min: Q4_1's m, Q4_K's -dmin * m_j, or a
+// constant offset such as Q4_0's -8 d taken out of the codes), d_a,u the activation block's step
+// and sum_u its exact code sum. d_a and d_a * sum are staged per
 // call in contiguous arrays (per slice of kI16Slice units), so they load as vectors. Converting,
 // scaling and accumulating per unit instead costs more f32 work than the integer dot itself.
 // A row whose length is not a multiple of 256 ends in a group of fewer units (runtime count;
-// the missing lanes are zeros).
+// the missing lanes are zeros; compiled for at most 2, 4 or 8 units so a short one is cheap).
 //
 // Contract of S (the ISA's vector traits; one per ISA, shared by every type):
 //   F        f32 vector of kLanes lanes (kLanes divides 8); I: int32 vector; Q: a unit's codes
@@ -29,7 +30,7 @@
 //   prefetch(p): a software prefetch of the cache line at p (may be empty)
 // Contract of M (one weight type on that ISA):
 //   W        the weight block type; kUnits: units per block (1, or 8 for K-quants)
-//   kMin     the type has a min term
+//   kMin     the type has a min term (or an offset kept out of the codes)
 //   tile_rows(NX): weight rows per register tile for NX activation rows (more rows share each
 //            activation load and d_a; fewer leave registers to a type with a heavy decode)
 //   G        per-group state (scales); G group(const W* w, int nu): the group starting at

@@ -112,9 +112,10 @@ template <class W>
 PLLM_AI __m256 gather_h(const W* w, int nu, int off) {
   uint64_t q[2] = {0, 0};
   for (int i = 0; i < 8; ++i) {
+    if (i >= nu) break;  // blocks beyond the row are not read
     uint16_t h;
     std::memcpy(&h, reinterpret_cast<const uint8_t*>(w + i) + off, 2);
-    if (i < nu) q[i / 4] |= uint64_t(h) << (16 * (i % 4));
+    q[i / 4] |= uint64_t(h) << (16 * (i % 4));
   }
   return _mm256_cvtph_ps(_mm_set_epi64x(static_cast<long long>(q[1]), static_cast<long long>(q[0])));
 }
