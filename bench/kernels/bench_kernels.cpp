@@ -10,6 +10,11 @@
 //   int8_loop/N prefill the old way: vec_dot for every (row, token), N tokens
 //   gemm/N      prefill with the tiled integer GEMM gemm_q8, N tokens
 //               (int8_loop/N and gemm/N report GOPS = 2 * rows * cols * N / time)
+// What matmul runs in decode, rows in chunks of 64 (about what a thread gets per task):
+//   int8_rows   vec_dot_rows; int8_rows/N: vec_dot_rows_multi with N activation rows
+//   f32_rows    vec_dot_f32_rows; f32_rows/N: vec_dot_f32_rows_multi (exact mode)
+//   int16       vec_dot_i16act_tile, one activation row (quantize_row_q16 outside the
+//               timing, as quantize_act for int8); int16/N: N activation rows
 // bytes_per_second counts weight bytes read per pass (so for f32_multi/N it is the
 // weight-streaming rate; eff_GB/s multiplies by N: weight bytes per token-row).
 // Both matrices are ~0.3-2.4 MB, i.e. they live in L2/L3: these are kernel
@@ -18,6 +23,7 @@
 //   bench_kernels --benchmark_filter='Q4_0'   (names: isa/type/shape/kernel)
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -71,7 +77,8 @@ std::vector<float> make_act(int64_t n, std::mt19937& rng) {
   return x;
 }
 
-enum class Kind { int8, deq_dot, f32, f32_multi, int8_loop, gemm };
+enum class Kind { int8, deq_dot, f32, f32_multi, int8_loop, gemm, int8_rows, f32_rows, int16 };
+constexpr int64_t kChunk = 64;
 
 void run(benchmark::State& st, const KernelTable* kt, const Mat* m, Kind kind, int nx) {
   const TypeKernels& k = kt->for_type(m->type);
@@ -79,9 +86,13 @@ void run(benchmark::State& st, const KernelTable* kt, const Mat* m, Kind kind, i
   const int64_t cols = m->cols;
   const std::vector<float> x = make_act(cols * nx, rng);
   const size_t act_stride = k.act_bytes(cols);
-  const bool multi_act = kind == Kind::int8_loop || kind == Kind::gemm;
+  const bool multi_act = kind == Kind::int8_loop || kind == Kind::gemm || kind == Kind::int8_rows;
   std::vector<uint8_t> xq(act_stride * (multi_act ? nx : 1));
   for (int j = 0; j < (multi_act ? nx : 1); ++j) k.quantize_act(x.data() + j * cols, xq.data() + j * act_stride, cols);
+  const size_t q16_stride = cols / 32 * sizeof(block_q16);
+  std::vector<uint8_t> x16(kind == Kind::int16 ? q16_stride * nx : 0);
+  if (kind == Kind::int16)
+    for (int j = 0; j < nx; ++j) kt->quantize_row_q16(x.data() + j * cols, x16.data() + j * q16_stride, cols);
   std::vector<float> deq(cols), y(m->rows * nx);
   for (auto _ : st) {
     const uint8_t* w = m->data.data();
@@ -109,6 +120,25 @@ void run(benchmark::State& st, const KernelTable* kt, const Mat* m, Kind kind, i
       case Kind::f32_multi:
         for (int64_t r = 0; r < m->rows; ++r) {
           k.vec_dot_f32_multi(cols, w + r * m->row_bytes, x.data(), cols, nx, y.data() + r, m->rows);
+        }
+        break;
+      case Kind::int8_rows:
+      case Kind::f32_rows:
+      case Kind::int16:
+        for (int64_t r0 = 0; r0 < m->rows; r0 += kChunk) {
+          const int nr = int(std::min(kChunk, m->rows - r0));
+          const uint8_t* wc = w + r0 * m->row_bytes;
+          float* yc = y.data() + r0;
+          if (kind == Kind::int16)
+            k.vec_dot_i16act_tile(cols, wc, m->row_bytes, nr, x16.data(), q16_stride, nx, yc, m->rows);
+          else if (kind == Kind::f32_rows && nx == 1)
+            k.vec_dot_f32_rows(cols, wc, m->row_bytes, nr, x.data(), yc);
+          else if (kind == Kind::f32_rows)
+            k.vec_dot_f32_rows_multi(cols, wc, m->row_bytes, nr, x.data(), cols, nx, yc, m->rows);
+          else if (nx == 1)
+            k.vec_dot_rows(cols, wc, m->row_bytes, nr, xq.data(), yc);
+          else
+            k.vec_dot_rows_multi(cols, wc, m->row_bytes, nr, xq.data(), act_stride, nx, yc, m->rows);
         }
         break;
     }
@@ -160,6 +190,15 @@ int main(int argc, char** argv) {
       if (k_has_int8(*kt, m.type)) {
         reg("int8_loop/64", Kind::int8_loop, 64);
         reg("gemm/64", Kind::gemm, 64);
+      }
+      // Decode as matmul runs it, for the int16 types: int16 against int8 and exact.
+      if (kt->for_type(m.type).vec_dot_i16act_tile) {
+        for (int nx : {1, 4, 8}) {
+          const std::string sfx = nx == 1 ? "" : "/" + std::to_string(nx);
+          if (k_has_int8(*kt, m.type)) reg(("int8_rows" + sfx).c_str(), Kind::int8_rows, nx);
+          reg(("f32_rows" + sfx).c_str(), Kind::f32_rows, nx);
+          reg(("int16" + sfx).c_str(), Kind::int16, nx);
+        }
       }
     }
   }

@@ -100,6 +100,18 @@ void fill_f16act(KernelTable& k, Isa isa) {
   }
 }
 
+// int16-activation kernels of each table (filled after fill_f16act). The avx512 table uses
+// the 256-bit kernels too (i16act_avx2.cpp).
+void fill_i16act(KernelTable& k, Isa isa) {
+  switch (isa) {
+#if defined(PLLM_HAVE_X86_KERNELS)
+    case Isa::avx2:
+    case Isa::avx512: kern::fill_i16act_avx2(k); break;
+#endif
+    default: break;  // scalar: the twins; other ISAs: the exact path until they have tiles
+  }
+}
+
 struct Tables {
   KernelTable table[kNumIsa];
   bool ok[kNumIsa] = {};
@@ -139,6 +151,7 @@ Tables build_tables() {
       default: continue;
     }
     fill_f16act(k, isa);
+    fill_i16act(k, isa);
     k.isa = isa;
     t.table[i] = k;
     t.ok[i] = true;

@@ -1,0 +1,380 @@
+// int16-activation kernels (KernelTable::quantize_row_q16, TypeKernels::vec_dot_i16act_tile) on
+// every ISA table this machine can run, against the scalar twins and against an independent
+// integer computation.
+//
+// quantize_row_q16 must be bit-identical on every ISA (d, sum and codes; checked on rounding
+// ties, zeros, huge and subnormal values, NaN and infinities).
+//
+// Tile reference: this file's own block decoder gives, per 32-element unit u of a weight row,
+// integer codes c_l, a scale s_u and a min m_u with w_l = s_u c_l + m_u exactly (Q6_K: c_l =
+// q_l * sc, s_u = d; Q4_0, Q5_0: c_l = q_l >= 0 with m_u = -8 d, -16 d, the offset taken as a
+// min term as kernels may compute it, so S below bounds both of their partial sums). Against
+// activation codes a_l with step d_u, the exact dot is
+//   E = sum_u d_u (s_u sum_l c_l a_l + m_u sum_l a_l)          (long double, exact here)
+// Let u = 2^-24 and S = sum_u |d_u| sum_l (|s_u c_l| + |m_u|) |a_l| (the sum of |products|).
+//   * Scalar twin (dequantize_row's f32 weights, each within u |w_l| of s_u c_l + m_u, times
+//     d_u a_l, accumulated in double, rounded to f32 once): |twin - E| <= 2 u S; we allow 3 u S.
+//   * SIMD (unit sums exact in int32; f32 from there on): per unit and lane, the conversion
+//     (exact below 2^24; Q6_K's lanes can exceed it: u), scale * d_a or min * sum (u), the
+//     FMA that forms the unit term (u): <= 3 u of the lane's share of S; then one f32
+//     accumulator chain per lane over the n / 32 units: <= (n / 32) u S, and a horizontal
+//     sum: <= 3 u S. So tol = (n / 32 + 6) u S; we allow (n / 32 + 8) u S.
+// At n = 2048 that is 72 u S ~ 4e-6 S, while one wrong element moves a dot by ~S / n ~ 5e-4 S
+// (Gaussian data), a dropped min or offset term by far more: a broken kernel cannot hide.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "base/fp16.h"
+#include "kernels/kernels.h"
+#include "quant/blocks.h"
+#include "quant/reference.h"
+#include "isa_fixture.h"
+
+namespace pllm {
+
+void PrintTo(Isa isa, std::ostream* os) { *os << isa_name(isa); }
+
+namespace {
+
+using ld = long double;
+constexpr double kU = FLT_EPSILON / 2.0;
+
+const TensorType kTypes[] = {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1,
+                             TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K};
+
+bool is_k(TensorType t) { return t == TensorType::Q4_K || t == TensorType::Q6_K; }
+size_t block_bytes(TensorType t) { return type_traits(uint32_t(t))->block_bytes; }
+const char* name(TensorType t) { return type_traits(uint32_t(t))->name; }
+ld h16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return fp16_to_fp32(v);
+}
+
+// Unit u (32 elements) of a weight row: w_l = s * c[l] + m, from the block layouts in blocks.h.
+struct Unit {
+  int c[32];
+  ld s, m;
+};
+Unit decode_unit(TensorType t, const uint8_t* row, int64_t u) {
+  Unit r{{}, 0, 0};
+  const int64_t per = is_k(t) ? 8 : 1;  // units per block
+  const uint8_t* b = row + (u / per) * block_bytes(t);
+  const int j = int(u % per);
+  auto nib = [](const uint8_t* qs, int l) { return l < 16 ? qs[l] & 15 : qs[l - 16] >> 4; };
+  auto bit5 = [](const uint8_t* qh, int l) { return ((qh[l / 8] >> (l % 8)) & 1) << 4; };
+  for (int l = 0; l < 32; ++l) {
+    switch (t) {
+      case TensorType::Q4_0: r.c[l] = nib(b + 2, l), r.s = h16(b), r.m = -8 * h16(b); break;
+      case TensorType::Q4_1: r.c[l] = nib(b + 4, l), r.s = h16(b), r.m = h16(b + 2); break;
+      case TensorType::Q5_0: r.c[l] = nib(b + 6, l) | bit5(b + 2, l), r.s = h16(b), r.m = -16 * h16(b); break;
+      case TensorType::Q5_1: r.c[l] = nib(b + 8, l) | bit5(b + 4, l), r.s = h16(b), r.m = h16(b + 2); break;
+      case TensorType::Q8_0: r.c[l] = int8_t(b[2 + l]), r.s = h16(b); break;
+      case TensorType::Q4_K: {  // 12 bytes of 6-bit scales / mins at b + 4, nibbles at b + 16
+        const uint8_t* sc = b + 4;
+        const int s = j < 4 ? sc[j] & 63 : (sc[j + 4] & 15) | ((sc[j - 4] >> 6) << 4);
+        const int m = j < 4 ? sc[j + 4] & 63 : (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+        const uint8_t q = b[16 + 32 * (j / 2) + l];
+        r.c[l] = j % 2 ? q >> 4 : q & 15, r.s = h16(b) * s, r.m = -h16(b + 2) * m;
+        break;
+      }
+      default: {  // Q6_K: ql[128], qh[64], scales[16], d; element e of the 256
+        const int e = 32 * j + l, h = e / 128, k = (e % 128) / 32, i = e % 32;
+        const int lo = (b[64 * h + 32 * (k & 1) + i] >> (4 * (k >> 1))) & 15;
+        const int hi = (b[128 + 32 * h + i] >> (2 * k)) & 3;
+        r.c[l] = ((lo | hi << 4) - 32) * int8_t(b[192 + e / 16]), r.s = h16(b + 208);
+        break;
+      }
+    }
+  }
+  return r;
+}
+
+struct Ref {
+  ld exact, S;
+};
+Ref reference(TensorType t, const uint8_t* w, const block_q16* a, int64_t n) {
+  Ref r{0, 0};
+  for (int64_t u = 0; u < n / 32; ++u) {
+    const Unit un = decode_unit(t, w, u);
+    ld dot = 0, sum = 0, mag = 0;
+    for (int l = 0; l < 32; ++l) {
+      dot += ld(un.c[l]) * a[u].qs[l];
+      sum += a[u].qs[l];
+      mag += (std::fabs(un.s * un.c[l]) + std::fabs(un.m)) * std::abs(a[u].qs[l]);
+    }
+    r.exact += ld(a[u].d) * (un.s * dot + un.m * sum);
+    r.S += std::fabs(ld(a[u].d)) * mag;
+  }
+  return r;
+}
+
+uint16_t random_scale16(std::mt19937& rng) {
+  std::uniform_real_distribution<float> e(-10.0f, -2.0f);
+  return fp32_to_fp16(std::exp2(e(rng)) * ((rng() & 1) ? 1.0f : -1.0f));
+}
+
+// One weight row at p: reference-quantised Gaussian data, or raw random bytes (every code,
+// Q6_K scale -128, Q4_K 6-bit scales 63) with sane fp16 scales.
+void make_row(TensorType t, int64_t n, std::mt19937& rng, bool raw, uint8_t* p) {
+  if (raw) {
+    const size_t bb = block_bytes(t), bytes = bb * (n / type_traits(uint32_t(t))->block_elems);
+    for (size_t i = 0; i < bytes; ++i) p[i] = uint8_t(rng());
+    const bool two = t == TensorType::Q4_1 || t == TensorType::Q5_1 || t == TensorType::Q4_K;
+    for (size_t off = 0; off < bytes; off += bb) {
+      const uint16_t h[2] = {random_scale16(rng), random_scale16(rng)};
+      std::memcpy(p + off + (t == TensorType::Q6_K ? 208 : 0), h, two ? 4 : 2);
+    }
+    return;
+  }
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(n);
+  for (auto& v : x) v = nd(rng) * 0.3f + ((t == TensorType::Q4_1 || t == TensorType::Q5_1) ? 0.2f : 0.0f);
+  switch (t) {
+    case TensorType::Q4_0: ref::quantize_row_q4_0(x.data(), reinterpret_cast<block_q4_0*>(p), n); break;
+    case TensorType::Q4_1: ref::quantize_row_q4_1(x.data(), reinterpret_cast<block_q4_1*>(p), n); break;
+    case TensorType::Q5_0: ref::quantize_row_q5_0(x.data(), reinterpret_cast<block_q5_0*>(p), n); break;
+    case TensorType::Q5_1: ref::quantize_row_q5_1(x.data(), reinterpret_cast<block_q5_1*>(p), n); break;
+    case TensorType::Q8_0: ref::quantize_row_q8_0(x.data(), reinterpret_cast<block_q8_0*>(p), n); break;
+    case TensorType::Q4_K: ref::quantize_row_q4_K(x.data(), reinterpret_cast<block_q4_K*>(p), n); break;
+    default: ref::quantize_row_q6_K(x.data(), reinterpret_cast<block_q6_K*>(p), n); break;
+  }
+}
+
+// Activation rows: Gaussian at several magnitudes, some blocks zero or at full scale (+-32767).
+std::vector<float> make_act(std::mt19937& rng, int64_t n, int pattern) {
+  static const float kMag[] = {1.0f, 1e3f, 1e-3f, 1.0f};
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(n);
+  for (auto& v : x) v = nd(rng) * kMag[pattern % 4];
+  if (pattern % 4 == 3)
+    for (int64_t b = 0; b < n / 32; ++b) {
+      if (b % 3 == 0) std::fill(x.begin() + 32 * b, x.begin() + 32 * b + 32, 0.0f);
+      if (b % 3 == 1)
+        for (int l = 0; l < 32; ++l) x[32 * b + l] = (rng() & 1) ? 2.5f : -2.5f;
+    }
+  return x;
+}
+
+class I16ActIsa : public testing_isa::IsaFixture {};
+
+TEST_P(I16ActIsa, TableEntries) {
+  ASSERT_NE(table_->quantize_row_q16, nullptr);
+  const bool all = GetParam() == Isa::scalar || GetParam() == Isa::avx2 || GetParam() == Isa::avx512;
+  for (uint32_t id = 0; id < 32; ++id) {
+    bool listed = false;
+    for (TensorType t : kTypes) listed = listed || uint32_t(t) == id;
+    const bool has = table_->types[id].vec_dot_i16act_tile != nullptr;
+    if (!listed) {
+      EXPECT_FALSE(has) << "type id " << id;
+    } else if (all) {
+      EXPECT_TRUE(has) << "type id " << id;
+    }
+  }
+}
+
+// Compares the table's quantize_row_q16 with the twin over x (whole blocks), byte for byte.
+void expect_same_q16(const KernelTable& kt, const std::vector<float>& x, const char* what) {
+  const int64_t n = int64_t(x.size()) / 32 * 32;
+  std::vector<block_q16> got(n / 32 + 1), want(n / 32 + 1);
+  std::memset(got.data(), 0x5A, got.size() * sizeof(block_q16));
+  std::memset(want.data(), 0x5A, want.size() * sizeof(block_q16));
+  kt.quantize_row_q16(x.data(), got.data(), n);
+  kernels_for(Isa::scalar)->quantize_row_q16(x.data(), want.data(), n);
+  for (int64_t b = 0; b <= n / 32; ++b)
+    ASSERT_EQ(0, std::memcmp(&got[b], &want[b], sizeof(block_q16))) << what << ": block " << b << " of " << n / 32;
+}
+
+TEST_P(I16ActIsa, QuantizeIsBitIdenticalToTwin) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (float mag : {1.0f, 1e-20f, 1e20f, 3e-39f}) {
+    std::vector<float> x(2048 + 1);
+    for (auto& v : x) v = nd(rng) * mag;
+    expect_same_q16(*table_, x, "gaussian");
+    expect_same_q16(*table_, std::vector<float>(x.begin() + 1, x.end()), "unaligned");
+  }
+  const float inf = INFINITY, nan = NAN, big = FLT_MAX, sub = std::ldexp(1.0f, -140);
+  std::vector<std::vector<float>> blocks = {
+      std::vector<float>(32, 0.0f), std::vector<float>(32, -0.0f), std::vector<float>(32, nan),
+      std::vector<float>(32, big), std::vector<float>(32, -sub), std::vector<float>(32, std::ldexp(1.0f, -149))};
+  for (int kind = 0; kind < 8; ++kind) {
+    std::vector<float> b(32);
+    for (int l = 0; l < 32; ++l) b[l] = nd(rng);
+    if (kind == 0) b[5] = nan;
+    if (kind == 1) b[31] = inf;
+    if (kind == 2) b[0] = -inf, b[7] = nan;
+    if (kind == 3) b[9] = big, b[10] = -big;
+    if (kind == 4) b[3] = 1e-30f, b[4] = sub;  // the tiny ones round to 0
+    if (kind == 5)
+      for (int l = 0; l < 32; ++l) b[l] = l == 0 ? 32767.0f : float(l) - 15.5f;  // d = 1: ties at k + 0.5
+    if (kind == 6)
+      for (int l = 0; l < 32; ++l) b[l] = l == 0 ? -65534.0f : float(2 * l - 31);  // d = 2: odd x are ties
+    if (kind == 7)
+      for (int l = 0; l < 32; ++l) b[l] = l == 0 ? 32767.0f : 32766.5f - float(l);  // ties near the top
+    blocks.push_back(b);
+  }
+  std::vector<float> all;
+  for (const auto& b : blocks) all.insert(all.end(), b.begin(), b.end());
+  expect_same_q16(*table_, all, "special blocks");
+
+  // The twin's semantics, on the same blocks (so every ISA is held to them too).
+  std::vector<block_q16> q(blocks.size());
+  table_->quantize_row_q16(all.data(), q.data(), int64_t(all.size()));
+  auto at = [&](size_t b) { return blocks.size() - 8 + b; };
+  EXPECT_EQ(q[0].d, 0.0f);
+  EXPECT_EQ(q[2].d, 0.0f) << "all NaN: NaN never wins the max";
+  EXPECT_EQ(q[2].qs[0], -32767) << "NaN * 0 = NaN -> INT32_MIN -> clamp";
+  EXPECT_EQ(q[at(0)].qs[5], -32767) << "NaN -> INT32_MIN -> clamp";
+  EXPECT_EQ(q[at(1)].d, inf);
+  EXPECT_EQ(q[at(1)].qs[31], -32767) << "inf * (1 / inf) = NaN";
+  EXPECT_EQ(q[at(1)].qs[0], 0);
+  EXPECT_EQ(q[at(5)].d, 1.0f);
+  const int16_t want5[] = {32767, -14, -14, -12, -12, -10, -10};  // -14.5 -> -14, -13.5 -> -14, ...
+  for (int l = 0; l < 7; ++l) EXPECT_EQ(q[at(5)].qs[l], want5[l]) << l;
+  EXPECT_EQ(q[at(6)].d, 2.0f);
+  for (int l = 1; l < 32; ++l) {
+    const float v = float(2 * l - 31) / 2.0f, r = std::nearbyint(v);
+    EXPECT_EQ(q[at(6)].qs[l], int16_t(r)) << l;
+    EXPECT_EQ(std::fmod(r, 2.0f), 0.0f) << "tie " << v << " not to even";
+  }
+  EXPECT_EQ(q[at(7)].qs[1], 32766);  // 32765.5
+  EXPECT_EQ(q[at(7)].qs[2], 32764);  // 32764.5
+  for (size_t b = 0; b < q.size(); ++b) {
+    int32_t s = 0;
+    for (int l = 0; l < 32; ++l) {
+      s += q[b].qs[l];
+      EXPECT_GE(q[b].qs[l], -32767);
+      if (std::isfinite(q[b].d) && std::isfinite(all[32 * b + l]) && q[b].d > 0 && std::isnormal(1.0f / q[b].d)) {
+        EXPECT_LE(std::fabs(all[32 * b + l] / q[b].d - q[b].qs[l]), 0.5f + 1e-3f) << b << " " << l;
+      }
+    }
+    EXPECT_EQ(q[b].sum, s) << "block " << b;
+  }
+}
+
+// Every tile shape of one type and row length against the twin and the integer reference;
+// worst |got - exact| / (u S) seen goes to *worst (printed: how close the bound is).
+void check_tiles(const KernelTable& kt, TensorType t, int64_t n, bool raw, std::mt19937& rng, double* worst) {
+  constexpr int kRows = 17, kX = 9;
+  const TypeKernels& k = kt.for_type(t);
+  const TypeKernels& sk = kernels_for(Isa::scalar)->for_type(t);
+  ASSERT_NE(k.vec_dot_i16act_tile, nullptr);
+  const size_t rb = *row_bytes(uint32_t(t), n), ws = rb + 6;  // rows 2-byte aligned only
+  const size_t as = n / 32 * sizeof(block_q16) + 44;
+  // Gaps and slack are 0xFF: an fp16 NaN, so a kernel reading scales beyond a row poisons it.
+  std::vector<uint8_t> w(ws * kRows + 512, 0xFF), a(as * kX, 0xEE);
+  for (int r = 0; r < kRows; ++r) make_row(t, n, rng, raw, &w[r * ws]);
+  for (int x = 0; x < kX; ++x) {
+    const std::vector<float> xf = make_act(rng, n, x + raw);
+    kt.quantize_row_q16(xf.data(), &a[x * as], n);
+  }
+  auto act = [&](int x) { return reinterpret_cast<const block_q16*>(&a[x * as]); };
+  Ref ref[kX][kRows];
+  std::vector<float> twin(kX * kRows);
+  sk.vec_dot_i16act_tile(n, w.data(), ws, kRows, a.data(), as, kX, twin.data(), kRows);
+  for (int x = 0; x < kX; ++x)
+    for (int r = 0; r < kRows; ++r) {
+      ref[x][r] = reference(t, &w[r * ws], act(x), n);
+      ASSERT_NEAR(twin[x * kRows + r], ref[x][r].exact, 3 * kU * ref[x][r].S + 1e-30)
+          << "scalar twin vs integer reference, x=" << x << " r=" << r;
+    }
+  const ld tol_k = (n / 32.0 + 8.0) * kU;
+  // A pair's result must not depend on the call's shape (drivers/i16_tile.h: the summation
+  // order depends on n only), so a token gives the same bits in any batch or chunking.
+  std::vector<float> seen(kX * kRows, NAN);
+  for (int nr : {1, 2, 3, 5, 16, 17}) {
+    for (int nx : {1, 2, 3, 4, 5, 7, 8, 9}) {
+      SCOPED_TRACE(::testing::Message() << "n_rows=" << nr << " n_x=" << nx);
+      const int64_t os = nr + 3, lead = 5;  // odd output stride; sentinels around the tile
+      std::vector<float> out(lead + nx * os + 5, -7.25f);
+      k.vec_dot_i16act_tile(n, w.data(), ws, nr, a.data(), as, nx, out.data() + lead, os);
+      for (int64_t i = 0; i < int64_t(out.size()); ++i) {
+        const int64_t j = i - lead, x = j >= 0 ? j / os : -1, r = j >= 0 ? j % os : -1;
+        if (x < 0 || x >= nx || r >= nr) {
+          ASSERT_EQ(out[i], -7.25f) << "written outside the tile at offset " << j;
+          continue;
+        }
+        const Ref& e = ref[x][r];
+        if (e.S > 0) *worst = std::max(*worst, double(std::fabs(out[i] - e.exact) / (kU * e.S)));
+        ASSERT_NEAR(out[i], e.exact, tol_k * e.S + 1e-30) << "x=" << x << " r=" << r << " S=" << double(e.S);
+        ASSERT_NEAR(out[i], twin[x * kRows + r], (tol_k + 3 * kU) * e.S + 1e-30) << "vs twin x=" << x << " r=" << r;
+        float& first = seen[x * kRows + r];
+        if (std::isnan(first)) first = out[i];
+        ASSERT_EQ(out[i], first) << "x=" << x << " r=" << r << ": differs from the same pair in another shape";
+      }
+    }
+  }
+}
+
+TEST_P(I16ActIsa, TilesMatchTwinAndIntegerReference) {
+  std::mt19937 rng(1234 + int(GetParam()));
+  for (TensorType t : kTypes) {
+    double worst = 0.0;
+    if (!table_->for_type(t).vec_dot_i16act_tile) continue;  // exact path on this ISA (TableEntries)
+    const std::vector<int64_t> ns = is_k(t) ? std::vector<int64_t>{256, 512, 1536, 2048, 8448}
+                                            : std::vector<int64_t>{32, 64, 96, 128, 160, 224, 576, 1536, 2048, 8224};
+    for (int64_t n : ns)
+      for (bool raw : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << isa_name(GetParam()) << " " << name(t) << " n=" << n << " raw=" << raw);
+        check_tiles(*table_, t, n, raw, rng, &worst);
+        if (HasFatalFailure()) return;
+      }
+    std::printf("[ %s %s ] worst |got - exact| / (u S) = %.2f (bound n / 32 + 8 >= %.0f)\n", isa_name(GetParam()),
+                name(t), worst, double(ns[0] / 32 + 8));
+  }
+}
+
+// The largest codes against full-scale activations of matching sign: the int32 lane sums
+// are at their maximum (no overflow allowed), and the result is still within the bound.
+TEST_P(I16ActIsa, ExtremeCodesDoNotOverflow) {
+  for (TensorType t : kTypes) {
+    if (!table_->for_type(t).vec_dot_i16act_tile) continue;
+    SCOPED_TRACE(name(t));
+    const int64_t n = 512;
+    std::vector<uint8_t> w(*row_bytes(uint32_t(t), n));
+    std::mt19937 rng(3);
+    make_row(t, n, rng, true, w.data());  // scales from here, codes overwritten below
+    const size_t bb = block_bytes(t);
+    for (size_t off = 0; off < w.size(); off += bb) {
+      uint8_t* b = &w[off];
+      switch (t) {
+        case TensorType::Q4_0: std::memset(b + 2, 0x00, 16); break;  // q - 8 = -8
+        case TensorType::Q4_1: std::memset(b + 4, 0xFF, 16); break;
+        case TensorType::Q5_0: std::memset(b + 2, 0x00, 20); break;  // q - 16 = -16
+        case TensorType::Q5_1: std::memset(b + 4, 0xFF, 20); break;
+        case TensorType::Q8_0: std::memset(b + 2, 0x80, 32); break;  // -128
+        case TensorType::Q4_K: std::memset(b + 4, 0xFF, 140); break;  // scales, mins 63; q 15
+        default: std::memset(b, 0x00, 192), std::memset(b + 192, 0x80, 16); break;  // q -32, sc -128
+      }
+    }
+    const Unit u0 = decode_unit(t, w.data(), 0);
+    std::vector<float> x(n);
+    for (int64_t i = 0; i < n; ++i) {
+      const Unit u = decode_unit(t, w.data(), i / 32);
+      x[i] = (u.s * u.c[i % 32] >= 0) == (u0.s >= 0) ? 1.0f : -1.0f;
+    }
+    std::vector<block_q16> a(n / 32);
+    table_->quantize_row_q16(x.data(), a.data(), n);
+    ASSERT_EQ(std::abs(a[0].qs[0]), 32767);
+    float got = 0.0f;
+    table_->for_type(t).vec_dot_i16act_tile(n, w.data(), w.size(), 1, a.data(), 0, 1, &got, 1);
+    const Ref e = reference(t, w.data(), a.data(), n);
+    EXPECT_NEAR(got, e.exact, (n / 32.0 + 8.0) * kU * e.S) << "S=" << double(e.S);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllIsas, I16ActIsa,
+                         ::testing::Values(Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon_dotprod,
+                                           Isa::neon_i8mm),
+                         [](const ::testing::TestParamInfo<Isa>& info) { return std::string(isa_name(info.param)); });
+
+}  // namespace
+}  // namespace pllm
