@@ -100,6 +100,19 @@ void fill_f16act(KernelTable& k, Isa isa) {
   }
 }
 
+// int16-activation kernels of each table (filled after fill_f16act). The tiles were cleared
+// for every SIMD table: a type gets one here only where this ISA has its own kernel.
+void fill_i16act(KernelTable& k, Isa isa) {
+  switch (isa) {
+#if defined(PLLM_HAVE_ARM_KERNELS)
+    case Isa::neon:
+    case Isa::neon_dotprod:
+    case Isa::neon_i8mm: kern::fill_i16act_neon(k); break;  // baseline NEON (SMULL/SMLAL) on every level
+#endif
+    default: (void)k; break;  // scalar: already filled with the twins
+  }
+}
+
 struct Tables {
   KernelTable table[kNumIsa];
   bool ok[kNumIsa] = {};
@@ -139,6 +152,7 @@ Tables build_tables() {
       default: continue;
     }
     fill_f16act(k, isa);
+    fill_i16act(k, isa);
     k.isa = isa;
     t.table[i] = k;
     t.ok[i] = true;
