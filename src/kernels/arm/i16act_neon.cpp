@@ -4,9 +4,13 @@
 //
 // Scheme: per 32-element unit, the weights are decoded to four int16x8 (offsets like Q4_0's
 // -8 and K-quant sub-block scales applied in integers, exactly) and dotted with the activation
-// block's int16 codes by SMULL/SMLAL into int32 (exact: see the bounds at dot32); the unit's
+// block's int16 codes by SMULL/SMLAL into int32 (exact: see the bound at the tile); the unit's
 // int32 lanes are then converted once and FMA'd into one f32x4 accumulator per (weight row,
 // activation row) with the scale d_w * d_a. Mins (Q4_1, Q5_1, Q4_K) add min * d_a * sum(qs).
+//
+// Cost: 8 SMULL/SMLAL per unit and pair (int8 SDOT needs 2). llvm-mca 19 on GCC 12's loops,
+// cycles per 32 weights and token, Q4_0: decode (NX = 1) 9.5 Cortex-A76 model / 10.1 Neoverse N1 /
+// 23 Cortex-A55; NX = 8: 9.0 / 10.1 / 22.5. The int8 SDOT one-row loop: 7.0 / 6.5 / 22.5.
 //
 // Built with the baseline flags (h2f, unpack_k4_scales, q5_high16: simd_neon.h, decode_neon.h).
 #include <arm_neon.h>
@@ -184,34 +188,24 @@ struct MQ6_K {
   }
 };
 
-// The exact integer dot of 32 weights with 32 activation codes, as 4 int32 lanes (two SMLAL
-// chains of 4, so one pair alone is not bound by the accumulate latency). |a| <= 32767 and
-// |w| <= 4096 (Q6_K's sc * q; Q8_0 128, Q4_K 945, others <= 31): a lane adds 8 products,
-// <= 8 * 4096 * 32767 < 2^30, and every partial sum is exact in int32.
-PLLM_AI int32x4_t dot32(const int16x8_t w[4], const int16x8_t a[4]) {
-  int32x4_t c0 = vmull_s16(vget_low_s16(w[0]), vget_low_s16(a[0]));
-  int32x4_t c1 = vmull_high_s16(w[0], a[0]);
-  PLLM_UNROLL for (int k = 1; k < 4; ++k) {
-    c0 = vmlal_s16(c0, vget_low_s16(w[k]), vget_low_s16(a[k]));
-    c1 = vmlal_high_s16(c1, w[k], a[k]);
-  }
-  return vaddq_s32(c0, c1);
-}
-
 // ======================================================================================
 // Tile loop, written once over the micro-kernel M. TO BE MERGED with drivers/i16_tile.h (the
 // x86 side's template driver); kept here until the lead unifies the two.
 //
 // R weight rows x NX activation rows in registers: each unit of each weight row is decoded
-// once per call and used for all NX activation rows; each activation unit, loaded once, feeds
-// R rows. One f32x4 accumulator per (row, activation row) pair, updated per unit in block
-// order: acc += f32(isum) * (scale * d_a) [+ lane 0: minc * (d_a * sum)], reduced by FADDP
-// at the end. That order depends on neither R nor NX, so an output is bit-identical however
-// matmul chunks the rows (thread count) or groups the tokens.
-// Registers (32): NX = 1: R = 4 (4 activation vectors, one row's 4 weight vectors at a time,
-// 4 accumulators); NX 2..4: R = 2 (8 weight + 4 + <= 8); NX 5..8: R = 1 (4 + 4 + <= 8). No
-// spills in any hot loop with GCC 12 given -fno-schedule-insns (CMakeLists.txt) and the
-// unroll pragmas; GCC's default pre-RA scheduling hoists every activation load and spills.
+// once per call and used for all NX activation rows; each activation vector, loaded once,
+// feeds R rows. Per (row, activation row) pair and unit: one int32x4 of exact sums (a lane
+// adds 8 products, |w| <= 4096 (Q6_K's sc * q; Q8_0 128, Q4_K 945, others <= 31) times
+// |a| <= 32767: <= 8 * 4096 * 32767 < 2^30), then one f32x4 accumulator per pair, updated per
+// unit in block order: acc += f32(isum) * (scale * d_a) [+ lane 0: minc * (d_a * sum)],
+// reduced by FADDP at the end. That order depends on neither R nor NX, so an output is
+// bit-identical however matmul chunks the rows (thread count) or groups the tokens.
+// Registers (32): 4R weight + R*NX int32 sums + R*NX accumulators + NX activation vectors:
+// NX = 1: R = 4 (16 + 4 + 4 + 1); NX 2..4: R = 2 (<= 8 + 8 + 8 + 4); NX 5..8: R = 1 (<= 4 + 8 +
+// 8 + 8). With GCC 12, -fno-schedule-insns (CMakeLists.txt) and the unroll pragmas the hot
+// loops stay in registers except for 2-9 spill slots in the tiles with mins at NX = 1 or 4
+// (llvm-mca: R = 3 there is no faster); GCC's default pre-RA scheduling hoists every
+// activation load and spills in most tiles.
 // ======================================================================================
 template <class M, int R, int NX>
 PLLM_AI void tile(int64_t n, const uint8_t* w, size_t ws, const uint8_t* xq, size_t xs, float* out,
@@ -229,21 +223,32 @@ PLLM_AI void tile(int64_t n, const uint8_t* w, size_t ws, const uint8_t* xq, siz
     for (int u = 0; u < M::kUnits; ++u) {
       int16x8_t wq[R][4];
       float sc[R], mc[R];
+      PLLM_UNROLL for (int r = 0; r < R; ++r) {
+        dec[r].unit(u, wq[r]);
+        sc[r] = dec[r].scale(u);
+        if constexpr (M::kMin) mc[r] = dec[r].minc(u);
+      }
       const int64_t ab = b * M::kUnits + u;
+      // The unit's integer dot of every pair: one SMULL/SMLAL chain of 8 per pair, the chains
+      // interleaved (all low halves, then all high halves of each 8 codes), so that an
+      // in-order core (A53 / A55) has R * NX independent multiplies between dependent ones.
+      int32x4_t c[R][NX];
+      PLLM_UNROLL for (int k = 0; k < 4; ++k) {
+        int16x8_t av[NX];
+        PLLM_UNROLL for (int x = 0; x < NX; ++x) av[x] = vld1q_s16(a[x][ab].qs + 8 * k);
+        PLLM_UNROLL for (int x = 0; x < NX; ++x)
+          PLLM_UNROLL for (int r = 0; r < R; ++r)
+            c[r][x] = k == 0 ? vmull_s16(vget_low_s16(wq[r][0]), vget_low_s16(av[x]))
+                             : vmlal_s16(c[r][x], vget_low_s16(wq[r][k]), vget_low_s16(av[x]));
+        PLLM_UNROLL for (int x = 0; x < NX; ++x)
+          PLLM_UNROLL for (int r = 0; r < R; ++r) c[r][x] = vmlal_high_s16(c[r][x], wq[r][k], av[x]);
+      }
       PLLM_UNROLL for (int x = 0; x < NX; ++x) {
-        const block_q16& blk = a[x][ab];
-        int16x8_t av[4];
-        PLLM_UNROLL for (int k = 0; k < 4; ++k) av[k] = vld1q_s16(blk.qs + 8 * k);
-        const float da = blk.d;
+        const float da = a[x][ab].d;
         float32x4_t ms = vdupq_n_f32(0.0f);
-        if constexpr (M::kMin) ms = vsetq_lane_f32(da * static_cast<float>(blk.sum), ms, 0);
+        if constexpr (M::kMin) ms = vsetq_lane_f32(da * static_cast<float>(a[x][ab].sum), ms, 0);
         PLLM_UNROLL for (int r = 0; r < R; ++r) {
-          if (x == 0) {  // decoded here, not before the x loop: with NX = 1 only one row's unit is live
-            dec[r].unit(u, wq[r]);
-            sc[r] = dec[r].scale(u);
-            if constexpr (M::kMin) mc[r] = dec[r].minc(u);
-          }
-          acc[r][x] = vfmaq_n_f32(acc[r][x], vcvtq_f32_s32(dot32(wq[r], av)), sc[r] * da);
+          acc[r][x] = vfmaq_n_f32(acc[r][x], vcvtq_f32_s32(c[r][x]), sc[r] * da);
           if constexpr (M::kMin) acc[r][x] = vfmaq_n_f32(acc[r][x], ms, mc[r]);
         }
       }
