@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Cross-build the kernel tests (test_kernels, test_quant, test_attention_kv, test_gemm,
-# test_matvec_rows, test_f16act, test_act, test_static_act_kernels) for aarch64 and run them under qemu-user:
+# test_matvec_rows, test_f16act, test_act, test_static_act_kernels, test_i16act) for aarch64 and run them
+# under qemu-user:
 #   -cpu max         all features (NEON, dotprod, i8mm, FP16 arithmetic): every ISA table is tested,
 #                    the W4A16 kernels use fp16 FMLA (and their f32 fallback is tested directly)
 #   PLLM_ISA=neon / dotprod   kernels() capped to those levels
@@ -13,7 +14,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD="${PLLM_ARM_BUILD_DIR:-$ROOT/build-arm}"
 GTEST_SRC="${PLLM_GTEST_SOURCE_DIR:-/usr/src/googletest}"
-TESTS="test_kernels test_quant test_attention_kv test_gemm test_matvec_rows test_f16act test_act test_static_act_kernels"
+TESTS="test_kernels test_quant test_attention_kv test_gemm test_matvec_rows test_f16act test_act test_static_act_kernels
+test_i16act"
 
 have_tools() {
   command -v aarch64-linux-gnu-g++ >/dev/null && command -v qemu-aarch64-static >/dev/null &&
@@ -106,6 +108,9 @@ run "test_f16act (cpu cortex-a76: fp16 FMLA, no i8mm)" $Q -cpu cortex-a76 "$B/te
 run "test_f16act (cpu cortex-a53: no FP16 arithmetic)" $Q -cpu cortex-a53 "$B/test_f16act" --gtest_brief=1
 run "test_act (cpu max: scalar, neon tables)" $Q -cpu max "$B/test_act" --gtest_brief=1
 run "test_static_act_kernels (cpu max: scalar, neon, dotprod, i8mm)" $Q -cpu max "$B/test_static_act_kernels" --gtest_brief=1
+run "test_i16act (cpu max: scalar, neon, dotprod, i8mm)" $Q -cpu max "$B/test_i16act" --gtest_brief=1
+run "test_i16act (cpu cortex-a76: scalar, neon, dotprod)" $Q -cpu cortex-a76 "$B/test_i16act" --gtest_brief=1
+run "test_i16act (cpu cortex-a53: scalar, neon)" $Q -cpu cortex-a53 "$B/test_i16act" --gtest_brief=1
 run "ISA availability (max: neon+dotprod+i8mm)" expect_isas max yes yes
 run "ISA availability (cortex-a76: neon+dotprod)" expect_isas cortex-a76 yes no
 run "ISA availability (cortex-a53: neon only)" expect_isas cortex-a53 no no

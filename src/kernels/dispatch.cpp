@@ -100,15 +100,21 @@ void fill_f16act(KernelTable& k, Isa isa) {
   }
 }
 
-// int16-activation kernels of each table (filled after fill_f16act). The avx512 table uses
-// the 256-bit kernels too (i16act_avx2.cpp).
+// int16-activation kernels of each table (filled after fill_f16act). The tiles were cleared
+// for every SIMD table: a type gets one here only where this ISA has its own kernel. The avx512
+// table uses the 256-bit kernels (i16act_avx2.cpp); every ARM level the baseline NEON ones.
 void fill_i16act(KernelTable& k, Isa isa) {
   switch (isa) {
 #if defined(PLLM_HAVE_X86_KERNELS)
     case Isa::avx2:
     case Isa::avx512: kern::fill_i16act_avx2(k); break;
 #endif
-    default: break;  // scalar: the twins; other ISAs: the exact path until they have tiles
+#if defined(PLLM_HAVE_ARM_KERNELS)
+    case Isa::neon:
+    case Isa::neon_dotprod:
+    case Isa::neon_i8mm: kern::fill_i16act_neon(k); break;  // SMULL/SMLAL on every level
+#endif
+    default: (void)k; break;  // scalar: already filled with the twins
   }
 }
 

@@ -1,5 +1,6 @@
 // Baseline-NEON weight decoders for the fused-dot driver (kernels/drivers/fused_dot.h):
-// exact mode (neon.cpp) and W4A16 (f16act_neon.cpp). Baseline flags only (see simd_neon.h).
+// exact mode (neon.cpp) and W4A16 (f16act_neon.cpp); i16act_neon.cpp uses q5_high16. Baseline
+// flags only (see simd_neon.h).
 //
 // Same scheme as x86/decode_avx2.h: a decoder yields 32-element units (eight float32x4)
 // holding exactly dequantize_row's floats: kUnits, block(b), unit(u, v), tail(n, buf).

@@ -1,8 +1,8 @@
 // AArch64 baseline-NEON building blocks shared by the translation units built with the
-// baseline flags (neon.cpp, f16act_neon.cpp, attention_kv_neon.cpp), in namespace
-// pllm::kern::neon. Include ONLY from those files: every copy of these inline functions
-// must be the same machine code, none compiled with +dotprod / +i8mm / +fp16 (the linker
-// keeps one copy for all users).
+// baseline flags (neon.cpp, f16act_neon.cpp, attention_kv_neon.cpp, i16act_neon.cpp), in
+// namespace pllm::kern::neon. Include ONLY from those files: every copy of these inline
+// functions must be the same machine code, none compiled with +dotprod / +i8mm / +fp16 (the
+// linker keeps one copy for all users).
 #pragma once
 #if !defined(__aarch64__) || defined(__ARM_FEATURE_DOTPROD) || defined(__ARM_FEATURE_MATMUL_INT8) || \
     defined(__ARM_FEATURE_FP16_VECTOR_ARITHMETIC)
