@@ -18,7 +18,7 @@ struct Options {
   int port = 8080, parallel = 4, ctx = 4096, threads = 0;
   std::string backend = "cpu";
   double cache_ram_mb = 256;
-  bool int8_act = false;
+  bool int8_act = false, exact_act = false;
 };
 
 pllm::server::HttpServer* g_server = nullptr;  // for the signal thread only
@@ -34,6 +34,7 @@ int serve(const Options& o) {
   so.threads = o.threads;
   so.backend = pllm::parse_engine_backend(o.backend).value();  // CLI11 checked the name
   so.session.int8_activations = o.int8_act;
+  so.session.exact_activations = o.exact_act;
   if (o.kv_type == "f32") so.session.kv.type = pllm::KvType::f32;
   else if (o.kv_type == "q8") so.session.kv.type = pllm::KvType::q8;
   else if (o.kv_type == "q4") so.session.kv.type = pllm::KvType::q4;
@@ -97,7 +98,8 @@ std::function<int()> add_serve(CLI::App& app) {
   cmd->add_option("--cache-dir", o->cache_dir, "prefix cache directory (default: RAM only)");
   cmd->add_option("--cache-ram", o->cache_ram_mb, "prefix cache RAM budget in MiB (default 256)")->check(CLI::Range(0.0, 1e7));
   cmd->add_option("--kv-type", o->kv_type, "KV cache storage")->check(CLI::IsMember({"f16", "q8", "q4", "f32"}));
-  cmd->add_flag("--int8-act", o->int8_act, "W4A8 integer kernels (faster, not bit-faithful)");
+  auto* int8 = cmd->add_flag("--int8-act", o->int8_act, "W4A8 integer kernels (rounding that can flip near-tied tokens)");
+  cmd->add_flag("--exact", o->exact_act, "exact f32 activations instead of the default int16 ones")->excludes(int8);
   return [o]() { return serve(*o); };
 }
 

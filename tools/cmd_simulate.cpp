@@ -126,7 +126,7 @@ int run_simulation(const Options& o) {
   scfg.n_ctx = sc.n_ctx;
   scfg.int8_activations = sc.activations == "int8";
   scfg.f16_activations = sc.activations == "f16";
-  scfg.int16_activations = sc.activations == "int16";
+  scfg.exact_activations = sc.activations == "exact";
   std::map<std::string, int64_t> named;
   std::vector<int64_t> session_of(sc.requests.size());
   std::vector<std::vector<int32_t>> prompts(sc.requests.size());

@@ -135,7 +135,7 @@ typedef enum pllm_backend {
 
 /* How activations meet quantised weights (pllm_session_params.activations). */
 typedef enum pllm_activations {
-  PLLM_ACT_DEFAULT = 0, /* the library's default: exact today */
+  PLLM_ACT_DEFAULT = 0, /* the library's default: int16 (unless an int8/f16/static flag is set) */
   PLLM_ACT_EXACT = 1,   /* f32 activations; weights decoded in registers (matches a float reference) */
   PLLM_ACT_INT16 = 2    /* activations rounded per 32 values to int16 (a step of 2^-16 of the block's
                            largest value), exact integer products: int8-mode speed, near-exact output */
@@ -144,8 +144,8 @@ typedef enum pllm_activations {
 typedef struct pllm_session_params {
   int32_t n_ctx;     /* context length in tokens; 0 = min(model's training context, 4096) */
   int32_t n_threads; /* 0 = number of performance cores */
-  int32_t int8_activations; /* 1: quantise activations to int8 for quantised weights (W4A8, faster,
-                               small rounding differences); 0: exact f32 activations */
+  int32_t int8_activations; /* 1: quantise activations to int8 for quantised weights (W4A8 as llama.cpp;
+                               rounding that can flip near-tied tokens); 0: see activations */
   int32_t no_fuse;          /* 1: run Q/K/V and gate/up as separate jobs (to measure fusion) */
   int32_t profile;          /* 1: record per-op timings, read with pllm_session_profile */
   int32_t kv_type;          /* a pllm_kv_type */

@@ -27,18 +27,18 @@ pllm_status session_config(const pllm_session_params* params, pllm::SessionConfi
   cfg.int8_activations = p.int8_activations != 0;
   cfg.f16_activations = p.f16_activations != 0;
   cfg.static_activations = p.static_activations != 0;
+  const bool flags = cfg.int8_activations || cfg.f16_activations || cfg.static_activations;
   switch (p.activations) {
-    case PLLM_ACT_DEFAULT:
-    case PLLM_ACT_EXACT: break;
+    case PLLM_ACT_DEFAULT: break;  // int16 unless a flag above chose another mode
     case PLLM_ACT_INT16:
-      if (cfg.int8_activations || cfg.f16_activations || cfg.static_activations)
-        return fail(PLLM_ERR_INVALID_ARGUMENT, "activations = int16 together with the int8, f16 or static flag");
-      cfg.int16_activations = true;
+      if (flags) return fail(PLLM_ERR_INVALID_ARGUMENT, "activations = int16 together with the int8, f16 or static flag");
+      break;
+    case PLLM_ACT_EXACT:
+      if (flags) return fail(PLLM_ERR_INVALID_ARGUMENT, "activations = exact together with the int8, f16 or static flag");
+      cfg.exact_activations = true;
       break;
     default: return fail(PLLM_ERR_INVALID_ARGUMENT, "unknown activations " + std::to_string(p.activations));
   }
-  if (p.activations == PLLM_ACT_EXACT && (cfg.int8_activations || cfg.f16_activations || cfg.static_activations))
-    return fail(PLLM_ERR_INVALID_ARGUMENT, "activations = exact together with the int8, f16 or static flag");
   cfg.fuse = p.no_fuse == 0;
   cfg.profile = p.profile != 0;
   switch (p.kv_type) {

@@ -22,8 +22,8 @@ ActMode act_mode_of(const SessionConfig& cfg) {
   return cfg.static_activations ? ActMode::int8_static
          : cfg.int8_activations ? ActMode::int8
          : cfg.f16_activations  ? ActMode::f16
-         : cfg.int16_activations ? ActMode::int16
-                                : ActMode::exact;
+         : cfg.exact_activations ? ActMode::exact
+                                 : ActMode::int16;
 }
 
 }  // namespace
@@ -51,8 +51,8 @@ Result<std::unique_ptr<Session>> Session::create(std::shared_ptr<const Model> mo
   if (cfg.n_threads < 0 || cfg.n_threads > 256)
     return make_error(Status::invalid_argument, "thread count " + std::to_string(cfg.n_threads) + " is out of range");
   if (cfg.n_batch < 1 || cfg.n_batch > 4096) return make_error(Status::invalid_argument, "bad batch size");
-  if (int(cfg.int8_activations || cfg.static_activations) + int(cfg.f16_activations) + int(cfg.int16_activations) > 1)
-    return make_error(Status::invalid_argument, "choose one of int8, f16 and int16 activations");
+  if (int(cfg.int8_activations || cfg.static_activations) + int(cfg.f16_activations) + int(cfg.exact_activations) > 1)
+    return make_error(Status::invalid_argument, "choose one of int8, f16 and exact activations");
   if (cfg.static_activations && model->act_scale_counts().n_static == 0)
     return make_error(Status::invalid_argument,
                       "static activations need calibrated scales, and " + model->file().path() +

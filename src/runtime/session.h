@@ -25,9 +25,9 @@ struct SessionConfig {
   int n_batch = 64;   // tokens per forward() during prefill
   bool int8_activations = false;  // W4A8/W8A8 integer kernels instead of exact f32 activations
   bool f16_activations = false;   // W4A16: fp16 activations (Q4_0/Q4_1/Q8_0); exclusive with int8
-  // int16 activations per 32-element block with exact integer products (ActMode::int16);
-  // exclusive with int8 and f16.
-  bool int16_activations = false;
+  // Without int8, f16 or static activations: int16 activations per 32-element block with exact
+  // integer products (ActMode::int16, the default), or with this set exact f32 activations.
+  bool exact_activations = false;
   // int8 activations with the file's calibrated per-tensor steps (model/act_scales.h) instead
   // of per-block absmax; implies int8; products without a scale stay dynamic. The model
   // must have at least one scale.

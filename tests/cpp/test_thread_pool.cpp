@@ -92,11 +92,18 @@ TEST(ThreadPool, BackgroundWorkersRunAtLowerPriority) {
   const int base = getpriority(PRIO_PROCESS, 0);
   pllm::ThreadPool pool(3, 10);
   std::atomic<int> lowered{0}, seen{0};
-  // Enough tasks that the workers take some; each reports its own thread's nice value.
+  // Enough tasks that the workers take some; each reports its own thread's nice value. On a
+  // loaded machine the lowered workers may not be scheduled for a while, so a task on the
+  // caller's thread waits (up to 5 s) until a worker has taken one.
+  const long caller = syscall(SYS_gettid);
   pool.run(64, [&](int64_t) {
-    const int me = getpriority(PRIO_PROCESS, id_t(syscall(SYS_gettid)));
+    const long tid = syscall(SYS_gettid);
+    const int me = getpriority(PRIO_PROCESS, id_t(tid));
     seen++;
     if (me >= std::min(19, base + 10)) lowered++;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (tid == caller && lowered.load() == 0 && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   });
   EXPECT_EQ(seen.load(), 64);

@@ -166,8 +166,8 @@ FLOAT_TYPES = {"F32", "F16", "BF16"}
 BLOCK32_TYPES = {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"}
 K_TYPES = {"Q4_K", "Q6_K"}
 
-# Activation modes: "exact" = the engine's default, "int8" = `--int8-act`,
-# "f16" = `--f16-act` (W4A16), "int16" = `--int16-act`.
+# Activation modes: "exact" = `--exact`, "int8" = `--int8-act`, "f16" = `--f16-act` (W4A16),
+# "int16" = `--int16-act` (the engine's default).
 EXACT = "exact"
 INT8 = "int8"
 F16 = "f16"
@@ -228,7 +228,7 @@ def mode_args(mode: str) -> list[str]:
     """CLI flags selecting an activation mode (for run, chat, logits and bench)."""
     if mode not in MODES:
         raise ValueError(mode)
-    return {EXACT: [], INT8: ["--int8-act"], F16: ["--f16-act"], I16: ["--int16-act"]}[mode]
+    return {EXACT: ["--exact"], INT8: ["--int8-act"], F16: ["--f16-act"], I16: ["--int16-act"]}[mode]
 
 
 def _scaled(t: tuple[float, float], f: float) -> tuple[float, float]:

@@ -20,7 +20,7 @@ class Model:
 
     ``n_ctx`` (0: min(training context, 4096)), ``threads`` (0: one per performance core),
     ``kv_type`` ("f16", "q8", "q4", "f32"), ``kv_window``/``kv_sinks`` (a sliding context),
-    ``batch`` (prefill tokens per pass, 0: 64) and ``activations`` ("f32" exact, "int16", "int8",
+    ``batch`` (prefill tokens per pass, 0: 64) and ``activations`` ("int16" the default, "f32" exact, "int8",
     "f16", "static") are the settings of its sessions. ``repack`` holds Q4_0/Q4_1/Q8_0 weights
     as panels for the int8 kernels (None: on with int8/static activations). ``vocab_only``
     loads the tokenizer alone (tokenize, templates; no generation). ``progress(fraction)``
@@ -31,7 +31,7 @@ class Model:
     """
 
     def __init__(self, path: Union[str, os.PathLike], *, n_ctx: int = 0, threads: int = 0, kv_type: str = "f16",
-                 kv_window: int = 0, kv_sinks: int = 4, batch: int = 0, activations: str = "f32",
+                 kv_window: int = 0, kv_sinks: int = 4, batch: int = 0, activations: str = "int16",
                  backend: str = "cpu", repack: Optional[bool] = None, vocab_only: bool = False,
                  progress: Optional[Callable[[float], Optional[bool]]] = None):
         self.path = os.fspath(path)

@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 
 KV_TYPES = {"f16": 0, "f32": 1, "q8": 2, "q4": 3}
 # A flag of pllm_session_params to set, or the value of its activations field (pllm_activations).
-ACTIVATIONS = {"f32": None, "int8": "int8_activations", "f16": "f16_activations", "static": "static_activations",
-               "int16": 2}
+ACTIVATIONS = {"int16": 2, "f32": 1, "int8": "int8_activations", "f16": "f16_activations",
+               "static": "static_activations"}
 BACKENDS = {"cpu": 0, "auto": 1, "vulkan": 2}  # pllm_backend
 SETTINGS = ("n_ctx", "threads", "kv_type", "kv_window", "kv_sinks", "batch", "activations", "backend")
 
