@@ -57,9 +57,10 @@ def _report(stderr: bytes) -> dict:
 
 def _logits(binary, model, seqs, out, n_vocab, *, backend="vulkan", env=None, extra=(), chunk=0):
     spec = "; ".join(" ".join(map(str, s)) for s in seqs)
+    mode = [] if pllm_cli.ACT_FLAGS & set(map(str, extra)) else ["--exact"]  # the bounds are exact mode's
     proc = pllm_cli.run_cli(binary, ["logits", "-m", model, "--ids", spec, "--out", out, "-t", "2",
                                      "--backend", backend, *(["--chunk", str(chunk)] if chunk else []),
-                                     *map(str, extra)], env=env if backend == "cpu" else _device_env(env))
+                                     *mode, *map(str, extra)], env=env if backend == "cpu" else _device_env(env))
     pllm_cli.check_ok(proc)
     raw = np.fromfile(out, dtype="<f4").astype(np.float64)
     assert raw.size == sum(map(len, seqs)) * n_vocab
@@ -291,7 +292,7 @@ def test_auto_measures_both_then_keeps_the_faster(pllm_bin, vk, tiny_models_path
     env = _env(PLLM_VK_ALLOW_CPU_DEVICE=1)
     out = work_dir / "auto.f32"
     proc = pllm_cli.run_cli(pllm_bin, ["logits", "-m", tiny_models_paths[name], "--ids", " ".join(map(str, ids)),
-                                       "--out", out, "-t", "2", "--backend", "auto", "--chunk", "4", *kv],
+                                       "--out", out, "-t", "2", "--backend", "auto", "--chunk", "4", "--exact", *kv],
                             env=_device_env(env))
     pllm_cli.check_ok(proc)
     rep = _report(proc.stderr)
@@ -315,7 +316,7 @@ PROMPT = "What is the capital of France?"
 
 def _run_text(pllm_bin, model, backend, env=None, n=32):
     proc = pllm_cli.run_cli(pllm_bin, ["run", "-m", model, "-p", PROMPT, "-n", str(n), "--temp", "0", "-t", "2",
-                                       "--ignore-eos", "--backend", backend],
+                                       "--ignore-eos", "--exact", "--backend", backend],
                             env=env if backend == "cpu" else _device_env(env))
     pllm_cli.check_ok(proc)
     return proc.stdout.decode(), (_report(proc.stderr) if backend != "cpu" else None)
