@@ -2,6 +2,7 @@
 
 #if defined(__linux__)
 #include <sys/resource.h>
+#include <cerrno>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -27,7 +28,13 @@ ThreadPool::ThreadPool(int n_threads, int nice) : n_threads_(n_threads < 1 ? 1 :
 
 void lower_thread_priority(int nice) {
 #if defined(__linux__)
-  setpriority(PRIO_PROCESS, id_t(syscall(SYS_gettid)), nice);  // best effort: failure leaves it as is
+  // Only ever lower: a thread already nicer than `nice` (say, a niced process) keeps its value
+  // (root could otherwise raise it). Best effort: failure leaves it as is.
+  const id_t tid = id_t(syscall(SYS_gettid));
+  errno = 0;
+  const int now = getpriority(PRIO_PROCESS, tid);
+  if (errno == 0 && now >= nice) return;
+  setpriority(PRIO_PROCESS, tid, nice);
 #else
   (void)nice;
 #endif

@@ -90,6 +90,7 @@ TEST(Cores, PicksBigCoresOnHeterogeneousCpus) {
 
 TEST(ThreadPool, BackgroundWorkersRunAtLowerPriority) {
   const int base = getpriority(PRIO_PROCESS, 0);
+  if (base >= 10) GTEST_SKIP() << "the process already runs at nice " << base << ": workers keep it (never raised)";
   pllm::ThreadPool pool(3, 10);
   std::atomic<int> lowered{0}, seen{0};
   // Enough tasks that the workers take some; each reports its own thread's nice value. On a
@@ -100,7 +101,7 @@ TEST(ThreadPool, BackgroundWorkersRunAtLowerPriority) {
     const long tid = syscall(SYS_gettid);
     const int me = getpriority(PRIO_PROCESS, id_t(tid));
     seen++;
-    if (me >= std::min(19, base + 10)) lowered++;
+    if (me >= 10) lowered++;  // the pool's nice (base < 10 here)
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while (tid == caller && lowered.load() == 0 && std::chrono::steady_clock::now() < until)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
