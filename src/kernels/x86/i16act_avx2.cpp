@@ -149,32 +149,32 @@ struct Rows1 {
 struct G1 { __m256 d; };
 struct G2 { __m256 d, m; };
 
-// x = d * (q - 8) = d * q + (-8 d): the offset as a min term (one FMA per group and activation
-// row instead of two subtractions per unit and weight row); -8 d is exact.
-struct MQ4_0 : Rows2 {
-  using W = block_q4_0;
+// The 32-element types with a min (or an offset kept as one): one block per unit, the group's
+// d and m as gathered.
+struct Block32Min : Rows2 {
   static constexpr int kUnits = 1;
   static constexpr bool kMin = true;
   using G = G2;
+  static PLLM_AI __m256 scale(const G& g, int) { return g.d; }
+  static PLLM_AI __m256 min(const G& g, int) { return g.m; }
+};
+
+// x = d * (q - 8) = d * q + (-8 d): the offset as a min term (one FMA per group and activation
+// row instead of two subtractions per unit and weight row); -8 d is exact.
+struct MQ4_0 : Block32Min {
+  using W = block_q4_0;
   static PLLM_AI G group(const W* w, int nu) {
     const __m256 d = gather_h(w, nu, 0);
     return {d, _mm256_mul_ps(d, _mm256_set1_ps(-8.0f))};
   }
   static PLLM_AI void codes(const W* w, const G&, int u, Q& q) { nibbles(w[u].qs, q.lo, q.hi); }
-  static PLLM_AI __m256 scale(const G& g, int) { return g.d; }
-  static PLLM_AI __m256 min(const G& g, int) { return g.m; }
 };
 
 // x = d * q + m
-struct MQ4_1 : Rows2 {
+struct MQ4_1 : Block32Min {
   using W = block_q4_1;
-  static constexpr int kUnits = 1;
-  static constexpr bool kMin = true;
-  using G = G2;
   static PLLM_AI G group(const W* w, int nu) { return {gather_h(w, nu, 0), gather_h(w, nu, 2)}; }
   static PLLM_AI void codes(const W* w, const G&, int u, Q& q) { nibbles(w[u].qs, q.lo, q.hi); }
-  static PLLM_AI __m256 scale(const G& g, int) { return g.d; }
-  static PLLM_AI __m256 min(const G& g, int) { return g.m; }
 };
 
 // q = nibble | fifth bit << 4 (0..31)
@@ -188,30 +188,20 @@ PLLM_AI void q5_codes(const uint8_t* qh, const uint8_t* qs, Q& q) {
 }
 
 // x = d * (q - 16) = d * q + (-16 d), the offset as a min term (see Q4_0)
-struct MQ5_0 : Rows2 {
+struct MQ5_0 : Block32Min {
   using W = block_q5_0;
-  static constexpr int kUnits = 1;
-  static constexpr bool kMin = true;
-  using G = G2;
   static PLLM_AI G group(const W* w, int nu) {
     const __m256 d = gather_h(w, nu, 0);
     return {d, _mm256_mul_ps(d, _mm256_set1_ps(-16.0f))};
   }
   static PLLM_AI void codes(const W* w, const G&, int u, Q& q) { q5_codes(w[u].qh, w[u].qs, q); }
-  static PLLM_AI __m256 scale(const G& g, int) { return g.d; }
-  static PLLM_AI __m256 min(const G& g, int) { return g.m; }
 };
 
 // x = d * q + m
-struct MQ5_1 : Rows2 {
+struct MQ5_1 : Block32Min {
   using W = block_q5_1;
-  static constexpr int kUnits = 1;
-  static constexpr bool kMin = true;
-  using G = G2;
   static PLLM_AI G group(const W* w, int nu) { return {gather_h(w, nu, 0), gather_h(w, nu, 2)}; }
   static PLLM_AI void codes(const W* w, const G&, int u, Q& q) { q5_codes(w[u].qh, w[u].qs, q); }
-  static PLLM_AI __m256 scale(const G& g, int) { return g.d; }
-  static PLLM_AI __m256 min(const G& g, int) { return g.m; }
 };
 
 // x = d * q, q int8
