@@ -50,6 +50,20 @@ SessionConfig config_of(const SeqSpec& s) {
 
 int32_t argmax(const float* l, int n) { return int32_t(std::max_element(l, l + n) - l); }
 
+// Sequence `seq` (kSpecs) on a session of engine `e`: a 9-token prompt, then 4 greedy tokens
+// into `out`, one step each.
+void greedy_on(const std::shared_ptr<const Model>& model, int seq, std::shared_ptr<Engine> e,
+               std::vector<int32_t>& out) {
+  auto s = Session::create(model, config_of(kSpecs[seq]), std::move(e));
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(s.value()->eval_last(prompt_of(seq, 9)).ok());
+  const int V = model->config().n_vocab;
+  for (int i = 0; i < 4; ++i) {
+    out.push_back(argmax(s.value()->last_logits(), V));
+    ASSERT_TRUE(s.value()->eval_last({&out.back(), 1}).ok());
+  }
+}
+
 // What one sequence produced: the greedy tokens and the logits each was chosen from.
 struct Trace {
   std::vector<int32_t> tokens;
@@ -259,15 +273,8 @@ TEST_F(EngineReal, ConcurrentCallersOnOneEngine) {
   auto model = load_model();
   auto engine = Engine::create(2);
   ASSERT_TRUE(engine.ok());
-  const int V = model->config().n_vocab;
   auto run = [&](int seq, std::shared_ptr<Engine> e, std::vector<int32_t>& out) {
-    auto s = Session::create(model, config_of(kSpecs[seq]), e);
-    ASSERT_TRUE(s.ok());
-    ASSERT_TRUE(s.value()->eval_last(prompt_of(seq, 9)).ok());
-    for (int i = 0; i < 4; ++i) {
-      out.push_back(argmax(s.value()->last_logits(), V));
-      ASSERT_TRUE(s.value()->eval_last({&out.back(), 1}).ok());
-    }
+    greedy_on(model, seq, std::move(e), out);
   };
   std::vector<int32_t> alone[3], together[3];
   for (int i = 0; i < 3; ++i) run(i, engine.value(), alone[i]);
@@ -291,15 +298,8 @@ TEST_F(EngineReal, ConcurrentCallersOnAnAutoEngineWithoutADevice) {
   auto model = load_model();
   auto engine = Engine::create(2, EngineBackend::auto_);
   ASSERT_TRUE(engine.ok());
-  const int V = model->config().n_vocab;
   auto run = [&](int seq, std::shared_ptr<Engine> e, std::vector<int32_t>& out) {
-    auto s = Session::create(model, config_of(kSpecs[seq]), e);
-    ASSERT_TRUE(s.ok());
-    ASSERT_TRUE(s.value()->eval_last(prompt_of(seq, 9)).ok());
-    for (int i = 0; i < 4; ++i) {
-      out.push_back(argmax(s.value()->last_logits(), V));
-      ASSERT_TRUE(s.value()->eval_last({&out.back(), 1}).ok());
-    }
+    greedy_on(model, seq, std::move(e), out);
   };
   auto cpu = Engine::create(2);
   ASSERT_TRUE(cpu.ok());
