@@ -71,6 +71,24 @@ def test_batched_equals_solo_engine_run(pllm_bin, tiny_models_paths, work_dir, n
         assert np.max(np.abs(got[k] - solo)) <= 1e-5 * rms, f"{name} sequence {k}"
 
 
+def _decode_together_vs_solo(pllm_bin, model, work_dir, name, isa, mode_flag, seed):
+    """The LENGTHS sequences decoded one token per step, together and each alone, with f32 KV
+    and `mode_flag`: per sequence, max |together - alone| over the RMS of its solo logits."""
+    n_vocab = Reference(model).hp.n_vocab
+    seqs = [tm.sample_ids(CONFIGS[name], n, seed=k + seed) for k, n in enumerate(LENGTHS)]
+    env = pllm_cli.isa_env(isa)
+    kv = ("--kv-type", "f32")
+    got = _run_together(pllm_bin, model, seqs, work_dir / "batched.f32", n_vocab, env=env, extra=kv + (mode_flag,),
+                        chunk=1)
+    errs = []
+    for k, s in enumerate(seqs):
+        solo = pllm_cli.run_logits(pllm_bin, model, s, work_dir / "solo.f32", n_vocab, chunk=1, env=env,
+                                   extra=kv + (mode_flag,))
+        errs.append(np.max(np.abs(got[k] - solo)) / np.sqrt(np.mean(solo ** 2)))
+        print(f"{name} isa={isa} {mode_flag} sequence {k}: max |batched - solo| = {errs[-1]:.2e} x rms")
+    return errs
+
+
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("name", ["llama-Q4_0", "qwen2-Q4_1", "llama-Q8_0", "gemma3-Q4_0"])
 def test_int8_batched_decode_equals_solo_engine_run(pllm_bin, tiny_models_paths, work_dir, name, isa):
@@ -78,16 +96,9 @@ def test_int8_batched_decode_equals_solo_engine_run(pllm_bin, tiny_models_paths,
     take the multi-row int8 kernel (vec_dot_rows_multi); the solo runs take the one-row
     kernel. Each activation row is quantised on its own and the integer block sums are exact,
     so only the order of f32 sums may differ (as in the exact-mode test above)."""
-    n_vocab = Reference(tiny_models_paths[name]).hp.n_vocab
-    seqs = [tm.sample_ids(CONFIGS[name], n, seed=k + 7) for k, n in enumerate(LENGTHS)]
-    env = pllm_cli.isa_env(isa)
-    got = _run_together(pllm_bin, tiny_models_paths[name], seqs, work_dir / "batched.f32", n_vocab, env=env,
-                        extra=("--kv-type", "f32", "--int8-act"), chunk=1)
-    for k, s in enumerate(seqs):
-        solo = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], s, work_dir / "solo.f32", n_vocab, chunk=1,
-                                   env=env, int8_act=True, extra=("--kv-type", "f32"))
-        rms = np.sqrt(np.mean(solo ** 2))
-        assert np.max(np.abs(got[k] - solo)) <= 1e-5 * rms, f"{name} isa={isa} sequence {k}"
+    for k, err in enumerate(_decode_together_vs_solo(pllm_bin, tiny_models_paths[name], work_dir, name, isa,
+                                                     "--int8-act", seed=7)):
+        assert err <= 1e-5, f"{name} isa={isa} sequence {k}"
 
 
 @pytest.mark.parametrize("isa", ISAS)
@@ -100,17 +111,8 @@ def test_int16_batched_decode_equals_solo_engine_run(pllm_bin, tiny_models_paths
     where it moves an activation across an int16 rounding step the logits move by ~1e-4 of
     their RMS, still far inside this bound (a misrouted row would differ by O(1)). Measured on
     scalar and AVX2: bit-identical."""
-    n_vocab = Reference(tiny_models_paths[name]).hp.n_vocab
-    seqs = [tm.sample_ids(CONFIGS[name], n, seed=k + 11) for k, n in enumerate(LENGTHS)]
-    env = pllm_cli.isa_env(isa)
-    got = _run_together(pllm_bin, tiny_models_paths[name], seqs, work_dir / "batched.f32", n_vocab, env=env,
-                        extra=("--kv-type", "f32", "--int16-act"), chunk=1)
-    for k, s in enumerate(seqs):
-        solo = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], s, work_dir / "solo.f32", n_vocab, chunk=1,
-                                   env=env, int16_act=True, extra=("--kv-type", "f32"))
-        rms = np.sqrt(np.mean(solo ** 2))
-        err = np.max(np.abs(got[k] - solo)) / rms
-        print(f"{name} isa={isa} sequence {k}: max |batched - solo| = {err:.2e} x rms")
+    for k, err in enumerate(_decode_together_vs_solo(pllm_bin, tiny_models_paths[name], work_dir, name, isa,
+                                                     "--int16-act", seed=11)):
         assert err <= 1e-3, f"{name} isa={isa} sequence {k}"
 
 
