@@ -34,6 +34,7 @@ class Api : public ::testing::Test {
   void TearDown() override { pllm_session_free(session_); }
 
   std::vector<pllm_token> chat_prompt(const char* user) { return ::chat_prompt(model_, user); }
+  std::string capital_answer(const pllm_session_params& sp);
 
   static pllm_model* model_;
   pllm_session* session_ = nullptr;
@@ -167,21 +168,28 @@ TEST_F(Api, SameSeedSameTokens) {
   EXPECT_NE(run(5), run(6));
 }
 
+// The greedy answer (16 tokens) of a session with these parameters to the capital question.
+std::string Api::capital_answer(const pllm_session_params& sp) {
+  pllm_session* s = nullptr;
+  EXPECT_EQ(pllm_session_create(model_, &sp, &s), PLLM_OK) << pllm_last_error();
+  if (!s) return "";
+  auto ids = chat_prompt("What is the capital of France?");
+  Collected c;
+  auto gp = greedy(16);
+  EXPECT_EQ(pllm_generate(s, ids.data(), ids.size(), &gp, collect, &c, nullptr), PLLM_OK) << pllm_last_error();
+  pllm_session_free(s);
+  std::printf("answer: %s\n", c.text.c_str());
+  return c.text;
+}
+
 // W4A16 session parameter: greedy "Paris" survives fp16 activations; int8 + f16 is refused.
 TEST_F(Api, F16ActivationsSession) {
   pllm_session_params sp = pllm_session_default_params();
   sp.n_ctx = 256;
   sp.f16_activations = 1;
-  pllm_session* s = nullptr;
-  ASSERT_EQ(pllm_session_create(model_, &sp, &s), PLLM_OK) << pllm_last_error();
-  auto ids = chat_prompt("What is the capital of France?");
-  Collected c;
-  auto gp = greedy(16);
-  EXPECT_EQ(pllm_generate(s, ids.data(), ids.size(), &gp, collect, &c, nullptr), PLLM_OK) << pllm_last_error();
-  EXPECT_NE(c.text.find("Paris"), std::string::npos) << c.text;
-  pllm_session_free(s);
+  EXPECT_NE(capital_answer(sp).find("Paris"), std::string::npos);
   sp.int8_activations = 1;
-  s = nullptr;
+  pllm_session* s = nullptr;
   EXPECT_EQ(pllm_session_create(model_, &sp, &s), PLLM_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(s, nullptr);
   EXPECT_NE(std::string(pllm_last_error()).find("f16"), std::string::npos) << pllm_last_error();
@@ -193,14 +201,8 @@ TEST_F(Api, Int16ActivationsSession) {
   pllm_session_params sp = pllm_session_default_params();
   sp.n_ctx = 256;
   sp.activations = PLLM_ACT_INT16;
+  EXPECT_NE(capital_answer(sp).find("Paris"), std::string::npos);
   pllm_session* s = nullptr;
-  ASSERT_EQ(pllm_session_create(model_, &sp, &s), PLLM_OK) << pllm_last_error();
-  auto ids = chat_prompt("What is the capital of France?");
-  Collected c;
-  auto gp = greedy(16);
-  EXPECT_EQ(pllm_generate(s, ids.data(), ids.size(), &gp, collect, &c, nullptr), PLLM_OK) << pllm_last_error();
-  EXPECT_NE(c.text.find("Paris"), std::string::npos) << c.text;
-  pllm_session_free(s);
   for (auto set : {+[](pllm_session_params& p) { p.int8_activations = 1; },
                    +[](pllm_session_params& p) { p.f16_activations = 1; },
                    +[](pllm_session_params& p) { p.static_activations = 1; }}) {
