@@ -131,22 +131,26 @@ def assert_clean_error(proc: subprocess.CompletedProcess) -> str:
 ACT_FLAGS = {"--exact", "--int8-act", "--f16-act", "--int16-act", "--static-act"}
 
 
+def exact_unless_chosen(args) -> list[str]:
+    """["--exact"] unless `args` already choose an activation mode: the reference comparisons'
+    bounds are exact mode's, and the engine's default is int16."""
+    return [] if ACT_FLAGS & set(map(str, args)) else ["--exact"]
+
+
 def run_logits(binary: Path, model: Path, ids: list[int], out_file: Path, n_vocab: int, *,
                threads: int = 2, env: dict | None = None, int8_act: bool = False,
                f16_act: bool = False, int16_act: bool = False, extra: list | tuple = (),
                chunk: int = 0) -> np.ndarray:
     """Engine logits [len(ids), n_vocab] as float64; `int8_act` adds --int8-act, `f16_act`
     --f16-act, `int16_act` --int16-act, and without any of them (nor one in `extra`) --exact,
-    which the reference comparisons assume (the engine's default is int16); `chunk` appends the ids in calls of that many tokens (1: each through the
-    decode path); `extra` more CLI arguments (e.g. KV options)."""
+    which the reference comparisons assume (the engine's default is int16); `chunk` appends
+    the ids in calls of that many tokens (1: each through the decode path); `extra` more CLI
+    arguments (e.g. KV options)."""
+    args = [flag for flag, on in (("--int8-act", int8_act), ("--f16-act", f16_act), ("--int16-act", int16_act))
+            if on] + [str(a) for a in extra]
     proc = run_cli(binary, ["logits", "-m", model, "--ids", " ".join(map(str, ids)),
                             "--out", out_file, "-t", str(threads)]
-                   + (["--int8-act"] if int8_act else [])
-                   + (["--f16-act"] if f16_act else [])
-                   + (["--int16-act"] if int16_act else [])
-                   + (["--exact"] if not (int8_act or f16_act or int16_act or ACT_FLAGS & set(map(str, extra)))
-                      else [])
-                   + (["--chunk", str(chunk)] if chunk else []) + [str(a) for a in extra], env=env)
+                   + exact_unless_chosen(args) + (["--chunk", str(chunk)] if chunk else []) + args, env=env)
     check_ok(proc)
     raw = np.fromfile(out_file, dtype="<f4")
     assert raw.size == len(ids) * n_vocab, (

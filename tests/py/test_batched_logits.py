@@ -22,7 +22,7 @@ CHUNK = 4
 
 def _run_together(pllm_bin, model, seqs, out, n_vocab, env=None, extra=(), chunk=CHUNK):
     spec = "; ".join(" ".join(map(str, s)) for s in seqs)
-    mode = [] if pllm_cli.ACT_FLAGS & set(map(str, extra)) else ["--exact"]  # as run_logits
+    mode = pllm_cli.exact_unless_chosen(extra)
     proc = pllm_cli.run_cli(pllm_bin, ["logits", "-m", model, "--ids", spec, "--out", out, "-t", "2",
                                        "--chunk", str(chunk), *mode, *extra], env=env)
     pllm_cli.check_ok(proc)

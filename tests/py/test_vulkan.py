@@ -57,7 +57,7 @@ def _report(stderr: bytes) -> dict:
 
 def _logits(binary, model, seqs, out, n_vocab, *, backend="vulkan", env=None, extra=(), chunk=0):
     spec = "; ".join(" ".join(map(str, s)) for s in seqs)
-    mode = [] if pllm_cli.ACT_FLAGS & set(map(str, extra)) else ["--exact"]  # the bounds are exact mode's
+    mode = pllm_cli.exact_unless_chosen(extra)
     proc = pllm_cli.run_cli(binary, ["logits", "-m", model, "--ids", spec, "--out", out, "-t", "2",
                                      "--backend", backend, *(["--chunk", str(chunk)] if chunk else []),
                                      *mode, *map(str, extra)], env=env if backend == "cpu" else _device_env(env))
