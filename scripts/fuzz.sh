@@ -22,7 +22,7 @@ install_deps  # clang and libFuzzer's runtime (a no-op when test.sh ran it alrea
 
 log "fuzz build (clang, ASan + UBSan + libFuzzer)"
 # shellcheck disable=SC2046
-CC=clang CXX=clang++ cmake -S "$ROOT" -B "$BUILD" -G Ninja $(cmake_launcher) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+CC=clang CXX=clang++ cmake -S "$ROOT" -B "$BUILD" -G Ninja $(cmake_launcher) "${SANITIZER_BUILD[@]}" \
   -DPLLM_FUZZ=ON -DPLLM_SANITIZE=OFF -DPLLM_TSAN=OFF -DPLLM_BUILD_TESTS=OFF -DPLLM_BUILD_TOOLS=OFF >/dev/null
 cmake --build "$BUILD" -j "$JOBS" --target pllm_fuzzers
 

@@ -64,7 +64,7 @@ ASAN_NUMERICS+=':KvSnapshot.Q4Only*:Api.SameSeedSameTokens'
 # the runtime's token-equality cases (its argument, control and frame cases stay)
 ASAN_NUMERICS+=':RuntimeReal.ManySessions*:RuntimeReal.AFollowUp*:RuntimeReal.Paused*:RuntimeReal.Interactive*'
 ASAN_NUMERICS+=':RuntimeReal.GovernorCaps*:RuntimeReal.DriverThread*:RuntimeApi.QuickStart*:RuntimeApi.ManySessions*'
-cmake -S "$ROOT" -B "$ROOT/build-asan" -G Ninja $(cmake_launcher) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPLLM_SANITIZE=ON -DPLLM_TSAN=OFF \
+cmake -S "$ROOT" -B "$ROOT/build-asan" -G Ninja $(cmake_launcher) "${SANITIZER_BUILD[@]}" -DPLLM_SANITIZE=ON -DPLLM_TSAN=OFF \
   -DPLLM_BUILD_TESTS=ON >/dev/null
 cmake --build "$ROOT/build-asan" -j "$JOBS" --target pocketllm_cli "${ASAN_TESTS[@]}"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -116,7 +116,7 @@ declare -A TSAN_FILTER=(
   [test_api]='Api.CancelFromAnotherThread:Api.CallbackStopsAndCancelFromInsideStops:Api.PrewarmThenGenerate:ApiLoad.*'
   [test_prefix_cache]='PrefixCacheTest.SharedBySessions*:PrefixCacheTest.Prewarm*'
 )
-cmake -S "$ROOT" -B "$ROOT/build-tsan" -G Ninja $(cmake_launcher) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPLLM_TSAN=ON -DPLLM_SANITIZE=OFF \
+cmake -S "$ROOT" -B "$ROOT/build-tsan" -G Ninja $(cmake_launcher) "${SANITIZER_BUILD[@]}" -DPLLM_TSAN=ON -DPLLM_SANITIZE=OFF \
   -DPLLM_BUILD_TESTS=ON >/dev/null
 cmake --build "$ROOT/build-tsan" -j "$JOBS" --target "${TSAN_TESTS[@]}"
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1

@@ -15,6 +15,8 @@
 //   f32_rows    vec_dot_f32_rows; f32_rows/N: vec_dot_f32_rows_multi (exact mode)
 //   int16       vec_dot_i16act_tile, one activation row (quantize_row_q16 outside the
 //               timing, as quantize_act for int8); int16/N: N activation rows
+// and in exact-mode prefill (64 tokens, rows in chunks of 64):
+//   f32_gemm/64 gemm_f32, beside f32_rows/64 (the same sums in groups of 8 tokens)
 // bytes_per_second counts weight bytes read per pass (so for f32_multi/N it is the
 // weight-streaming rate; eff_GB/s multiplies by N: weight bytes per token-row).
 // Both matrices are ~0.3-2.4 MB, i.e. they live in L2/L3: these are kernel
@@ -77,7 +79,7 @@ std::vector<float> make_act(int64_t n, std::mt19937& rng) {
   return x;
 }
 
-enum class Kind { int8, deq_dot, f32, f32_multi, int8_loop, gemm, int8_rows, f32_rows, int16 };
+enum class Kind { int8, deq_dot, f32, f32_multi, int8_loop, gemm, int8_rows, f32_rows, f32_gemm, int16 };
 constexpr int64_t kChunk = 64;
 
 void run(benchmark::State& st, const KernelTable* kt, const Mat* m, Kind kind, int nx) {
@@ -124,12 +126,15 @@ void run(benchmark::State& st, const KernelTable* kt, const Mat* m, Kind kind, i
         break;
       case Kind::int8_rows:
       case Kind::f32_rows:
+      case Kind::f32_gemm:
       case Kind::int16:
         for (int64_t r0 = 0; r0 < m->rows; r0 += kChunk) {
           const int nr = int(std::min(kChunk, m->rows - r0));
           const uint8_t* wc = w + r0 * m->row_bytes;
           float* yc = y.data() + r0;
-          if (kind == Kind::int16)
+          if (kind == Kind::f32_gemm)
+            k.gemm_f32(cols, wc, m->row_bytes, nr, x.data(), cols, nx, yc, m->rows);
+          else if (kind == Kind::int16)
             k.vec_dot_i16act_tile(cols, wc, m->row_bytes, nr, x16.data(), q16_stride, nx, yc, m->rows);
           else if (kind == Kind::f32_rows && nx == 1)
             k.vec_dot_f32_rows(cols, wc, m->row_bytes, nr, x.data(), yc);
@@ -187,6 +192,8 @@ int main(int argc, char** argv) {
       reg("f32", Kind::f32, 1);
       reg("f32_multi/4", Kind::f32_multi, 4);
       reg("f32_multi/8", Kind::f32_multi, 8);
+      reg("f32_rows/64", Kind::f32_rows, 64);
+      reg("f32_gemm/64", Kind::f32_gemm, 64);
       if (k_has_int8(*kt, m.type)) {
         reg("int8_loop/64", Kind::int8_loop, 64);
         reg("gemm/64", Kind::gemm, 64);

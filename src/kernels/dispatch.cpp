@@ -132,6 +132,7 @@ Tables build_tables() {
   kern::fill_f16act_scalar(t.table[0]);
   kern::fill_i16act_scalar(t.table[0]);
   kern::fill_panel_scalar(t.table[0]);
+  for (TypeKernels& tk : t.table[0].types) tk.gemm_f32 = tk.vec_dot_f32_rows_multi;  // the scalar twin
   t.ok[0] = true;
   for (int i = 1; i < kNumIsa; ++i) {
     const Isa isa = static_cast<Isa>(i);
@@ -140,9 +141,12 @@ Tables build_tables() {
     // Repacked panels only where this ISA has its own kernel (else the model keeps the
     // file's layout rather than run the scalar twin).
     // Likewise the int16 tiles: a type without this ISA's own tile takes the exact path.
+    // The prefill GEMM must equal this table's vec_dot_f32_rows_multi bit for bit: a type whose
+    // exact kernels are not this ISA's own gets that function itself (below).
     for (TypeKernels& tk : k.types) {
       tk.vec_dot_panels = nullptr;
       tk.vec_dot_i16act_tile = nullptr;
+      tk.gemm_f32 = nullptr;
     }
     switch (isa) {
 #if defined(PLLM_HAVE_X86_KERNELS)
@@ -158,6 +162,8 @@ Tables build_tables() {
     }
     fill_f16act(k, isa);
     fill_i16act(k, isa);
+    for (TypeKernels& tk : k.types)
+      if (!tk.gemm_f32) tk.gemm_f32 = tk.vec_dot_f32_rows_multi;
     k.isa = isa;
     t.table[i] = k;
     t.ok[i] = true;

@@ -74,6 +74,12 @@ struct TypeKernels {
   // the activation rows in registers (drivers/exact_tile.h); the scalar twin loops vec_dot_f32_multi.
   void (*vec_dot_f32_rows_multi)(int64_t n, const void* w, size_t w_stride, int n_rows, const float* x,
                                  int64_t x_stride, int n_x, float* out, int64_t out_stride) = nullptr;
+  // Exact path, prefill: the same arguments and bit for bit the same results as
+  // vec_dot_f32_rows_multi, faster for many activation rows (SIMD tables decode each weight
+  // block once per 64 rows into an L1 buffer: drivers/exact_gemm.h). The scalar table's is its
+  // vec_dot_f32_rows_multi. Never null for an available type.
+  void (*gemm_f32)(int64_t n, const void* w, size_t w_stride, int n_rows, const float* x, int64_t x_stride,
+                   int n_x, float* out, int64_t out_stride) = nullptr;
   // Decode over load-time repacked weights (quant/panel.h; Q4_0, Q4_1, Q8_0): n_panels
   // panels of 16 rows (n elements each) back to back at w, against ONE activation row in
   // quantize_act's format: out[16 p + i] = vec_dot(row i of panel p) up to f32 rounding

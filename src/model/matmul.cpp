@@ -176,9 +176,14 @@ void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_t
       tk.vec_dot_f32_rows(cols, w, rb, int(r1 - r0), X, Y + r0);
       return;
     }
-    // Exact, several token rows (a batched decode step, or prefill in groups of
-    // kMultiRowDecode rows): a chunk of weight rows per call, each weight block decoded in
-    // registers once for the group's rows and FMA'd with their f32 activations.
+    // Exact prefill: the GEMM decodes each weight block once for up to 64 token rows (the same
+    // sums, bit for bit, as the multi-row kernel below).
+    if (n_tok > kMultiRowDecode) {
+      tk.gemm_f32(cols, w, rb, int(r1 - r0), X, cols, n_tok, Y + r0, rows);
+      return;
+    }
+    // Exact, a batched decode step: a chunk of weight rows per call, each weight block decoded
+    // in registers once for the step's rows and FMA'd with their f32 activations.
     for (int t0 = 0; t0 < n_tok; t0 += kMultiRowDecode) {
       const int nt = std::min(kMultiRowDecode, n_tok - t0);
       tk.vec_dot_f32_rows_multi(cols, w, rb, int(r1 - r0), X + int64_t(t0) * cols, cols, nt, Y + int64_t(t0) * rows + r0,

@@ -398,6 +398,56 @@ TEST_P(MatvecRows, ExactMultiRowsMatchScalarPairs) {
   }
 }
 
+// gemm_f32 (exact prefill): bit for bit what vec_dot_f32_rows_multi gives for the same call
+// (the test above holds that one to the scalar twin), on every type. n = 576 (1536 for the
+// K-quants) ends in a short chunk of units; n_x covers the short last groups of 1-2 rows
+// that go to the multi-row kernel, remainder tiles and more than one pass of 64 rows; n_rows
+// whole 12- and 16-row decode blocks and remainders; gaps between output rows guarded.
+TEST_P(MatvecRows, ExactGemmEqualsMultiRows) {
+  std::mt19937 rng(6161 + static_cast<int>(GetParam()));
+  for (TensorType t : kTypes) {
+    const TypeKernels& k = table_->for_type(t);
+    ASSERT_NE(k.gemm_f32, nullptr);
+    if (k.gemm_f32 == k.vec_dot_f32_rows_multi) continue;  // the scalar table's (and any type without its own)
+    const char* tname = type_traits(static_cast<uint32_t>(t))->name;
+    {
+      const int64_t n = sizes_for(t)[1];
+      const size_t rb = *row_bytes(static_cast<uint32_t>(t), n), stride = rb + 32;
+      const int64_t xs = n + 5;
+      for (int n_rows : {1, 5, 16, 29}) {
+        for (int n_x : {1, 3, 10, 67, 130}) {
+          const bool raw = (n_rows + n_x) % 2 == 1 && !is_float(t);
+          std::vector<uint8_t> w(stride * n_rows);
+          for (int r = 0; r < n_rows; ++r) fill_row(t, n, rng, raw, w.data() + r * stride);
+          std::vector<float> x(size_t(xs) * n_x);
+          for (int j = 0; j < n_x; ++j) {
+            const std::vector<float> xf = random_floats(rng, n, j % 2 ? 3.0f : 0.5f);
+            std::copy(xf.begin(), xf.end(), x.begin() + j * xs);
+          }
+          const int os = n_rows + 3;
+          auto run = [&](auto fn, const char* what) {
+            return guarded(os * n_x, [&](float* o) {
+              for (int j = 0; j < n_x; ++j)
+                for (int g = n_rows; g < os; ++g) std::memcpy(&o[j * os + g], &kGuardBits, 4);
+              fn(n, w.data(), stride, n_rows, x.data(), xs, n_x, o, os);
+            }, what);
+          };
+          const std::vector<float> want = run(k.vec_dot_f32_rows_multi, "vec_dot_f32_rows_multi");
+          const std::vector<float> got = run(k.gemm_f32, "gemm_f32");
+          for (int j = 0; j < n_x; ++j)
+            for (int g = 0; g < os; ++g) {
+              uint32_t a, b;
+              std::memcpy(&a, &got[j * os + g], 4);
+              std::memcpy(&b, &want[j * os + g], 4);
+              ASSERT_EQ(a, b) << tname << " n=" << n << " rows=" << n_rows << " n_x=" << n_x << " out row " << j
+                              << " col " << g << (g >= n_rows ? " (a guarded gap)" : "");
+            }
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllIsas, MatvecRows,
                          ::testing::Values(Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon_dotprod,
                                            Isa::neon_i8mm),

@@ -62,6 +62,9 @@ struct F32x4 {
   // (FMLA has no memory operand, so a second row halves the activation loads; 2 x 2 x 4
   // accumulators + 2 x 8 weight vectors fill the 32 registers), else one.
   static constexpr int tile_rows(int nx) { return nx <= 2 ? 2 : 1; }
+  // Register tile of drivers/exact_gemm.h: 3 x 3 (2 accumulators per pair, as exact_tile's
+  // 8-row tile: 18 + 3 weight vectors + 1 activation vector of the 32 registers).
+  static constexpr int kGemmR = 3, kGemmNX = 3;
   static PLLM_AI V zero() { return vdupq_n_f32(0.0f); }
   static PLLM_AI V set1(float x) { return vdupq_n_f32(x); }
   static PLLM_AI V load(const float* p) { return vld1q_f32(p); }

@@ -11,6 +11,7 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/drivers/exact_gemm.h"
 #include "kernels/drivers/exact_tile.h"
 
 namespace pllm::kern::drivers {
@@ -118,6 +119,7 @@ void set_exact(TK& k) {
   k.vec_dot_f32 = one_row<FusedDot<S, D>::template K, float>;
   k.vec_dot_f32_multi = in_groups_of_8<FusedDot<S, D>::template K, float>;
   k.vec_dot_f32_rows_multi = exact_rows_multi<S, D>;  // a batched decode step (exact_tile.h)
+  k.gemm_f32 = exact_gemm<S, D>;                      // prefill (exact_gemm.h)
 }
 
 // W4A16 (fp16 activations) of decoder D.

@@ -55,6 +55,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "kernels/drivers/unroll.h"
 #include "quant/blocks.h"
 
 #define PLLM_I16_AI inline __attribute__((always_inline))
@@ -64,13 +65,6 @@ namespace pllm::kern::drivers {
 // Activation scales are staged per slice of this many units (8192 elements; 16 KB of stack
 // at NX = 8). A multiple of 8.
 constexpr int kI16Slice = 256;
-
-// f.operator()<U>() for U = 0 .. N-1, U a constant expression in each.
-template <int N, class Fn>
-PLLM_I16_AI void i16_unroll(Fn&& f) {
-  [&]<int... U>(std::integer_sequence<int, U...>) { (f.template operator()<U>(), ...); }(
-      std::make_integer_sequence<int, N>{});
-}
 
 // One group of R rows (wr) x NX activation rows (ax: the group's first unit of each), its
 // staged d_a / d_a * sum at da / sa (x stride kI16Slice). kTail: the row's last group, whose
@@ -107,25 +101,25 @@ PLLM_I16_AI void i16_group(const typename M::W* const* wr, int nu, const block_q
   // Each unit is decoded and consumed at once. (Decoding the group's codes to the stack first
   // and running one activation row's tree at a time, so that fewer tree states are live,
   // measured 5-20 % slower at 4-8 activation rows on AVX2.)
+  // The loops over rows and activation rows are unrolled explicitly (unroll.h).
   I ev[R][NX];
   I1 p01[R][NX];
   I2 q[R][NX][2];
-  i16_unroll<8>([&]<int U>() {
+  unroll<8>([&]<int U>() {
     const bool live = U < kMax && (!kTail || U < nu);
     typename S::Q c[R] = {};
     if constexpr (U < kMax)
-      if (live)
-        for (int r = 0; r < R; ++r) M::codes(wr[r], g[r], U, c[r]);
-    for (int x = 0; x < NX; ++x)
-      for (int r = 0; r < R; ++r) {
+      if (live) unroll<R>([&]<int r>() { M::codes(wr[r], g[r], U, c[r]); });
+    unroll<NX>([&]<int x>() {
+      unroll<R>([&]<int r>() {
         I d = S::izero();
         if constexpr (U < kMax)
           if (live) d = S::dot(c[r], ax[x][U].qs);
         step(std::integral_constant<int, U>{}, d, ev[r][x], p01[r][x], q[r][x]);
-      }
+      });
+    });
   });
-  for (int x = 0; x < NX; ++x)
-    for (int r = 0; r < R; ++r) finish(r, x, q[r][x][0], q[r][x][1]);
+  unroll<NX>([&]<int x>() { unroll<R>([&]<int r>() { finish(r, x, q[r][x][0], q[r][x][1]); }); });
 }
 
 // Units [u0, u0 + nu) of R rows at w (ws bytes apart; u0 a multiple of 8) against NX activation

@@ -23,6 +23,8 @@ struct F32x16 {
   static constexpr int accs(int nx) { return nx <= 4 ? 2 : 1; }
   // Weight rows per register tile in drivers/exact_tile.h: one, as AVX2 (memory operands).
   static constexpr int tile_rows(int) { return 1; }
+  // Register tile of drivers/exact_gemm.h: 4 x 4 (16 accumulators + 5 of the 32 registers).
+  static constexpr int kGemmR = 4, kGemmNX = 4;
   static PLLM_AI V zero() { return _mm512_setzero_ps(); }
   static PLLM_AI V set1(float x) { return _mm512_set1_ps(x); }
   static PLLM_AI V load(const float* p) { return _mm512_loadu_ps(p); }
