@@ -24,7 +24,6 @@
 #include <cstdint>
 
 #include "kernels/drivers/exact_tile.h"
-#include "kernels/drivers/unroll.h"
 
 namespace pllm::kern::drivers {
 
@@ -43,32 +42,29 @@ inline __attribute__((always_inline)) void gemm_tile(const float* wb, const floa
   constexpr int L = S::kLanes, kVecs = 32 / L, kW = kGemmChunk * 32;
   static_assert(kVecs % A == 0, "vector k of a unit goes to accumulator k % A");
   V c[R][NX][A];
-  unroll<R>([&]<int r>() {
-    unroll<NX>([&]<int j>() {
-      unroll<A>([&]<int a>() { c[r][j][a] = first ? S::zero() : acc[(r * kGemmTokens + j) * A + a]; });
-    });
-  });
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < NX; ++j)
+      for (int a = 0; a < A; ++a) c[r][j][a] = first ? S::zero() : acc[(r * kGemmTokens + j) * A + a];
   for (int u = 0; u < nu; ++u)
-    unroll<kVecs>([&]<int k>() {
+    for (int k = 0; k < kVecs; ++k) {
       V wv[R];
-      unroll<R>([&]<int r>() { wv[r] = S::load(wb + r * kW + u * 32 + k * L); });
-      unroll<NX>([&]<int j>() {
+      for (int r = 0; r < R; ++r) wv[r] = S::load(wb + r * kW + u * 32 + k * L);
+      for (int j = 0; j < NX; ++j) {
         const V xv = S::load(xr[j] + u * 32 + k * L);
-        unroll<R>([&]<int r>() { c[r][j][k % A] = S::fma(c[r][j][k % A], wv[r], xv); });
-      });
-    });
-  unroll<R>([&]<int r>() {
-    unroll<NX>([&]<int j>() {
+        for (int r = 0; r < R; ++r) c[r][j][k % A] = S::fma(c[r][j][k % A], wv[r], xv);
+      }
+    }
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < NX; ++j) {
       if (!last) {
-        unroll<A>([&]<int a>() { acc[(r * kGemmTokens + j) * A + a] = c[r][j][a]; });
-        return;
+        for (int a = 0; a < A; ++a) acc[(r * kGemmTokens + j) * A + a] = c[r][j][a];
+        continue;
       }
       V s = c[r][j][0];  // pairwise, as exact_tile: (a0 + a1) + (a2 + a3)
       if constexpr (A == 2) s = S::add(c[r][j][0], c[r][j][1]);
       if constexpr (A == 4) s = S::add(S::add(c[r][j][0], c[r][j][1]), S::add(c[r][j][2], c[r][j][3]));
       out[j * os + r] = S::hsum(s);
-    });
-  });
+    }
 }
 
 // gemm_tile for a run-time remainder shape (1 <= nr <= R, 1 <= nx <= NX).

@@ -101,7 +101,6 @@ PLLM_I16_AI void i16_group(const typename M::W* const* wr, int nu, const block_q
   // Each unit is decoded and consumed at once. (Decoding the group's codes to the stack first
   // and running one activation row's tree at a time, so that fewer tree states are live,
   // measured 5-20 % slower at 4-8 activation rows on AVX2.)
-  // The loops over rows and activation rows are unrolled explicitly (unroll.h).
   I ev[R][NX];
   I1 p01[R][NX];
   I2 q[R][NX][2];
@@ -109,17 +108,18 @@ PLLM_I16_AI void i16_group(const typename M::W* const* wr, int nu, const block_q
     const bool live = U < kMax && (!kTail || U < nu);
     typename S::Q c[R] = {};
     if constexpr (U < kMax)
-      if (live) unroll<R>([&]<int r>() { M::codes(wr[r], g[r], U, c[r]); });
-    unroll<NX>([&]<int x>() {
-      unroll<R>([&]<int r>() {
+      if (live)
+        for (int r = 0; r < R; ++r) M::codes(wr[r], g[r], U, c[r]);
+    for (int x = 0; x < NX; ++x)
+      for (int r = 0; r < R; ++r) {
         I d = S::izero();
         if constexpr (U < kMax)
           if (live) d = S::dot(c[r], ax[x][U].qs);
         step(std::integral_constant<int, U>{}, d, ev[r][x], p01[r][x], q[r][x]);
-      });
-    });
+      }
   });
-  unroll<NX>([&]<int x>() { unroll<R>([&]<int r>() { finish(r, x, q[r][x][0], q[r][x][1]); }); });
+  for (int x = 0; x < NX; ++x)
+    for (int r = 0; r < R; ++r) finish(r, x, q[r][x][0], q[r][x][1]);
 }
 
 // Units [u0, u0 + nu) of R rows at w (ws bytes apart; u0 a multiple of 8) against NX activation
