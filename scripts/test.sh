@@ -36,7 +36,8 @@ export POCKETLLM_MODELS="$MODELS_DIR"
 log "release build"
 build "$ROOT/build" -DCMAKE_BUILD_TYPE=Release -DPLLM_BUILD_TESTS=ON -DPLLM_SANITIZE=OFF -DPLLM_TSAN=OFF
 (cd "$ROOT/build" && ctest --output-on-failure -j "$JOBS")
-POCKETLLM_BIN="$ROOT/build/pocketllm" "$VENV/bin/python" -m pytest -q "$ROOT/tests/py"
+# --durations: the slowest cases in the log, for keeping the suite within CI's time
+POCKETLLM_BIN="$ROOT/build/pocketllm" "$VENV/bin/python" -m pytest -q --durations=15 "$ROOT/tests/py"
 
 log "Python package: pip install ./python, then python/tests"
 # scikit-build-core builds the engine again, as a shared library, in build-python (incremental
