@@ -334,6 +334,19 @@ TEST_P(MatvecRows, MultiRowsMatchScalarPairs) {
   }
 }
 
+// n_rows weight rows (stride bytes apart) and n_x f32 activation rows (xs floats apart; odd
+// rows 6x the scale of even ones) for the multi-row tests.
+void rows_and_acts(TensorType t, int64_t n, size_t stride, int n_rows, int64_t xs, int n_x, bool raw,
+                   std::mt19937& rng, std::vector<uint8_t>& w, std::vector<float>& x) {
+  w.assign(stride * n_rows, 0);
+  for (int r = 0; r < n_rows; ++r) fill_row(t, n, rng, raw, w.data() + r * stride);
+  x.assign(size_t(xs) * n_x, 0.0f);
+  for (int j = 0; j < n_x; ++j) {
+    const std::vector<float> xf = random_floats(rng, n, j % 2 ? 3.0f : 0.5f);
+    std::copy(xf.begin(), xf.end(), x.begin() + j * xs);
+  }
+}
+
 // vec_dot_f32_rows_multi (a batched decode step, exact path): n_x f32 activation rows against
 // n_rows weight rows, out[x * os + r] within the f32 bound above of the scalar one-row
 // vec_dot_f32 of that pair, on every type. Row counts cover whole register tiles and every
@@ -354,13 +367,9 @@ TEST_P(MatvecRows, ExactMultiRowsMatchScalarPairs) {
       for (int n_rows : {1, 2, 3, 4, 5, 7, 13}) {
         for (int n_x : {1, 2, 3, 4, 5, 7, 8, 11}) {
           const bool raw = (n_rows + n_x) % 2 == 1 && !is_float(t);
-          std::vector<uint8_t> w(stride * n_rows);
-          for (int r = 0; r < n_rows; ++r) fill_row(t, n, rng, raw, w.data() + r * stride);
-          std::vector<float> x(size_t(xs) * n_x);
-          for (int j = 0; j < n_x; ++j) {
-            const std::vector<float> xf = random_floats(rng, n, j % 2 ? 3.0f : 0.5f);
-            std::copy(xf.begin(), xf.end(), x.begin() + j * xs);
-          }
+          std::vector<uint8_t> w;
+          std::vector<float> x;
+          rows_and_acts(t, n, stride, n_rows, xs, n_x, raw, rng, w, x);
           const int os = n_rows + 3;
           auto call = [&](const uint8_t* wr, int rows, float* o) {
             for (int j = 0; j < n_x; ++j)  // the gaps between output rows hold guard values too
@@ -417,13 +426,9 @@ TEST_P(MatvecRows, ExactGemmEqualsMultiRows) {
       for (int n_rows : {1, 5, 16, 29}) {
         for (int n_x : {1, 3, 10, 67, 130}) {
           const bool raw = (n_rows + n_x) % 2 == 1 && !is_float(t);
-          std::vector<uint8_t> w(stride * n_rows);
-          for (int r = 0; r < n_rows; ++r) fill_row(t, n, rng, raw, w.data() + r * stride);
-          std::vector<float> x(size_t(xs) * n_x);
-          for (int j = 0; j < n_x; ++j) {
-            const std::vector<float> xf = random_floats(rng, n, j % 2 ? 3.0f : 0.5f);
-            std::copy(xf.begin(), xf.end(), x.begin() + j * xs);
-          }
+          std::vector<uint8_t> w;
+          std::vector<float> x;
+          rows_and_acts(t, n, stride, n_rows, xs, n_x, raw, rng, w, x);
           const int os = n_rows + 3;
           auto run = [&](auto fn, const char* what) {
             return guarded(os * n_x, [&](float* o) {
