@@ -1,6 +1,6 @@
 // Baseline-NEON weight decoders for the fused-dot driver (kernels/drivers/fused_dot.h):
-// exact mode (neon.cpp) and W4A16 (f16act_neon.cpp); i16act_neon.cpp uses q5_high16. Baseline
-// flags only (see simd_neon.h).
+// exact mode (neon.cpp) and W4A16 (f16act_neon.cpp); i16act_neon.cpp uses q5_high16 and
+// q4k_unit_codes. Baseline flags only (see simd_neon.h).
 //
 // Same scheme as x86/decode_avx2.h: a decoder yields 32-element units (eight float32x4)
 // holding exactly dequantize_row's floats: kUnits, block(b), unit(u, v), tail(n, buf).
@@ -169,6 +169,21 @@ struct DecQ8_0 : DecQuant {
   }
 };
 
+// Unit u (0..7) of a Q4_K block's quants qs: its 32 4-bit codes in two byte vectors (units
+// 2i and 2i + 1 are the low and high nibbles of the same 32 bytes). Also the int16 kernels'.
+PLLM_AI void q4k_unit_codes(const uint8_t* qs, int u, uint8x16_t& a, uint8x16_t& b) {
+  const uint8_t* p = qs + 32 * (u / 2);
+  a = vld1q_u8(p);
+  b = vld1q_u8(p + 16);
+  if (u & 1) {
+    a = vshrq_n_u8(a, 4);
+    b = vshrq_n_u8(b, 4);
+  } else {
+    a = vandq_u8(a, vdupq_n_u8(0x0F));
+    b = vandq_u8(b, vdupq_n_u8(0x0F));
+  }
+}
+
 // reference (d * sc) * q - dmin * m, both products exact: FMA rounds identically.
 struct DecQ4_K : DecQuant {
   static constexpr int kUnits = 8;
@@ -187,15 +202,8 @@ struct DecQ4_K : DecQuant {
     q = w[b].qs;
   }
   PLLM_AI void unit(int u, float32x4_t v[8]) {
-    const uint8_t* p = q + 32 * (u / 2);
-    uint8x16_t a = vld1q_u8(p), b = vld1q_u8(p + 16);
-    if (u & 1) {
-      a = vshrq_n_u8(a, 4);
-      b = vshrq_n_u8(b, 4);
-    } else {
-      a = vandq_u8(a, vdupq_n_u8(0x0F));
-      b = vandq_u8(b, vdupq_n_u8(0x0F));
-    }
+    uint8x16_t a, b;
+    q4k_unit_codes(q, u, a, b);
     u8_to_f32(a, v);
     u8_to_f32(b, v + 4);
     const float32x4_t ds = vdupq_n_f32(dsc[u]), m = vdupq_n_f32(mn[u]);

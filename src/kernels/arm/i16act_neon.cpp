@@ -17,7 +17,8 @@
 // 9.7 / 18.7 at four; Q8_0 9.8 / 25.1, 9.7 / 18.2 (this file's own tile loop before the driver:
 // Q4_0 10.1 / 23.0, 10.0 / 19.9; Q8_0 10.0 / 22.3, 10.0 / 21.1).
 //
-// Built with the baseline flags (h2f, unpack_k4_scales, q5_high16: simd_neon.h, decode_neon.h).
+// Built with the baseline flags (h2f, unpack_k4_scales, q5_high16, q4k_unit_codes: simd_neon.h,
+// decode_neon.h).
 #include <arm_neon.h>
 
 #include <cstdint>
@@ -243,15 +244,8 @@ struct MQ4_K : Rows<2> {
     return g;
   }
   static PLLM_AI void codes(const W* w, const G&, int u, Q& q) {
-    const uint8_t* p = w->qs + 32 * (u / 2);
-    uint8x16_t a = vld1q_u8(p), b = vld1q_u8(p + 16);
-    if (u & 1) {
-      a = vshrq_n_u8(a, 4);
-      b = vshrq_n_u8(b, 4);
-    } else {
-      a = vandq_u8(a, vdupq_n_u8(0x0F));
-      b = vandq_u8(b, vdupq_n_u8(0x0F));
-    }
+    uint8x16_t a, b;
+    neon::q4k_unit_codes(w->qs, u, a, b);
     widen<0>(a, q.v);
     widen<0>(b, q.v + 2);
   }
