@@ -76,14 +76,14 @@ void SessionOptions::add_to(CLI::App* cmd) {
                 "calibrate-act) instead of per-block dynamic ones; implies --int8-act")
       ->excludes(f16);
   cmd->add_flag("--int16-act", int16_act,
-                "the default: activations rounded to int16 per 32 values (step 2^-16 of the block maximum; "
-                "int8's is 2^-8) with exact integer products")
+                "the default: decode rows' activations rounded to int16 per 32 values (step 2^-16 of the "
+                "block maximum; int8's is 2^-8) with exact integer products; a prompt's rows run exact")
       ->excludes(int8)
       ->excludes(f16)
       ->excludes(stat);
   cmd->add_flag("--exact", exact_act,
                 "f32 activations with weights decoded in registers: matches a float reference up to "
-                "summation order (slower than the default int16 activations)")
+                "summation order (decode slower than with the default int16 activations)")
       ->excludes(int8)
       ->excludes(f16)
       ->excludes(stat)

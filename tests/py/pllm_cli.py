@@ -140,12 +140,16 @@ def exact_unless_chosen(args) -> list[str]:
 def run_logits(binary: Path, model: Path, ids: list[int], out_file: Path, n_vocab: int, *,
                threads: int = 2, env: dict | None = None, int8_act: bool = False,
                f16_act: bool = False, int16_act: bool = False, extra: list | tuple = (),
-               chunk: int = 0) -> np.ndarray:
+               chunk: int | None = None) -> np.ndarray:
     """Engine logits [len(ids), n_vocab] as float64; `int8_act` adds --int8-act, `f16_act`
     --f16-act, `int16_act` --int16-act, and without any of them (nor one in `extra`) --exact,
     which the reference comparisons assume (the engine's default is int16); `chunk` appends
-    the ids in calls of that many tokens (1: each through the decode path); `extra` more CLI
-    arguments (e.g. KV options)."""
+    the ids in calls of that many tokens (1: each through the decode path; 0: all in one call).
+    Its default is 0, and 1 with `int16_act`: int16 mode rounds decode rows only (a prompt's
+    rows run exact), so its checks feed the ids one per step. `extra` more CLI arguments (e.g.
+    KV options)."""
+    if chunk is None:
+        chunk = 1 if int16_act else 0
     args = [flag for flag, on in (("--int8-act", int8_act), ("--f16-act", f16_act), ("--int16-act", int16_act))
             if on] + [str(a) for a in extra]
     proc = run_cli(binary, ["logits", "-m", model, "--ids", " ".join(map(str, ids)),

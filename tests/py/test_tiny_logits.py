@@ -125,14 +125,15 @@ def test_logits_match_reference_int16_act(pllm_bin, tiny_models_paths, tiny_ref_
 def test_int16_act_flag_effect(pllm_bin, tiny_models_paths, tiny_ref_cache, work_dir, name, isa):
     """--int16-act leaves float-weight models bit-identical to exact mode and really
     switches every quantised type on every ISA (a type without its tile would silently
-    run exact): their logits move by the int16 rounding, max_rel 4.7e-4..9.5e-4 in the
-    reference, far above exact mode's f32 noise of ~1e-6."""
+    run exact): their decode logits (one id per step) move by the int16 rounding, max_rel
+    4.7e-4..9.5e-4 in the reference, far above exact mode's f32 noise of ~1e-6. A prompt (all ids in one
+    step) runs exact in int16 mode: bit-identical to --exact."""
     cfg = CONFIGS[name]
     ref = _ref(tiny_ref_cache, tiny_models_paths, name)
     ids = tm.sample_ids(cfg, N_IDS)
     env = pllm_cli.isa_env(isa)
     exact = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, work_dir / "e.f32",
-                                ref.hp.n_vocab, env=env)
+                                ref.hp.n_vocab, env=env, chunk=1)
     i16 = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, work_dir / "q.f32",
                               ref.hp.n_vocab, env=env, int16_act=True)
     if cfg.wtype in tol.FLOAT_TYPES:
@@ -141,6 +142,12 @@ def test_int16_act_flag_effect(pllm_bin, tiny_models_paths, tiny_ref_cache, work
     else:
         s = compare(i16, exact)
         assert s["max_rel"] > 1e-4, f"{name} isa={isa}: --int16-act seems to be ignored: {format_stats(s)}"
+    exact = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, work_dir / "e.f32",
+                                ref.hp.n_vocab, env=env)
+    prompt = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, work_dir / "p.f32",
+                                 ref.hp.n_vocab, env=env, int16_act=True, chunk=0)
+    assert np.array_equal(exact, prompt), \
+        f"{name} isa={isa}: an int16-mode prompt is not the exact path: {format_stats(compare(prompt, exact))}"
 
 
 @pytest.mark.parametrize("name", ["llama-F32", "qwen2-BF16", "qwen2-F16",

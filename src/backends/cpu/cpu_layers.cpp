@@ -62,17 +62,45 @@ void CpuLayers::norm(const char* name, int layer, Act src, const float* w, Act d
   for (int r = 0; r < n_; ++r) rmsnorm_f32(in + r * E, w, out + r * E, int64_t(E), c_.rms_eps);
 }
 
+ActMode CpuLayers::mode_of(const SeqStep& q) const {
+  return opt_.act_mode == ActMode::int16 && q.tokens.size() > 1 ? ActMode::exact : opt_.act_mode;
+}
+
+template <class RowsOf, class F>
+void CpuLayers::for_each_mode_run(RowsOf rows_of, F f) const {
+  int first = 0, row = 0;
+  ActMode mode = opt_.act_mode;
+  for (const SeqStep& q : seqs_) {
+    const int n = rows_of(q);
+    if (n == 0) continue;
+    const ActMode m = mode_of(q);
+    if (row > first && m != mode) {
+      f(first, row - first, mode);
+      first = row;
+    }
+    mode = m;
+    row += n;
+  }
+  if (row > first) f(first, row - first, mode);
+}
+
 void CpuLayers::project(const char* name, int layer, std::initializer_list<Product> products, Act in) {
   TraceScope ts(opt_.tracer, name, layer);
   MatmulTarget targets[4];
   int n_t = 0;
   for (const Product& p : products) targets[n_t++] = {p.W, buf(p.out)};
+  const size_t E = size_t(targets[0].W->cols);
   const float* X = buf(in);
-  if (opt_.fuse) {
-    matmul_group({targets, size_t(n_t)}, X, n_, opt_.act_mode, s_.mm, pool_);
-  } else {
-    for (int i = 0; i < n_t; ++i) matmul(*targets[i].W, X, n_, targets[i].Y, opt_.act_mode, s_.mm, pool_);
-  }
+  auto rows_of = [](const SeqStep& q) { return int(q.tokens.size()); };
+  for_each_mode_run(rows_of, [&](int r0, int n, ActMode mode) {
+    MatmulTarget at[4];
+    for (int i = 0; i < n_t; ++i) at[i] = {targets[i].W, targets[i].Y + size_t(r0) * size_t(targets[i].W->rows)};
+    if (opt_.fuse) {
+      matmul_group({at, size_t(n_t)}, X + size_t(r0) * E, n, mode, s_.mm, pool_);
+    } else {
+      for (int i = 0; i < n_t; ++i) matmul(*at[i].W, X + size_t(r0) * E, n, at[i].Y, mode, s_.mm, pool_);
+    }
+  });
 }
 
 void CpuLayers::qkv_to_cache(int l, const QkvSpec& sp) {
@@ -188,12 +216,15 @@ void CpuLayers::head(const float* norm, const Matrix& out) {
   const int E = c_.n_embd;
   for (int i = 0; i < n_out; ++i)
     rmsnorm_f32(&s_.x[size_t(s_.out_rows[size_t(i)]) * E], norm, &s_.h[size_t(i) * E], E, c_.rms_eps);
+  const size_t V = size_t(out.rows);
   if (seqs_.size() == 1) {  // straight into the caller's buffer
-    matmul(out, s_.h.data(), n_out, seqs_[0].logits, opt_.act_mode, s_.mm, pool_);
+    matmul(out, s_.h.data(), n_out, seqs_[0].logits, mode_of(seqs_[0]), s_.mm, pool_);
     return;
   }
-  matmul(out, s_.h.data(), n_out, s_.logits.data(), opt_.act_mode, s_.mm, pool_);
-  const size_t V = size_t(out.rows);
+  auto rows_of = [](const SeqStep& q) { return q.logits ? int(q.all_logits ? q.tokens.size() : 1) : 0; };
+  for_each_mode_run(rows_of, [&](int r0, int n, ActMode mode) {
+    matmul(out, s_.h.data() + size_t(r0) * size_t(E), n, s_.logits.data() + size_t(r0) * V, mode, s_.mm, pool_);
+  });
   int at = 0;
   for (const SeqStep& q : seqs_) {
     if (!q.logits) continue;

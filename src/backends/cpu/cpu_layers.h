@@ -28,6 +28,13 @@ class CpuLayers final : public LayerOps {
 
  private:
   float* buf(Act a);
+  // The activation mode of a sequence's rows: int16 mode rounds decode rows only; a prompt's
+  // rows run exact (its f32 GEMM is the faster prefill, and prompts then score as in exact).
+  ActMode mode_of(const SeqStep& q) const;
+  // Calls f(first_row, n_rows, mode) for each run of consecutive rows that share a mode, over
+  // rows counted per sequence by rows_of(seq).
+  template <class RowsOf, class F>
+  void for_each_mode_run(RowsOf rows_of, F f) const;
   // Attention parts per row for a step of single-row sequences (1: no split).
   int attention_parts(int l) const;
 
