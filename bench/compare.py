@@ -144,7 +144,8 @@ def main():
     ap.add_argument("models", nargs="*",
                     help="GGUF files (default: SmolLM2-135M-Instruct Q4_0, Q4_1, Q8_0 and Gemma 3 270M Q4_K_M)")
     ap.add_argument("--pocketllm", default=os.path.join(ROOT, "build", "pocketllm"))
-    ap.add_argument("--llama-bench", default=os.path.join(ROOT, "bench", ".cache", "bin", "llama-bench"))
+    ap.add_argument("--llama-bench", help="llama-bench binary (default bench/.cache/bin/llama-bench; with --isa avx2 "
+                                          "bench/.cache/bin-avx2/llama-bench where LLAMA_ISA=avx2 bench/setup_llamacpp.sh built it)")
     ap.add_argument("-p", type=int, default=512, help="prompt tokens (default 512)")
     ap.add_argument("-n", type=int, default=128, help="generated tokens (default 128)")
     ap.add_argument("-t", type=int, default=2, help="threads for both engines (default 2)")
@@ -155,7 +156,8 @@ def main():
     ap.add_argument("--quiet-load", type=float, default=0.1,
                     help="second table: only runs during which other processes used at most this many cores")
     ap.add_argument("--isa", help="cap our kernels at this level (PLLM_ISA: avx2 on an AVX-512 machine stands in for "
-                                  "AVX2 machines; the tables say so); llama.cpp runs as built")
+                                  "AVX2 machines; the tables say so); llama.cpp runs its AVX2 build where there is "
+                                  "one, else as built")
     ap.add_argument("--json-out", help="also write every measurement to this file")
     ap.add_argument("--modes", default="exact,int16,int8",
                     help=f"our activation modes, comma-separated, from {', '.join(MODE_FLAGS)} (default exact,int16,int8)")
@@ -163,6 +165,13 @@ def main():
                     help="print the tables of earlier --json-out files (same -p/-n/-t; runs pooled) and exit")
     args = ap.parse_args()
     args.modes = args.modes.split(",")
+    args.llama_isa = "native"
+    if not args.llama_bench:
+        avx2 = os.path.join(ROOT, "bench", ".cache", "bin-avx2", "llama-bench")
+        if args.isa == "avx2" and os.access(avx2, os.X_OK):
+            args.llama_bench, args.llama_isa = avx2, "avx2"
+        else:
+            args.llama_bench = os.path.join(ROOT, "bench", ".cache", "bin", "llama-bench")
     for m in args.modes:
         if m not in MODE_FLAGS:
             sys.exit(f"error: unknown mode {m!r} (choose from {', '.join(MODE_FLAGS)})")
@@ -179,7 +188,8 @@ def main():
                     if key != "bandwidth_gbs":
                         dst[key] = dst.get(key, []) + runs
                 dst["bandwidth_gbs"] = max(dst["bandwidth_gbs"], r["bandwidth_gbs"])
-        print_tables(pooled, saved["p"], saved["n"], saved["threads"], rounds, args.quiet_load, saved.get("isa_cap"))
+        print_tables(pooled, saved["p"], saved["n"], saved["threads"], rounds, args.quiet_load, saved.get("isa_cap"),
+                     saved.get("llama_isa", "native"))
         return
 
     for exe in (args.pocketllm, args.llama_bench):
@@ -215,8 +225,8 @@ def main():
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump({"p": args.p, "n": args.n, "threads": args.t, "rounds": args.rounds, "isa_cap": args.isa,
-                       "results": results}, f, indent=1)
-    print_tables(results, args.p, args.n, args.t, args.rounds, args.quiet_load, args.isa)
+                       "llama_isa": args.llama_isa, "results": results}, f, indent=1)
+    print_tables(results, args.p, args.n, args.t, args.rounds, args.quiet_load, args.isa, args.llama_isa)
 
 
 def print_table(results, P, N, max_load=None):
@@ -243,12 +253,13 @@ def print_table(results, P, N, max_load=None):
                   f"| {len(runs)}/{len(llama)} | {statistics.fmean(x['other_load'] for x in runs + llama):.2f} |")
 
 
-def print_tables(results, P, N, threads, rounds, quiet_load, isa_cap=None):
+def print_tables(results, P, N, threads, rounds, quiet_load, isa_cap=None, llama_isa="native"):
     first = next(iter(results.values()))
     isa = next(runs[0]["isa"] for k, runs in first.items() if k not in ("llama", "bandwidth_gbs") and runs)
     print(f"\nthreads {threads}, {rounds} rounds, read bandwidth {first['bandwidth_gbs']:.1f} GB/s, our ISA {isa}"
-          + (f" (capped with PLLM_ISA={isa_cap}: a stand-in for machines whose best level that is; llama.cpp "
-             "ran with everything this CPU has)" if isa_cap else "") + "\n\nAll runs:\n")
+          + (f" (capped with PLLM_ISA={isa_cap}: a stand-in for machines whose best level that is)" if isa_cap else "")
+          + "; llama.cpp " + ("built for AVX2 (GGML_NATIVE=OFF: AVX2 + FMA + F16C + BMI2)" if llama_isa == "avx2"
+                              else "built with -march=native (everything this CPU has)") + "\n\nAll runs:\n")
     print_table(results, P, N)
     print(f"\nOnly runs during which other processes used <= {quiet_load} cores:\n")
     print_table(results, P, N, quiet_load)

@@ -9,6 +9,7 @@ For each file and round: pocketllm for every N, then llama-batched-bench once wi
 
     bench/setup_llamacpp.sh && bench/make_quants.sh     # once
     bench/parallel_compare.py --pocketllm build/pocketllm -t 2 -p 128 -n 64 --rounds 3
+    bench/parallel_compare.py --isa avx2 ...   # on an AVX-512 machine: both engines as an AVX2 machine runs them
 """
 import argparse
 import json
@@ -50,7 +51,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("models", nargs="*", default=DEFAULT_MODELS)
     ap.add_argument("--pocketllm", default=os.path.join(ROOT, "build", "pocketllm"))
-    ap.add_argument("--batched-bench", default=os.path.join(ROOT, "bench", ".cache", "bin", "llama-batched-bench"))
+    ap.add_argument("--batched-bench", help="llama-batched-bench binary (default bench/.cache/bin/; with --isa avx2 "
+                                            "bench/.cache/bin-avx2/ where LLAMA_ISA=avx2 bench/setup_llamacpp.sh built it)")
+    ap.add_argument("--isa", help="cap our kernels at this level (PLLM_ISA), e.g. avx2 on an AVX-512 machine")
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("-p", "--n-prompt", type=int, default=128)
     ap.add_argument("-n", "--n-gen", type=int, default=64)
@@ -60,6 +63,15 @@ def main():
     a = ap.parse_args()
     ns = [int(x) for x in a.parallel.split(",")]
     extra = a.ours_flags.split()
+    llama_isa = "native"
+    if a.isa:
+        os.environ["PLLM_ISA"] = a.isa
+    if not a.batched_bench:
+        avx2 = os.path.join(ROOT, "bench", ".cache", "bin-avx2", "llama-batched-bench")
+        if a.isa == "avx2" and os.access(avx2, os.X_OK):
+            a.batched_bench, llama_isa = avx2, "avx2"
+        else:
+            a.batched_bench = os.path.join(ROOT, "bench", ".cache", "bin", "llama-batched-bench")
     for exe in (a.pocketllm, a.batched_bench):
         if not os.path.exists(exe):
             sys.exit(f"error: {exe} not found (llama-batched-bench comes from bench/setup_llamacpp.sh)")
@@ -67,7 +79,8 @@ def main():
         flags = next((l for l in f if l.startswith("flags")), "")
     isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "other"
     print(f"# {isa} machine, {a.threads} threads, -p {a.n_prompt} -n {a.n_gen}, {a.rounds} rounds, "
-          f"ours: default flags {' '.join(extra)}; PLLM_ISA={os.environ.get('PLLM_ISA', '(native)')}")
+          f"ours: default flags {' '.join(extra)}; PLLM_ISA={os.environ.get('PLLM_ISA', '(native)')}; llama.cpp "
+          + ("built for AVX2 (GGML_NATIVE=OFF)" if llama_isa == "avx2" else "built with -march=native"))
     print("| file | N | ours tg_agg tok/s | llama.cpp S_TG tok/s | ratio | ours pp_agg | llama.cpp S_PP | ours step ms |")
     print("|---|---|---|---|---|---|---|---|")
     for model in a.models:

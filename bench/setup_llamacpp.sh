@@ -11,6 +11,11 @@
 # The server is built without its web UI: LLAMA_BUILD_UI=OFF (no npm) and LLAMA_USE_PREBUILT_UI=OFF
 # (no download of prebuilt assets from Hugging Face at build time), so the build stays offline.
 # Rerunning skips every step whose result already exists. Not part of the test suite.
+#
+# LLAMA_ISA=avx2 bench/setup_llamacpp.sh builds llama-bench and llama-batched-bench a second time
+# without -march=native (GGML_NATIVE=OFF: AVX2 + FMA + F16C + BMI2, no AVX-512) into
+# bench/.cache/bin-avx2/: on an AVX-512 machine, the llama.cpp an AVX2 machine would run, beside
+# ours under PLLM_ISA=avx2 (compare.py --isa avx2, parallel_compare.py --isa avx2).
 set -euo pipefail
 BENCH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 CACHE="$BENCH/.cache"
@@ -18,7 +23,15 @@ VENV="$BENCH/.venv"
 JOBS="${JOBS:-$(nproc 2>/dev/null || echo 2)}"
 log() { printf '[bench-setup] %s\n' "$*" >&2; }
 
-mkdir -p "$CACHE/sdist" "$CACHE/bin"
+LLAMA_ISA="${LLAMA_ISA:-native}"
+case "$LLAMA_ISA" in
+  native) BIN="$CACHE/bin"; BUILD="$CACHE/llama.cpp-build"; NATIVE=ON
+          TOOLS=(llama-bench llama-quantize llama-batched-bench llama-completion llama-perplexity llama-server) ;;
+  avx2) BIN="$CACHE/bin-avx2"; BUILD="$CACHE/llama.cpp-build-avx2"; NATIVE=OFF
+        TOOLS=(llama-bench llama-batched-bench) ;;
+  *) log "LLAMA_ISA must be native or avx2, not $LLAMA_ISA"; exit 2 ;;
+esac
+mkdir -p "$CACHE/sdist" "$BIN"
 
 # 1. venv with gguf (and pip for the sdist download)
 if [ ! -x "$VENV/bin/python" ]; then
@@ -30,11 +43,10 @@ if ! "$VENV/bin/python" -c "import gguf" 2>/dev/null; then
   "$VENV/bin/pip" install -q --disable-pip-version-check gguf
 fi
 
-TOOLS=(llama-bench llama-quantize llama-batched-bench llama-completion llama-perplexity llama-server)
 missing=()
-for t in "${TOOLS[@]}"; do [ -x "$CACHE/bin/$t" ] || missing+=("$t"); done
+for t in "${TOOLS[@]}"; do [ -x "$BIN/$t" ] || missing+=("$t"); done
 if [ "${#missing[@]}" -eq 0 ]; then
-  log "${TOOLS[*]} already built in $CACHE/bin"
+  log "${TOOLS[*]} already built in $BIN"
   exit 0
 fi
 
@@ -56,18 +68,17 @@ LLAMA_SRC="$SRC_ROOT/vendor/llama.cpp"
 [ -f "$LLAMA_SRC/CMakeLists.txt" ] || { log "no vendor/llama.cpp/CMakeLists.txt in the sdist"; exit 1; }
 
 # 3. configure + build only the tools the benchmarks use
-BUILD="$CACHE/llama.cpp-build"
 log "configuring llama.cpp in $BUILD"
 cmake -S "$LLAMA_SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF \
+  -DGGML_NATIVE=$NATIVE -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON \
   -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF \
   -DLLAMA_BUILD_APP=OFF >/dev/null
 log "building ${missing[*]} with -j$JOBS (takes a while on few cores)"
 cmake --build "$BUILD" -j "$JOBS" --target "${missing[@]}"
 for t in "${missing[@]}"; do
-  cp "$(find "$BUILD" -type f -name "$t" -perm -u+x | head -n1)" "$CACHE/bin/$t"
+  cp "$(find "$BUILD" -type f -name "$t" -perm -u+x | head -n1)" "$BIN/$t"
 done
-log "done: ${TOOLS[*]} in $CACHE/bin"
-"$CACHE/bin/llama-bench" --help >/dev/null 2>&1 || log "warning: llama-bench --help failed"
-"$CACHE/bin/llama-server" --version >/dev/null 2>&1 || log "warning: llama-server --version failed"
+log "done: ${TOOLS[*]} in $BIN"
+"$BIN/llama-bench" --help >/dev/null 2>&1 || log "warning: llama-bench --help failed"
+[ ! -x "$BIN/llama-server" ] || "$BIN/llama-server" --version >/dev/null 2>&1 || log "warning: llama-server --version failed"
