@@ -154,6 +154,27 @@ def test_tiny_model_on_device_matches_reference_and_cpu(pllm_bin, vk, tiny_model
     _assert_vs_cpu(got, cpu, name)
 
 
+def _assert_int8_vs_cpu(got, cpu, what, wtype):
+    """int8 activations with an f32 KV cache. The device rounds activations to int8 as the CPU
+    does, but its inputs carry f32 noise from another summation order (so do the CPU's on
+    another ISA level), and an activation within that noise of a rounding tie takes the
+    neighbouring code: measured once in 16 tokens on llama-Q4_K (AVX-512 CPU table vs the
+    device and the AVX2 table: one row off by 2.2e-2 of the logits' RMS, the rest within 2e-6).
+    So most rows must still agree to the f32 bound (a device that skipped or changed the int8
+    rounding would be off on every row by ~1e-2), and all within the int8-mode bound of the
+    weight type (tolerances.py) against the CPU."""
+    max_rel, rms_rel = tol.tol_for(wtype, tol.INT8)
+    for k, (g, c) in enumerate(zip(got, cpu)):
+        tol.assert_logits_close(g, c, max_rel, rms_rel, tol.argmax_min_fraction(wtype, tol.INT8),
+                                what=f"{what} sequence {k} vs CPU")
+        rms = np.sqrt(np.mean(c ** 2))
+        err = np.max(np.abs(g - c), axis=1) / rms
+        close = int(np.sum(err <= VS_CPU_REL))
+        print(f"{what} sequence {k}: rows within {VS_CPU_REL:g} x rms: {close}/{len(err)}, worst {err.max():.2e}")
+        assert close >= len(err) - max(1, len(err) // 8), \
+            f"{what} sequence {k}: only {close}/{len(err)} rows agree with the CPU to {VS_CPU_REL:g} x rms"
+
+
 @pytest.mark.parametrize("env", [{}, {"PLLM_VK_DISABLE_F16": 1}, {"PLLM_VK_DISABLE_INT_DOT": 1},
                                  {"PLLM_VK_GPU_LAYOUT": 1}],
                          ids=["default", "no-fp16", "no-int-dot", "gpu-layout"])
@@ -179,7 +200,11 @@ def test_kv_types_int8_and_forced_variants_match_cpu(pllm_bin, vk, tiny_models_p
                          extra=extra, chunk=chunk)
         f32_kv = "q8" not in extra
         mode = tol.INT8 if "--int8-act" in extra else tol.EXACT
-        _assert_vs_cpu(got, cpu, f"{name} {' '.join(extra)} chunk {chunk} {env}", None if f32_kv else cfg.wtype, mode)
+        what = f"{name} {' '.join(extra)} chunk {chunk} {env}"
+        if f32_kv and mode == tol.INT8:
+            _assert_int8_vs_cpu(got, cpu, what, cfg.wtype)
+        else:
+            _assert_vs_cpu(got, cpu, what, None if f32_kv else cfg.wtype, mode)
 
 
 @pytest.mark.parametrize("name", ["llama-Q4_1", "gemma3-Q5_0"])
