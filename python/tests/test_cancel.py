@@ -66,9 +66,6 @@ def test_cancel_from_another_thread_while_iterating(model):
 def test_ctrl_c_stops_a_blocking_chat(model):
     # The generation runs on a worker, so the interrupt reaches this thread in its wait (not
     # inside a ctypes callback, where Python would only print it) and cancels the generation.
-    # From an empty conversation: what earlier tests left on the default session (their
-    # cancelled replies at varying lengths) could fill its context and end the chat at once.
-    model.reset()
     returned = False
     timer = threading.Timer(0.5, _thread.interrupt_main)
     t0 = time.monotonic()
