@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import _thread
 import gc
+import signal
 import threading
 import time
 import weakref
@@ -66,6 +67,9 @@ def test_cancel_from_another_thread_while_iterating(model):
 def test_ctrl_c_stops_a_blocking_chat(model):
     # The generation runs on a worker, so the interrupt reaches this thread in its wait (not
     # inside a ctypes callback, where Python would only print it) and cancels the generation.
+    # With Python's own Ctrl-C handler, as in a terminal: a process started in the background
+    # by a non-interactive shell inherits SIGINT ignored, and interrupt_main() then does nothing.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     returned = False
     timer = threading.Timer(0.5, _thread.interrupt_main)
     t0 = time.monotonic()
@@ -76,6 +80,8 @@ def test_ctrl_c_stops_a_blocking_chat(model):
         time.sleep(5)  # the interrupt lands here if the chat was over before it
     except KeyboardInterrupt:
         pass
-    timer.join()
+    finally:
+        timer.join()
+        signal.signal(signal.SIGINT, previous)
     assert not returned and time.monotonic() - t0 < 5
     assert "Paris" in model.chat(CAPITAL)
