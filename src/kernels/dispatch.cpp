@@ -102,12 +102,13 @@ void fill_f16act(KernelTable& k, Isa isa) {
 
 // int16-activation kernels of each table (filled after fill_f16act). The tiles were cleared
 // for every SIMD table: a type gets one here only where this ISA has its own kernel. The avx512
-// table uses the 256-bit kernels (i16act_avx2.cpp); every ARM level the baseline NEON ones.
+// table takes quantize_row_q16 from i16act_avx2.cpp and its 512-bit tiles (the same results
+// bit for bit); every ARM level the baseline NEON ones.
 void fill_i16act(KernelTable& k, Isa isa) {
   switch (isa) {
 #if defined(PLLM_HAVE_X86_KERNELS)
-    case Isa::avx2:
-    case Isa::avx512: kern::fill_i16act_avx2(k); break;
+    case Isa::avx2: kern::fill_i16act_avx2(k); break;
+    case Isa::avx512: kern::fill_i16act_avx2(k); kern::fill_i16act_avx512(k); break;
 #endif
 #if defined(PLLM_HAVE_ARM_KERNELS)
     case Isa::neon:

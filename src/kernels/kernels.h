@@ -111,10 +111,10 @@ struct TypeKernels {
   // ---- end W4A16
 
   // ---- int16 activations (ActMode::int16; kernels: generic/i16act_scalar.cpp,
-  // x86/i16act_avx2.cpp, arm/i16act_neon.cpp). Activation format: block_q16 rows written by
-  // KernelTable::quantize_row_q16. A tile of n_rows weight rows (w_stride bytes apart) against
-  // n_x activation rows (xq_stride bytes apart; any n_x >= 1, <= 8 in practice): out[x *
-  // out_stride + r] = dot(weight row r, activation row x). The scalar twins give the dot of
+  // x86/i16act_avx2.cpp, x86/i16act_avx512.cpp, arm/i16act_neon.cpp). Activation format:
+  // block_q16 rows written by KernelTable::quantize_row_q16. A tile of n_rows weight rows
+  // (w_stride bytes apart) against n_x activation rows (xq_stride bytes apart; any n_x >= 1, <= 8
+  // in practice): out[x * out_stride + r] = dot(weight row r, activation row x). The scalar twins give the dot of
   // dequantize_row's weights with d * qs, accumulated in double; SIMD kernels sum each block's
   // integer products exactly (int16 x int16 -> int32) and accumulate block terms in f32.
   // Set only where this ISA has its own kernel (the scalar table has every twin); null types

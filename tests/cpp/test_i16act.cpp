@@ -1,6 +1,6 @@
 // int16-activation kernels (KernelTable::quantize_row_q16, TypeKernels::vec_dot_i16act_tile) on
 // every ISA table this machine can run, against the scalar twins and against an independent
-// integer computation.
+// integer computation; and the avx512 table's tiles against the avx2 table's, bit for bit.
 //
 // quantize_row_q16 must be bit-identical on every ISA (d, sum and codes; checked on rounding
 // ties, zeros, huge and subnormal values, NaN and infinities).
@@ -145,6 +145,23 @@ void make_row(TensorType t, int64_t n, std::mt19937& rng, bool raw, uint8_t* p) 
     case TensorType::Q8_0: ref::quantize_row_q8_0(x.data(), reinterpret_cast<block_q8_0*>(p), n); break;
     case TensorType::Q4_K: ref::quantize_row_q4_K(x.data(), reinterpret_cast<block_q4_K*>(p), n); break;
     default: ref::quantize_row_q6_K(x.data(), reinterpret_cast<block_q6_K*>(p), n); break;
+  }
+}
+
+// Overwrites the codes of a row's blocks with the largest magnitudes (the scales stay).
+void set_extreme_codes(TensorType t, uint8_t* w, size_t bytes) {
+  const size_t bb = block_bytes(t);
+  for (size_t off = 0; off < bytes; off += bb) {
+    uint8_t* b = &w[off];
+    switch (t) {
+      case TensorType::Q4_0: std::memset(b + 2, 0x00, 16); break;  // q - 8 = -8
+      case TensorType::Q4_1: std::memset(b + 4, 0xFF, 16); break;
+      case TensorType::Q5_0: std::memset(b + 2, 0x00, 20); break;  // q - 16 = -16
+      case TensorType::Q5_1: std::memset(b + 4, 0xFF, 20); break;
+      case TensorType::Q8_0: std::memset(b + 2, 0x80, 32); break;  // -128
+      case TensorType::Q4_K: std::memset(b + 4, 0xFF, 140); break;  // scales, mins 63; q 15
+      default: std::memset(b, 0x00, 192), std::memset(b + 192, 0x80, 16); break;  // q -32, sc -128
+    }
   }
 }
 
@@ -341,20 +358,8 @@ TEST_P(I16ActIsa, ExtremeCodesDoNotOverflow) {
     const int64_t n = 512;
     std::vector<uint8_t> w(*row_bytes(uint32_t(t), n));
     std::mt19937 rng(3);
-    make_row(t, n, rng, true, w.data());  // scales from here, codes overwritten below
-    const size_t bb = block_bytes(t);
-    for (size_t off = 0; off < w.size(); off += bb) {
-      uint8_t* b = &w[off];
-      switch (t) {
-        case TensorType::Q4_0: std::memset(b + 2, 0x00, 16); break;  // q - 8 = -8
-        case TensorType::Q4_1: std::memset(b + 4, 0xFF, 16); break;
-        case TensorType::Q5_0: std::memset(b + 2, 0x00, 20); break;  // q - 16 = -16
-        case TensorType::Q5_1: std::memset(b + 4, 0xFF, 20); break;
-        case TensorType::Q8_0: std::memset(b + 2, 0x80, 32); break;  // -128
-        case TensorType::Q4_K: std::memset(b + 4, 0xFF, 140); break;  // scales, mins 63; q 15
-        default: std::memset(b, 0x00, 192), std::memset(b + 192, 0x80, 16); break;  // q -32, sc -128
-      }
-    }
+    make_row(t, n, rng, true, w.data());  // scales from here, codes overwritten
+    set_extreme_codes(t, w.data(), w.size());
     const Unit u0 = decode_unit(t, w.data(), 0);
     std::vector<float> x(n);
     for (int64_t i = 0; i < n; ++i) {
@@ -368,6 +373,40 @@ TEST_P(I16ActIsa, ExtremeCodesDoNotOverflow) {
     table_->for_type(t).vec_dot_i16act_tile(n, w.data(), w.size(), 1, a.data(), 0, 1, &got, 1);
     const Ref e = reference(t, w.data(), a.data(), n);
     EXPECT_NEAR(got, e.exact, (n / 32.0 + 8.0) * kU * e.S) << "S=" << double(e.S);
+  }
+}
+
+// The avx512 table's tiles (x86/i16act_avx512.cpp) give the avx2 table's results bit for bit:
+// the same f32 part, and per unit the same two 16-product halves converted to f32 and added
+// (Q6_K's and Q8_0's halves can exceed 2^24 and round: raw and extreme rows, full-scale blocks).
+TEST(I16ActX86, Avx512TilesEqualAvx2) {
+  const KernelTable* k2 = kernels_for(Isa::avx2);
+  const KernelTable* k5 = kernels_for(Isa::avx512);
+  if (!k2 || !k5) GTEST_SKIP() << "needs the avx2 and avx512 tables";
+  constexpr int kRows = 5, kX = 9;
+  std::mt19937 rng(77);
+  for (TensorType t : kTypes) {
+    const auto f2 = k2->for_type(t).vec_dot_i16act_tile, f5 = k5->for_type(t).vec_dot_i16act_tile;
+    ASSERT_TRUE(f2 && f5) << name(t);
+    for (int64_t n : is_k(t) ? std::vector<int64_t>{256, 2304} : std::vector<int64_t>{32, 224, 640, 2080})
+      for (int kind = 0; kind < 3; ++kind) {  // Gaussian rows, raw bytes, extreme codes
+        SCOPED_TRACE(::testing::Message() << name(t) << " n=" << n << " kind=" << kind);
+        const size_t ws = *row_bytes(uint32_t(t), n), as = n / 32 * sizeof(block_q16);
+        std::vector<uint8_t> w(ws * kRows), a(as * kX);
+        for (int r = 0; r < kRows; ++r) {
+          make_row(t, n, rng, kind > 0, &w[r * ws]);
+          if (kind == 2) set_extreme_codes(t, &w[r * ws], ws);
+        }
+        for (int x = 0; x < kX; ++x) k2->quantize_row_q16(make_act(rng, n, x + kind).data(), &a[x * as], n);
+        for (int nx = 1; nx <= kX; ++nx) {
+          std::vector<float> o2(nx * kRows, 1.0f), o5(nx * kRows, 2.0f);
+          f2(n, w.data(), ws, kRows, a.data(), as, nx, o2.data(), kRows);
+          f5(n, w.data(), ws, kRows, a.data(), as, nx, o5.data(), kRows);
+          for (int i = 0; i < nx * kRows; ++i)
+            ASSERT_EQ(0, std::memcmp(&o2[i], &o5[i], sizeof(float)))
+                << "nx=" << nx << " out " << i << ": " << o2[i] << " vs " << o5[i];
+        }
+      }
   }
 }
 

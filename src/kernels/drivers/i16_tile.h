@@ -1,7 +1,7 @@
 // Driver of the int16-activation tile (TypeKernels::vec_dot_i16act_tile): n_rows weight rows
 // against n_x block_q16 activation rows, out[x * os + r]. Written once here; each ISA supplies
 // vector traits S and, per weight type, a micro-kernel M (x86/i16act_avx2.cpp,
-// arm/i16act_neon.cpp), and installs drivers::i16_tile<S, M>.
+// x86/i16act_avx512.cpp, arm/i16act_neon.cpp), and installs drivers::i16_tile<S, M>.
 //
 // Work unit: a "unit" is 32 elements (one block_q16 of activations); a "group" is 8 units (256
 // elements: one K-quant block, or 8 blocks of the 32-element types). Per group, each weight
@@ -39,7 +39,7 @@
 //   codes(const W* w, const G&, int u, Q&): unit u (< nu) of the group as int16 codes, any
 //            integer sub-scale folded in (Q6_K: (q - 32) * sc), |code| <= 4096 = 2^12. With
 //            |a| <= 32767 < 2^15 an int32 lane may then sum 16 products without overflow
-//            (16 * 2^12 * (2^15 - 1) < 2^31): AVX2's dot sums 4 per lane, NEON's 8.
+//            (16 * 2^12 * (2^15 - 1) < 2^31): AVX2's dot sums 4 per lane, AVX-512's 2, NEON's 8.
 //   scale(const G&, int k) -> F: lane j = the f32 factor of unit k * kLanes + j's integer dot
 //   min(const G&, int k) -> F: (kMin) lane j = the factor of that unit's d_a * sum
 //

@@ -18,6 +18,7 @@ namespace pllm::kern {
 namespace {
 
 using avx512::h2f;
+using avx512::unpack_k4_scales;
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
 inline __m512i combine(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
@@ -209,16 +210,6 @@ float vec_dot_q8_0(int64_t n, const void* w_row, const void* xq) {
     acc = _mm512_fmadd_ps(scales2(h2f(w[b].d) * h2f(a[b].d), 0.0f), _mm512_cvtepi32_ps(p), acc);
   }
   return _mm512_reduce_add_ps(acc);
-}
-
-inline void unpack_k4_scales(const uint8_t* s, uint8_t out[16]) {
-  uint32_t w0, w1, w2;
-  __builtin_memcpy(&w0, s, 4);
-  __builtin_memcpy(&w1, s + 4, 4);
-  __builtin_memcpy(&w2, s + 8, 4);
-  const uint32_t v[4] = {w0 & 0x3f3f3f3fu, (w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u), w1 & 0x3f3f3f3fu,
-                         ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u)};
-  __builtin_memcpy(out, v, 16);
 }
 
 // i16 lane k of the result = src16[idx_base[k] + add]

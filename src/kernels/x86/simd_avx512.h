@@ -1,6 +1,7 @@
 // AVX-512 building blocks shared by the AVX-512 translation units (avx512.cpp,
-// rows_avx512.cpp, attention_kv_avx512.cpp), in namespace pllm::kern::avx512. Include ONLY
-// from files built with exactly the AVX-512 flags (see CMakeLists.txt and simd_avx2.h).
+// rows_avx512.cpp, attention_kv_avx512.cpp, i16act_avx512.cpp), in namespace
+// pllm::kern::avx512. Include ONLY from files built with exactly the AVX-512 flags (see
+// CMakeLists.txt and simd_avx2.h).
 #pragma once
 #if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) || !defined(__AVX512VNNI__)
 #error "x86/simd_avx512.h: include only from translation units built with the AVX-512 flags"
@@ -14,6 +15,17 @@
 namespace pllm::kern::avx512 {
 
 PLLM_AI float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+// The eight 6-bit scales (out[0..7]) and mins (out[8..15]) of a Q4_K block.
+PLLM_AI void unpack_k4_scales(const uint8_t* s, uint8_t out[16]) {
+  uint32_t w0, w1, w2;
+  __builtin_memcpy(&w0, s, 4);
+  __builtin_memcpy(&w1, s + 4, 4);
+  __builtin_memcpy(&w2, s + 8, 4);
+  const uint32_t v[4] = {w0 & 0x3f3f3f3fu, (w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u), w1 & 0x3f3f3f3fu,
+                         ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u)};
+  __builtin_memcpy(out, v, 16);
+}
 
 // Vector traits for the shared drivers (kernels/drivers/*.h): 16 f32 lanes.
 struct F32x16 {

@@ -1,0 +1,273 @@
+// int16 activations on AVX-512 (F/BW/VL): TypeKernels::vec_dot_i16act_tile for Q4_0, Q4_1,
+// Q5_0, Q5_1, Q8_0, Q4_K, Q6_K in the avx512 table, filled after i16act_avx2.cpp (whose
+// quantize_row_q16 the table keeps). Compiled with the AVX-512 flags (see simd_avx512.h). The
+// tile loop is drivers/i16_tile.h; this file holds the vector traits and one micro-kernel per
+// weight type, as i16act_avx2.cpp, whose f32 part (F = __m256, lane j = unit j, the per-group
+// scale and min vectors) is kept as it is there.
+//
+// The integer part is 512-bit: a unit's 32 codes are one zmm of words, so its dot is one
+// vpmaddwd (AVX2: two and an add), and the transposing add tree of a group runs on 16 int32
+// lanes per unit (about 32 vector instructions per group and activation row where AVX2 needs
+// 47). It ends in AVX2's two halves per unit (elements 0-7 and 16-23; 8-15 and 24-31: 16
+// products each), converted to f32 and added: every result is the avx2 table's bit for bit
+// (tests/cpp/test_i16act.cpp checks it), Q6_K included, whose halves may exceed 2^24 and round
+// in the conversion. VNNI's vpdpwssd is not used: a unit's dot is one vpmaddwd with nothing to
+// add to it, and every add of the tree joins lanes of different units, which a fused
+// multiply-add cannot express. (A tree of blends and one two-source permute per join, half the
+// shuffles, measured 3-8 % slower.)
+//
+// Measured on Zen 5 (bench_kernels, one thread, 576x1536 and 1536x576): 1.03-1.6x the speed of
+// the AVX2 tiles at one activation row, 1.26-1.54x at 4 and 1.3-1.7x at 8, every type.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/drivers/i16_tile.h"
+#include "kernels/internal.h"
+#include "kernels/x86/simd_avx512.h"
+#include "quant/blocks.h"
+
+namespace pllm::kern {
+
+namespace {
+
+PLLM_AI __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+PLLM_AI __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// An fp16 scale broadcast to 8 f32 lanes (as avx2::bcast_h).
+PLLM_AI __m256 bcast_h(const uint16_t& h) { return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(h))); }
+
+// ------------------------------------------------------------------ driver traits
+struct S512 {
+  using F = __m256;
+  using I = __m512i;
+  using Q = __m512i;  // a unit's 32 codes as words, in element order
+  static constexpr int kLanes = 8;
+  static PLLM_AI F zero() { return _mm256_setzero_ps(); }
+  static PLLM_AI I izero() { return _mm512_setzero_si512(); }
+  static PLLM_AI F load(const float* p) { return _mm256_loadu_ps(p); }
+  static PLLM_AI F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static PLLM_AI F fma(F acc, F a, F b) { return _mm256_fmadd_ps(a, b, acc); }
+  // avx2::hsum's order (the f32 sums must be the avx2 table's).
+  static PLLM_AI float hsum(F v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  // Lane i: elements 2i, 2i + 1 (2 products); 128-bit lane k: elements 8k..8k+7.
+  static PLLM_AI I dot(const Q& q, const int16_t* a) { return _mm512_madd_epi16(q, _mm512_loadu_si512(a)); }
+  static PLLM_AI void prefetch(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
+  // The add tree, AVX2's within each 128-bit lane: join1(u0, u1) = (u0 02, u1 02, u0 13, u1 13)
+  // (4 products per lane); join2 of two = (u0, u1, u2, u3), each unit's sum over the 128-bit
+  // lane's 8 elements (8 products).
+  static PLLM_AI I join1(I a, I b) { return _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b)); }
+  static PLLM_AI I join2(I a, I b) { return _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b)); }
+  // 128-bit lanes x = (X0 X1 X2 X3) of units 0-3, y of units 4-7: AVX2's halves are lanes 0 + 2
+  // and 1 + 3. (X0 Y0 X1 Y1) + (X2 Y2 X3 Y3) = (halves A of units 0-7 | halves B), 16 products
+  // per lane (the most an int32 lane may hold); converted, then the halves added in f32.
+  static PLLM_AI void totals(I x, I y, F t[1]) {
+    const __m512i a = _mm512_permutex2var_epi64(x, _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), y);
+    const __m512i b = _mm512_permutex2var_epi64(x, _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15), y);
+    const __m512 f = _mm512_cvtepi32_ps(_mm512_add_epi32(a, b));
+    t[0] = _mm256_add_ps(_mm512_castps512_ps256(f), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1)));
+  }
+};
+using Q = S512::Q;
+
+// ------------------------------------------------------------------ micro-kernels
+// 32-element blocks: a group is 8 consecutive blocks; its fp16 field at byte `off` of each of
+// the first nu blocks as 8 f32 lanes (0 beyond nu). A whole group by two vpermt2w over 128-byte
+// windows inside it (blocks 0-3 from its first 128 bytes, 4-7 from one that ends by the group's
+// end); a row's short last group by scalar loads, as i16act_avx2.cpp gathers every group (it
+// reads nothing beyond the row). The vector way measured 6-12 % faster at one activation row.
+template <class W>
+PLLM_AI __m256 gather_h(const W* w, int nu, int off) {
+  constexpr int B = int(sizeof(W));
+  static_assert(B % 2 == 0 && 8 * B >= 128);
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(w);
+  if (nu == 8) {
+    constexpr int s = 4 * B < 8 * B - 128 ? 4 * B : 8 * B - 128;  // the second window
+    const short o = short(off / 2);
+    const __m512i i0 = _mm512_zextsi128_si512(_mm_setr_epi16(o, B / 2 + o, B + o, 3 * B / 2 + o, 0, 0, 0, 0));
+    const __m512i i1 = _mm512_zextsi128_si512(_mm_setr_epi16(0, 0, 0, 0, (4 * B - s) / 2 + o, (5 * B - s) / 2 + o,
+                                                             (6 * B - s) / 2 + o, (7 * B - s) / 2 + o));
+    const __m512i h0 = _mm512_permutex2var_epi16(_mm512_loadu_si512(p), i0, _mm512_loadu_si512(p + 64));
+    const __m512i h1 = _mm512_permutex2var_epi16(_mm512_loadu_si512(p + s), i1, _mm512_loadu_si512(p + s + 64));
+    return _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_mask_blend_epi16(0xF0, h0, h1)));
+  }
+  uint64_t q[2] = {0, 0};
+  for (int i = 0; i < nu; ++i) {
+    uint16_t h;
+    std::memcpy(&h, p + i * B + off, 2);
+    q[i / 4] |= uint64_t(h) << (16 * (i % 4));
+  }
+  return _mm256_cvtph_ps(_mm_set_epi64x(static_cast<long long>(q[1]), static_cast<long long>(q[0])));
+}
+
+// The 4-bit q of a block in element order: its 16 bytes in both 256-bit halves, widened to
+// words (each holding both nibbles); the high nibbles shifted down in words 16-31.
+PLLM_AI Q nibbles(const uint8_t* qs) {
+  const __m512i v = _mm512_cvtepu8_epi16(_mm256_broadcastsi128_si256(load128(qs)));
+  return _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFFFF0000u, v, 4), _mm512_set1_epi16(0x0F));
+}
+
+// q = nibble | fifth bit << 4 (0..31): the 32 bits of qh are a word mask (bit j: element j).
+PLLM_AI Q q5_codes(const uint8_t* qh, const uint8_t* qs) {
+  uint32_t h;
+  std::memcpy(&h, qh, 4);
+  const Q q = nibbles(qs);
+  return _mm512_mask_add_epi16(q, _cvtu32_mask32(h), q, _mm512_set1_epi16(16));
+}
+
+// Register tiles: two weight rows share each activation load and d_a up to 4 activation rows
+// (the 32 registers hold the tree states of 2 x 4 pairs; 4-10 % faster at 4 than one row, 6 %
+// at 1 for Q6_K too), one row beyond (two spill: up to 15 % slower at 8).
+struct Rows {
+  static constexpr int tile_rows(int nx) { return nx <= 4 ? 2 : 1; }
+};
+
+// Scale d (and min m) per 32-element block.
+struct G1 { __m256 d; };
+struct G2 { __m256 d, m; };
+
+// The 32-element types with a min (or an offset kept as one, see i16act_avx2.cpp): one block
+// per unit, the group's d and m as gathered.
+struct Block32Min : Rows {
+  static constexpr int kUnits = 1;
+  static constexpr bool kMin = true;
+  using G = G2;
+  static PLLM_AI __m256 scale(const G& g, int) { return g.d; }
+  static PLLM_AI __m256 min(const G& g, int) { return g.m; }
+};
+
+// x = d * (q - 8) = d * q + (-8 d)
+struct MQ4_0 : Block32Min {
+  using W = block_q4_0;
+  static PLLM_AI G group(const W* w, int nu) {
+    const __m256 d = gather_h(w, nu, 0);
+    return {d, _mm256_mul_ps(d, _mm256_set1_ps(-8.0f))};
+  }
+  static PLLM_AI void codes(const W* w, const G&, int u, Q& q) { q = nibbles(w[u].qs); }
+};
+
+// x = d * q + m
+struct MQ4_1 : Block32Min {
+  using W = block_q4_1;
+  static PLLM_AI G group(const W* w, int nu) { return {gather_h(w, nu, 0), gather_h(w, nu, 2)}; }
+  static PLLM_AI void codes(const W* w, const G&, int u, Q& q) { q = nibbles(w[u].qs); }
+};
+
+// x = d * (q - 16) = d * q + (-16 d)
+struct MQ5_0 : Block32Min {
+  using W = block_q5_0;
+  static PLLM_AI G group(const W* w, int nu) {
+    const __m256 d = gather_h(w, nu, 0);
+    return {d, _mm256_mul_ps(d, _mm256_set1_ps(-16.0f))};
+  }
+  static PLLM_AI void codes(const W* w, const G&, int u, Q& q) { q = q5_codes(w[u].qh, w[u].qs); }
+};
+
+// x = d * q + m
+struct MQ5_1 : Block32Min {
+  using W = block_q5_1;
+  static PLLM_AI G group(const W* w, int nu) { return {gather_h(w, nu, 0), gather_h(w, nu, 2)}; }
+  static PLLM_AI void codes(const W* w, const G&, int u, Q& q) { q = q5_codes(w[u].qh, w[u].qs); }
+};
+
+// x = d * q, q int8
+struct MQ8_0 : Rows {
+  using W = block_q8_0;
+  static constexpr int kUnits = 1;
+  static constexpr bool kMin = false;
+  using G = G1;
+  static PLLM_AI G group(const W* w, int nu) { return {gather_h(w, nu, 0)}; }
+  static PLLM_AI void codes(const W* w, const G&, int u, Q& q) { q = _mm512_cvtepi8_epi16(load256(w[u].qs)); }
+  static PLLM_AI __m256 scale(const G& g, int) { return g.d; }
+  static PLLM_AI __m256 min(const G&, int) { return _mm256_setzero_ps(); }
+};
+
+// Unit j: x = (d * sc_j) * q - dmin * m_j, q a nibble (low nibbles of the 32-byte group j / 2
+// for even j, high for odd); the factors as i16act_avx2.cpp forms them (exact products).
+struct MQ4_K : Rows {
+  using W = block_q4_K;
+  static constexpr int kUnits = 8;
+  static constexpr bool kMin = true;
+  struct G { __m256 dsc, mn; };
+  static PLLM_AI G group(const W* w, int) {
+    uint8_t sm[16];
+    avx512::unpack_k4_scales(w->scales, sm);
+    const __m128i v = load128(sm);
+    const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
+    const __m256 m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)));
+    const __m256 mdmin = _mm256_sub_ps(_mm256_setzero_ps(), bcast_h(w->dmin));
+    return {_mm256_mul_ps(sc, bcast_h(w->d)), _mm256_mul_ps(m, mdmin)};
+  }
+  static PLLM_AI void codes(const W* w, const G&, int u, Q& q) {
+    const __m512i v = _mm512_cvtepu8_epi16(load256(w->qs + 32 * (u / 2)));
+    q = u & 1 ? _mm512_srli_epi16(v, 4) : _mm512_and_si512(v, _mm512_set1_epi16(0x0F));
+  }
+  static PLLM_AI __m256 scale(const G& g, int) { return g.dsc; }
+  static PLLM_AI __m256 min(const G& g, int) { return g.mn; }
+};
+
+// Unit u = 4 h + k (128-element half h, quarter k): q = (4 bits of ql | 2 bits of qh << 4) - 32
+// with sc[2u] for its first 16 elements and sc[2u + 1] for the rest, folded into the codes
+// (|code| <= 32 * 128); x = d * code. Decoded as 32 bytes, widened, times the unit's two scales
+// spread over words 0-15 and 16-31 by one vpermw.
+struct MQ6_K : Rows {
+  using W = block_q6_K;
+  static constexpr int kUnits = 8;
+  static constexpr bool kMin = false;
+  struct G { __m256 d; __m512i sc; };  // sc: the 16 scales as words 0-15
+  static PLLM_AI G group(const W* w, int) {
+    return {bcast_h(w->d), _mm512_castsi256_si512(_mm256_cvtepi8_epi16(load128(w->scales)))};
+  }
+  static PLLM_AI void codes(const W* w, const G& g, int u, Q& q) {
+    const int h = u / 4, k = u % 4;
+    const __m256i ql = load256(w->ql + 64 * h + 32 * (k & 1));
+    const __m256i lo = _mm256_and_si256(k < 2 ? ql : _mm256_srli_epi16(ql, 4), _mm256_set1_epi8(0x0F));
+    // qh bits 2k, 2k + 1 moved to bits 4, 5 by one shift (16-bit lanes; the mask drops what
+    // crosses from the neighbouring byte), or'ed in by one vpternlogd (lo | hs & 0x30).
+    const __m256i qh = load256(w->qh + 32 * h);
+    const __m256i hs = k == 0   ? _mm256_slli_epi16(qh, 4)
+                       : k == 1 ? _mm256_slli_epi16(qh, 2)
+                       : k == 2 ? qh
+                                : _mm256_srli_epi16(qh, 2);
+    const __m256i c8 = _mm256_ternarylogic_epi32(lo, hs, _mm256_set1_epi8(0x30), 0xF8);
+    const __m256i c = _mm256_sub_epi8(c8, _mm256_set1_epi8(32));
+    const __m512i idx =  // words 0-15: scale 2u, 16-31: 2u + 1
+        _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(short(2 * u)), _mm512_set1_epi16(short(2 * u + 1)));
+    q = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(c), _mm512_permutexvar_epi16(idx, g.sc));
+  }
+  static PLLM_AI __m256 scale(const G& g, int) { return g.d; }
+  static PLLM_AI __m256 min(const G&, int) { return _mm256_setzero_ps(); }
+};
+
+// The table's entry: the driver with every call inlined. Left to itself GCC 12 outlines the
+// unrolled group of a row's short last group at 2 weight rows (max-inline-insns-single and
+// large-function-growth limits), and the call then costs more than the rest of the row:
+// 640-element Q8_0 rows (Gemma 3's head) ran 1.8x slower at 4 activation rows. It doubles the
+// file's compile time (about 50 s). (i16act_avx2.cpp's tiles are outlined so at one activation
+// row: 1.5-2x slower on 640-element Q8_0 and Q5_0 rows than with the group inlined.)
+template <class M>
+[[gnu::flatten]] void tile(int64_t n, const void* w, size_t ws, int n_rows, const void* xq, size_t xs, int n_x,
+                           float* out, int64_t os) {
+  drivers::i16_tile<S512, M>(n, w, ws, n_rows, xq, xs, n_x, out, os);
+}
+
+}  // namespace
+
+void fill_i16act_avx512(KernelTable& t) {
+  auto at = [&t](TensorType type) -> TypeKernels& { return t.types[static_cast<uint32_t>(type) & 31]; };
+  at(TensorType::Q4_0).vec_dot_i16act_tile = tile<MQ4_0>;
+  at(TensorType::Q4_1).vec_dot_i16act_tile = tile<MQ4_1>;
+  at(TensorType::Q5_0).vec_dot_i16act_tile = tile<MQ5_0>;
+  at(TensorType::Q5_1).vec_dot_i16act_tile = tile<MQ5_1>;
+  at(TensorType::Q8_0).vec_dot_i16act_tile = tile<MQ8_0>;
+  at(TensorType::Q4_K).vec_dot_i16act_tile = tile<MQ4_K>;
+  at(TensorType::Q6_K).vec_dot_i16act_tile = tile<MQ6_K>;
+}
+
+}  // namespace pllm::kern
