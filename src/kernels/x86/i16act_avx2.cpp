@@ -292,13 +292,13 @@ struct MQ6_K : Rows1 {
 void fill_i16act_avx2(KernelTable& t) {
   auto at = [&t](TensorType type) -> TypeKernels& { return t.types[static_cast<uint32_t>(type) & 31]; };
   t.quantize_row_q16 = quantize_row_q16;
-  at(TensorType::Q4_0).vec_dot_i16act_tile = drivers::i16_tile<S16, MQ4_0>;
-  at(TensorType::Q4_1).vec_dot_i16act_tile = drivers::i16_tile<S16, MQ4_1>;
-  at(TensorType::Q5_0).vec_dot_i16act_tile = drivers::i16_tile<S16, MQ5_0>;
-  at(TensorType::Q5_1).vec_dot_i16act_tile = drivers::i16_tile<S16, MQ5_1>;
-  at(TensorType::Q8_0).vec_dot_i16act_tile = drivers::i16_tile<S16, MQ8_0>;
-  at(TensorType::Q4_K).vec_dot_i16act_tile = drivers::i16_tile<S16, MQ4_K>;
-  at(TensorType::Q6_K).vec_dot_i16act_tile = drivers::i16_tile<S16, MQ6_K>;
+  at(TensorType::Q4_0).vec_dot_i16act_tile = drivers::i16_tile_inlined<S16, MQ4_0>;
+  at(TensorType::Q4_1).vec_dot_i16act_tile = drivers::i16_tile_inlined<S16, MQ4_1>;
+  at(TensorType::Q5_0).vec_dot_i16act_tile = drivers::i16_tile_inlined<S16, MQ5_0>;
+  at(TensorType::Q5_1).vec_dot_i16act_tile = drivers::i16_tile_inlined<S16, MQ5_1>;
+  at(TensorType::Q8_0).vec_dot_i16act_tile = drivers::i16_tile_inlined<S16, MQ8_0>;
+  at(TensorType::Q4_K).vec_dot_i16act_tile = drivers::i16_tile_inlined<S16, MQ4_K>;
+  at(TensorType::Q6_K).vec_dot_i16act_tile = drivers::i16_tile_inlined<S16, MQ6_K>;
 }
 
 }  // namespace pllm::kern

@@ -245,29 +245,17 @@ struct MQ6_K : Rows {
   static PLLM_AI __m256 min(const G&, int) { return _mm256_setzero_ps(); }
 };
 
-// The table's entry: the driver with every call inlined. Left to itself GCC 12 outlines the
-// unrolled group of a row's short last group at 2 weight rows (max-inline-insns-single and
-// large-function-growth limits), and the call then costs more than the rest of the row:
-// 640-element Q8_0 rows (Gemma 3's head) ran 1.8x slower at 4 activation rows. It doubles the
-// file's compile time (about 50 s). (i16act_avx2.cpp's tiles are outlined so at one activation
-// row: 1.5-2x slower on 640-element Q8_0 and Q5_0 rows than with the group inlined.)
-template <class M>
-[[gnu::flatten]] void tile(int64_t n, const void* w, size_t ws, int n_rows, const void* xq, size_t xs, int n_x,
-                           float* out, int64_t os) {
-  drivers::i16_tile<S512, M>(n, w, ws, n_rows, xq, xs, n_x, out, os);
-}
-
 }  // namespace
 
 void fill_i16act_avx512(KernelTable& t) {
   auto at = [&t](TensorType type) -> TypeKernels& { return t.types[static_cast<uint32_t>(type) & 31]; };
-  at(TensorType::Q4_0).vec_dot_i16act_tile = tile<MQ4_0>;
-  at(TensorType::Q4_1).vec_dot_i16act_tile = tile<MQ4_1>;
-  at(TensorType::Q5_0).vec_dot_i16act_tile = tile<MQ5_0>;
-  at(TensorType::Q5_1).vec_dot_i16act_tile = tile<MQ5_1>;
-  at(TensorType::Q8_0).vec_dot_i16act_tile = tile<MQ8_0>;
-  at(TensorType::Q4_K).vec_dot_i16act_tile = tile<MQ4_K>;
-  at(TensorType::Q6_K).vec_dot_i16act_tile = tile<MQ6_K>;
+  at(TensorType::Q4_0).vec_dot_i16act_tile = drivers::i16_tile_inlined<S512, MQ4_0>;
+  at(TensorType::Q4_1).vec_dot_i16act_tile = drivers::i16_tile_inlined<S512, MQ4_1>;
+  at(TensorType::Q5_0).vec_dot_i16act_tile = drivers::i16_tile_inlined<S512, MQ5_0>;
+  at(TensorType::Q5_1).vec_dot_i16act_tile = drivers::i16_tile_inlined<S512, MQ5_1>;
+  at(TensorType::Q8_0).vec_dot_i16act_tile = drivers::i16_tile_inlined<S512, MQ8_0>;
+  at(TensorType::Q4_K).vec_dot_i16act_tile = drivers::i16_tile_inlined<S512, MQ4_K>;
+  at(TensorType::Q6_K).vec_dot_i16act_tile = drivers::i16_tile_inlined<S512, MQ6_K>;
 }
 
 }  // namespace pllm::kern
