@@ -12,6 +12,8 @@
 
 #include <cstdint>
 
+#include "kernels/k4_scales.h"
+
 #define PLLM_AI inline __attribute__((always_inline))
 
 namespace pllm::kern::neon {
@@ -24,16 +26,7 @@ PLLM_AI float h2f(uint16_t h) {
 
 PLLM_AI float32x4_t load_bf16(const uint16_t* p) { return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16)); }
 
-// The eight 6-bit scales (sc[0..7]) and mins (sc[8..15]) of a Q4_K block.
-PLLM_AI void unpack_k4_scales(const uint8_t* s, uint8_t out[16]) {
-  uint32_t w0, w1, w2;
-  __builtin_memcpy(&w0, s, 4);
-  __builtin_memcpy(&w1, s + 4, 4);
-  __builtin_memcpy(&w2, s + 8, 4);
-  const uint32_t v[4] = {w0 & 0x3f3f3f3fu, (w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u), w1 & 0x3f3f3f3fu,
-                         ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u)};
-  __builtin_memcpy(out, v, 16);
-}
+using kern::unpack_k4_scales;  // k4_scales.h
 
 // 16 bytes -> 16 floats in four float32x4 (element order).
 PLLM_AI void u8_to_f32(uint8x16_t v, float32x4_t* out) {

@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "kernels/k4_scales.h"
+
 #define PLLM_AI inline __attribute__((always_inline))
 
 namespace pllm::kern::avx2 {
@@ -39,21 +41,7 @@ PLLM_AI __m256 load_bf16(const uint16_t* p) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
 
-// The eight 6-bit scales (sc[0..7]) and mins (sc[8..15]) of a Q4_K block.
-PLLM_AI void unpack_k4_scales(const uint8_t* s, uint8_t out[16]) {
-  uint32_t w0, w1, w2;
-  __builtin_memcpy(&w0, s, 4);
-  __builtin_memcpy(&w1, s + 4, 4);
-  __builtin_memcpy(&w2, s + 8, 4);
-  const uint32_t sc_lo = w0 & 0x3f3f3f3fu;
-  const uint32_t sc_hi = (w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u);
-  const uint32_t m_lo = w1 & 0x3f3f3f3fu;
-  const uint32_t m_hi = ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u);
-  __builtin_memcpy(out, &sc_lo, 4);
-  __builtin_memcpy(out + 4, &sc_hi, 4);
-  __builtin_memcpy(out + 8, &m_lo, 4);
-  __builtin_memcpy(out + 12, &m_hi, 4);
-}
+using kern::unpack_k4_scales;  // k4_scales.h
 
 // Vector traits for the shared drivers (kernels/drivers/*.h): 8 f32 lanes.
 struct F32x8 {

@@ -10,22 +10,15 @@
 
 #include <cstdint>
 
+#include "kernels/k4_scales.h"
+
 #define PLLM_AI inline __attribute__((always_inline))
 
 namespace pllm::kern::avx512 {
 
 PLLM_AI float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
-// The eight 6-bit scales (out[0..7]) and mins (out[8..15]) of a Q4_K block.
-PLLM_AI void unpack_k4_scales(const uint8_t* s, uint8_t out[16]) {
-  uint32_t w0, w1, w2;
-  __builtin_memcpy(&w0, s, 4);
-  __builtin_memcpy(&w1, s + 4, 4);
-  __builtin_memcpy(&w2, s + 8, 4);
-  const uint32_t v[4] = {w0 & 0x3f3f3f3fu, (w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u), w1 & 0x3f3f3f3fu,
-                         ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u)};
-  __builtin_memcpy(out, v, 16);
-}
+using kern::unpack_k4_scales;  // k4_scales.h
 
 // Vector traits for the shared drivers (kernels/drivers/*.h): 16 f32 lanes.
 struct F32x16 {
