@@ -201,7 +201,7 @@ struct Job {
 
 // A finished (not cut) stream against its lone reference; "" when it is right.
 std::string check_stream(const Job& job, const Stream& s, const Reference& ref) {
-  if (s.status != 200) return "status " + std::to_string(s.status);
+  if (s.status != 200) return "status " + std::to_string(s.status) + (s.error.empty() ? "" : " (" + s.error + ")");
   if (!s.error.empty()) return s.error;
   if (!s.done) return "no [DONE]";
   std::vector<json> chunks = s.chunks;
