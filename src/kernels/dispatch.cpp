@@ -133,7 +133,10 @@ Tables build_tables() {
   kern::fill_f16act_scalar(t.table[0]);
   kern::fill_i16act_scalar(t.table[0]);
   kern::fill_panel_scalar(t.table[0]);
-  for (TypeKernels& tk : t.table[0].types) tk.gemm_f32 = tk.vec_dot_f32_rows_multi;  // the scalar twin
+  for (TypeKernels& tk : t.table[0].types) {  // the scalar twins
+    tk.gemm_f32 = tk.vec_dot_f32_rows_multi;
+    tk.gemm_i16 = tk.vec_dot_i16act_tile;
+  }
   t.ok[0] = true;
   for (int i = 1; i < kNumIsa; ++i) {
     const Isa isa = static_cast<Isa>(i);
@@ -147,6 +150,7 @@ Tables build_tables() {
     for (TypeKernels& tk : k.types) {
       tk.vec_dot_panels = nullptr;
       tk.vec_dot_i16act_tile = nullptr;
+      tk.gemm_i16 = nullptr;
       tk.gemm_f32 = nullptr;
     }
     switch (isa) {
@@ -163,8 +167,10 @@ Tables build_tables() {
     }
     fill_f16act(k, isa);
     fill_i16act(k, isa);
-    for (TypeKernels& tk : k.types)
+    for (TypeKernels& tk : k.types) {
       if (!tk.gemm_f32) tk.gemm_f32 = tk.vec_dot_f32_rows_multi;
+      if (!tk.gemm_i16) tk.gemm_i16 = tk.vec_dot_i16act_tile;
+    }
     k.isa = isa;
     t.table[i] = k;
     t.ok[i] = true;

@@ -153,6 +153,10 @@ void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_t
       return;
     }
     if (p.i16[i]) {  // int16: a tile of weight rows x up to kMultiRowDecode token rows per call
+      if (n_tok > kMultiRowDecode) {  // prefill: the GEMM, the tile's results bit for bit
+        tk.gemm_i16(cols, w, rb, int(r1 - r0), s.act_q, s.act_row_stride, n_tok, Y + r0, rows);
+        return;
+      }
       for (int t0 = 0; t0 < n_tok; t0 += kMultiRowDecode) {
         const int nt = std::min(kMultiRowDecode, n_tok - t0);
         tk.vec_dot_i16act_tile(cols, w, rb, int(r1 - r0), s.act_q + size_t(t0) * s.act_row_stride, s.act_row_stride, nt,

@@ -349,6 +349,50 @@ TEST_P(I16ActIsa, TilesMatchTwinAndIntegerReference) {
   }
 }
 
+// gemm_i16 (drivers/i16_gemm.h where the ISA has one, else the tile itself) gives the tile's
+// results bit for bit in every call shape: weight rows off the GEMM's 16 / 32-row tiles,
+// activation rows within and beyond one pass of 64, rows whose last group is short, n beyond
+// one slice of kI16Slice units, Gaussian and raw rows and extreme codes (Q6_K's and Q8_0's
+// halves beyond 2^24), and nothing written outside the output tile.
+TEST_P(I16ActIsa, GemmEqualsTileBitForBit) {
+  constexpr int kRows = 37, kX = 70;
+  std::mt19937 rng(99);
+  for (TensorType t : kTypes) {
+    const TypeKernels& k = table_->for_type(t);
+    if (!k.vec_dot_i16act_tile) continue;
+    ASSERT_NE(k.gemm_i16, nullptr) << name(t);
+    for (int64_t n : is_k(t) ? std::vector<int64_t>{256, 2304, 8448} : std::vector<int64_t>{32, 224, 640, 8224})
+      for (int kind = 0; kind < 3; ++kind) {
+        SCOPED_TRACE(::testing::Message() << name(t) << " n=" << n << " kind=" << kind);
+        const size_t ws = *row_bytes(uint32_t(t), n) + 6, as = n / 32 * sizeof(block_q16) + 8;
+        std::vector<uint8_t> w(ws * kRows, 0xFF), a(as * kX);
+        for (int r = 0; r < kRows; ++r) {
+          make_row(t, n, rng, kind > 0, &w[r * ws]);
+          if (kind == 2) set_extreme_codes(t, &w[r * ws], ws - 6);
+        }
+        for (int x = 0; x < kX; ++x) table_->quantize_row_q16(make_act(rng, n, x + kind).data(), &a[x * as], n);
+        std::vector<float> tile(kX * kRows);
+        k.vec_dot_i16act_tile(n, w.data(), ws, kRows, a.data(), as, kX, tile.data(), kRows);
+        for (auto [nr, nx] : {std::pair{kRows, kX}, {1, 1}, {16, 9}, {33, 64}, {5, 65}, {32, 17}, {17, 3}}) {
+          SCOPED_TRACE(::testing::Message() << "n_rows=" << nr << " n_x=" << nx);
+          const int64_t os = nr + 3, lead = 5;
+          std::vector<float> out(lead + nx * os + 5, -7.25f);
+          k.gemm_i16(n, w.data(), ws, nr, a.data(), as, nx, out.data() + lead, os);
+          for (int64_t i = 0; i < int64_t(out.size()); ++i) {
+            const int64_t j = i - lead, x = j >= 0 ? j / os : -1, r = j >= 0 ? j % os : -1;
+            if (x < 0 || x >= nx || r >= nr) {
+              ASSERT_EQ(out[i], -7.25f) << "written outside the tile at offset " << j;
+              continue;
+            }
+            const float want = tile[x * kRows + r];
+            ASSERT_EQ(0, std::memcmp(&out[i], &want, sizeof(float))) << "x=" << x << " r=" << r << ": " << out[i]
+                                                                     << " vs the tile's " << want;
+          }
+        }
+      }
+  }
+}
+
 // The largest codes against full-scale activations of matching sign: the int32 lane sums
 // are at their maximum (no overflow allowed), and the result is still within the bound.
 TEST_P(I16ActIsa, ExtremeCodesDoNotOverflow) {

@@ -62,8 +62,11 @@ void CpuLayers::norm(const char* name, int layer, Act src, const float* w, Act d
   for (int r = 0; r < n_; ++r) rmsnorm_f32(in + r * E, w, out + r * E, int64_t(E), c_.rms_eps);
 }
 
+// int16 mode: a prompt's rows run exact where this ISA has no int16 GEMM (the tile alone is
+// slower there than exact's f32 GEMM); decode rows always run int16.
 ActMode CpuLayers::mode_of(const SeqStep& q) const {
-  return opt_.act_mode == ActMode::int16 && q.tokens.size() > 1 ? ActMode::exact : opt_.act_mode;
+  const bool exact_prompt = opt_.act_mode == ActMode::int16 && q.tokens.size() > 1 && !kernels().int16_prompts;
+  return exact_prompt ? ActMode::exact : opt_.act_mode;
 }
 
 template <class RowsOf, class F>

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/drivers/i16_gemm.h"
 #include "kernels/drivers/i16_tile.h"
 #include "kernels/internal.h"
 #include "kernels/x86/simd_avx512.h"
@@ -75,6 +76,30 @@ struct S512 {
   }
 };
 using Q = S512::Q;
+
+// The prefill GEMM's traits (drivers/i16_gemm.h): lane i = weight row i, 2 x 16 rows x 4
+// activation rows per register tile (16 int32 halves, 2 code vectors and a broadcast).
+struct T512 {
+  static constexpr int kLanes = 16, kRowVecs = 2, kTileX = 4;
+  using V = __m512i;
+  using VF = __m512;
+  using Q = S512::Q;
+  static PLLM_AI V pair(const int16_t* a) {
+    int32_t v;
+    std::memcpy(&v, a, 4);
+    return _mm512_set1_epi32(v);
+  }
+  static PLLM_AI V load(const int32_t* p) { return _mm512_load_si512(p); }
+  static PLLM_AI V madd(V w, const int16_t* a) { return _mm512_madd_epi16(w, pair(a)); }
+  static PLLM_AI V dp(V acc, V w, const int16_t* a) { return _mm512_dpwssd_epi32(acc, w, pair(a)); }
+  static PLLM_AI VF cvt(V v) { return _mm512_cvtepi32_ps(v); }
+  static PLLM_AI VF add(VF a, VF b) { return _mm512_add_ps(a, b); }
+  static PLLM_AI VF mul(VF a, VF b) { return _mm512_mul_ps(a, b); }
+  static PLLM_AI VF fma(VF acc, VF a, VF b) { return _mm512_fmadd_ps(a, b, acc); }
+  static PLLM_AI VF loadf(const float* p) { return _mm512_load_ps(p); }
+  static PLLM_AI void storef(float* p, VF v) { _mm512_store_ps(p, v); }
+  static PLLM_AI VF bcast(float f) { return _mm512_set1_ps(f); }
+};
 
 // ------------------------------------------------------------------ micro-kernels
 // 32-element blocks: a group is 8 consecutive blocks; its fp16 field at byte `off` of each of
@@ -256,6 +281,14 @@ void fill_i16act_avx512(KernelTable& t) {
   at(TensorType::Q8_0).vec_dot_i16act_tile = drivers::i16_tile_inlined<S512, MQ8_0>;
   at(TensorType::Q4_K).vec_dot_i16act_tile = drivers::i16_tile_inlined<S512, MQ4_K>;
   at(TensorType::Q6_K).vec_dot_i16act_tile = drivers::i16_tile_inlined<S512, MQ6_K>;
+  at(TensorType::Q4_0).gemm_i16 = drivers::i16_gemm<T512, MQ4_0>;
+  at(TensorType::Q4_1).gemm_i16 = drivers::i16_gemm<T512, MQ4_1>;
+  at(TensorType::Q5_0).gemm_i16 = drivers::i16_gemm<T512, MQ5_0>;
+  at(TensorType::Q5_1).gemm_i16 = drivers::i16_gemm<T512, MQ5_1>;
+  at(TensorType::Q8_0).gemm_i16 = drivers::i16_gemm<T512, MQ8_0>;
+  at(TensorType::Q4_K).gemm_i16 = drivers::i16_gemm<T512, MQ4_K>;
+  at(TensorType::Q6_K).gemm_i16 = drivers::i16_gemm<T512, MQ6_K>;
+  t.int16_prompts = true;
 }
 
 }  // namespace pllm::kern
