@@ -26,6 +26,8 @@
 //   load(const int32_t*) -> V; madd(V w, const int16_t* a) -> V: lane i = w.lo_i * a[0] +
 //             w.hi_i * a[1] (a's pair broadcast); dp(V acc, V w, const int16_t* a) = acc + madd
 //   cvt(V) -> VF; add, mul, fma(acc, a, b) = acc + a * b (fused); loadf, storef, bcast(float)
+//   transpose(const int32_t* src, int32_t* dst, int ds): kLanes rows of 16 code pairs (64 bytes
+//             apart) to 16 vectors, pair k at dst + k * ds, lane i = row i
 // M: i16_tile.h's micro-kernel contract (group, codes, scale, min).
 //
 // ODR: templates over the ISA's types only (see fused_dot.h).
@@ -106,9 +108,11 @@ void i16_gemm(int64_t n, const void* w, size_t ws, int n_rows, const void* xq, s
   static_assert(8 % kFL == 0 && kI16Slice % 8 == 0);
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   const int64_t units = n / 32;
-  alignas(64) int32_t wt[8 * 16 * RV * L];            // one group's codes, transposed
+  alignas(64) int32_t stage[8 * RT * 16];             // one group's codes as decoded (unit, row)
+  alignas(64) int32_t wt[8 * 16 * RV * L];            // and transposed (unit, pair, row)
   alignas(64) float sc[8 * RV * L], mn[8 * RV * L];   // its per-unit factors, lane = row
   alignas(64) float ua[kI16GemmTokens * 8 * RV * L];  // unit accumulators (x, unit, rv)
+  std::memset(stage, 0, sizeof stage);
   std::memset(wt, 0, sizeof wt);
   std::memset(sc, 0, sizeof sc);
   std::memset(mn, 0, sizeof mn);
@@ -145,11 +149,11 @@ void i16_gemm(int64_t n, const void* w, size_t ws, int n_rows, const void* xq, s
             for (int u = 0; u < nu; ++u) {
               typename T::Q q;
               M::codes(wg, g, u, q);
-              int32_t c[16];
-              std::memcpy(c, &q, sizeof c);
-              for (int k = 0; k < 16; ++k) wt[((u * 16 + k) * RV + rv) * L + lane] = c[k];
+              std::memcpy(stage + (u * RT + i) * 16, &q, 64);
             }
           }
+          for (int u = 0; u < nu; ++u)
+            for (int rv = 0; rv * L < nr; ++rv) T::transpose(stage + (u * RT + rv * L) * 16, wt + (u * 16 * RV + rv) * L, RV * L);
           for (int x = 0; x < nxp; x += NX) {
             const int nx = nxp - x < NX ? nxp - x : NX;
             const block_q16* axg[NX];

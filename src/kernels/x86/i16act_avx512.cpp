@@ -99,6 +99,31 @@ struct T512 {
   static PLLM_AI VF loadf(const float* p) { return _mm512_load_ps(p); }
   static PLLM_AI void storef(float* p, VF v) { _mm512_store_ps(p, v); }
   static PLLM_AI VF bcast(float f) { return _mm512_set1_ps(f); }
+  // 16 x 16 dwords in 64 shuffles: 32-bit, then 64-bit unpacks, then two rounds of 128-bit
+  // lane shuffles.
+  static PLLM_AI void transpose(const int32_t* src, int32_t* dst, int ds) {
+    __m512i r[16], t[16];
+    for (int i = 0; i < 16; ++i) r[i] = _mm512_load_si512(src + 16 * i);
+    for (int i = 0; i < 8; ++i) {
+      t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+      t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; ++i) {
+      r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+      r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+      r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+      r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 4; ++j) {
+        t[8 * i + j] = _mm512_shuffle_i32x4(r[8 * i + j], r[8 * i + j + 4], 0x88);
+        t[8 * i + j + 4] = _mm512_shuffle_i32x4(r[8 * i + j], r[8 * i + j + 4], 0xdd);
+      }
+    for (int j = 0; j < 8; ++j) {
+      _mm512_store_si512(dst + j * ds, _mm512_shuffle_i32x4(t[j], t[j + 8], 0x88));
+      _mm512_store_si512(dst + (j + 8) * ds, _mm512_shuffle_i32x4(t[j], t[j + 8], 0xdd));
+    }
+  }
 };
 
 // ------------------------------------------------------------------ micro-kernels
