@@ -59,7 +59,12 @@ void CpuLayers::norm(const char* name, int layer, Act src, const float* w, Act d
   const size_t E = size_t(c_.n_embd);
   const float* in = buf(src);
   float* out = buf(dst);
-  for (int r = 0; r < n_; ++r) rmsnorm_f32(in + r * E, w, out + r * E, int64_t(E), c_.rms_eps);
+  auto row = [&](int64_t r) { rmsnorm_f32(in + r * E, w, out + r * E, int64_t(E), c_.rms_eps); };
+  if (n_ > 2) {  // a prompt: rows on the pool (a decode step's few are cheaper here than a hand-off)
+    pool_.run(n_, row);
+  } else {
+    for (int r = 0; r < n_; ++r) row(r);
+  }
 }
 
 // int16 mode: a prompt's rows run exact where this ISA has no int16 GEMM (the tile alone is
@@ -109,7 +114,10 @@ void CpuLayers::project(const char* name, int layer, std::initializer_list<Produ
 void CpuLayers::qkv_to_cache(int l, const QkvSpec& sp) {
   TraceScope ts(opt_.tracer, "qkv_rope_kv", l);
   const int QD = c_.q_dim(), KD = c_.kv_dim(), HD = c_.head_dim;
-  for (int r = 0; r < n_; ++r) {
+  // Per row: biases, q/k norms and RoPE (independent rows: on the pool for a prompt), then the
+  // cache writes in row order (a q4 cache quantises a group once its last row is in).
+  auto rotate = [&](int64_t task) {
+    const int r = int(task);
     float* q = &s_.q[size_t(r) * QD];
     float* k = &s_.k[size_t(r) * KD];
     float* v = &s_.v[size_t(r) * KD];
@@ -129,8 +137,14 @@ void CpuLayers::qkv_to_cache(int l, const QkvSpec& sp) {
       if (sp.k_norm) rmsnorm_f32(k + h * HD, sp.k_norm, k + h * HD, HD, c_.rms_eps);
       rope_apply(k + h * HD, sp.rope.n_rot, cs, sp.rope.neox);
     }
-    s_.row_kv[size_t(r)]->store(l, pos, k, v);
+  };
+  if (n_ > 2) {
+    pool_.run(n_, rotate);
+  } else {
+    for (int r = 0; r < n_; ++r) rotate(r);
   }
+  for (int r = 0; r < n_; ++r)
+    s_.row_kv[size_t(r)]->store(l, s_.row_pos[size_t(r)], &s_.k[size_t(r) * KD], &s_.v[size_t(r) * KD]);
 }
 
 // A decode step with few rows and a long context would leave threads idle with one task
