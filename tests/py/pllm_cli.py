@@ -75,6 +75,15 @@ def available_isas() -> list[str]:
     return isas
 
 
+def int16_prompts(isa: str) -> bool:
+    """Whether int16 mode runs a prompt's rows in int16 at this level (it has an int16 GEMM of
+    its own, the avx512 table's, bit for bit the decode tiles' results) rather than exact."""
+    if isa == "scalar" or platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    avx512 = {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= _cpu_flags()
+    return avx512 and isa in ("default", "avx512")
+
+
 def fp16_arith(isa: str) -> bool:
     """Whether the W4A16 (--f16-act) kernels of this level accumulate in fp16: every NEON
     level on a CPU with FP16 arithmetic (asimdhp); never the scalar twins or x86."""
@@ -145,9 +154,9 @@ def run_logits(binary: Path, model: Path, ids: list[int], out_file: Path, n_voca
     --f16-act, `int16_act` --int16-act, and without any of them (nor one in `extra`) --exact,
     which the reference comparisons assume (the engine's default is int16); `chunk` appends
     the ids in calls of that many tokens (1: each through the decode path; 0: all in one call).
-    Its default is 0, and 1 with `int16_act`: int16 mode rounds decode rows only (a prompt's
-    rows run exact), so its checks feed the ids one per step. `extra` more CLI arguments (e.g.
-    KV options)."""
+    Its default is 0, and 1 with `int16_act`: where int16 mode runs a prompt's rows exact
+    (int16_prompts), only one id per step reaches the int16 kernels, so its checks feed the ids
+    that way everywhere. `extra` more CLI arguments (e.g. KV options)."""
     if chunk is None:
         chunk = 1 if int16_act else 0
     args = [flag for flag, on in (("--int8-act", int8_act), ("--f16-act", f16_act), ("--int16-act", int16_act))

@@ -127,7 +127,8 @@ def test_int16_act_flag_effect(pllm_bin, tiny_models_paths, tiny_ref_cache, work
     switches every quantised type on every ISA (a type without its tile would silently
     run exact): their decode logits (one id per step) move by the int16 rounding, max_rel
     4.7e-4..9.5e-4 in the reference, far above exact mode's f32 noise of ~1e-6. A prompt (all ids in one
-    step) runs exact in int16 mode: bit-identical to --exact."""
+    step) runs the int16 GEMM where the level has one (pllm_cli.int16_prompts): bit-identical to
+    the ids fed one per step; elsewhere exact: bit-identical to --exact."""
     cfg = CONFIGS[name]
     ref = _ref(tiny_ref_cache, tiny_models_paths, name)
     ids = tm.sample_ids(cfg, N_IDS)
@@ -142,10 +143,14 @@ def test_int16_act_flag_effect(pllm_bin, tiny_models_paths, tiny_ref_cache, work
     else:
         s = compare(i16, exact)
         assert s["max_rel"] > 1e-4, f"{name} isa={isa}: --int16-act seems to be ignored: {format_stats(s)}"
-    exact = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, work_dir / "e.f32",
-                                ref.hp.n_vocab, env=env)
     prompt = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, work_dir / "p.f32",
                                  ref.hp.n_vocab, env=env, int16_act=True, chunk=0)
+    if pllm_cli.int16_prompts(isa) and cfg.wtype not in tol.FLOAT_TYPES:
+        assert np.array_equal(i16, prompt), \
+            f"{name} isa={isa}: an int16-mode prompt differs from its ids one per step: {format_stats(compare(prompt, i16))}"
+        return
+    exact = pllm_cli.run_logits(pllm_bin, tiny_models_paths[name], ids, work_dir / "e.f32",
+                                ref.hp.n_vocab, env=env)
     assert np.array_equal(exact, prompt), \
         f"{name} isa={isa}: an int16-mode prompt is not the exact path: {format_stats(compare(prompt, exact))}"
 
