@@ -77,7 +77,8 @@ void SessionOptions::add_to(CLI::App* cmd) {
       ->excludes(f16);
   cmd->add_flag("--int16-act", int16_act,
                 "the default: decode rows' activations rounded to int16 per 32 values (step 2^-16 of the "
-                "block maximum; int8's is 2^-8) with exact integer products; a prompt's rows run exact")
+                "block maximum; int8's is 2^-8) with exact integer products; a prompt's rows too with AVX-512, "
+                "else exact")
       ->excludes(int8)
       ->excludes(f16)
       ->excludes(stat);
