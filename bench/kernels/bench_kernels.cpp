@@ -15,6 +15,7 @@
 //   f32_rows    vec_dot_f32_rows; f32_rows/N: vec_dot_f32_rows_multi (exact mode)
 //   int16       vec_dot_i16act_tile, one activation row (quantize_row_q16 outside the
 //               timing, as quantize_act for int8); int16/N: N activation rows
+//   i16_gemm/N  gemm_i16 (the same results as int16/N, bit for bit)
 // and in exact-mode prefill (64 tokens, rows in chunks of 64):
 //   f32_gemm/64 gemm_f32, beside f32_rows/64 (the same sums in groups of 8 tokens)
 // bytes_per_second counts weight bytes read per pass (so for f32_multi/N it is the
@@ -79,7 +80,7 @@ std::vector<float> make_act(int64_t n, std::mt19937& rng) {
   return x;
 }
 
-enum class Kind { int8, deq_dot, f32, f32_multi, int8_loop, gemm, int8_rows, f32_rows, f32_gemm, int16 };
+enum class Kind { int8, deq_dot, f32, f32_multi, int8_loop, gemm, int8_rows, f32_rows, f32_gemm, int16, i16_gemm };
 constexpr int64_t kChunk = 64;
 
 void run(benchmark::State& st, const KernelTable* kt, const Mat* m, Kind kind, int nx) {
@@ -92,8 +93,9 @@ void run(benchmark::State& st, const KernelTable* kt, const Mat* m, Kind kind, i
   std::vector<uint8_t> xq(act_stride * (multi_act ? nx : 1));
   for (int j = 0; j < (multi_act ? nx : 1); ++j) k.quantize_act(x.data() + j * cols, xq.data() + j * act_stride, cols);
   const size_t q16_stride = cols / 32 * sizeof(block_q16);
-  std::vector<uint8_t> x16(kind == Kind::int16 ? q16_stride * nx : 0);
-  if (kind == Kind::int16)
+  const bool i16 = kind == Kind::int16 || kind == Kind::i16_gemm;
+  std::vector<uint8_t> x16(i16 ? q16_stride * nx : 0);
+  if (i16)
     for (int j = 0; j < nx; ++j) kt->quantize_row_q16(x.data() + j * cols, x16.data() + j * q16_stride, cols);
   std::vector<float> deq(cols), y(m->rows * nx);
   for (auto _ : st) {
@@ -128,12 +130,15 @@ void run(benchmark::State& st, const KernelTable* kt, const Mat* m, Kind kind, i
       case Kind::f32_rows:
       case Kind::f32_gemm:
       case Kind::int16:
+      case Kind::i16_gemm:
         for (int64_t r0 = 0; r0 < m->rows; r0 += kChunk) {
           const int nr = int(std::min(kChunk, m->rows - r0));
           const uint8_t* wc = w + r0 * m->row_bytes;
           float* yc = y.data() + r0;
           if (kind == Kind::f32_gemm)
             k.gemm_f32(cols, wc, m->row_bytes, nr, x.data(), cols, nx, yc, m->rows);
+          else if (kind == Kind::i16_gemm)
+            k.gemm_i16(cols, wc, m->row_bytes, nr, x16.data(), q16_stride, nx, yc, m->rows);
           else if (kind == Kind::int16)
             k.vec_dot_i16act_tile(cols, wc, m->row_bytes, nr, x16.data(), q16_stride, nx, yc, m->rows);
           else if (kind == Kind::f32_rows && nx == 1)
@@ -200,12 +205,15 @@ int main(int argc, char** argv) {
       }
       // Decode as matmul runs it, for the int16 types: int16 against int8 and exact.
       if (kt->for_type(m.type).vec_dot_i16act_tile) {
-        for (int nx : {1, 4, 8}) {
+        for (int nx : {1, 4, 5, 6, 8}) {
           const std::string sfx = nx == 1 ? "" : "/" + std::to_string(nx);
           if (k_has_int8(*kt, m.type)) reg(("int8_rows" + sfx).c_str(), Kind::int8_rows, nx);
           reg(("f32_rows" + sfx).c_str(), Kind::f32_rows, nx);
           reg(("int16" + sfx).c_str(), Kind::int16, nx);
+          if (nx > 1) reg(("i16_gemm" + sfx).c_str(), Kind::i16_gemm, nx);
         }
+        reg("int16/64", Kind::int16, 64);
+        reg("i16_gemm/64", Kind::i16_gemm, 64);
       }
     }
   }

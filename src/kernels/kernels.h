@@ -151,6 +151,11 @@ struct KernelTable {
   // out[i] = silu(g[i]) * u[i] = g[i] / (1 + exp(-g[i])) * u[i] (out may alias g or u).
   // The scalar twin uses expf; SIMD versions a polynomial exp within a few ulp of it.
   void (*swiglu_f32)(const float* g, const float* u, float* out, int64_t n) = nullptr;
+  // out[i] = gelu(g[i]) * u[i] with GELU's tanh approximation (Gemma's GeGLU), in the logistic
+  // form 0.5 g (1 + tanh(y)) = g / (1 + exp(-2y)), y = sqrt(2/pi) (g + 0.044715 g^3), which
+  // does not cancel for negative g (out may alias g or u). Scalar twin: expf; SIMD versions
+  // the swiglu_f32 polynomial exp.
+  void (*geglu_f32)(const float* g, const float* u, float* out, int64_t n) = nullptr;
 
   // --- KV-cache attention by segments (generic/attention_kv_scalar.cpp, x86/attention_kv_*.cpp,
   // arm/attention_kv_neon.cpp). Each call folds n tokens of one kv head into the online-softmax

@@ -42,14 +42,6 @@ void rope_f32(float* x, int64_t n_rot, const float* inv_freq, double pos, bool n
   rope_apply(x, n_rot, cs, neox);
 }
 
-void geglu_f32(const float* g, const float* u, float* out, int64_t n) {
-  const float k = 0.7978845608028654f;  // sqrt(2 / pi)
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = g[i];
-    out[i] = 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x))) * u[i];
-  }
-}
-
 void add_f32(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }

@@ -25,9 +25,7 @@ void rope_apply(float* x, int64_t n_rot, const float* cs, bool neox);
 
 // SwiGLU (out = silu(g) * u) is KernelTable::swiglu_f32.
 
-// out = gelu(g) * u with GELU's tanh approximation (Gemma's GeGLU):
-// gelu(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))
-void geglu_f32(const float* g, const float* u, float* out, int64_t n);
+// GeGLU (out = gelu(g) * u) is KernelTable::geglu_f32.
 
 // y += x
 void add_f32(float* y, const float* x, int64_t n);

@@ -206,7 +206,7 @@ void run_elementwise(Dev& d) {
     d.run([&](vk::Recorder& r) { d.ops->glu(r, vk::view(bg), vk::view(bu), rows, n_ff, gelu); });
     std::vector<float> ref(g.size());
     if (gelu)
-      geglu_f32(g.data(), u.data(), ref.data(), int64_t(g.size()));
+      kernels().geglu_f32(g.data(), u.data(), ref.data(), int64_t(g.size()));
     else
       kernels().swiglu_f32(g.data(), u.data(), ref.data(), int64_t(g.size()));
     check(gelu ? "glu gelu (geglu_f32)" : "glu silu (swiglu_f32)", d.read(bg, g.size()), ref, kElementwiseBound);

@@ -198,13 +198,14 @@ void CpuLayers::attend(int l, float scale, const RopeSpec& rope) {
 }
 
 void CpuLayers::glu(int l, Glu kind, int n_ff) {
-  const int64_t n = int64_t(n_) * n_ff;
-  if (kind == Glu::silu) {
-    TraceScope ts(opt_.tracer, "swiglu", l);
-    kernels().swiglu_f32(s_.gate.data(), s_.up.data(), s_.gate.data(), n);
+  TraceScope ts(opt_.tracer, kind == Glu::silu ? "swiglu" : "geglu", l);
+  const auto f = kind == Glu::silu ? kernels().swiglu_f32 : kernels().geglu_f32;
+  float* g = s_.gate.data();
+  const float* u = s_.up.data();
+  if (n_ > 2) {  // a prompt: rows on the pool
+    pool_.run(n_, [&](int64_t r) { f(g + r * n_ff, u + r * n_ff, g + r * n_ff, n_ff); });
   } else {
-    TraceScope ts(opt_.tracer, "geglu", l);
-    geglu_f32(s_.gate.data(), s_.up.data(), s_.gate.data(), n);
+    f(g, u, g, int64_t(n_) * n_ff);
   }
 }
 
@@ -212,11 +213,17 @@ void CpuLayers::residual(int l, Act from, const float* bias, const float* post_n
   TraceScope ts(opt_.tracer, "residual", l);
   const int E = c_.n_embd;
   float* y = buf(from);
-  if (bias)
-    for (int r = 0; r < n_; ++r) add_f32(y + size_t(r) * E, bias, E);
-  if (post_norm)
-    for (int r = 0; r < n_; ++r) rmsnorm_f32(y + size_t(r) * E, post_norm, y + size_t(r) * E, E, c_.rms_eps);
-  add_f32(s_.x.data(), y, int64_t(n_) * E);
+  auto row = [&](int64_t r) {
+    float* yr = y + r * E;
+    if (bias) add_f32(yr, bias, E);
+    if (post_norm) rmsnorm_f32(yr, post_norm, yr, E, c_.rms_eps);
+    add_f32(s_.x.data() + r * E, yr, E);
+  };
+  if (n_ > 2) {  // a prompt: rows on the pool
+    pool_.run(n_, row);
+  } else {
+    for (int r = 0; r < n_; ++r) row(r);
+  }
 }
 
 void CpuLayers::head(const float* norm, const Matrix& out) {

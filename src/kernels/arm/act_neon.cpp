@@ -1,4 +1,4 @@
-// SwiGLU (KernelTable::swiglu_f32) with baseline NEON, used by every ARM table. Same
+// SwiGLU and GeGLU (KernelTable::swiglu_f32, geglu_f32) with baseline NEON, used by every ARM table. Same
 // method and constants as x86/act_avx2.cpp (see there): clamp, Cody-Waite reduction,
 // degree-6 polynomial, 2^n in the exponent bits.
 #include <arm_neon.h>
@@ -40,8 +40,28 @@ void swiglu(const float* g, const float* u, float* out, int64_t n) {
   for (; i < n; ++i) out[i] = swiglu_tail(g[i], u[i]);
 }
 
+float geglu_tail(float x, float u) {
+  const float y2 = -1.5957691216057308f * (x + 0.044715f * x * x * x);
+  return x / (1.0f + __builtin_expf(y2)) * u;
+}
+
+void geglu(const float* g, const float* u, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const float32x4_t x = vld1q_f32(g + i);
+    const float32x4_t y2 =
+        vmulq_f32(vdupq_n_f32(-1.5957691216057308f), vfmaq_f32(x, vmulq_n_f32(x, 0.044715f), vmulq_f32(x, x)));
+    const float32x4_t den = vaddq_f32(vdupq_n_f32(1.0f), exp4(y2));
+    vst1q_f32(out + i, vdivq_f32(vmulq_f32(x, vld1q_f32(u + i)), den));
+  }
+  for (; i < n; ++i) out[i] = geglu_tail(g[i], u[i]);
+}
+
 }  // namespace
 
-void fill_act_neon(KernelTable& t) { t.swiglu_f32 = swiglu; }
+void fill_act_neon(KernelTable& t) {
+  t.swiglu_f32 = swiglu;
+  t.geglu_f32 = geglu;
+}
 
 }  // namespace pllm::kern

@@ -290,6 +290,13 @@ void swiglu_scalar(const float* g, const float* u, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = g[i] / (1.0f + __builtin_expf(-g[i])) * u[i];
 }
 
+void geglu_scalar(const float* g, const float* u, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = g[i], y2 = -1.5957691216057308f * (x + 0.044715f * x * x * x);  // -2 sqrt(2/pi) (...)
+    out[i] = x / (1.0f + __builtin_expf(y2)) * u[i];
+  }
+}
+
 }  // namespace
 
 void fill_scalar(KernelTable& t) {
@@ -325,6 +332,7 @@ void fill_scalar(KernelTable& t) {
   t.dot_f32 = dot_f32;
   t.axpy_f32 = axpy_f32;
   t.swiglu_f32 = swiglu_scalar;
+  t.geglu_f32 = geglu_scalar;
 }
 
 }  // namespace pllm::kern

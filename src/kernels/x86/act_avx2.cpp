@@ -1,4 +1,4 @@
-// SwiGLU (KernelTable::swiglu_f32) with AVX2 + FMA, used by both x86 tables. Compiled
+// SwiGLU and GeGLU (KernelTable::swiglu_f32, geglu_f32) with AVX2 + FMA, used by both x86 tables. Compiled
 // with the avx2.cpp flags; used only after dispatch.cpp has checked the CPU.
 //
 // silu(g) * u = g * u / (1 + exp(-g)). exp: x = n ln2 + r with n = round(x / ln2) and
@@ -47,8 +47,28 @@ void swiglu(const float* g, const float* u, float* out, int64_t n) {
   for (; i < n; ++i) out[i] = swiglu_tail(g[i], u[i]);
 }
 
+float geglu_tail(float x, float u) {
+  const float y2 = -1.5957691216057308f * (x + 0.044715f * x * x * x);
+  return x / (1.0f + __builtin_expf(y2)) * u;
+}
+
+void geglu(const float* g, const float* u, float* out, int64_t n) {
+  const __m256 c = _mm256_set1_ps(0.044715f), k2 = _mm256_set1_ps(-1.5957691216057308f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(g + i);
+    const __m256 y2 = _mm256_mul_ps(k2, _mm256_fmadd_ps(_mm256_mul_ps(c, x), _mm256_mul_ps(x, x), x));
+    const __m256 den = _mm256_add_ps(_mm256_set1_ps(1.0f), exp8(y2));
+    _mm256_storeu_ps(out + i, _mm256_div_ps(_mm256_mul_ps(x, _mm256_loadu_ps(u + i)), den));
+  }
+  for (; i < n; ++i) out[i] = geglu_tail(g[i], u[i]);
+}
+
 }  // namespace
 
-void fill_act_avx2(KernelTable& t) { t.swiglu_f32 = swiglu; }
+void fill_act_avx2(KernelTable& t) {
+  t.swiglu_f32 = swiglu;
+  t.geglu_f32 = geglu;
+}
 
 }  // namespace pllm::kern
