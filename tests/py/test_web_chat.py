@@ -189,11 +189,13 @@ def test_send_streams_the_greedy_answer(server, driver):
     want = plain_request(server, body)["choices"][0]["message"]["content"]
     assert "Paris" in want
     assert s["reply"] == want
-    # it streamed: the user saw at least two growing non-empty prefixes before the whole reply
+    # it streamed: the user saw a growing non-empty prefix before the whole reply (how many
+    # depends on the machine: the page writes once per animation frame, and since prompts run
+    # on the int16 GEMM the 8-token answer here can land within two frames)
     shown = [t for i, t in enumerate(s["texts"]) if t and (i == 0 or t != s["texts"][i - 1])]
     assert shown[-1] == want
     assert all(b.startswith(a) and len(b) > len(a) for a, b in zip(shown, shown[1:])), shown
-    assert len(shown) >= 3, f"the reply did not grow on screen: {shown}"
+    assert len(shown) >= 2, f"the reply did not grow on screen: {shown}"
     # stats: TTFT and tokens/s as numbers
     m = re.fullmatch(r"TTFT (\d+) ms · (\d+\.\d) tokens/s", s["stats"])
     assert m, s["stats"]
