@@ -61,17 +61,21 @@ Result<void> CpuLayers::embed(const Matrix& table, float scale) {
   return {};
 }
 
+template <class F>
+void CpuLayers::for_rows(F f) {
+  if (n_ > kPoolRows) {
+    pool_.run(n_, f);
+  } else {
+    for (int r = 0; r < n_; ++r) f(int64_t(r));
+  }
+}
+
 void CpuLayers::norm(const char* name, int layer, Act src, const float* w, Act dst) {
   TraceScope ts(opt_.tracer, name, layer);
   const size_t E = size_t(c_.n_embd);
   const float* in = buf(src);
   float* out = buf(dst);
-  auto row = [&](int64_t r) { rmsnorm_f32(in + r * E, w, out + r * E, int64_t(E), c_.rms_eps); };
-  if (n_ > kPoolRows) {
-    pool_.run(n_, row);
-  } else {
-    for (int r = 0; r < n_; ++r) row(r);
-  }
+  for_rows([&](int64_t r) { rmsnorm_f32(in + r * E, w, out + r * E, int64_t(E), c_.rms_eps); });
 }
 
 // int16 mode: a prompt's rows run exact where this ISA has no int16 GEMM (the tile alone is
@@ -123,8 +127,7 @@ void CpuLayers::qkv_to_cache(int l, const QkvSpec& sp) {
   const int QD = c_.q_dim(), KD = c_.kv_dim(), HD = c_.head_dim;
   // Per row: biases, q/k norms and RoPE (independent rows: on the pool for a prompt), then the
   // cache writes in row order (a q4 cache quantises a group once its last row is in).
-  auto rotate = [&](int64_t task) {
-    const int r = int(task);
+  for_rows([&](int64_t r) {
     float* q = &s_.q[size_t(r) * QD];
     float* k = &s_.k[size_t(r) * KD];
     float* v = &s_.v[size_t(r) * KD];
@@ -144,12 +147,7 @@ void CpuLayers::qkv_to_cache(int l, const QkvSpec& sp) {
       if (sp.k_norm) rmsnorm_f32(k + h * HD, sp.k_norm, k + h * HD, HD, c_.rms_eps);
       rope_apply(k + h * HD, sp.rope.n_rot, cs, sp.rope.neox);
     }
-  };
-  if (n_ > kPoolRows) {
-    pool_.run(n_, rotate);
-  } else {
-    for (int r = 0; r < n_; ++r) rotate(r);
-  }
+  });
   for (int r = 0; r < n_; ++r)
     s_.row_kv[size_t(r)]->store(l, s_.row_pos[size_t(r)], &s_.k[size_t(r) * KD], &s_.v[size_t(r) * KD]);
 }
@@ -209,28 +207,19 @@ void CpuLayers::glu(int l, Glu kind, int n_ff) {
   const auto f = kind == Glu::silu ? kernels().swiglu_f32 : kernels().geglu_f32;
   float* g = s_.gate.data();
   const float* u = s_.up.data();
-  if (n_ > kPoolRows) {
-    pool_.run(n_, [&](int64_t r) { f(g + r * n_ff, u + r * n_ff, g + r * n_ff, n_ff); });
-  } else {
-    f(g, u, g, int64_t(n_) * n_ff);
-  }
+  for_rows([&](int64_t r) { f(g + r * n_ff, u + r * n_ff, g + r * n_ff, n_ff); });
 }
 
 void CpuLayers::residual(int l, Act from, const float* bias, const float* post_norm) {
   TraceScope ts(opt_.tracer, "residual", l);
   const int E = c_.n_embd;
   float* y = buf(from);
-  auto row = [&](int64_t r) {
+  for_rows([&](int64_t r) {
     float* yr = y + r * E;
     if (bias) add_f32(yr, bias, E);
     if (post_norm) rmsnorm_f32(yr, post_norm, yr, E, c_.rms_eps);
     add_f32(s_.x.data() + r * E, yr, E);
-  };
-  if (n_ > kPoolRows) {
-    pool_.run(n_, row);
-  } else {
-    for (int r = 0; r < n_; ++r) row(r);
-  }
+  });
 }
 
 void CpuLayers::head(const float* norm, const Matrix& out) {

@@ -35,6 +35,9 @@ class CpuLayers final : public LayerOps {
   // rows counted per sequence by rows_of(seq).
   template <class RowsOf, class F>
   void for_each_mode_run(RowsOf rows_of, F f) const;
+  // f(r) for every row r: on the pool for a prompt chunk, here for a decode step's few rows.
+  template <class F>
+  void for_rows(F f);
   // Attention parts per row for a step of single-row sequences (1: no split).
   int attention_parts(int l) const;
 
