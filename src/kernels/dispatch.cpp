@@ -169,6 +169,7 @@ Tables build_tables() {
     fill_i16act(k, isa);
     for (TypeKernels& tk : k.types) {
       if (!tk.gemm_f32) tk.gemm_f32 = tk.vec_dot_f32_rows_multi;
+      k.int16_prompts = k.int16_prompts || tk.gemm_i16;  // this ISA's own int16 GEMM
       if (!tk.gemm_i16) tk.gemm_i16 = tk.vec_dot_i16act_tile;
     }
     k.isa = isa;

@@ -142,7 +142,8 @@ struct KernelTable {
   // Bit-identical on every ISA.
   void (*f32_to_f16_row)(const float* x, uint16_t* y, int64_t n) = nullptr;
   // int16 mode runs a prompt's rows in int16 only where this ISA has its own gemm_i16 kernels
-  // (else exact: the tile alone is slower there than exact mode's f32 GEMM).
+  // (else exact: the tile alone is slower there than exact mode's f32 GEMM). Set by dispatch
+  // from the filled table.
   bool int16_prompts = false;
   // int16 activation format: n (a multiple of 32) floats to n / 32 block_q16: per block
   // d = amax / 32767, qs = round-half-even(x * (1 / d)) (0 where amax is 0), sum = sum(qs).

@@ -313,7 +313,6 @@ void fill_i16act_avx512(KernelTable& t) {
   at(TensorType::Q8_0).gemm_i16 = drivers::i16_gemm<T512, MQ8_0>;
   at(TensorType::Q4_K).gemm_i16 = drivers::i16_gemm<T512, MQ4_K>;
   at(TensorType::Q6_K).gemm_i16 = drivers::i16_gemm<T512, MQ6_K>;
-  t.int16_prompts = true;
 }
 
 }  // namespace pllm::kern
