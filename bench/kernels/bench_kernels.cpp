@@ -16,6 +16,7 @@
 //   int16       vec_dot_i16act_tile, one activation row (quantize_row_q16 outside the
 //               timing, as quantize_act for int8); int16/N: N activation rows
 //   i16_gemm/N  gemm_i16 (the same results as int16/N, bit for bit)
+//   i16_panels/N gemm_i16_panels over the rows packed into 16-row panels (outside the timing)
 // and in exact-mode prefill (64 tokens, rows in chunks of 64):
 //   f32_gemm/64 gemm_f32, beside f32_rows/64 (the same sums in groups of 8 tokens)
 // bytes_per_second counts weight bytes read per pass (so for f32_multi/N it is the
@@ -35,6 +36,7 @@
 
 #include "kernels/kernels.h"
 #include "quant/blocks.h"
+#include "quant/panel.h"
 #include "quant/reference.h"
 
 using namespace pllm;
@@ -80,7 +82,7 @@ std::vector<float> make_act(int64_t n, std::mt19937& rng) {
   return x;
 }
 
-enum class Kind { int8, deq_dot, f32, f32_multi, int8_loop, gemm, int8_rows, f32_rows, f32_gemm, int16, i16_gemm };
+enum class Kind { int8, deq_dot, f32, f32_multi, int8_loop, gemm, int8_rows, f32_rows, f32_gemm, int16, i16_gemm, i16_panels };
 constexpr int64_t kChunk = 64;
 
 void run(benchmark::State& st, const KernelTable* kt, const Mat* m, Kind kind, int nx) {
@@ -93,11 +95,15 @@ void run(benchmark::State& st, const KernelTable* kt, const Mat* m, Kind kind, i
   std::vector<uint8_t> xq(act_stride * (multi_act ? nx : 1));
   for (int j = 0; j < (multi_act ? nx : 1); ++j) k.quantize_act(x.data() + j * cols, xq.data() + j * act_stride, cols);
   const size_t q16_stride = cols / 32 * sizeof(block_q16);
-  const bool i16 = kind == Kind::int16 || kind == Kind::i16_gemm;
+  const bool i16 = kind == Kind::int16 || kind == Kind::i16_gemm || kind == Kind::i16_panels;
   std::vector<uint8_t> x16(i16 ? q16_stride * nx : 0);
   if (i16)
     for (int j = 0; j < nx; ++j) kt->quantize_row_q16(x.data() + j * cols, x16.data() + j * q16_stride, cols);
   std::vector<float> deq(cols), y(m->rows * nx);
+  std::vector<uint8_t> panels(kind == Kind::i16_panels ? m->data.size() : 0);
+  for (int64_t p = 0; p < int64_t(panels.size() / (kPanelRows * m->row_bytes)); ++p)
+    pack_panel(m->type, m->data.data() + p * kPanelRows * m->row_bytes, m->row_bytes, cols,
+               panels.data() + p * kPanelRows * m->row_bytes);
   for (auto _ : st) {
     const uint8_t* w = m->data.data();
     switch (kind) {
@@ -131,11 +137,15 @@ void run(benchmark::State& st, const KernelTable* kt, const Mat* m, Kind kind, i
       case Kind::f32_gemm:
       case Kind::int16:
       case Kind::i16_gemm:
+      case Kind::i16_panels:
         for (int64_t r0 = 0; r0 < m->rows; r0 += kChunk) {
           const int nr = int(std::min(kChunk, m->rows - r0));
           const uint8_t* wc = w + r0 * m->row_bytes;
           float* yc = y.data() + r0;
-          if (kind == Kind::f32_gemm)
+          if (kind == Kind::i16_panels)
+            k.gemm_i16_panels(cols, panels.data() + r0 * m->row_bytes, nr / kPanelRows, x16.data(), q16_stride, nx, yc,
+                              m->rows);
+          else if (kind == Kind::f32_gemm)
             k.gemm_f32(cols, wc, m->row_bytes, nr, x.data(), cols, nx, yc, m->rows);
           else if (kind == Kind::i16_gemm)
             k.gemm_i16(cols, wc, m->row_bytes, nr, x16.data(), q16_stride, nx, yc, m->rows);
@@ -211,9 +221,11 @@ int main(int argc, char** argv) {
           reg(("f32_rows" + sfx).c_str(), Kind::f32_rows, nx);
           reg(("int16" + sfx).c_str(), Kind::int16, nx);
           if (nx > 1) reg(("i16_gemm" + sfx).c_str(), Kind::i16_gemm, nx);
+          if (kt->for_type(m.type).gemm_i16_panels) reg(("i16_panels/" + std::to_string(nx)).c_str(), Kind::i16_panels, nx);
         }
         reg("int16/64", Kind::int16, 64);
         reg("i16_gemm/64", Kind::i16_gemm, 64);
+        if (kt->for_type(m.type).gemm_i16_panels) reg("i16_panels/64", Kind::i16_panels, 64);
       }
     }
   }

@@ -108,7 +108,7 @@ void fill_i16act(KernelTable& k, Isa isa) {
   switch (isa) {
 #if defined(PLLM_HAVE_X86_KERNELS)
     case Isa::avx2: kern::fill_i16act_avx2(k); break;
-    case Isa::avx512: kern::fill_i16act_avx2(k); kern::fill_i16act_avx512(k); break;
+    case Isa::avx512: kern::fill_i16act_avx2(k); kern::fill_i16act_avx512(k); kern::fill_i16panel_avx512(k); break;
 #endif
 #if defined(PLLM_HAVE_ARM_KERNELS)
     case Isa::neon:
@@ -151,6 +151,7 @@ Tables build_tables() {
       tk.vec_dot_panels = nullptr;
       tk.vec_dot_i16act_tile = nullptr;
       tk.gemm_i16 = nullptr;
+      tk.gemm_i16_panels = nullptr;
       tk.gemm_f32 = nullptr;
     }
     switch (isa) {

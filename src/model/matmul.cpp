@@ -207,8 +207,13 @@ void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_t
       file_rows(i, W.row(r0), W.row_bytes, r0, r1);
       return;
     }
-    // Repacked (16-row panels; r0, r1 are panel boundaries). int8 decode reads the panels
+    // Repacked (16-row panels; r0, r1 are panel boundaries). int16 and int8 read the panels
     // directly; every other path unpacks one panel at a time into the file's layout.
+    if (p.i16[i] && p.tk[i]->gemm_i16_panels) {  // every token count: the tile's sums, bit for bit
+      p.tk[i]->gemm_i16_panels(cols, W.panel(r0 / kPanelRows), int((r1 - r0) / kPanelRows), s.act_q,
+                               s.act_row_stride, n_tok, targets[i].Y + r0, W.rows);
+      return;
+    }
     // A batched decode step runs the decode kernel once per token row over the task's few
     // panels (a few KiB, L1-resident after the first row): the same arithmetic as a solo step.
     if (p.act_slot[i] >= 0 && n_tok <= kMultiRowDecode) {

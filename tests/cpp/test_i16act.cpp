@@ -34,6 +34,7 @@
 #include "base/fp16.h"
 #include "kernels/kernels.h"
 #include "quant/blocks.h"
+#include "quant/panel.h"
 #include "quant/reference.h"
 #include "isa_fixture.h"
 
@@ -390,6 +391,60 @@ TEST_P(I16ActIsa, GemmEqualsTileBitForBit) {
           }
         }
       }
+  }
+}
+
+// gemm_i16_panels (x86/i16panel_avx512.cpp, where the ISA has it) over the same rows packed into
+// 16-row panels (quant/panel.h) gives the tile's results bit for bit: one panel and several,
+// every activation-row count from a decode step through register tiles, passes of 32 and
+// beyond, n within one slice of kI16Slice units and beyond it, Gaussian and raw rows and
+// extreme codes, and nothing written outside the output.
+TEST_P(I16ActIsa, PanelGemmEqualsTileBitForBit) {
+  constexpr int kRows = 48, kX = 70;
+  std::mt19937 rng(5);
+  int checked = 0;
+  for (TensorType t : {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q8_0}) {
+    const TypeKernels& k = table_->for_type(t);
+    if (!k.gemm_i16_panels) continue;
+    ASSERT_NE(k.vec_dot_i16act_tile, nullptr) << name(t);
+    for (int64_t n : {32, 224, 640, 8224})
+      for (int kind = 0; kind < 3; ++kind) {
+        SCOPED_TRACE(::testing::Message() << name(t) << " n=" << n << " kind=" << kind);
+        const size_t ws = *row_bytes(uint32_t(t), n), as = n / 32 * sizeof(block_q16) + 8;
+        std::vector<uint8_t> w(ws * kRows), pan(ws * kRows), a(as * kX);
+        for (int r = 0; r < kRows; ++r) {
+          make_row(t, n, rng, kind > 0, &w[r * ws]);
+          if (kind == 2) set_extreme_codes(t, &w[r * ws], ws);
+        }
+        for (int p = 0; p < kRows / kPanelRows; ++p)
+          pack_panel(t, &w[p * kPanelRows * ws], ws, n, &pan[p * kPanelRows * ws]);
+        for (int x = 0; x < kX; ++x) table_->quantize_row_q16(make_act(rng, n, x + kind).data(), &a[x * as], n);
+        std::vector<float> tile(kX * kRows);
+        k.vec_dot_i16act_tile(n, w.data(), ws, kRows, a.data(), as, kX, tile.data(), kRows);
+        for (auto [np, nx] : {std::pair{3, kX}, {1, 1}, {2, 2}, {3, 3}, {1, 4}, {3, 5}, {2, 8}, {1, 33}, {3, 64}}) {
+          SCOPED_TRACE(::testing::Message() << "n_panels=" << np << " n_x=" << nx);
+          const int nr = np * kPanelRows;
+          const int64_t os = nr + 3, lead = 5;
+          std::vector<float> out(lead + nx * os + 5, -7.25f);
+          k.gemm_i16_panels(n, pan.data(), np, a.data(), as, nx, out.data() + lead, os);
+          for (int64_t i = 0; i < int64_t(out.size()); ++i) {
+            const int64_t j = i - lead, x = j >= 0 ? j / os : -1, r = j >= 0 ? j % os : -1;
+            if (x < 0 || x >= nx || r >= nr) {
+              ASSERT_EQ(out[i], -7.25f) << "written outside the output at offset " << j;
+              continue;
+            }
+            const float want = tile[x * kRows + r];
+            ASSERT_EQ(0, std::memcmp(&out[i], &want, sizeof(float))) << "x=" << x << " r=" << r << ": " << out[i]
+                                                                     << " vs the tile's " << want;
+          }
+          ++checked;
+        }
+      }
+  }
+  if (GetParam() == Isa::avx512) {
+    EXPECT_GT(checked, 0) << "the avx512 table has panel kernels";
+  } else if (checked == 0) {
+    GTEST_SKIP() << "no int16 panel kernels in this table";
   }
 }
 
