@@ -59,10 +59,10 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-Model::Model(const std::string& path, bool vocab_only, bool repack) {
+Model::Model(const std::string& path, bool vocab_only, int repack) {
   pllm_model_params mp = pllm_model_default_params();
   mp.vocab_only = vocab_only ? 1 : 0;
-  mp.repack_weights = repack ? 1 : 0;
+  mp.repack_weights = repack;
   check(pllm_model_load(path.c_str(), &mp, &p), "loading the model");
 }
 
@@ -100,8 +100,9 @@ void SessionOptions::add_to(CLI::App* cmd) {
   cmd->add_option("--kv-sinks", kv_sinks, "tokens at the start kept forever with --kv-window (default 4)")
       ->check(CLI::Range(0, 4096));
   cmd->add_option("--repack", repack,
-                  "hold Q4_0/Q4_1/Q8_0 weights as 16-row panels for the int8 decode kernel: on, off, "
-                  "auto (default: on with --int8-act)")
+                  "hold Q4_0/Q4_1/Q8_0 weights as 16-row panels for the kernels that read them (AVX-512 "
+                  "VNNI): on, off, auto (default: for the int16 kernels; every panel type with --int8-act; "
+                  "off with --exact or --f16-act)")
       ->check(CLI::IsMember({"on", "off", "auto"}));
   cmd->add_option("--backend", backend,
                   "what runs the model: cpu (default), vulkan (the Vulkan device, CPU ones included), auto (a GPU "

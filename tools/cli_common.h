@@ -31,7 +31,7 @@ std::string read_file(const std::string& path);
 // RAII owners for the C handles.
 struct Model {
   pllm_model* p = nullptr;
-  Model(const std::string& path, bool vocab_only, bool repack = false);
+  Model(const std::string& path, bool vocab_only, int repack = PLLM_REPACK_OFF);  // PLLM_REPACK_*
   ~Model() { pllm_model_free(p); }
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -52,8 +52,14 @@ struct SessionOptions {
   int kv_sinks = 4;
   int batch = 0;
   std::string backend = "cpu";  // --backend auto|cpu|vulkan
-  std::string repack = "auto";  // --repack on|off|auto (auto: on with --int8-act or --static-act)
-  bool repack_weights() const { return repack == "on" || (repack == "auto" && (int8_act || static_act)); }
+  std::string repack = "auto";  // --repack on|off|auto
+  // PLLM_REPACK_*: auto = on with --int8-act or --static-act, off with --exact or --f16-act,
+  // else the C API's auto (the types whose int16 kernels read panels).
+  int repack_weights() const {
+    if (repack != "auto") return repack == "on" ? PLLM_REPACK_ON : PLLM_REPACK_OFF;
+    if (int8_act || static_act) return PLLM_REPACK_ON;
+    return exact_act || f16_act ? PLLM_REPACK_OFF : PLLM_REPACK_AUTO;
+  }
   // Registers --int8-act, --f16-act, --static-act, --no-fuse, --profile, --trace-out and the KV options on a subcommand.
   void add_to(CLI::App* cmd);
 };

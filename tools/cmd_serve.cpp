@@ -58,7 +58,10 @@ int serve(const Options& o) {
   });
   signals.detach();
   std::thread loader([&] {
-    auto model = pllm::Model::load(path, /*vocab_only=*/false, {}, /*repack=*/o.int8_act);
+    // Panels for the kernels the sessions will run (as the C API's default, PLLM_REPACK_AUTO).
+    const pllm::RepackMode repack =
+        o.int8_act ? pllm::RepackMode::all : o.exact_act ? pllm::RepackMode::none : pllm::RepackMode::int16;
+    auto model = pllm::Model::load(path, /*vocab_only=*/false, {}, repack);
     if (!model.ok()) {
       std::fprintf(stderr, "error: loading %s: %s\n", path.c_str(), model.error().message.c_str());
       std::exit(1);

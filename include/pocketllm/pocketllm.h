@@ -58,14 +58,21 @@ PLLM_API int32_t pllm_default_threads(void);
 /* progress in [0, 1]; return non-zero to abort the load (the load then fails with PLLM_ERR_CANCELLED). */
 typedef int (*pllm_progress_fn)(float progress, void* user_data);
 
+#define PLLM_REPACK_OFF (-1)
+#define PLLM_REPACK_AUTO 0
+#define PLLM_REPACK_ON 1
+
 typedef struct pllm_model_params {
   int vocab_only;              /* load only the tokenizer (works on files without tensors) */
   pllm_progress_fn progress;   /* may be NULL */
   void* progress_user_data;
-  /* 1: hold the weights whose type has a panel decode kernel on this CPU (Q4_0/Q4_1/Q8_0
-   * with AVX-512 VNNI) as 16-row panels, copied once at load with the file's pages
-   * released: faster decode with int8_activations, same memory; the other paths unpack
-   * them on the fly (slower), so enable it for int8-activation sessions. Default 0. */
+  /* Weights held as 16-row panels, copied once at load with the file's pages released (same
+   * memory), for the kernels that read them (Q4_0/Q4_1/Q8_0 with AVX-512 VNNI today); exact
+   * and f16 sessions unpack panels on the fly (slower).
+   * PLLM_REPACK_AUTO (0, the default): the types whose int16 kernels (the default activation
+   * mode) read panels on this CPU. PLLM_REPACK_ON (1): every type with a panel kernel, for
+   * int8-activation sessions. PLLM_REPACK_OFF (-1): keep the file's layout (for exact or f16
+   * sessions). */
   int repack_weights;
 } pllm_model_params;
 

@@ -98,7 +98,10 @@ pllm_status pllm_model_load(const char* path, const pllm_model_params* params, p
     const pllm_model_params p = params ? *params : pllm_model_default_params();
     pllm::Model::Progress progress;
     if (p.progress) progress = [&](float f) { return p.progress(f, p.progress_user_data) == 0; };
-    auto m = pllm::Model::load(path, p.vocab_only != 0, progress, p.repack_weights != 0);
+    const pllm::RepackMode repack = p.repack_weights > 0    ? pllm::RepackMode::all
+                                    : p.repack_weights == 0 ? pllm::RepackMode::int16
+                                                            : pllm::RepackMode::none;
+    auto m = pllm::Model::load(path, p.vocab_only != 0, progress, repack);
     if (!m.ok()) return fail(m.error());
     *out = new pllm_model{std::move(m).value()};
     return PLLM_OK;

@@ -35,13 +35,13 @@ uint64_t compute_model_identity(const GgufFile& f) {
 }
 
 Result<std::shared_ptr<const Model>> Model::load(const std::string& path, bool vocab_only,
-                                                 const Progress& progress, bool repack) {
+                                                 const Progress& progress, RepackMode repack) {
   PLLM_ASSIGN(std::shared_ptr<Model> m, load_impl(path, vocab_only, progress, repack));
   return std::shared_ptr<const Model>(std::move(m));
 }
 
 Result<std::shared_ptr<const Model>> Model::load(std::shared_ptr<GgufFile> file, bool vocab_only) {
-  PLLM_ASSIGN(std::shared_ptr<Model> m, load_file(std::move(file), vocab_only, {}, false));
+  PLLM_ASSIGN(std::shared_ptr<Model> m, load_file(std::move(file), vocab_only, {}, RepackMode::none));
   return std::shared_ptr<const Model>(std::move(m));
 }
 
@@ -78,10 +78,10 @@ Result<SamplingConfig> sampling_from_file(const GgufFile& f, const std::string& 
 
 }  // namespace
 
-Result<std::shared_ptr<Model>> Model::load_for_tools(const std::string& path) { return load_impl(path, false, {}, false); }
+Result<std::shared_ptr<Model>> Model::load_for_tools(const std::string& path) { return load_impl(path, false, {}, RepackMode::none); }
 
 Result<std::shared_ptr<Model>> Model::load_impl(const std::string& path, bool vocab_only, const Progress& progress,
-                                                bool repack) {
+                                                RepackMode repack) {
   auto report = [&](float p) { return !progress || progress(p); };
   if (!report(0.0f)) return make_error(Status::cancelled, path + ": load cancelled");
   PLLM_ASSIGN(auto file, GgufFile::open(path));
@@ -89,7 +89,7 @@ Result<std::shared_ptr<Model>> Model::load_impl(const std::string& path, bool vo
 }
 
 Result<std::shared_ptr<Model>> Model::load_file(std::shared_ptr<GgufFile> file, bool vocab_only,
-                                                const Progress& progress, bool repack) {
+                                                const Progress& progress, RepackMode repack) {
   auto report = [&](float p) { return !progress || progress(p); };
   const std::string& path = file->path();
   auto m = std::shared_ptr<Model>(new Model());
@@ -131,8 +131,8 @@ Result<std::shared_ptr<Model>> Model::load_file(std::shared_ptr<GgufFile> file, 
     m->config_.n_vocab = m->tokenizer_->n_vocab();
   }
   m->identity_ = compute_model_identity(*file);  // before repacking: it samples the file's bytes
-  if (repack && !vocab_only) {
-    const RepackResult r = repack_weights(m->weights_, kernels(), *file, m->repacked_);
+  if (repack != RepackMode::none && !vocab_only) {
+    const RepackResult r = repack_weights(m->weights_, kernels(), *file, m->repacked_, repack);
     m->repacked_tensors_ = r.tensors;
   }
   if (!report(1.0f)) return make_error(Status::cancelled, path + ": load cancelled");

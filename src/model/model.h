@@ -57,15 +57,19 @@ class LayerOps;
 // What Model::identity() is, computed from a file without loading the model.
 uint64_t compute_model_identity(const GgufFile& f);
 
+// Load-time repacking into 16-row panels (model/repack.h): none; the types whose int16 kernels
+// read panels on this CPU (TypeKernels::gemm_i16_panels: the default activation mode); or
+// every type with a panel decode kernel (the int8 modes read them too).
+enum class RepackMode { none, int16, all };
+
 class Model {
  public:
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
   using Progress = std::function<bool(float)>;  // return false to abort
-  // repack: hold the matrices that have a panel decode kernel on this CPU as 16-row panels
-  // (model/repack.h; faster int8-activation decode, same memory).
+  // repack: which matrices to hold as 16-row panels (model/repack.h; same memory).
   static Result<std::shared_ptr<const Model>> load(const std::string& path, bool vocab_only,
-                                                   const Progress& progress = {}, bool repack = false);
+                                                   const Progress& progress = {}, RepackMode repack = RepackMode::none);
   // The same from a file already parsed (e.g. bytes in memory, MappedFile::from_bytes), without
   // repacking: how the GGUF fuzzer loads models without touching disk.
   static Result<std::shared_ptr<const Model>> load(std::shared_ptr<GgufFile> file, bool vocab_only);
@@ -111,9 +115,9 @@ class Model {
  private:
   Model() = default;
   static Result<std::shared_ptr<Model>> load_impl(const std::string& path, bool vocab_only, const Progress& progress,
-                                                  bool repack);
+                                                  RepackMode repack);
   static Result<std::shared_ptr<Model>> load_file(std::shared_ptr<GgufFile> file, bool vocab_only,
-                                                  const Progress& progress, bool repack);
+                                                  const Progress& progress, RepackMode repack);
 
   std::shared_ptr<GgufFile> file_;
   const ArchDescriptor* arch_ = nullptr;  // null for vocab-only models

@@ -7,8 +7,11 @@
 
 namespace pllm {
 
-bool repackable(const Matrix& m, const KernelTable& kt) {
-  return !m.panels && m.data && panel_supported(m.type) && kt.for_type(m.type).vec_dot_panels &&
+bool repackable(const Matrix& m, const KernelTable& kt, RepackMode mode) {
+  const TypeKernels& tk = kt.for_type(m.type);
+  const bool kernel = mode == RepackMode::all ? tk.vec_dot_panels != nullptr
+                                              : mode == RepackMode::int16 && tk.gemm_i16_panels != nullptr;
+  return !m.panels && m.data && panel_supported(m.type) && kernel &&
          m.rows > 0 && m.rows % kPanelRows == 0 && m.row_bytes <= kMaxPanelRowBytes;
 }
 
@@ -29,7 +32,7 @@ std::vector<const float**> vector_views(ModelWeights& w) {
 }  // namespace
 
 RepackResult repack_weights(ModelWeights& w, const KernelTable& kt, const GgufFile& f,
-                            std::vector<AlignedBuffer<uint8_t>>& store) {
+                            std::vector<AlignedBuffer<uint8_t>>& store, RepackMode mode) {
   std::vector<Matrix*> all{&w.token_embd, &w.output};
   for (LayerWeights& L : w.layers)
     for (Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) all.push_back(m);
@@ -54,7 +57,7 @@ RepackResult repack_weights(ModelWeights& w, const KernelTable& kt, const GgufFi
     total += round64(bytes);
   };
   for (const Matrix* m : all)
-    if (repackable(*m, kt)) add(m->data, size_t(m->rows) * m->row_bytes, m);
+    if (repackable(*m, kt, mode)) add(m->data, size_t(m->rows) * m->row_bytes, m);
   RepackResult r;
   if (items.empty()) return r;
   std::map<const uint8_t*, const TensorInfo*> by_data;

@@ -1,7 +1,8 @@
-// Load-time weight repacking: matrices whose type has a panel decode kernel on this CPU
-// (TypeKernels::vec_dot_panels: Q4_0, Q4_1, Q8_0 with AVX-512 VNNI) are copied once into
-// 16-row panels (quant/panel.h) and the file pages they came from are released, so the
-// weights are held once, in the layout the W4A8 decode kernel streams.
+// Load-time weight repacking: matrices whose type has panel kernels on this CPU (Q4_0, Q4_1,
+// Q8_0 with AVX-512 VNNI: TypeKernels::gemm_i16_panels for int16 activations, vec_dot_panels
+// and gemm_q8_panels for int8) are copied once into 16-row panels (quant/panel.h) and the file
+// pages they came from are released, so the weights are held once, in the layout those kernels
+// stream.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -14,8 +15,9 @@
 
 namespace pllm {
 
-// Whether m would be repacked with table kt.
-bool repackable(const Matrix& m, const KernelTable& kt);
+// Whether m would be repacked with table kt in this mode (RepackMode::int16: only types with
+// gemm_i16_panels; all: types with vec_dot_panels).
+bool repackable(const Matrix& m, const KernelTable& kt, RepackMode mode);
 
 struct RepackResult {
   int tensors = 0;    // distinct tensors repacked (a tied output counts once)
@@ -26,6 +28,6 @@ struct RepackResult {
 // norm and bias vectors), points the views (all views of one tensor) at it and releases the
 // source pages of f's mapping. Nothing is copied when no matrix is repackable.
 RepackResult repack_weights(ModelWeights& w, const KernelTable& kt, const GgufFile& f,
-                            std::vector<AlignedBuffer<uint8_t>>& store);
+                            std::vector<AlignedBuffer<uint8_t>>& store, RepackMode mode);
 
 }  // namespace pllm

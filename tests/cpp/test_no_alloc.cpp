@@ -50,7 +50,7 @@ namespace {
 void expect_no_alloc_decoding(bool int8, bool f16 = false, KvOptions kv = {}, bool repack = false) {
   if (!PLLM_COUNT_ALLOCS) GTEST_SKIP() << "allocation counting is off under AddressSanitizer (release build runs it)";
   if (access(real_model_path().c_str(), R_OK) != 0) GTEST_SKIP() << "model not found at " << real_model_path();
-  auto m = Model::load(real_model_path(), false, {}, repack);
+  auto m = Model::load(real_model_path(), false, {}, repack ? RepackMode::all : RepackMode::none);
   ASSERT_TRUE(m.ok()) << m.error().message;
   SessionConfig cfg;
   cfg.n_ctx = 256;

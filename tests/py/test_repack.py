@@ -4,11 +4,13 @@ PLLM_ISA=scalar).
 
 The kernels themselves are checked against the file layout's in tests/cpp (test_matvec_rows,
 test_gemm). Here: int8 logits with panels meet the int8 bounds against the numpy
-reference; every other path unpacks the panels into the file's layout and runs the same
-kernels, so exact-mode logits must be bit-identical."""
+reference; int16 logits over panels equal the file layout's bit for bit (the panel kernel
+repeats the tile's arithmetic); every other path unpacks the panels into the file's layout
+and runs the same kernels, so exact-mode logits must be bit-identical too."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 import numpy as np
@@ -66,11 +68,30 @@ def test_repacked_exact_mode_is_bit_identical(pllm_bin, tiny_models_paths, work_
         assert np.array_equal(on, off), f"{name} chunk={chunk}: {format_stats(compare(on, off))}"
 
 
-def _bench(pllm_bin, model, *extra):
+def _bench(pllm_bin, model, *extra, env=None):
     p = subprocess.run([str(pllm_bin), "bench", "-m", str(model), "-p", "32", "-n", "16", "-r", "1",
-                        "-t", "2", "--bw-mib", "0", "--json", *extra], capture_output=True, timeout=300)
+                        "-t", "2", "--bw-mib", "0", "--json", *extra], capture_output=True, timeout=300,
+                       env=None if env is None else {**os.environ, **env})
     assert p.returncode == 0, p.stderr.decode()
     return json.loads(p.stdout)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_repacked_int16_is_bit_identical(pllm_bin, tiny_models_paths, work_dir, name):
+    """int16 activations over panels (gemm_i16_panels, AVX-512) give the file layout's int16
+    logits bit for bit, whole prompts, chunks and token by token: the kernel repeats the
+    tile's arithmetic step for step (tests/cpp/test_i16act.cpp)."""
+    if "avx512" not in pllm_cli.available_isas():
+        pytest.skip("no int16 panel kernel on this CPU")
+    path = tiny_models_paths[name]
+    ids = tm.sample_ids(tm.model_configs()[name], 16)
+    n_vocab = _n_vocab(path)
+    for chunk in (0, 1, 5):
+        off = pllm_cli.run_logits(pllm_bin, path, ids, work_dir / "off.f32", n_vocab, int16_act=True,
+                                  chunk=chunk, extra=["--repack", "off"])
+        on = pllm_cli.run_logits(pllm_bin, path, ids, work_dir / "on.f32", n_vocab, int16_act=True,
+                                 chunk=chunk, extra=["--repack", "auto"])
+        assert np.array_equal(on, off), f"{name} chunk={chunk}: {format_stats(compare(on, off))}"
 
 
 def test_real_model_repacks_without_more_memory(pllm_bin, smollm2_path):
@@ -84,8 +105,12 @@ def test_real_model_repacks_without_more_memory(pllm_bin, smollm2_path):
     assert off["repacked_tensors"] == 0
     assert on["repacked_tensors"] == 30 * 7 + 1, on["repacked_tensors"]
     assert on["peak_rss_mb"] <= off["peak_rss_mb"] + 8, (on["peak_rss_mb"], off["peak_rss_mb"])
-    exact = _bench(pllm_bin, smollm2_path)
+    exact = _bench(pllm_bin, smollm2_path, "--exact")
     assert exact["repacked_tensors"] == 0, "auto must not repack for exact-mode sessions"
+    default = _bench(pllm_bin, smollm2_path)  # int16 activations: their panel kernels exist here
+    assert default["repacked_tensors"] == 30 * 7 + 1, default["repacked_tensors"]
+    assert _bench(pllm_bin, smollm2_path, env={"PLLM_ISA": "avx2"})["repacked_tensors"] == 0, (
+        "auto must keep the file's layout where int16 has no panel kernel")
 
 
 def test_real_model_logits_repacked(pllm_bin, smollm2_path, smollm2_ref, work_dir):

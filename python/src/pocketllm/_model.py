@@ -22,7 +22,9 @@ class Model:
     ``kv_type`` ("f16", "q8", "q4", "f32"), ``kv_window``/``kv_sinks`` (a sliding context),
     ``batch`` (prefill tokens per pass, 0: 64) and ``activations`` ("int16" the default, "f32" exact, "int8",
     "f16", "static") are the settings of its sessions. ``repack`` holds Q4_0/Q4_1/Q8_0 weights
-    as panels for the int8 kernels (None: on with int8/static activations). ``vocab_only``
+    as panels for the kernels that read them, AVX-512 VNNI today (None: for the int16 kernels,
+    every panel type with int8/static activations, none with f32/f16; True: every panel type;
+    False: none). ``vocab_only``
     loads the tokenizer alone (tokenize, templates; no generation). ``progress(fraction)``
     is called during the load; returning False aborts it (Cancelled).
 
@@ -40,7 +42,10 @@ class Model:
         session_params(**self._settings)  # a bad setting fails before the (slow) load
         mp = lib.pllm_model_default_params()
         mp.vocab_only = int(vocab_only)
-        mp.repack_weights = int(activations in ("int8", "static") if repack is None else repack)
+        if repack is None:  # PLLM_REPACK_ON (1), _AUTO (0) or _OFF (-1)
+            mp.repack_weights = 1 if activations in ("int8", "static") else -1 if activations in ("f32", "f16") else 0
+        else:
+            mp.repack_weights = 1 if repack else -1
         raised: list[BaseException] = []
         if progress is not None:
             def on_progress(fraction: float, _user) -> int:
