@@ -47,10 +47,10 @@ void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
 namespace pllm {
 namespace {
 
-void expect_no_alloc_decoding(bool int8, bool f16 = false, KvOptions kv = {}, bool repack = false) {
+void expect_no_alloc_decoding(bool int8, bool f16 = false, KvOptions kv = {}, RepackMode repack = RepackMode::none) {
   if (!PLLM_COUNT_ALLOCS) GTEST_SKIP() << "allocation counting is off under AddressSanitizer (release build runs it)";
   if (access(real_model_path().c_str(), R_OK) != 0) GTEST_SKIP() << "model not found at " << real_model_path();
-  auto m = Model::load(real_model_path(), false, {}, repack ? RepackMode::all : RepackMode::none);
+  auto m = Model::load(real_model_path(), false, {}, repack);
   ASSERT_TRUE(m.ok()) << m.error().message;
   SessionConfig cfg;
   cfg.n_ctx = 256;
@@ -84,22 +84,23 @@ void expect_no_alloc_decoding(bool int8, bool f16 = false, KvOptions kv = {}, bo
   EXPECT_EQ(g_allocs.load(), 0) << "heap allocations during 64 decode steps";
 }
 
-TEST(NoAlloc, DecodeExact) { expect_no_alloc_decoding(false); }
+TEST(NoAlloc, DecodeInt16) { expect_no_alloc_decoding(false); }
 TEST(NoAlloc, DecodeInt8) { expect_no_alloc_decoding(true); }
 // Repacked panels (where this CPU has panel kernels; the file's layout elsewhere).
-TEST(NoAlloc, DecodeInt8Repacked) { expect_no_alloc_decoding(true, false, {}, true); }
+TEST(NoAlloc, DecodeInt8Repacked) { expect_no_alloc_decoding(true, false, {}, RepackMode::all); }
+TEST(NoAlloc, DecodeInt16Repacked) { expect_no_alloc_decoding(false, false, {}, RepackMode::int16); }
 TEST(NoAlloc, DecodeF16) { expect_no_alloc_decoding(false, true); }
 // Windows whose rings (24 slots for q8; 64 = two q4 groups) wrap within the 75 positions
 // the test writes; q4 also quantises a group every 32 positions.
 TEST(NoAlloc, DecodeWindowedQ8) { expect_no_alloc_decoding(false, false, {KvType::q8, 24, 4}); }
 TEST(NoAlloc, DecodeWindowedQ4) { expect_no_alloc_decoding(false, false, {KvType::q4, 16, 4}); }
 
-// A batched step of four sessions on one engine (Session::step): after one warm-up step
-// sizes the engine's scratch, decode steps allocate nothing.
+// A batched step of four sessions on one engine (Session::step), weights repacked as the C API
+// does by default: after one warm-up step sizes the engine's scratch, decode steps allocate nothing.
 TEST(NoAlloc, BatchedDecodeStep) {
   if (!PLLM_COUNT_ALLOCS) GTEST_SKIP() << "allocation counting is off under AddressSanitizer (release build runs it)";
   if (access(real_model_path().c_str(), R_OK) != 0) GTEST_SKIP() << "model not found at " << real_model_path();
-  auto m = Model::load(real_model_path(), false);
+  auto m = Model::load(real_model_path(), false, {}, RepackMode::int16);
   ASSERT_TRUE(m.ok()) << m.error().message;
   auto engine = Engine::create(2);
   ASSERT_TRUE(engine.ok());
