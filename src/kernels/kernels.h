@@ -123,7 +123,7 @@ struct TypeKernels {
                               size_t xq_stride, int n_x, float* out, int64_t out_stride) = nullptr;
   // Prefill: the same arguments and bit for bit the same results as vec_dot_i16act_tile, faster
   // for many activation rows (drivers/i16_gemm.h: one decode of each weight group per 64 rows,
-  // vpdpwssd with a weight row per lane). Where this ISA has none it is the tile itself; null
+  // vpdpwssd or vpmaddwd with a weight row per lane). Where this ISA has none it is the tile itself; null
   // where the tile is.
   void (*gemm_i16)(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t xq_stride,
                    int n_x, float* out, int64_t out_stride) = nullptr;
@@ -148,8 +148,8 @@ struct KernelTable {
   // Bit-identical on every ISA.
   void (*f32_to_f16_row)(const float* x, uint16_t* y, int64_t n) = nullptr;
   // int16 mode runs a prompt's rows in int16 only where this ISA has its own gemm_i16 kernels
-  // (else exact: the tile alone is slower there than exact mode's f32 GEMM). Set by dispatch
-  // from the filled table.
+  // (AVX2, AVX-512; else exact: the tile alone is slower there than exact mode's f32 GEMM). Set by
+  // dispatch from the filled table.
   bool int16_prompts = false;
   // int16 activation format: n (a multiple of 32) floats to n / 32 block_q16: per block
   // d = amax / 32767, qs = round-half-even(x * (1 / d)) (0 where amax is 0), sum = sum(qs).

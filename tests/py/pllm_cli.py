@@ -77,11 +77,11 @@ def available_isas() -> list[str]:
 
 def int16_prompts(isa: str) -> bool:
     """Whether int16 mode runs a prompt's rows in int16 at this level (it has an int16 GEMM of
-    its own, the avx512 table's, bit for bit the decode tiles' results) rather than exact."""
+    its own, bit for bit the decode tiles' results: the avx2 and avx512 tables) rather than exact
+    (scalar, NEON)."""
     if isa == "scalar" or platform.machine().lower() not in ("x86_64", "amd64"):
         return False
-    avx512 = {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= _cpu_flags()
-    return avx512 and isa in ("default", "avx512")
+    return isa in ("default", "avx2", "avx512")
 
 
 def fp16_arith(isa: str) -> bool:

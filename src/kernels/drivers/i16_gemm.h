@@ -60,29 +60,47 @@ PLLM_I16G_AI void i16_pairs(const int32_t* wu, const block_q16* const* ax, int u
   }
 }
 
+// Whether M's codes are small enough (|code| <= 15: Q4_0, Q4_1, Q4_K) that a unit's whole sum,
+// |sum| <= 32 * 15 * 32767 < 2^24, converts to f32 exactly: then cvt(A + B) equals the tile's
+// cvt(A) + cvt(B) bit for bit (both halves and their sum are exact in f32), so one int32 chain
+// per unit replaces the two halves and one conversion and one add go (M::kExactUnit).
+template <class M>
+constexpr bool exact_unit() {
+  if constexpr (requires { M::kExactUnit; }) return M::kExactUnit;
+  return false;
+}
+
 // One register tile: the RT = RV * kLanes rows of wt (one group's transposed codes: unit u, pair
 // k, vector rv at wt + ((u * 16 + k) * RV + rv) * kLanes) x NX activation rows ax (each at the
 // group's first unit), nu units. ua: the NX rows' unit accumulators, (x, unit, rv) at
 // ua + ((x * 8 + u) * RV + rv) * kLanes.
-template <class T, bool kMin, int RV, int NX>
+template <class T, bool kMin, bool kOne, int RV, int NX>
 PLLM_I16G_AI void i16_gemm_tile(const int32_t* wt, const float* sc, const float* mn, const block_q16* const* ax,
                                int nu, float* ua) {
   using V = typename T::V;
   using VF = typename T::VF;
   constexpr int L = T::kLanes;
   for (int u = 0; u < nu; ++u) {
-    V ha[RV][NX], hb[RV][NX];  // the unit's two halves
+    V ha[RV][NX], hb[RV][NX];  // the unit's two halves (kOne: ha the whole unit)
     const int32_t* wu = wt + u * 16 * RV * L;
     i16_pairs<T, RV, NX, 0, true>(wu, ax, u, ha);
-    i16_pairs<T, RV, NX, 4, true>(wu, ax, u, hb);
-    i16_pairs<T, RV, NX, 8, false>(wu, ax, u, ha);
-    i16_pairs<T, RV, NX, 12, false>(wu, ax, u, hb);
+    if constexpr (kOne) {
+      i16_pairs<T, RV, NX, 4, false>(wu, ax, u, ha);
+      i16_pairs<T, RV, NX, 8, false>(wu, ax, u, ha);
+      i16_pairs<T, RV, NX, 12, false>(wu, ax, u, ha);
+    } else {
+      i16_pairs<T, RV, NX, 4, true>(wu, ax, u, hb);
+      i16_pairs<T, RV, NX, 8, false>(wu, ax, u, ha);
+      i16_pairs<T, RV, NX, 12, false>(wu, ax, u, hb);
+    }
     for (int x = 0; x < NX; ++x) {
       const VF da = T::bcast(ax[x][u].d);
       const VF sa = T::bcast(kMin ? ax[x][u].d * static_cast<float>(ax[x][u].sum) : 0.0f);
       for (int rv = 0; rv < RV; ++rv) {
         float* p = ua + ((x * 8 + u) * RV + rv) * L;
-        const VF t = T::add(T::cvt(ha[rv][x]), T::cvt(hb[rv][x]));
+        VF t;
+        if constexpr (kOne) t = T::cvt(ha[rv][x]);
+        else t = T::add(T::cvt(ha[rv][x]), T::cvt(hb[rv][x]));
         VF acc = T::fma(T::loadf(p), t, T::mul(T::loadf(sc + (u * RV + rv) * L), da));
         if constexpr (kMin) acc = T::fma(acc, T::loadf(mn + (u * RV + rv) * L), sa);
         T::storef(p, acc);
@@ -91,11 +109,11 @@ PLLM_I16G_AI void i16_gemm_tile(const int32_t* wt, const float* sc, const float*
   }
 }
 
-template <class T, bool kMin, int RV, int NX>
+template <class T, bool kMin, bool kOne, int RV, int NX>
 PLLM_I16G_AI void i16_gemm_tile_any(int nx, const int32_t* wt, const float* sc, const float* mn,
                                    const block_q16* const* ax, int nu, float* ua) {
-  if (nx == NX) return i16_gemm_tile<T, kMin, RV, NX>(wt, sc, mn, ax, nu, ua);
-  if constexpr (NX > 1) i16_gemm_tile_any<T, kMin, RV, NX - 1>(nx, wt, sc, mn, ax, nu, ua);
+  if (nx == NX) return i16_gemm_tile<T, kMin, kOne, RV, NX>(wt, sc, mn, ax, nu, ua);
+  if constexpr (NX > 1) i16_gemm_tile_any<T, kMin, kOne, RV, NX - 1>(nx, wt, sc, mn, ax, nu, ua);
 }
 
 // TypeKernels::gemm_i16.
@@ -158,7 +176,7 @@ void i16_gemm(int64_t n, const void* w, size_t ws, int n_rows, const void* xq, s
             const int nx = nxp - x < NX ? nxp - x : NX;
             const block_q16* axg[NX];
             for (int j = 0; j < nx; ++j) axg[j] = ax[x + j] + g0;
-            i16_gemm_tile_any<T, M::kMin, RV, NX>(nx, wt, sc, mn, axg, nu, ua + x * 8 * RV * L);
+            i16_gemm_tile_any<T, M::kMin, exact_unit<M>(), RV, NX>(nx, wt, sc, mn, axg, nu, ua + x * 8 * RV * L);
           }
         }
         // The slice's sum per (row, activation row), in the tile's order.

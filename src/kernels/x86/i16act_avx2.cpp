@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/drivers/i16_gemm.h"
 #include "kernels/drivers/i16_tile.h"
 #include "kernels/internal.h"
 #include "kernels/x86/decode_avx2.h"
@@ -104,6 +105,62 @@ struct S16 {
 };
 using Q = S16::Q;
 
+// The prefill GEMM's traits (drivers/i16_gemm.h): lane i = weight row i, 2 x 8 rows x 3
+// activation rows per register tile (12 int32 halves, a broadcast and a product in the 16
+// registers; the code vectors are memory operands). bench_kernels Q4_0 576x1536 x 64 on Zen 5:
+// 693 us; 2 x 8 x 2: 845, 8 x 4: 731, 3 x 8 x 2: 810; exact's f32 GEMM 1025. Without VNNI a pair product is vpmaddwd and its accumulation a vpaddd on
+// another port; where vpmaddwd issues twice per cycle (Zen 3 and later) that is twice the
+// products per cycle of exact mode's f32 FMAs.
+struct T256 {
+  static constexpr int kLanes = 8, kRowVecs = 2, kTileX = 3;
+  using V = __m256i;
+  using VF = __m256;
+  using Q = S16::Q;
+  static PLLM_AI V pair(const int16_t* a) {
+    int32_t v;
+    std::memcpy(&v, a, 4);
+    return _mm256_set1_epi32(v);
+  }
+  static PLLM_AI V load(const int32_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
+  static PLLM_AI V madd(V w, const int16_t* a) { return _mm256_madd_epi16(w, pair(a)); }
+  // The empty asm pins each sum in a register in order: without it GCC reassociates the integer
+  // adds into trees of products and spills the products (measured as slow as exact mode's GEMM).
+  static PLLM_AI V dp(V acc, V w, const int16_t* a) {
+    V r = _mm256_add_epi32(acc, madd(w, a));
+    __asm__("" : "+x"(r));
+    return r;
+  }
+  static PLLM_AI VF cvt(V v) { return _mm256_cvtepi32_ps(v); }
+  static PLLM_AI VF add(VF a, VF b) { return _mm256_add_ps(a, b); }
+  static PLLM_AI VF mul(VF a, VF b) { return _mm256_mul_ps(a, b); }
+  static PLLM_AI VF fma(VF acc, VF a, VF b) { return _mm256_fmadd_ps(a, b, acc); }
+  static PLLM_AI VF loadf(const float* p) { return _mm256_load_ps(p); }
+  static PLLM_AI void storef(float* p, VF v) { _mm256_store_ps(p, v); }
+  static PLLM_AI VF bcast(float f) { return _mm256_set1_ps(f); }
+  // 8 rows x 16 dwords as two 8 x 8 transposes (pairs 0-7, 8-15): 32-bit, then 64-bit unpacks,
+  // then 128-bit lane swaps.
+  static PLLM_AI void transpose(const int32_t* src, int32_t* dst, int ds) {
+    for (int h = 0; h < 2; ++h) {
+      __m256i r[8], t[8];
+      for (int i = 0; i < 8; ++i) r[i] = load(src + 16 * i + 8 * h);
+      for (int i = 0; i < 4; ++i) {
+        t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+      }
+      for (int i = 0; i < 2; ++i) {  // rows 4i .. 4i + 3: columns (0 | 4), (1 | 5), (2 | 6), (3 | 7)
+        r[4 * i] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        r[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        r[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        r[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+      }
+      for (int c = 0; c < 4; ++c) {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(dst + (8 * h + c) * ds), _mm256_permute2x128_si256(r[c], r[4 + c], 0x20));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(dst + (8 * h + c + 4) * ds), _mm256_permute2x128_si256(r[c], r[4 + c], 0x31));
+      }
+    }
+  }
+};
+
 // ------------------------------------------------------------------ micro-kernels
 // 32-element blocks: a group is 8 consecutive blocks; its fp16 field at byte `off` of each of
 // the first nu blocks as 8 f32 lanes (0 beyond nu). Gathered with scalar loads and shifts, which
@@ -162,6 +219,7 @@ struct Block32Min : Rows2 {
 // x = d * (q - 8) = d * q + (-8 d): the offset as a min term (one FMA per group and activation
 // row instead of two subtractions per unit and weight row); -8 d is exact.
 struct MQ4_0 : Block32Min {
+  static constexpr bool kExactUnit = true;  // codes 0..15 (drivers/i16_gemm.h)
   using W = block_q4_0;
   static PLLM_AI G group(const W* w, int nu) {
     const __m256 d = gather_h(w, nu, 0);
@@ -172,6 +230,7 @@ struct MQ4_0 : Block32Min {
 
 // x = d * q + m
 struct MQ4_1 : Block32Min {
+  static constexpr bool kExactUnit = true;  // codes 0..15 (drivers/i16_gemm.h)
   using W = block_q4_1;
   static PLLM_AI G group(const W* w, int nu) { return {gather_h(w, nu, 0), gather_h(w, nu, 2)}; }
   static PLLM_AI void codes(const W* w, const G&, int u, Q& q) { nibbles(w[u].qs, q.lo, q.hi); }
@@ -222,6 +281,7 @@ struct MQ8_0 : Rows2 {
 // Unit j: x = (d * sc_j) * q - dmin * m_j, q a nibble (low nibbles of the 32-byte group j / 2
 // for even j, high for odd). d * sc_j and dmin * m_j are exact (11-bit by 6-bit); lane j.
 struct MQ4_K : Rows2 {
+  static constexpr bool kExactUnit = true;  // codes 0..15 (drivers/i16_gemm.h)
   using W = block_q4_K;
   static constexpr int kUnits = 8;
   static constexpr bool kMin = true;
@@ -299,6 +359,13 @@ void fill_i16act_avx2(KernelTable& t) {
   at(TensorType::Q8_0).vec_dot_i16act_tile = drivers::i16_tile_inlined<S16, MQ8_0>;
   at(TensorType::Q4_K).vec_dot_i16act_tile = drivers::i16_tile_inlined<S16, MQ4_K>;
   at(TensorType::Q6_K).vec_dot_i16act_tile = drivers::i16_tile_inlined<S16, MQ6_K>;
+  at(TensorType::Q4_0).gemm_i16 = drivers::i16_gemm<T256, MQ4_0>;
+  at(TensorType::Q4_1).gemm_i16 = drivers::i16_gemm<T256, MQ4_1>;
+  at(TensorType::Q5_0).gemm_i16 = drivers::i16_gemm<T256, MQ5_0>;
+  at(TensorType::Q5_1).gemm_i16 = drivers::i16_gemm<T256, MQ5_1>;
+  at(TensorType::Q8_0).gemm_i16 = drivers::i16_gemm<T256, MQ8_0>;
+  at(TensorType::Q4_K).gemm_i16 = drivers::i16_gemm<T256, MQ4_K>;
+  at(TensorType::Q6_K).gemm_i16 = drivers::i16_gemm<T256, MQ6_K>;
 }
 
 }  // namespace pllm::kern

@@ -194,6 +194,7 @@ struct Block32Min : Rows {
 
 // x = d * (q - 8) = d * q + (-8 d)
 struct MQ4_0 : Block32Min {
+  static constexpr bool kExactUnit = true;  // codes 0..15 (drivers/i16_gemm.h)
   using W = block_q4_0;
   static PLLM_AI G group(const W* w, int nu) {
     const __m256 d = gather_h(w, nu, 0);
@@ -204,6 +205,7 @@ struct MQ4_0 : Block32Min {
 
 // x = d * q + m
 struct MQ4_1 : Block32Min {
+  static constexpr bool kExactUnit = true;  // codes 0..15 (drivers/i16_gemm.h)
   using W = block_q4_1;
   static PLLM_AI G group(const W* w, int nu) { return {gather_h(w, nu, 0), gather_h(w, nu, 2)}; }
   static PLLM_AI void codes(const W* w, const G&, int u, Q& q) { q = nibbles(w[u].qs); }
@@ -241,6 +243,7 @@ struct MQ8_0 : Rows {
 // Unit j: x = (d * sc_j) * q - dmin * m_j, q a nibble (low nibbles of the 32-byte group j / 2
 // for even j, high for odd); the factors as i16act_avx2.cpp forms them (exact products).
 struct MQ4_K : Rows {
+  static constexpr bool kExactUnit = true;  // codes 0..15 (drivers/i16_gemm.h)
   using W = block_q4_K;
   static constexpr int kUnits = 8;
   static constexpr bool kMin = true;

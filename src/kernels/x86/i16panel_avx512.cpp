@@ -91,7 +91,7 @@ PLLM_AI __m512 scales16(const uint8_t* p) {
 // x = d * (q - 8) = d * q + (-8 d)
 struct PQ4_0 {
   static constexpr size_t kBlock = kR * sizeof(block_q4_0);
-  static constexpr bool kMin = true;
+  static constexpr bool kMin = true, kOne = true;
   static PLLM_AI void decode(const uint8_t* p, Codes& c) {
     c.sc = scales16(p);
     c.mn = _mm512_mul_ps(c.sc, _mm512_set1_ps(-8.0f));
@@ -102,7 +102,7 @@ struct PQ4_0 {
 // x = d * q + m
 struct PQ4_1 {
   static constexpr size_t kBlock = kR * sizeof(block_q4_1);
-  static constexpr bool kMin = true;
+  static constexpr bool kMin = true, kOne = true;
   static PLLM_AI void decode(const uint8_t* p, Codes& c) {
     c.sc = scales16(p);
     c.mn = scales16(p + 32);
@@ -114,7 +114,7 @@ struct PQ4_1 {
 // shifted down arithmetically (sign-extended).
 struct PQ8_0 {
   static constexpr size_t kBlock = kR * sizeof(block_q8_0);
-  static constexpr bool kMin = false;
+  static constexpr bool kMin = false, kOne = false;
   static PLLM_AI void decode(const uint8_t* p, Codes& c) {
     c.sc = scales16(p);
     c.mn = _mm512_setzero_ps();
@@ -137,16 +137,16 @@ PLLM_AI __m512i bpair(const int16_t* a) { return _mm512_set1_epi32(*reinterpret_
 // slice's first 8 units: what the tile's zeroed accumulator gives, without storing zeros
 // first). Each half runs as two int32 chains when
 // NX <= 2 (the dependent vpdpwssd chain would otherwise bound a decode step), added exactly.
-template <bool kMin, int NX>
+template <bool kMin, bool kOne, int NX>
 PLLM_AI void tile_x(const Codes& c, const block_q16* const* a, float* const* ua, bool first) {
   constexpr int C = NX <= 2 ? 2 : 1;  // chains per half
-  __m512i h[2][NX][C];
+  __m512i h[2][NX][C];  // kOne (codes <= 15): h[0] holds the whole unit, see drivers/i16_gemm.h
   for (int s = 0; s < 2; ++s)
     for (int x = 0; x < NX; ++x)
       for (int j = 0; j < C; ++j) h[s][x][j] = _mm512_setzero_si512();
 #pragma GCC unroll 8
   for (int g = 0; g < 8; ++g) {
-    const int s = (g >> 1) & 1;  // half A: groups 0, 1, 4, 5; half B: 2, 3, 6, 7
+    const int s = kOne ? 0 : (g >> 1) & 1;  // half A: groups 0, 1, 4, 5; half B: 2, 3, 6, 7
     const int j = C == 2 ? (g >> 2) : 0;
     for (int x = 0; x < NX; ++x)
       for (int k = 0; k < 2; ++k)
@@ -158,17 +158,17 @@ PLLM_AI void tile_x(const Codes& c, const block_q16* const* a, float* const* ua,
       ha = _mm512_add_epi32(ha, h[0][x][1]);
       hb = _mm512_add_epi32(hb, h[1][x][1]);
     }
-    const __m512 t = _mm512_add_ps(_mm512_cvtepi32_ps(ha), _mm512_cvtepi32_ps(hb));
+    const __m512 t = kOne ? _mm512_cvtepi32_ps(ha) : _mm512_add_ps(_mm512_cvtepi32_ps(ha), _mm512_cvtepi32_ps(hb));
     __m512 acc = _mm512_fmadd_ps(t, _mm512_mul_ps(c.sc, _mm512_set1_ps(a[x]->d)), first ? _mm512_setzero_ps() : _mm512_load_ps(ua[x]));
     if constexpr (kMin) acc = _mm512_fmadd_ps(c.mn, _mm512_set1_ps(a[x]->d * static_cast<float>(a[x]->sum)), acc);
     _mm512_store_ps(ua[x], acc);
   }
 }
 
-template <bool kMin, int NX = kTileX>
+template <bool kMin, bool kOne, int NX = kTileX>
 PLLM_AI void tile_any(int nx, const Codes& c, const block_q16* const* a, float* const* ua, bool first) {
-  if (nx == NX) return tile_x<kMin, NX>(c, a, ua, first);
-  if constexpr (NX > 1) tile_any<kMin, NX - 1>(nx, c, a, ua, first);
+  if (nx == NX) return tile_x<kMin, kOne, NX>(c, a, ua, first);
+  if constexpr (NX > 1) tile_any<kMin, kOne, NX - 1>(nx, c, a, ua, first);
 }
 
 // TypeKernels::gemm_i16_panels.
@@ -204,7 +204,7 @@ void gemm_panels(int64_t n, const void* w, int n_panels, const void* xq, size_t 
               a[j] = reinterpret_cast<const block_q16*>(xb + size_t(x0 + x + j) * xs) + b;
               u[j] = ua + ((x + j) * 8 + (b - s0) % 8) * kR;
             }
-            tile_any<P::kMin>(nx, c, a, u, b - s0 < 8);
+            tile_any<P::kMin, P::kOne>(nx, c, a, u, b - s0 < 8);
           }
         }
         for (int x = 0; x < nxp; ++x) {  // the slice's sum, in the tile's order
