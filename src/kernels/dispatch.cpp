@@ -107,7 +107,7 @@ void fill_f16act(KernelTable& k, Isa isa) {
 void fill_i16act(KernelTable& k, Isa isa) {
   switch (isa) {
 #if defined(PLLM_HAVE_X86_KERNELS)
-    case Isa::avx2: kern::fill_i16act_avx2(k); break;
+    case Isa::avx2: kern::fill_i16act_avx2(k); kern::fill_i16panel_avx2(k); break;
     case Isa::avx512: kern::fill_i16act_avx2(k); kern::fill_i16act_avx512(k); kern::fill_i16panel_avx512(k); break;
 #endif
 #if defined(PLLM_HAVE_ARM_KERNELS)

@@ -65,6 +65,7 @@ void fill_f16act_neon_fp16(KernelTable& t);  // arm/f16act_neon_fp16.cpp (FP16 F
 void fill_i16act_scalar(KernelTable& t);  // generic/i16act_scalar.cpp
 void fill_i16act_avx2(KernelTable& t);    // x86/i16act_avx2.cpp (both x86 tables)
 void fill_i16act_avx512(KernelTable& t);  // x86/i16act_avx512.cpp (the tiles, over fill_i16act_avx2)
+void fill_i16panel_avx2(KernelTable& t);    // x86/i16panel_avx2.cpp (gemm_i16_panels, both x86 tables)
 void fill_i16panel_avx512(KernelTable& t);  // x86/i16panel_avx512.cpp (gemm_i16_panels)
 void fill_i16act_neon(KernelTable& t);    // arm/i16act_neon.cpp (baseline NEON; every ARM table)
 

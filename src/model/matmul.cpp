@@ -216,7 +216,9 @@ void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_t
     }
     // A batched decode step runs the decode kernel once per token row over the task's few
     // panels (a few KiB, L1-resident after the first row): the same arithmetic as a solo step.
-    if (p.act_slot[i] >= 0 && n_tok <= kMultiRowDecode) {
+    // (Panels made for the int16 kernels on a table without int8 panel kernels, AVX2, take the
+    // unpacking path below in an int8 session.)
+    if (p.act_slot[i] >= 0 && n_tok <= kMultiRowDecode && p.tk[i]->vec_dot_panels) {
       for (int t = 0; t < n_tok; ++t)
         p.tk[i]->vec_dot_panels(cols, W.panel(r0 / kPanelRows), int((r1 - r0) / kPanelRows),
                                 s.act_q + p.act_slot[i] * slot_bytes + t * s.act_row_stride,

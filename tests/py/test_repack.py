@@ -81,17 +81,20 @@ def test_repacked_int16_is_bit_identical(pllm_bin, tiny_models_paths, work_dir, 
     """int16 activations over panels (gemm_i16_panels, AVX-512) give the file layout's int16
     logits bit for bit, whole prompts, chunks and token by token: the kernel repeats the
     tile's arithmetic step for step (tests/cpp/test_i16act.cpp)."""
-    if "avx512" not in pllm_cli.available_isas():
+    isas = [i for i in pllm_cli.available_isas() if i in ("avx2", "avx512")]
+    if not isas:
         pytest.skip("no int16 panel kernel on this CPU")
     path = tiny_models_paths[name]
     ids = tm.sample_ids(tm.model_configs()[name], 16)
     n_vocab = _n_vocab(path)
-    for chunk in (0, 1, 5):
-        off = pllm_cli.run_logits(pllm_bin, path, ids, work_dir / "off.f32", n_vocab, int16_act=True,
-                                  chunk=chunk, extra=["--repack", "off"])
-        on = pllm_cli.run_logits(pllm_bin, path, ids, work_dir / "on.f32", n_vocab, int16_act=True,
-                                 chunk=chunk, extra=["--repack", "auto"])
-        assert np.array_equal(on, off), f"{name} chunk={chunk}: {format_stats(compare(on, off))}"
+    for isa in isas:
+        env = pllm_cli.isa_env(isa)
+        for chunk in (0, 1, 5):
+            off = pllm_cli.run_logits(pllm_bin, path, ids, work_dir / "off.f32", n_vocab, env=env, int16_act=True,
+                                      chunk=chunk, extra=["--repack", "off"])
+            on = pllm_cli.run_logits(pllm_bin, path, ids, work_dir / "on.f32", n_vocab, env=env, int16_act=True,
+                                     chunk=chunk, extra=["--repack", "auto"])
+            assert np.array_equal(on, off), f"{name} {isa} chunk={chunk}: {format_stats(compare(on, off))}"
 
 
 def test_real_model_repacks_without_more_memory(pllm_bin, smollm2_path):
@@ -109,8 +112,11 @@ def test_real_model_repacks_without_more_memory(pllm_bin, smollm2_path):
     assert exact["repacked_tensors"] == 0, "auto must not repack for exact-mode sessions"
     default = _bench(pllm_bin, smollm2_path)  # int16 activations: their panel kernels exist here
     assert default["repacked_tensors"] == 30 * 7 + 1, default["repacked_tensors"]
-    assert _bench(pllm_bin, smollm2_path, env={"PLLM_ISA": "avx2"})["repacked_tensors"] == 0, (
+    assert _bench(pllm_bin, smollm2_path, env={"PLLM_ISA": "avx2"})["repacked_tensors"] == 30 * 7 + 1
+    assert _bench(pllm_bin, smollm2_path, env={"PLLM_ISA": "scalar"})["repacked_tensors"] == 0, (
         "auto must keep the file's layout where int16 has no panel kernel")
+    on8 = _bench(pllm_bin, smollm2_path, "--int8-act", env={"PLLM_ISA": "avx2"})
+    assert on8["repacked_tensors"] == 0, "with --int8-act, auto repacks for int8 panel kernels only"
 
 
 def test_real_model_logits_repacked(pllm_bin, smollm2_path, smollm2_ref, work_dir):

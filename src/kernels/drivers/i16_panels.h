@@ -1,0 +1,241 @@
+// Driver of int16 activations over load-time repacked 16-row panels (quant/panel.h):
+// TypeKernels::gemm_i16_panels for Q4_0, Q4_1 and Q8_0, every activation-row count (decode,
+// batched decode, prefill). Written once here; an ISA instantiates i16_panels<T, P> with its
+// vector traits T (x86/i16panel_avx512.cpp, x86/i16panel_avx2.cpp).
+//
+// Why: vec_dot_i16act_tile and drivers/i16_gemm.h read the file's row layout, so each call
+// decodes the weight blocks and moves codes of different rows into place (the tile's
+// transposing add tree, the GEMM's shuffle transposition and its scalar scale gathers). In a
+// panel, each 64-byte vector already holds 4 consecutive codes of each of the 16 rows in dword
+// lane i = row i. One byte shuffle (vpshufb) per code pair spreads two of those bytes into the two
+// words of the lane: lane i = (code 2k, code 2k + 1) of row i, which is what a pair product
+// (vpdpwssd, or vpmaddwd + vpaddd) multiplies with a broadcast activation pair. So a panel
+// block (16 rows x 32 elements) is 16 code vectors (per kVecs-vector slice of 16 / kVecs rows)
+// after about 24 shuffles and masks, and each activation row then costs 16 pair products per
+// slice plus the block's scaling; nothing is transposed or summed across lanes.
+//
+// Results: bit for bit vec_dot_i16act_tile's (tests/cpp/test_i16act.cpp). The arithmetic is
+// i16_gemm.h's, which documents the tile's order: per (row, activation row, unit) two exact
+// int32 halves, elements {0-7, 16-23} (code groups 0, 1, 4, 5) and {8-15, 24-31} (groups 2,
+// 3, 6, 7), converted and added in f32 (one chain and one conversion where codes are <= 15,
+// i16_gemm.h's exact_unit), FMA'd into unit accumulator u % 8 with scale * d_a, then the min
+// term; the 8 accumulators summed per slice of kI16Slice units as ((l0 + l4) + (l2 + l6)) +
+// ((l1 + l5) + (l3 + l7)), the slices added to out in order.
+//
+// Contract of T:
+//   kVecs     vectors per 16-row panel vector (kLanes = 16 / kVecs int32 lanes each)
+//   tile_x(one) activation rows per register tile (one: codes <= 15, a chain per unit);
+//   chains(nx): int32 chains per half (1, 2 or 4)
+//   V, VF     int32 and f32 vectors of kLanes lanes
+//   loadb(p)  kLanes * 4 bytes at p; ctl(const int8_t* c): a shuffle control (c: 64 bytes, the
+//             same in every 16-byte lane); shuffle(bytes, ctl) (per 16-byte lane, -128: zero)
+//   low4(V), shr4(V), sar8(V) on 16-bit words (& 0x0F, >> 4 logical, >> 8 arithmetic);
+//   flip(V) bytes ^ 0x80
+//   izero(), iadd(a, b), dp(acc, w, const int16_t* a): lane i += w.lo_i * a[0] + w.hi_i * a[1]
+//   zero(), cvt, add, mul, fma(acc, a, b) = acc + a * b (fused), loadf, storef, bcast,
+//   scales(const uint8_t* p): kLanes fp16 at p as f32
+//
+// ODR: templates over the ISA's types only (see fused_dot.h).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/drivers/i16_tile.h"  // kI16Slice
+#include "quant/blocks.h"
+#include "quant/panel.h"
+
+#define PLLM_I16P_AI inline __attribute__((always_inline))
+
+namespace pllm::kern::drivers {
+
+// vpshufb controls (within each 16-byte lane, dword j = row 4L + j): bytes 4j + 2k and
+// 4j + 2k + 1 of a code vector to the low bytes (zero-extended words) of dword j, or to the
+// high bytes (words = code << 8, for a sign-extending shift). Index [2 * high + k].
+struct PanelPairControls {
+  alignas(64) int8_t c[4][64];
+  constexpr PanelPairControls() : c{} {
+    for (int v = 0; v < 4; ++v)
+      for (int i = 0; i < 64; ++i) {
+        const int k = v % 2, j = (i % 16) / 4, b = i % 4;  // dword j of the 16-byte lane, byte b of it
+        const bool code_byte = (b % 2 == 1) == (v >= 2);
+        c[v][i] = code_byte ? int8_t(4 * j + 2 * k + b / 2) : int8_t(-128);
+      }
+  }
+};
+inline constexpr PanelPairControls kPanelPairs;
+
+// A panel block's codes: w[2g + k][s] = pair k (codes 4g + 2k, 4g + 2k + 1) of group g for the
+// rows of slice s, lane i = row s * kLanes + i; sc, mn: the rows' per-block factors (the tile's
+// scale and min of the unit).
+template <class T>
+struct PanelCodes {
+  typename T::V w[16][T::kVecs];
+  typename T::VF sc[T::kVecs], mn[T::kVecs];
+};
+
+// Q4 nibble vectors at qs (4 x 64 bytes): vector v holds group v in its low and v + 4 in its
+// high nibbles. Zero-extended words, so a shift right by 4 leaves the high nibble alone.
+template <class T>
+PLLM_I16P_AI void panel_q4_codes(const uint8_t* qs, PanelCodes<T>& c) {
+  const typename T::V p0 = T::ctl(kPanelPairs.c[0]), p1 = T::ctl(kPanelPairs.c[1]);
+  for (int v = 0; v < 4; ++v)
+    for (int s = 0; s < T::kVecs; ++s) {
+      const typename T::V n = T::loadb(qs + 64 * v + 4 * T::kLanes * s);
+      const typename T::V b0 = T::shuffle(n, p0), b1 = T::shuffle(n, p1);
+      c.w[2 * v][s] = T::low4(b0);
+      c.w[2 * v + 1][s] = T::low4(b1);
+      c.w[2 * (v + 4)][s] = T::shr4(b0);
+      c.w[2 * (v + 4) + 1][s] = T::shr4(b1);
+    }
+}
+
+// The weight types. x = d * (q - 8) = d * q + (-8 d)
+struct PanelQ4_0 {
+  static constexpr size_t kBlock = kPanelRows * sizeof(block_q4_0);
+  static constexpr bool kMin = true, kOne = true;
+  template <class T>
+  static PLLM_I16P_AI void decode(const uint8_t* p, PanelCodes<T>& c) {
+    for (int s = 0; s < T::kVecs; ++s) {
+      c.sc[s] = T::scales(p + 2 * T::kLanes * s);
+      c.mn[s] = T::mul(c.sc[s], T::bcast(-8.0f));
+    }
+    panel_q4_codes<T>(p + 32, c);
+  }
+};
+
+// x = d * q + m
+struct PanelQ4_1 {
+  static constexpr size_t kBlock = kPanelRows * sizeof(block_q4_1);
+  static constexpr bool kMin = true, kOne = true;
+  template <class T>
+  static PLLM_I16P_AI void decode(const uint8_t* p, PanelCodes<T>& c) {
+    for (int s = 0; s < T::kVecs; ++s) {
+      c.sc[s] = T::scales(p + 2 * T::kLanes * s);
+      c.mn[s] = T::scales(p + 32 + 2 * T::kLanes * s);
+    }
+    panel_q4_codes<T>(p + 64, c);
+  }
+};
+
+// x = d * q; the panel stores q + 128: flipped back to q, placed in the words' high bytes and
+// shifted down arithmetically (sign-extended).
+struct PanelQ8_0 {
+  static constexpr size_t kBlock = kPanelRows * sizeof(block_q8_0);
+  static constexpr bool kMin = false, kOne = false;
+  template <class T>
+  static PLLM_I16P_AI void decode(const uint8_t* p, PanelCodes<T>& c) {
+    const typename T::V p0 = T::ctl(kPanelPairs.c[2]), p1 = T::ctl(kPanelPairs.c[3]);
+    for (int s = 0; s < T::kVecs; ++s) {
+      c.sc[s] = T::scales(p + 2 * T::kLanes * s);
+      c.mn[s] = T::zero();
+      for (int g = 0; g < 8; ++g) {
+        const typename T::V q = T::flip(T::loadb(p + 32 + 64 * g + 4 * T::kLanes * s));
+        c.w[2 * g][s] = T::sar8(T::shuffle(q, p0));
+        c.w[2 * g + 1][s] = T::sar8(T::shuffle(q, p1));
+      }
+    }
+  }
+};
+
+// NX activation rows (block b of each at a[x]) against one decoded panel block; ua[x]: the
+// row's accumulator for this unit (u % 8), 16 lanes, which starts at +0 when first (the
+// slice's first 8 units: what the tile's zeroed accumulator gives, without storing zeros
+// first). Each half may run as several int32 chains (T::chains), added exactly.
+template <class T, bool kMin, bool kOne, int NX>
+PLLM_I16P_AI void panel_tile(const PanelCodes<T>& c, const block_q16* const* a, float* const* ua, bool first) {
+  constexpr int C = T::chains(NX), S = T::kVecs, L = T::kLanes;
+  typename T::V h[2][NX][C][S];  // kOne (codes <= 15): h[0] holds the whole unit
+  for (int hv = 0; hv < 2; ++hv)
+    for (int x = 0; x < NX; ++x)
+      for (int j = 0; j < C; ++j)
+        for (int s = 0; s < S; ++s) h[hv][x][j][s] = T::izero();
+#pragma GCC unroll 8
+  for (int g = 0; g < 8; ++g) {
+    const int hv = kOne ? 0 : (g >> 1) & 1;  // half A: groups 0, 1, 4, 5; half B: 2, 3, 6, 7
+    const int j = g * C / 8;  // chain: groups in C runs
+    for (int x = 0; x < NX; ++x)
+      for (int k = 0; k < 2; ++k)
+        for (int s = 0; s < S; ++s) h[hv][x][j][s] = T::dp(h[hv][x][j][s], c.w[2 * g + k][s], a[x]->qs + 4 * g + 2 * k);
+  }
+  for (int x = 0; x < NX; ++x) {
+    const typename T::VF da = T::bcast(a[x]->d);
+    const typename T::VF sa = T::bcast(kMin ? a[x]->d * static_cast<float>(a[x]->sum) : 0.0f);
+    for (int s = 0; s < S; ++s) {
+      typename T::V ha = h[0][x][0][s], hb = h[1][x][0][s];
+      for (int j = 1; j < C; ++j) {
+        ha = T::iadd(ha, h[0][x][j][s]);
+        hb = T::iadd(hb, h[1][x][j][s]);
+      }
+      const typename T::VF t = kOne ? T::cvt(ha) : T::add(T::cvt(ha), T::cvt(hb));
+      float* p = ua[x] + s * L;
+      typename T::VF acc = T::fma(first ? T::zero() : T::loadf(p), t, T::mul(c.sc[s], da));
+      if constexpr (kMin) acc = T::fma(acc, c.mn[s], sa);
+      T::storef(p, acc);
+    }
+  }
+}
+
+template <class T, bool kMin, bool kOne, int NX = T::tile_x(kOne)>
+PLLM_I16P_AI void panel_tile_any(int nx, const PanelCodes<T>& c, const block_q16* const* a, float* const* ua,
+                                 bool first) {
+  if (nx == NX) return panel_tile<T, kMin, kOne, NX>(c, a, ua, first);
+  if constexpr (NX > 1) panel_tile_any<T, kMin, kOne, NX - 1>(nx, c, a, ua, first);
+}
+
+inline constexpr int kPanelPass = 32;  // activation rows per pass (unit accumulators: 32 x 8 x 16 f32, 16 KiB)
+inline constexpr int kPanelAhead = 8;  // software prefetch distance, panel blocks
+
+// TypeKernels::gemm_i16_panels.
+template <class T, class P>
+void i16_panels(int64_t n, const void* w, int n_panels, const void* xq, size_t xs, int n_x, float* out,
+                int64_t os) {
+  constexpr int R = kPanelRows, L = T::kLanes, NX = T::tile_x(P::kOne);
+  const int64_t nb = n / 32;
+  const uint8_t* wb = static_cast<const uint8_t*>(w);
+  const uint8_t* xb = static_cast<const uint8_t*>(xq);
+  alignas(64) float ua[kPanelPass * 8 * R];  // (activation row, unit % 8, row)
+  // Passes of activation rows outside, panels inside: a pass's rows (32 x n / 32 blocks of 72
+  // bytes) stay in L1 / L2 while the panels stream past them once per pass.
+  for (int x0 = 0; x0 < n_x; x0 += kPanelPass) {
+    const int nxp = n_x - x0 < kPanelPass ? n_x - x0 : kPanelPass;
+    for (int pn = 0; pn < n_panels; ++pn) {
+      const uint8_t* panel = wb + size_t(pn) * size_t(nb) * P::kBlock;
+      for (int64_t s0 = 0; s0 < nb; s0 += kI16Slice) {
+        const int64_t s1 = nb - s0 < kI16Slice ? nb : s0 + kI16Slice;
+        for (int x = 0; x < nxp; ++x)  // the unit slots a short slice leaves untouched
+          for (int64_t u = s1 - s0; u < 8; ++u)
+            for (int s = 0; s < R; s += L) T::storef(ua + (x * 8 + u) * R + s, T::zero());
+        for (int64_t b = s0; b < s1; ++b) {
+          // A decode step streams the weights from DRAM once; the hardware prefetcher alone
+          // left half of this loop waiting on the block loads (perf, --parallel 8, AVX-512).
+          const uint8_t* ahead = panel + size_t(b + kPanelAhead) * P::kBlock;
+          for (size_t o = 0; o < P::kBlock; o += 64) __builtin_prefetch(ahead + o);
+          PanelCodes<T> c;
+          P::decode(panel + size_t(b) * P::kBlock, c);
+          for (int x = 0; x < nxp; x += NX) {
+            const int nx = nxp - x < NX ? nxp - x : NX;
+            const block_q16* a[NX];
+            float* u[NX];
+            for (int j = 0; j < nx; ++j) {
+              a[j] = reinterpret_cast<const block_q16*>(xb + size_t(x0 + x + j) * xs) + b;
+              u[j] = ua + ((x + j) * 8 + (b - s0) % 8) * R;
+            }
+            panel_tile_any<T, P::kMin, P::kOne>(nx, c, a, u, b - s0 < 8);
+          }
+        }
+        for (int x = 0; x < nxp; ++x)  // the slice's sum, in the tile's order
+          for (int s = 0; s < R; s += L) {
+            auto l = [&](int k) { return T::loadf(ua + (x * 8 + k) * R + s); };
+            const typename T::VF v = T::add(T::add(T::add(l(0), l(4)), T::add(l(2), l(6))),
+                                            T::add(T::add(l(1), l(5)), T::add(l(3), l(7))));
+            float* o = out + int64_t(x0 + x) * os + pn * R + s;
+            T::storeu(o, s0 == 0 ? v : T::add(T::loadu(o), v));
+          }
+      }
+    }
+  }
+}
+
+}  // namespace pllm::kern::drivers
+
+#undef PLLM_I16P_AI
