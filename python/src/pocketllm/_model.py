@@ -22,7 +22,7 @@ class Model:
     ``kv_type`` ("f16", "q8", "q4", "f32"), ``kv_window``/``kv_sinks`` (a sliding context),
     ``batch`` (prefill tokens per pass, 0: 64) and ``activations`` ("int16" the default, "f32" exact, "int8",
     "f16", "static") are the settings of its sessions. ``repack`` holds Q4_0/Q4_1/Q8_0 weights
-    as panels for the kernels that read them, AVX-512 VNNI today (None: for the int16 kernels,
+    as panels for the x86 kernels that read them (None: for the int16 kernels,
     every panel type with int8/static activations, none with f32/f16; True: every panel type;
     False: none). ``vocab_only``
     loads the tokenizer alone (tokenize, templates; no generation). ``progress(fraction)``
