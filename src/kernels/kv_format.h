@@ -33,6 +33,10 @@ struct KvQ4GroupView {
   int64_t vs_stride;        // elements between consecutive tokens' value scale rows
 };
 
+// Tokens per online-softmax step of the attn_seg_* kernels, counted from a call's first token: a
+// segment split at a multiple of it folds in the same steps, bit for bit (KvCache::attend_rows).
+inline constexpr int kAttnChunk = 64;
+
 // Online-softmax state of ONE query head, carried across the segments of the cache
 // a query attends to (sinks, then the window, which may wrap around its ring).
 struct AttnAccum {

@@ -398,6 +398,27 @@ int KvCache::n_visible(int l, int pos) const {
   return std::min(L.sinks, pos + 1) + std::max(0, pos + 1 - std::max(window_lo(L, pos), L.sinks));
 }
 
+void KvCache::attend_rows(int l, int pos0, int n_rows, int kv_head, int n_q, const float* q, float scale,
+                          const RopeSpec& rope, AttnAccum* a) const {
+  const Layer& L = layers_[size_t(l)];
+  const size_t hq = size_t(n_q) * size_t(head_dim_);
+  if (L.window != 0 || (type_ != KvType::f16 && type_ != KvType::f32) || pos0 + 1 < L.sinks ||
+      n_rows * n_q > kMaxGroup) {
+    for (int r = 0; r < n_rows; ++r) attend_part(l, pos0 + r, kv_head, n_q, q + size_t(r) * hq, scale, rope, 0, 1, a + r * n_q);
+    return;
+  }
+  // Without a window attend_part folds [0, sinks) and then [sinks, pos] in two segment calls,
+  // each in chunks of kAttnChunk from its start. Shared here: the sinks, and the whole chunks
+  // of the second segment that the first row sees; each row then folds the rest from that
+  // chunk boundary on, as its own call would.
+  const int S = L.sinks, nq = n_rows * n_q;
+  if (S > 0) attend_range(L, pos0, 0, S, kv_head, nq, q, scale, a);
+  const int m = (pos0 + 1 - S) / kAttnChunk * kAttnChunk;
+  if (m > 0) attend_range(L, pos0, S, S + m, kv_head, nq, q, scale, a);
+  for (int r = 0; r < n_rows; ++r)
+    attend_range(L, pos0 + r, S + m, pos0 + r + 1, kv_head, n_q, q + size_t(r) * hq, scale, a + r * n_q);
+}
+
 void KvCache::attend_part(int l, int pos, int kv_head, int n_q, const float* q, float scale, const RopeSpec& rope,
                           int part, int n_parts, AttnAccum* a) const {
   const Layer& L = layers_[size_t(l)];

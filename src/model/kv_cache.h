@@ -105,6 +105,14 @@ class KvCache {
   static constexpr int kMaxGroup = 16;
   void attend_part(int l, int pos, int kv_head, int n_q, const float* q, float scale, const RopeSpec& rope,
                    int part, int n_parts, AttnAccum* a) const;
+  // attend_part(l, pos0 + r, kv_head, n_q, q + r * n_q * head_dim, ..., 0, 1, a + r * n_q) for
+  // the n_rows consecutive positions pos0 .. pos0 + n_rows - 1 of a prompt (n_rows * n_q <=
+  // kMaxGroup), bit for bit, with the keys and values they all see read once for all of them:
+  // whole chunks of the online softmax (drivers/online_softmax.h) shared, so every row's chunk
+  // boundaries and sums stay its own call's. Plain f16 / f32 caches without a window; the
+  // others fall back to one attend_part per row.
+  void attend_rows(int l, int pos0, int n_rows, int kv_head, int n_q, const float* q, float scale,
+                   const RopeSpec& rope, AttnAccum* a) const;
   // Positions a query at pos sees in layer l.
   int n_visible(int l, int pos) const;
 

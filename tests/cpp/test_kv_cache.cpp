@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <tuple>
 #include <random>
@@ -403,6 +404,54 @@ TEST(KvCache, SlicedGroupedAttentionEqualsWhole) {
       }
       EXPECT_EQ(kv.n_visible(0, pos), window ? window : pos + 1);
     }
+}
+
+// attend_rows (a prompt's consecutive rows sharing the keys and values they all see) equals
+// attend_part row by row, bit for bit: every stored type (q8 and q4 take the fallback), with and
+// without a window and sinks, tiles that start before, at and after a chunk boundary of the
+// second segment, and 1 to 5 rows of 3 heads (up to kMaxGroup query heads).
+TEST(KvCache, RowTilesEqualRowByRowBitForBit) {
+  const ModelConfig c = tiny_config(1);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd;
+  std::vector<float> inv_freq(kHd / 2);
+  for (int i = 0; i < kHd / 2; ++i) inv_freq[size_t(i)] = float(std::pow(10000.0, -2.0 * i / kHd));
+  const RopeSpec rope{inv_freq.data(), kHd, false};
+  constexpr int kGroup = 3;
+  int checked = 0;
+  for (KvType t : {KvType::f32, KvType::f16, KvType::q8, KvType::q4})
+    for (auto [window, sinks] : {std::pair{0, 0}, {0, 4}, {50, 4}}) {
+      KvCache kv(c, {t, window, sinks}, 300, 1, {});
+      std::vector<float> k(kDim), v(kDim);
+      for (int p = 0; p < 200; ++p) {
+        for (int i = 0; i < kDim; ++i) k[size_t(i)] = nd(rng), v[size_t(i)] = nd(rng);
+        ASSERT_TRUE(kv.begin_batch(p, 1).ok());
+        kv.store(0, p, k.data(), v.data());
+      }
+      for (int pos0 : {0, 2, 3, 60, 63, 64, 66, 67, 68, 130, 194})
+        for (int rows = 1; rows <= 5; ++rows) {
+          if (pos0 + rows > 200) continue;
+          SCOPED_TRACE(::testing::Message() << kv_type_name(t) << " window " << window << " sinks " << sinks
+                                            << " pos0 " << pos0 << " rows " << rows);
+          std::vector<float> q(size_t(rows) * kGroup * kHd);
+          for (float& x : q) x = nd(rng) * 0.3f;
+          std::vector<AttnAccum> tiled(size_t(rows) * kGroup), solo(size_t(rows) * kGroup);
+          for (auto& x : tiled) attn_accum_init(x, kHd);
+          for (auto& x : solo) attn_accum_init(x, kHd);
+          kv.attend_rows(0, pos0, rows, 1, kGroup, q.data(), 0.125f, rope, tiled.data());
+          for (int r = 0; r < rows; ++r)
+            kv.attend_part(0, pos0 + r, 1, kGroup, q.data() + size_t(r) * kGroup * kHd, 0.125f, rope, 0, 1,
+                           solo.data() + size_t(r) * kGroup);
+          for (size_t h = 0; h < solo.size(); ++h) {
+            float a[kHd], b[kHd];
+            attn_accum_finish(tiled[h], kHd, a);
+            attn_accum_finish(solo[h], kHd, b);
+            ASSERT_EQ(0, std::memcmp(a, b, sizeof a)) << "head " << h;
+          }
+          ++checked;
+        }
+    }
+  EXPECT_GT(checked, 100);
 }
 
 }  // namespace

@@ -172,7 +172,38 @@ void CpuLayers::attend(int l, float scale, const RopeSpec& rope) {
   TraceScope ts(opt_.tracer, "attention", l);
   const int n_kv = c_.n_head_kv, HD = c_.head_dim, QD = c_.q_dim(), group = c_.n_head / c_.n_head_kv;
   const int n_parts = attention_parts(l);
-  // The query heads sharing a kv head go together, so each kv head is read once per row.
+  // The query heads sharing a kv head go together, so each kv head is read once per row; in a
+  // prompt, up to kMaxGroup / group consecutive rows of a sequence go together too, so each
+  // cached key and value is read (and widened from f16) once per tile (KvCache::attend_rows:
+  // the same results bit for bit).
+  if (n_parts == 1 && !decode_only_) {
+    const int tile = std::max(1, KvCache::kMaxGroup / group);
+    int n_tiles = 0;
+    for (int r = 0; r < n_;) {
+      s_.attn_tiles[size_t(n_tiles++)] = r;
+      int e = r + 1;
+      while (e < n_ && e - r < tile && s_.row_kv[size_t(e)] == s_.row_kv[size_t(r)] &&
+             s_.row_pos[size_t(e)] == s_.row_pos[size_t(r)] + (e - r))
+        ++e;
+      r = e;
+    }
+    s_.attn_tiles[size_t(n_tiles)] = n_;
+    pool_.run(int64_t(n_tiles) * n_kv, [&](int64_t task) {
+      const int t = int(task / n_kv), g = int(task % n_kv);
+      const int r0 = s_.attn_tiles[size_t(t)], nr = s_.attn_tiles[size_t(t) + 1] - r0;
+      const size_t gq = size_t(group) * HD;
+      alignas(64) float qt[KvCache::kMaxGroup * 256];  // the tile's query heads, row by row
+      for (int j = 0; j < nr; ++j)
+        std::memcpy(qt + size_t(j) * gq, &s_.q[size_t(r0 + j) * QD + size_t(g) * gq], gq * sizeof(float));
+      AttnAccum a[KvCache::kMaxGroup];
+      for (int j = 0; j < nr * group; ++j) attn_accum_init(a[j], HD);
+      s_.row_kv[size_t(r0)]->attend_rows(l, s_.row_pos[size_t(r0)], nr, g, group, qt, scale, rope, a);
+      for (int j = 0; j < nr; ++j)
+        for (int h = 0; h < group; ++h)
+          attn_accum_finish(a[j * group + h], HD, &s_.att[size_t(r0 + j) * QD + size_t(g) * gq + size_t(h) * HD]);
+    });
+    return;
+  }
   if (n_parts == 1) {
     pool_.run(int64_t(n_) * n_kv, [&](int64_t task) {
       const int r = int(task / n_kv), g = int(task % n_kv);

@@ -34,6 +34,7 @@ void StepScratch::reserve(const ModelConfig& c, int rows, int gathered) {
     row_pos.resize(R);
     row_token.resize(R);
     out_rows.resize(R);
+    attn_tiles.resize(R + 1);
   }
   if (gathered > out_cap || c.n_vocab > n_vocab) {
     out_cap = std::max(out_cap, gathered);

@@ -43,6 +43,7 @@ struct StepScratch {
   std::vector<int> row_pos;
   std::vector<int32_t> row_token;
   std::vector<int> out_rows;  // rows whose logits are wanted, in output order
+  std::vector<int> attn_tiles;  // first row of each attention tile of prompt rows, then n rows
 
   int rows_cap = 0, out_cap = 0;
   int n_embd = 0, q_dim = 0, kv_dim = 0, n_ff = 0, n_head = 0, n_vocab = 0;

@@ -34,7 +34,7 @@ using neon::h2f;
 using neon::s8_to_f32;
 using neon::u8_to_f32;
 
-constexpr int kChunk = drivers::kAttnChunk;  // tokens per online-softmax step
+constexpr int kChunk = kAttnChunk;  // tokens per online-softmax step (kv_format.h)
 constexpr int kMaxQ = drivers::kAttnMaxQ;    // query heads per call
 
 // exp(x) for x <= 0; see x86/attention_kv_avx2.cpp. x < -87 (incl. -inf) gives 0.

@@ -61,12 +61,14 @@ inline __attribute__((always_inline)) void add_token(const Src& src, int t, int 
 // acc_h[d, d + NV kLanes) += sum_{j < cn} p_h[j] v_{t0+j}[...] for the H heads p + h *
 // kAttnChunk, a[h]. Lane by lane: U chains over the tokens (token j in chain j % U while
 // U tokens remain, the rest in chain 0), chain 0 started from acc; the chains are summed
-// in order, then the bias is added.
+// in order, then the bias is added. U is that of a full block of kAttnHeadBlock heads for
+// every H, so a head's sums do not depend on how many heads share its call
+// (KvCache::attend_rows puts a prompt's rows in one call).
 template <class S, int NV, int H, class Src>
 void acc_block(const Src& src, int t0, int d, const float* p, int cn, AttnAccum* a) {
   using V = typename S::V;
   constexpr int L = S::kLanes;
-  constexpr int U = S::tokens_per_step(H * NV);
+  constexpr int U = S::tokens_per_step(kAttnHeadBlock * NV);
   V x[U][H][NV];
   float bias[H];
   for (int h = 0; h < H; ++h) {

@@ -16,7 +16,7 @@
 
 namespace pllm::kern::drivers {
 
-inline constexpr int kAttnChunk = 64;  // tokens per online-softmax step (a multiple of every kLanes)
+// kAttnChunk (kv_format.h): tokens per online-softmax step, a multiple of every kLanes.
 inline constexpr int kAttnMaxQ = 16;   // query heads per call
 
 // S: the vector traits of fused_dot.h (set1, load, store, mul, sub, add, max, zero, hmax,

@@ -17,19 +17,20 @@ namespace pllm::kern {
 
 namespace {
 
-constexpr int kChunk = 64;  // tokens per online-softmax step
+constexpr int kChunk = kAttnChunk;  // tokens per online-softmax step (kv_format.h)
 
 // Folds n tokens into `a`. Src provides score(t) -> f32 scaled score and
-// add_value(t, p, acc): acc[d] += p * v_t[d] in double.
+// add_value(t, p, acc): acc[d] += p * v_t[d] in double. The state is rounded to `a`'s floats
+// after every chunk, as the SIMD kernels keep it: a segment split at a chunk boundary into two
+// calls then gives the same result (KvCache::attend_rows).
 template <class Src>
 void fold_segment(const Src& src, int n, int hd, AttnAccum& a) {
-  if (n <= 0) return;
-  double acc[256];
-  for (int d = 0; d < hd; ++d) acc[d] = a.acc[d];
-  float m = a.m;
-  double l = a.l;
   float s[kChunk];
   for (int t0 = 0; t0 < n; t0 += kChunk) {
+    double acc[256];
+    for (int d = 0; d < hd; ++d) acc[d] = a.acc[d];
+    float m = a.m;
+    double l = a.l;
     const int cn = n - t0 < kChunk ? n - t0 : kChunk;
     float cm = -INFINITY;
     for (int j = 0; j < cn; ++j) {
@@ -47,10 +48,10 @@ void fold_segment(const Src& src, int n, int hd, AttnAccum& a) {
       l += p;
       src.add_value(t0 + j, p, acc);
     }
+    a.m = m;
+    a.l = float(l);
+    for (int d = 0; d < hd; ++d) a.acc[d] = float(acc[d]);
   }
-  a.m = m;
-  a.l = float(l);
-  for (int d = 0; d < hd; ++d) a.acc[d] = float(acc[d]);
 }
 
 inline double load_d(const float* p, int64_t i) { return p[i]; }

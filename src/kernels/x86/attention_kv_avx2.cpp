@@ -33,7 +33,7 @@ using avx2::hmax;
 
 #define PLLM_AI inline __attribute__((always_inline))
 
-constexpr int kChunk = drivers::kAttnChunk;  // tokens per online-softmax step
+constexpr int kChunk = kAttnChunk;  // tokens per online-softmax step (kv_format.h)
 constexpr int kMaxQ = drivers::kAttnMaxQ;    // query heads per call
 
 // exp(x) for x <= 0 (the softmax weights). Range reduction x = n ln2 + r with ln2

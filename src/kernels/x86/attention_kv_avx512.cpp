@@ -36,7 +36,7 @@ namespace {
 
 #define PLLM_AI inline __attribute__((always_inline))
 
-constexpr int kChunk = drivers::kAttnChunk;  // tokens per online-softmax step
+constexpr int kChunk = kAttnChunk;  // tokens per online-softmax step (kv_format.h)
 constexpr int kMaxQ = drivers::kAttnMaxQ;    // query heads per call
 
 using avx512::h2f;
