@@ -68,7 +68,7 @@ typedef struct pllm_model_params {
   void* progress_user_data;
   /* Weights held as 16-row panels, copied once at load with the file's pages released (same
    * memory), for the kernels that read them (Q4_0/Q4_1/Q8_0: int16 on AVX2 and AVX-512, int8 on
-   * AVX-512 VNNI); exact
+   * AVX-512 VNNI and ARM dotprod/i8mm); exact
    * and f16 sessions unpack panels on the fly (slower).
    * PLLM_REPACK_AUTO (0, the default): the types whose int16 kernels (the default activation
    * mode) read panels on this CPU. PLLM_REPACK_ON (1): every type with a panel kernel, for

@@ -161,8 +161,8 @@ Tables build_tables() {
 #endif
 #if defined(PLLM_HAVE_ARM_KERNELS)
       case Isa::neon: kern::fill_neon(k); kern::fill_attention_kv_neon(k); kern::fill_gemm_neon(k); kern::fill_rows_neon(k); kern::fill_act_neon(k); break;
-      case Isa::neon_dotprod: kern::fill_neon(k); kern::fill_neon_dotprod(k); kern::fill_attention_kv_neon(k); kern::fill_gemm_neon_dotprod(k); kern::fill_rows_neon_dotprod(k); kern::fill_act_neon(k); break;
-      case Isa::neon_i8mm: kern::fill_neon(k); kern::fill_neon_dotprod(k); kern::fill_attention_kv_neon(k); kern::fill_gemm_neon_i8mm(k); kern::fill_rows_neon_i8mm(k); kern::fill_act_neon(k); break;
+      case Isa::neon_dotprod: kern::fill_neon(k); kern::fill_neon_dotprod(k); kern::fill_attention_kv_neon(k); kern::fill_gemm_neon_dotprod(k); kern::fill_rows_neon_dotprod(k); kern::fill_panel_neon_dotprod(k); kern::fill_act_neon(k); break;
+      case Isa::neon_i8mm: kern::fill_neon(k); kern::fill_neon_dotprod(k); kern::fill_attention_kv_neon(k); kern::fill_gemm_neon_i8mm(k); kern::fill_rows_neon_i8mm(k); kern::fill_panel_neon_dotprod(k); kern::fill_act_neon(k); break;
 #endif
       default: continue;
     }

@@ -50,6 +50,7 @@ void fill_act_neon(KernelTable& t);  // arm/act_neon.cpp (every ARM table)
 
 void fill_panel_scalar(KernelTable& t);  // generic/panel_scalar.cpp
 void fill_panel_avx512(KernelTable& t);  // x86/panel_avx512.cpp
+void fill_panel_neon_dotprod(KernelTable& t);  // arm/panel_neon.cpp (SDOT: dotprod and i8mm tables)
 
 void fill_gemm_neon_i8mm(KernelTable& t);
 void fill_rows_neon_i8mm(KernelTable& t);  // arm/rows_neon.cpp (the dotprod kernels, own loop slot)

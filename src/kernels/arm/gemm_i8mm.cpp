@@ -20,6 +20,9 @@
 // the same float arithmetic as the SDOT kernel, so the result equals looping vec_dot up to f32
 // rounding (kernels.h). Lanes of accumulator (p, q): [2p,2q] [2p,2q+1] [2p+1,2q] [2p+1,2q+1]
 // (row, token); stores transpose them with vuzp1q/vuzp2q (loads back with vzip1q/vzip2q).
+// gemm_q8_panels packs the same panels from load-time 16-row panels (quant/panel.h): a panel
+// vector's 16-byte quarter is one 4-element group of 4 rows (32-bit word i = row i), so
+// zipping the words of groups 2s and 2s + 1 gives k-step s of two row pairs; bit for bit gemm_q8.
 #include <arm_neon.h>
 
 #include <bit>
@@ -30,6 +33,7 @@
 #include "kernels/arm/int8_neon.h"
 #include "kernels/internal.h"
 #include "quant/blocks.h"
+#include "quant/panel.h"
 
 namespace pllm::kern {
 
@@ -88,6 +92,28 @@ void pack_panel(const uint8_t* w, size_t w_stride, int nr, int kb0, int kbn, Pan
       P.m[kb][p][2 * h] = P.m[kb][p][2 * h + 1] = m;
     }
   }
+}
+
+// Rows row0 .. row0 + 7 (row0 0 or 8) of the load-time panel at w, kbn blocks from kb0.
+template <class T>
+void pack_repacked(const uint8_t* w, int row0, int kb0, int kbn, Panel& P) {
+  // Quarter h of the 8 rows (4 rows) = row pairs 2h, 2h + 1.
+  I8::panel_half<typename T::W>(w, row0, kb0, kbn, [&](int kb, int h, const uint8_t* b, int k) {
+    for (int s = 0; s < 4; ++s) {
+      const int32x4_t g0 = vreinterpretq_s32_s8(T::panel_group(b + T::kPanelQs, 2 * s, k));
+      const int32x4_t g1 = vreinterpretq_s32_s8(T::panel_group(b + T::kPanelQs, 2 * s + 1, k));
+      vst1q_s8(P.q[kb][s][2 * h], vreinterpretq_s8_s32(vzip1q_s32(g0, g1)));
+      vst1q_s8(P.q[kb][s][2 * h + 1], vreinterpretq_s8_s32(vzip2q_s32(g0, g1)));
+    }
+    const float32x4_t d = I8::panel_f16x4(b, k);
+    vst1q_f32(P.d[kb][2 * h], vzip1q_f32(d, d));
+    vst1q_f32(P.d[kb][2 * h + 1], vzip2q_f32(d, d));
+    if constexpr (T::kMin) {  // (the micro-kernel reads P.m for these types only)
+      const float32x4_t m = I8::panel_f16x4(b + 32, k);
+      vst1q_f32(P.m[kb][2 * h], vzip1q_f32(m, m));
+      vst1q_f32(P.m[kb][2 * h + 1], vzip2q_f32(m, m));
+    }
+  });
 }
 
 // Token pair (t, t + 1) of the activation rows -> nb ActBlocks; t1 == nullptr: zeros.
@@ -168,7 +194,8 @@ void micro(const Panel& P, int kbn, const ActBlock* const* ap, float* out, int64
   }
 }
 
-template <class T>
+// Repacked: w holds load-time 16-row panels (n_rows a multiple of 16; kernels.h gemm_q8_panels).
+template <class T, bool Repacked = false>
 void gemm(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t xq_stride, int n_x,
           float* out, int64_t out_stride) {
   const int nb = static_cast<int>(n / 32);
@@ -190,7 +217,10 @@ void gemm(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq,
       const int kbn = nb - kb0 < kKb ? nb - kb0 : kKb;
       for (int p = 0; p < np; ++p) {
         const int nr = nrg - p * kPanel < kPanel ? nrg - p * kPanel : kPanel;
-        pack_panel<T>(wb + (rg + p * kPanel) * w_stride, w_stride, nr, kb0, kbn, panels[p]);
+        const int r = rg + p * kPanel;
+        if constexpr (Repacked)
+          pack_repacked<T>(wb + size_t(r / kPanelRows) * kPanelRows * w_stride, r % kPanelRows, kb0, kbn, panels[p]);
+        else pack_panel<T>(wb + r * w_stride, w_stride, nr, kb0, kbn, panels[p]);
       }
       for (int p = 0; p < np; ++p) {
         const int nr = nrg - p * kPanel < kPanel ? nrg - p * kPanel : kPanel;
@@ -214,6 +244,9 @@ void fill_gemm_neon_i8mm(KernelTable& t) {
   t.types[static_cast<uint32_t>(TensorType::Q4_0)].gemm_q8 = gemm<Q40>;
   t.types[static_cast<uint32_t>(TensorType::Q8_0)].gemm_q8 = gemm<Q80>;
   t.types[static_cast<uint32_t>(TensorType::Q4_1)].gemm_q8 = gemm<Q41>;
+  t.types[static_cast<uint32_t>(TensorType::Q4_0)].gemm_q8_panels = gemm<Q40, true>;
+  t.types[static_cast<uint32_t>(TensorType::Q8_0)].gemm_q8_panels = gemm<Q80, true>;
+  t.types[static_cast<uint32_t>(TensorType::Q4_1)].gemm_q8_panels = gemm<Q41, true>;
 }
 
 }  // namespace pllm::kern

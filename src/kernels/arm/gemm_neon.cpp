@@ -12,6 +12,9 @@
 //   vdotq_laneq_s32(acc, W[g], a, g % 4)
 // adds group g's 4-byte dot for 4 rows in one instruction: 16 SDOT per (8 rows x 1 token
 // x 32 elements), no horizontal sums, no offset corrections (SDOT is signed x signed).
+// gemm_q8_panels fills the same panels from load-time 16-row panels (quant/panel.h): each
+// 16-byte quarter of a panel vector already is one group of 4 rows, so packing is a copy
+// (Q4: nibble split, Q4_0 minus 8; Q8_0: EOR 0x80) and the results equal gemm_q8's bit for bit.
 #include <arm_neon.h>
 
 #include <bit>
@@ -73,6 +76,16 @@ void pack_panel(const uint8_t* w, size_t w_stride, int nr, int kb0, int kbn, Pan
       for (int g = 0; g < 8; ++g) std::memcpy(P.q[kb][g][r], q + 4 * g, 4);
     }
   }
+}
+
+// Rows row0 .. row0 + 7 (row0 0 or 8) of the load-time panel at w (drivers/gemm_panels.h).
+template <class T>
+void pack_repacked(const uint8_t* w, int row0, int kb0, int kbn, Panel& P) {
+  I8::panel_half<typename T::W>(w, row0, kb0, kbn, [&](int kb, int h, const uint8_t* b, int k) {
+    vst1q_f32(P.d[kb] + 4 * h, I8::panel_f16x4(b, k));
+    if constexpr (T::kMin) vst1q_f32(P.m[kb] + 4 * h, I8::panel_f16x4(b + 32, k));
+    for (int g = 0; g < 8; ++g) vst1q_s8(P.q[kb][g][4 * h], T::panel_group(b + T::kPanelQs, g, k));
+  });
 }
 
 using drivers::ActPrep;
@@ -150,6 +163,8 @@ struct Tiles {
   static Mask mask(int nr) { return nr; }
   template <class T>
   static constexpr auto pack = pack_panel<T>;
+  template <class T>
+  static constexpr auto pack_repacked = pllm::kern::pack_repacked<T>;
   template <class T, int NX>
   static constexpr auto micro = pllm::kern::micro<T, NX>;
 };
@@ -163,6 +178,9 @@ void fill_gemm_neon_dotprod(KernelTable& t) {
   t.types[static_cast<uint32_t>(TensorType::Q4_0)].gemm_q8 = drivers::gemm_q8<Tiles, Q40>;
   t.types[static_cast<uint32_t>(TensorType::Q8_0)].gemm_q8 = drivers::gemm_q8<Tiles, Q80>;
   t.types[static_cast<uint32_t>(TensorType::Q4_1)].gemm_q8 = drivers::gemm_q8<Tiles, Q41>;
+  t.types[static_cast<uint32_t>(TensorType::Q4_0)].gemm_q8_panels = drivers::gemm_q8<Tiles, Q40, true>;
+  t.types[static_cast<uint32_t>(TensorType::Q8_0)].gemm_q8_panels = drivers::gemm_q8<Tiles, Q80, true>;
+  t.types[static_cast<uint32_t>(TensorType::Q4_1)].gemm_q8_panels = drivers::gemm_q8<Tiles, Q41, true>;
 }
 
 }  // namespace pllm::kern

@@ -2,7 +2,8 @@
 // every level: the one-row dot (TypeKernels::vec_dot through drivers/block_dot.h) of the
 // baseline level (neon.cpp) and the dotprod level (neon_dotprod.cpp), which differ only in
 // how 32 int8 products are summed (vmull_s8 + pairwise adds, or SDOT: the level type L
-// supplies it), and the weight types of the prefill GEMMs (gemm_neon.cpp, gemm_i8mm.cpp).
+// supplies it), and the weight types of the prefill GEMMs (gemm_neon.cpp, gemm_i8mm.cpp) and of
+// the decode kernels over load-time panels (panel_neon.cpp).
 //
 // ODR: everything here is a member of a template over L, a type declared in the including
 // file's anonymous namespace, so each instantiation belongs to that file and is compiled with
@@ -11,9 +12,11 @@
 #pragma once
 #include <arm_neon.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "quant/blocks.h"
+#include "quant/panel.h"
 
 #define PLLM_I8_AI inline __attribute__((always_inline))
 
@@ -27,6 +30,10 @@ struct Blocks {
   // bytes(w, q): the block's 32 quants in element order as two int8x16 (elements 0..15 and
   // 16..31); minus the offset for the types without a min, unsigned for the ones with a min
   // (whose activations are Q8_1 and whose dot adds m * s per block).
+  // Q4_0, Q4_1, Q8_0 also read load-time panels (quant/panel.h): panel_group(qs, g, k) gives the
+  // signed quants of element group g (0..7) of rows 4k..4k+3 (k = 0..3: a 16-byte quarter of a
+  // panel vector) as bytes() does, in a panel block whose quants start at qs (kPanelQs bytes in,
+  // after the 16 fp16 scales and, Q4_1, the 16 mins).
   struct Q4_0 {
     using W = block_q4_0;
     using A = block_q8_0;
@@ -35,6 +42,10 @@ struct Blocks {
       const uint8x16_t v = vld1q_u8(b.qs);
       q[0] = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0F))), vdupq_n_s8(8));
       q[1] = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), vdupq_n_s8(8));
+    }
+    static constexpr size_t kPanelQs = 32;
+    static PLLM_I8_AI int8x16_t panel_group(const uint8_t* qs, int g, int k) {
+      return vsubq_s8(vreinterpretq_s8_u8(panel_nibbles(qs, g, k)), vdupq_n_s8(8));
     }
   };
   struct Q4_1 {
@@ -46,7 +57,16 @@ struct Blocks {
       q[0] = vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0F)));
       q[1] = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
     }
+    static constexpr size_t kPanelQs = 64;
+    static PLLM_I8_AI int8x16_t panel_group(const uint8_t* qs, int g, int k) {
+      return vreinterpretq_s8_u8(panel_nibbles(qs, g, k));
+    }
   };
+  // Q4 panel vector g & 3 holds group g in its low (g < 4) or high nibbles.
+  static PLLM_I8_AI uint8x16_t panel_nibbles(const uint8_t* qs, int g, int k) {
+    const uint8x16_t v = vld1q_u8(qs + 64 * (g & 3) + 16 * k);
+    return g < 4 ? vandq_u8(v, vdupq_n_u8(0x0F)) : vshrq_n_u8(v, 4);
+  }
   // Q5_0 / Q5_1: the Q4 nibbles plus the fifth bit (bit j of the word qh for element j) at 16.
   static PLLM_I8_AI void q5_bytes(const uint8_t* qs, const uint8_t* qh, int8x16_t q[2]) {
     uint32_t h;
@@ -86,7 +106,26 @@ struct Blocks {
       q[0] = vld1q_s8(b.qs);
       q[1] = vld1q_s8(b.qs + 16);
     }
+    // Panels store q + 128 (for x86's unsigned x signed dot); EOR 0x80 gives q back.
+    static constexpr size_t kPanelQs = 32;
+    static PLLM_I8_AI int8x16_t panel_group(const uint8_t* qs, int g, int k) {
+      return vreinterpretq_s8_u8(veorq_u8(vld1q_u8(qs + 64 * g + 16 * k), vdupq_n_u8(0x80)));
+    }
   };
+  // The prefill GEMMs' 8-row panels from a load-time one: f(kb, h, b, k) for the kbn blocks from
+  // kb0 of the panel at w (b: block kb0 + kb) and its 4-row quarters k = row0 / 4 + h, h = 0, 1
+  // (rows row0 .. row0 + 7; row0 0 or 8, drivers/gemm_panels.h).
+  template <class W, class F>
+  static PLLM_I8_AI void panel_half(const uint8_t* w, int row0, int kb0, int kbn, F&& f) {
+    constexpr size_t kPbb = kPanelRows * sizeof(W);
+    for (int kb = 0; kb < kbn; ++kb)
+      for (int h = 0; h < 2; ++h) f(kb, h, w + size_t(kb0 + kb) * kPbb, row0 / 4 + h);
+  }
+  // The fp16 scales (or, at p + 32, mins) of rows 4k..4k+3 of a panel block at p as floats
+  // (the values h2f gives: fp16 -> f32 is exact).
+  static PLLM_I8_AI float32x4_t panel_f16x4(const uint8_t* p, int k) {
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(p) + 4 * k)));
+  }
 
   static PLLM_I8_AI float act_d(const block_q8_0& a) { return L::h2f(a.d); }
   static PLLM_I8_AI float act_d(const block_q8_1& a) { return a.d; }

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "kernels/internal.h"  // gemm_scratch
+#include "quant/panel.h"         // kPanelRows
 
 namespace pllm::kern::drivers {
 
@@ -40,13 +41,16 @@ inline void micro_nx(int nx, const typename G::Panel& P, int kbn, const uint8_t*
 // pack<T>(w, w_stride, nr, kb0, kbn, Panel&); micro<T, NX>(panel, kbn, arow, ActPrep view,
 // t0, out, out_stride, mask, accumulate) for NX tokens; where some T::kOffset != 0,
 // sum32(qs) (the sum of a block's 32 activation bytes); where Repacked is used,
-// pack_repacked<T>(panel_w, kb0, kbn, Panel&).
+// pack_repacked<T>(panel_w, row0, kb0, kbn, Panel&): G's panel is rows row0 .. row0 + kPanel - 1
+// of the load-time panel at panel_w (row0 = 0 where kPanel == kPanelRows; the 8-row ARM
+// panels take the two halves of a 16-row one).
 // T (the weight type): W, A (weight / activation blocks), kMin, kOffset, act_d(a), act_s(a).
 // Repacked: w holds load-time 16-row panels (quant/panel.h), n_rows a multiple of kPanel.
 template <class G, class T, bool Repacked = false>
 void gemm_q8(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t xq_stride, int n_x,
              float* out, int64_t out_stride) {
   constexpr int kPanel = G::kPanel, kPanels = G::kPanels, kKb = G::kKb, kSuper = G::kSuper, kTile = G::kTile;
+  static_assert(!Repacked || kPanelRows % kPanel == 0, "G's panels must tile the load-time panels");
   const int nb = static_cast<int>(n / 32);
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   const uint8_t* xb = static_cast<const uint8_t*>(xq);
@@ -69,8 +73,11 @@ void gemm_q8(int64_t n, const void* w, size_t w_stride, int n_rows, const void* 
       const int kbn = nb - kb0 < kKb ? nb - kb0 : kKb;
       for (int p = 0; p < np; ++p) {
         const int nr = nrg - p * kPanel < kPanel ? nrg - p * kPanel : kPanel;
-        if constexpr (Repacked) G::template pack_repacked<T>(wb + (rg + p * kPanel) * w_stride, kb0, kbn, panels[p]);
-        else G::template pack<T>(wb + (rg + p * kPanel) * w_stride, w_stride, nr, kb0, kbn, panels[p]);
+        const int r = rg + p * kPanel;
+        if constexpr (Repacked)
+          G::template pack_repacked<T>(wb + size_t(r / kPanelRows) * kPanelRows * w_stride, r % kPanelRows, kb0, kbn,
+                                       panels[p]);
+        else G::template pack<T>(wb + r * w_stride, w_stride, nr, kb0, kbn, panels[p]);
       }
       for (int x0 = 0; x0 < n_x; x0 += kSuper) {
         const int nxs = n_x - x0 < kSuper ? n_x - x0 : kSuper;

@@ -65,10 +65,10 @@ struct Q80 {
 };
 
 // The same panel from load-time repacked weights (quant/panel.h): w is the 16-row panel
-// (nr == 16), blocks pbb bytes apart. Q4 vectors split into their low / high nibble
-// groups; Q8_0 bytes are already w + 128.
+// (nr == 16; row0 == 0, as both panels are 16 rows), blocks pbb bytes apart. Q4 vectors split
+// into their low / high nibble groups; Q8_0 bytes are already w + 128.
 template <class T>
-void pack_from_repacked(const uint8_t* w, int kb0, int kbn, Panel& P) {
+void pack_from_repacked(const uint8_t* w, int /*row0*/, int kb0, int kbn, Panel& P) {
   constexpr size_t kPbb = kPanel * sizeof(typename T::W);
   constexpr size_t kQ = T::kMin ? 64 : 32;  // scales (and mins) come first
   const __m512i m4 = _mm512_set1_epi8(0x0F);
