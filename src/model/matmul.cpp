@@ -56,10 +56,12 @@ void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_t
     for (const MatmulTarget& t : targets) s.observer->observe(*t.W, X, n_tok);
   const int64_t cols = targets[0].W->cols;
 
-  // Chunks of rows, the same size for every target: enough to balance the threads.
+  // Chunks of rows, the same size for every target: enough to balance the threads. A prompt
+  // takes 4x more: its tasks are long, so a thread that runs slow (a busy core, another
+  // process) would otherwise leave the others waiting for a whole one at the end.
   int64_t total_rows = 0;
   for (const MatmulTarget& t : targets) total_rows += t.W->rows;
-  const int64_t n_chunks_target = int64_t(pool.size()) * 4;
+  const int64_t n_chunks_target = int64_t(pool.size()) * (n_tok > kMultiRowDecode ? 16 : 4);
   int64_t chunk = std::max<int64_t>(16, (total_rows + n_chunks_target - 1) / n_chunks_target);
   // Prefill in int8 mode runs the tiled GEMM, which works on 16-row panels.
   const bool int8 = mode == ActMode::int8 || mode == ActMode::int8_static;
@@ -108,7 +110,7 @@ void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_t
     if (n_tok <= 2) {  // as for int8 below: cheaper here than a hand-off
       for (int t = 0; t < n_tok; ++t) convert(t);
     } else {
-      pool.run(n_tok, convert);
+      pool.run_spread(n_tok, convert);
     }
   }
   if (p.n_slots > 0) {
@@ -124,7 +126,7 @@ void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_t
     if (n_q <= 2) {
       for (int64_t i = 0; i < n_q; ++i) quantize(i);
     } else {
-      pool.run(n_q, quantize);
+      pool.run_spread(n_q, quantize);
     }
   }
 

@@ -64,7 +64,7 @@ Result<void> CpuLayers::embed(const Matrix& table, float scale) {
 template <class F>
 void CpuLayers::for_rows(F f) {
   if (n_ > kPoolRows) {
-    pool_.run(n_, f);
+    pool_.run_spread(n_, f);
   } else {
     for (int r = 0; r < n_; ++r) f(int64_t(r));
   }
@@ -188,8 +188,9 @@ void CpuLayers::attend(int l, float scale, const RopeSpec& rope) {
       r = e;
     }
     s_.attn_tiles[size_t(n_tiles)] = n_;
+    // Last tiles first: they see the most positions, so the threads end together.
     pool_.run(int64_t(n_tiles) * n_kv, [&](int64_t task) {
-      const int t = int(task / n_kv), g = int(task % n_kv);
+      const int t = n_tiles - 1 - int(task / n_kv), g = int(task % n_kv);
       const int r0 = s_.attn_tiles[size_t(t)], nr = s_.attn_tiles[size_t(t) + 1] - r0;
       const size_t gq = size_t(group) * HD;
       alignas(64) float qt[KvCache::kMaxGroup * 256];  // the tile's query heads, row by row
