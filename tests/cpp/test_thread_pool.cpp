@@ -24,6 +24,19 @@ TEST(ThreadPool, RunsEveryTaskOnceManyTimes) {
   }
 }
 
+// run_spread groups consecutive indices into tasks: still every index exactly once, for counts
+// below, at and far above the 8 tasks per thread it aims at (remainders included).
+TEST(ThreadPool, RunSpreadCallsEveryIndexOnce) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int n : {0, 1, 7, 16, 17, 48, 511, 512, 1000, 4099}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      pool.run_spread(n, [&](int64_t i) { hits[size_t(i)].fetch_add(1); });
+      for (int i = 0; i < n; ++i) ASSERT_EQ(hits[size_t(i)].load(), 1) << "threads " << threads << " n " << n << " i " << i;
+    }
+  }
+}
+
 // set_active(k): only k threads (the caller included) run a job's tasks; changing k between
 // jobs, fast, never loses or repeats a task (a worker left out of one job must not be counted
 // in the next: the participant count travels in the job's generation word).
