@@ -132,7 +132,7 @@ if [ "$LONG" = 1 ]; then
   # (the scalar twins run the real model too slowly; tests/py/test_batched_logits.py covers
   # them on the tiny models)
   log "batched engine vs solo on every SIMD level"
-  for isa in avx2 avx512 neon dotprod i8mm; do
+  for isa in avx2 avxvnni avx512 neon dotprod i8mm; do
     PLLM_ISA=$isa "$ROOT/build/tests/cpp/test_engine" --gtest_brief=1 --gtest_filter="EngineReal.Batched*"
   done
 fi

@@ -193,7 +193,7 @@ int main(int argc, char** argv) {
     for (const auto& s : shapes)  // K-quant rows must be whole 256-element blocks (576 is not)
       if (row_bytes(static_cast<uint32_t>(t), s[1])) mats.push_back(make_matrix(t, s[0], s[1], rng));
 
-  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon_dotprod, Isa::neon_i8mm}) {
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::neon, Isa::neon_dotprod, Isa::neon_i8mm}) {
     const KernelTable* kt = kernels_for(isa);
     if (!kt) continue;
     for (const Mat& m : mats) {

@@ -31,6 +31,8 @@ def _isas() -> list[str]:
     except OSError:
         return []
     isas = ["avx2"] if " avx2" in flags else []
+    if isas and " avx_vnni" in flags:
+        isas.append("avxvnni")
     if all(f in flags for f in (" avx512f", " avx512bw", " avx512vl", " avx512_vnni")):
         isas.append("avx512")
     return isas

@@ -26,7 +26,7 @@ namespace pllm {
 
 namespace {
 
-constexpr int kNumIsa = 6;
+constexpr int kNumIsa = 7;
 
 #if defined(PLLM_HAVE_X86_KERNELS) && (defined(__x86_64__) || defined(__i386__))
 // F16C is CPUID leaf 1, ECX bit 29. Asked directly: clang's __builtin_cpu_supports does not
@@ -34,6 +34,14 @@ constexpr int kNumIsa = 6;
 bool cpu_has_f16c() {
   unsigned a = 0, b = 0, c = 0, d = 0;
   return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+}
+
+// AVX-VNNI (the VEX-encoded vpdpwssd / vpdpbusd) is CPUID leaf 7 subleaf 1, EAX bit 4; asked
+// directly for the same reason. Its ymm registers are AVX2's, whose OS support (XSAVE of the ymm
+// state) the avx2 check covers.
+bool cpu_has_avxvnni() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4)) != 0;
 }
 #endif
 
@@ -45,6 +53,8 @@ bool cpu_supports(Isa isa) {
     case Isa::avx2:
       __builtin_cpu_init();
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
+    case Isa::avxvnni:
+      return cpu_supports(Isa::avx2) && cpu_has_avxvnni();
     case Isa::avx512:
       __builtin_cpu_init();
       return cpu_supports(Isa::avx2) && __builtin_cpu_supports("avx512f") &&
@@ -86,6 +96,7 @@ void fill_f16act(KernelTable& k, Isa isa) {
   switch (isa) {
 #if defined(PLLM_HAVE_X86_KERNELS)
     case Isa::avx2:
+    case Isa::avxvnni:
     case Isa::avx512: kern::fill_f16act_avx2(k); break;  // 256-bit: faster on Zen 4 (f16act_avx2.cpp)
 #endif
 #if defined(PLLM_HAVE_ARM_KERNELS)
@@ -101,13 +112,15 @@ void fill_f16act(KernelTable& k, Isa isa) {
 }
 
 // int16-activation kernels of each table (filled after fill_f16act). The tiles were cleared
-// for every SIMD table: a type gets one here only where this ISA has its own kernel. The avx512
-// table takes quantize_row_q16 from i16act_avx2.cpp and its 512-bit tiles (the same results
-// bit for bit); every ARM level the baseline NEON ones.
+// for every SIMD table: a type gets one here only where this ISA has its own kernel. The avxvnni
+// and avx512 tables take quantize_row_q16 from i16act_avx2.cpp and their own tiles, GEMMs and
+// panel kernels (vpdpwssd on ymm / zmm; the same results bit for bit); every ARM level the
+// baseline NEON ones.
 void fill_i16act(KernelTable& k, Isa isa) {
   switch (isa) {
 #if defined(PLLM_HAVE_X86_KERNELS)
     case Isa::avx2: kern::fill_i16act_avx2(k); kern::fill_i16panel_avx2(k); break;
+    case Isa::avxvnni: kern::fill_i16act_avx2(k); kern::fill_i16act_avxvnni(k); kern::fill_i16panel_avxvnni(k); break;
     case Isa::avx512: kern::fill_i16act_avx2(k); kern::fill_i16act_avx512(k); kern::fill_i16panel_avx512(k); break;
 #endif
 #if defined(PLLM_HAVE_ARM_KERNELS)
@@ -156,7 +169,9 @@ Tables build_tables() {
     }
     switch (isa) {
 #if defined(PLLM_HAVE_X86_KERNELS)
-      case Isa::avx2: kern::fill_avx2(k); kern::fill_attention_kv_avx2(k); kern::fill_gemm_avx2(k); kern::fill_rows_avx2(k); kern::fill_act_avx2(k); break;
+      case Isa::avx2:
+      case Isa::avxvnni:  // the avx2 table; its own int16 kernels come in fill_i16act
+        kern::fill_avx2(k); kern::fill_attention_kv_avx2(k); kern::fill_gemm_avx2(k); kern::fill_rows_avx2(k); kern::fill_act_avx2(k); break;
       case Isa::avx512: kern::fill_avx2(k); kern::fill_avx512(k); kern::fill_attention_kv_avx512(k); kern::fill_gemm_avx512(k); kern::fill_rows_avx512(k); kern::fill_panel_avx512(k); kern::fill_act_avx2(k); break;
 #endif
 #if defined(PLLM_HAVE_ARM_KERNELS)
@@ -185,13 +200,16 @@ const Tables& tables() {
   return t;
 }
 
+// x86: avxvnni sits between avx2 and avx512, so a CPU with AVX-512 keeps the avx512 table (its
+// zmm int16 kernels, and int8 panels) and one with AVX-VNNI but not AVX-512 gets avxvnni.
 int rank(Isa isa) {
   switch (isa) {
     case Isa::scalar: return 0;
     case Isa::avx2:
     case Isa::neon: return 1;
-    case Isa::avx512:
+    case Isa::avxvnni:
     case Isa::neon_dotprod: return 2;
+    case Isa::avx512:
     case Isa::neon_i8mm: return 3;
   }
   return 0;
@@ -213,6 +231,7 @@ const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::scalar: return "scalar";
     case Isa::avx2: return "avx2";
+    case Isa::avxvnni: return "avxvnni";
     case Isa::avx512: return "avx512";
     case Isa::neon: return "neon";
     case Isa::neon_dotprod: return "dotprod";
@@ -226,9 +245,9 @@ Isa select_isa(const char* request, bool* unknown) {
   int cap = 3;  // the highest rank
   if (request && *request) {
     static const struct { const char* name; Isa isa; } kNames[] = {
-        {"scalar", Isa::scalar}, {"avx2", Isa::avx2},          {"avx512", Isa::avx512},
-        {"neon", Isa::neon},     {"dotprod", Isa::neon_dotprod}, {"neon_dotprod", Isa::neon_dotprod},
-        {"i8mm", Isa::neon_i8mm}, {"neon_i8mm", Isa::neon_i8mm},
+        {"scalar", Isa::scalar},  {"avx2", Isa::avx2},           {"avxvnni", Isa::avxvnni},
+        {"avx512", Isa::avx512},  {"neon", Isa::neon},           {"dotprod", Isa::neon_dotprod},
+        {"neon_dotprod", Isa::neon_dotprod}, {"i8mm", Isa::neon_i8mm}, {"neon_i8mm", Isa::neon_i8mm},
     };
     bool found = false;
     for (const auto& e : kNames) {

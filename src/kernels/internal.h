@@ -45,7 +45,7 @@ void fill_rows_neon_dotprod(KernelTable& t);   // arm/rows_neon.cpp (int8 kernel
 // ARM i8mm level: the dotprod table plus SMMLA prefill GEMM (arm/gemm_i8mm.cpp, +i8mm flags).
 // SwiGLU: the scalar twin is in generic/scalar.cpp; each SIMD file keeps its own scalar
 // tail in its anonymous namespace (no inline function shared with ISA-flagged files).
-void fill_act_avx2(KernelTable& t);  // x86/act_avx2.cpp (both x86 tables)
+void fill_act_avx2(KernelTable& t);  // x86/act_avx2.cpp (every x86 table)
 void fill_act_neon(KernelTable& t);  // arm/act_neon.cpp (every ARM table)
 
 void fill_panel_scalar(KernelTable& t);  // generic/panel_scalar.cpp
@@ -57,17 +57,19 @@ void fill_rows_neon_i8mm(KernelTable& t);  // arm/rows_neon.cpp (the dotprod ker
 
 // W4A16 (TypeKernels::vec_dot_f16act*, KernelTable::f32_to_f16_row), filled last.
 void fill_f16act_scalar(KernelTable& t);     // generic/f16act_scalar.cpp
-void fill_f16act_avx2(KernelTable& t);       // x86/f16act_avx2.cpp (F16C loads, f32 FMA; both x86 tables)
+void fill_f16act_avx2(KernelTable& t);       // x86/f16act_avx2.cpp (F16C loads, f32 FMA; every x86 table)
 void fill_f16act_neon(KernelTable& t);       // arm/f16act_neon.cpp (baseline: widen to f32, f32 FMA)
 void fill_f16act_neon_fp16(KernelTable& t);  // arm/f16act_neon_fp16.cpp (FP16 FMLA; needs ASIMDHP)
 
 // int16 activations (TypeKernels::vec_dot_i16act_tile, KernelTable::quantize_row_q16), filled
 // last; a SIMD table keeps only the tiles its ISA implements (see dispatch.cpp).
 void fill_i16act_scalar(KernelTable& t);  // generic/i16act_scalar.cpp
-void fill_i16act_avx2(KernelTable& t);    // x86/i16act_avx2.cpp (both x86 tables)
-void fill_i16act_avx512(KernelTable& t);  // x86/i16act_avx512.cpp (the tiles, over fill_i16act_avx2)
-void fill_i16panel_avx2(KernelTable& t);    // x86/i16panel_avx2.cpp (gemm_i16_panels, both x86 tables)
-void fill_i16panel_avx512(KernelTable& t);  // x86/i16panel_avx512.cpp (gemm_i16_panels)
+void fill_i16act_avx2(KernelTable& t);     // x86/i16act_avx2.cpp (every x86 table)
+void fill_i16act_avxvnni(KernelTable& t);  // x86/i16act_avxvnni.cpp (the tiles and GEMMs, over fill_i16act_avx2)
+void fill_i16act_avx512(KernelTable& t);   // x86/i16act_avx512.cpp (the tiles and GEMMs, over fill_i16act_avx2)
+void fill_i16panel_avx2(KernelTable& t);     // x86/i16panel_avx2.cpp (gemm_i16_panels, the avx2 table)
+void fill_i16panel_avxvnni(KernelTable& t);  // x86/i16panel_avxvnni.cpp (gemm_i16_panels)
+void fill_i16panel_avx512(KernelTable& t);   // x86/i16panel_avx512.cpp (gemm_i16_panels)
 void fill_i16act_neon(KernelTable& t);    // arm/i16act_neon.cpp (baseline NEON; every ARM table)
 
 }  // namespace pllm::kern

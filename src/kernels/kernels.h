@@ -13,7 +13,9 @@
 
 namespace pllm {
 
-enum class Isa : int { scalar = 0, avx2 = 1, avx512 = 2, neon = 3, neon_dotprod = 4, neon_i8mm = 5 };
+// Values index the dispatch tables: new levels are appended. avxvnni: the avx2 table with int16
+// kernels on AVX-VNNI's ymm vpdpwssd (Alder Lake and later without AVX-512, Zen 5).
+enum class Isa : int { scalar = 0, avx2 = 1, avx512 = 2, neon = 3, neon_dotprod = 4, neon_i8mm = 5, avxvnni = 6 };
 const char* isa_name(Isa isa);
 
 struct TypeKernels {
@@ -111,7 +113,7 @@ struct TypeKernels {
   // ---- end W4A16
 
   // ---- int16 activations (ActMode::int16; kernels: generic/i16act_scalar.cpp,
-  // x86/i16act_avx2.cpp, x86/i16act_avx512.cpp, arm/i16act_neon.cpp). Activation format:
+  // x86/i16act_avx2.cpp, x86/i16act_avxvnni.cpp, x86/i16act_avx512.cpp, arm/i16act_neon.cpp). Activation format:
   // block_q16 rows written by KernelTable::quantize_row_q16. A tile of n_rows weight rows
   // (w_stride bytes apart) against n_x activation rows (xq_stride bytes apart; any n_x >= 1, <= 8
   // in practice): out[x * out_stride + r] = dot(weight row r, activation row x). The scalar twins give the dot of
@@ -148,7 +150,7 @@ struct KernelTable {
   // Bit-identical on every ISA.
   void (*f32_to_f16_row)(const float* x, uint16_t* y, int64_t n) = nullptr;
   // int16 mode runs a prompt's rows in int16 only where this ISA has its own gemm_i16 kernels
-  // (AVX2, AVX-512; else exact: the tile alone is slower there than exact mode's f32 GEMM). Set by
+  // (AVX2, AVX-VNNI, AVX-512; else exact: the tile alone is slower there than exact mode's f32 GEMM). Set by
   // dispatch from the filled table.
   bool int16_prompts = false;
   // int16 activation format: n (a multiple of 32) floats to n / 32 block_q16: per block
@@ -197,7 +199,7 @@ struct KernelTable {
 };
 
 // The table for the best ISA this CPU supports, capped by the environment
-// variable PLLM_ISA (scalar|avx2|avx512|neon|dotprod|i8mm) if set. Filled on first call
+// variable PLLM_ISA (scalar|avx2|avxvnni|avx512|neon|dotprod|i8mm) if set. Filled on first call
 // (thread-safe); immutable afterwards.
 const KernelTable& kernels();
 
@@ -217,7 +219,7 @@ inline void attn_accum_finish(const AttnAccum& a, int head_dim, float* out) {
 const KernelTable* kernels_for(Isa isa);
 
 // The ISA kernels() selects for a PLLM_ISA value (nullptr or "" = unset): the best
-// runnable level whose rank (scalar 0; avx2, neon 1; avx512, dotprod 2; i8mm 3) does not
+// runnable level whose rank (scalar 0; avx2, neon 1; avxvnni, dotprod 2; avx512, i8mm 3) does not
 // exceed the requested one. An unrecognised value sets *unknown (if non-null) and
 // yields the best runnable level. Pure: does not print and does not read the env.
 Isa select_isa(const char* request, bool* unknown);

@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "isa_fixture.h"
 #include "kernels/kernels.h"
 
 namespace pllm {
@@ -100,9 +101,7 @@ TEST_P(ActIsa, GegluMatchesTanhFormAndScalarTwin) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllIsas, ActIsa,
-                         ::testing::Values(Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon_dotprod,
-                                           Isa::neon_i8mm),
-                         [](const testing::TestParamInfo<Isa>& i) { return std::string(isa_name(i.param)); });
+                         ::testing::ValuesIn(testing_isa::kAllIsas), testing_isa::IsaParamName());
 
 }  // namespace
 }  // namespace pllm

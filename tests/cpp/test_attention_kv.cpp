@@ -454,9 +454,7 @@ TEST_P(KvIsa, SoftmaxWeightIsAccurate) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllIsas, KvIsa,
-                         ::testing::Values(Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon_dotprod,
-                                           Isa::neon_i8mm),
-                         [](const ::testing::TestParamInfo<Isa>& info) { return std::string(isa_name(info.param)); });
+                         ::testing::ValuesIn(testing_isa::kAllIsas), testing_isa::IsaParamName());
 
 // ---- store side ----
 

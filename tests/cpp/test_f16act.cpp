@@ -303,9 +303,7 @@ TEST_P(F16ActIsa, ZerosGiveZero) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllIsas, F16ActIsa,
-                         ::testing::Values(Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon_dotprod,
-                                           Isa::neon_i8mm),
-                         [](const ::testing::TestParamInfo<Isa>& info) { return std::string(isa_name(info.param)); });
+                         ::testing::ValuesIn(testing_isa::kAllIsas), testing_isa::IsaParamName());
 
 #if defined(__aarch64__)
 // The baseline NEON kernels (f32 accumulation) are what a CPU without FP16 arithmetic runs

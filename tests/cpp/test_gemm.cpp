@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "base/fp16.h"
+#include "isa_fixture.h"
 #include "kernels/kernels.h"
 #include "quant/panel.h"
 #include "quant/blocks.h"
@@ -262,9 +263,7 @@ TEST_P(GemmIsa, PanelsEqualFileLayout) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllIsas, GemmIsa,
-                         ::testing::Values(Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon_dotprod,
-                                           Isa::neon_i8mm),
-                         [](const testing::TestParamInfo<Isa>& i) { return std::string(isa_name(i.param)); });
+                         ::testing::ValuesIn(testing_isa::kAllIsas), testing_isa::IsaParamName());
 
 }  // namespace
 }  // namespace pllm

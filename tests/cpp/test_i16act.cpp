@@ -1,6 +1,7 @@
 // int16-activation kernels (KernelTable::quantize_row_q16, TypeKernels::vec_dot_i16act_tile) on
 // every ISA table this machine can run, against the scalar twins and against an independent
-// integer computation; and the avx512 table's tiles against the avx2 table's, bit for bit.
+// integer computation; and the avxvnni and avx512 tables' tiles against the avx2 table's, bit
+// for bit.
 //
 // quantize_row_q16 must be bit-identical on every ISA (d, sum and codes; checked on rounding
 // ties, zeros, huge and subnormal values, NaN and infinities).
@@ -185,7 +186,8 @@ class I16ActIsa : public testing_isa::IsaFixture {};
 
 TEST_P(I16ActIsa, TableEntries) {
   ASSERT_NE(table_->quantize_row_q16, nullptr);
-  const bool all = GetParam() == Isa::scalar || GetParam() == Isa::avx2 || GetParam() == Isa::avx512;
+  const bool all = GetParam() == Isa::scalar || GetParam() == Isa::avx2 || GetParam() == Isa::avxvnni ||
+                   GetParam() == Isa::avx512;
   for (uint32_t id = 0; id < 32; ++id) {
     bool listed = false;
     for (TensorType t : kTypes) listed = listed || uint32_t(t) == id;
@@ -441,8 +443,8 @@ TEST_P(I16ActIsa, PanelGemmEqualsTileBitForBit) {
         }
       }
   }
-  if (GetParam() == Isa::avx512) {
-    EXPECT_GT(checked, 0) << "the avx512 table has panel kernels";
+  if (GetParam() == Isa::avx2 || GetParam() == Isa::avxvnni || GetParam() == Isa::avx512) {
+    EXPECT_GT(checked, 0) << "every x86 SIMD table has int16 panel kernels";
   } else if (checked == 0) {
     GTEST_SKIP() << "no int16 panel kernels in this table";
   }
@@ -475,13 +477,14 @@ TEST_P(I16ActIsa, ExtremeCodesDoNotOverflow) {
   }
 }
 
-// The avx512 table's tiles (x86/i16act_avx512.cpp) give the avx2 table's results bit for bit:
+// A wider level's tiles give the avx2 table's results bit for bit. avx512 (x86/i16act_avx512.cpp):
 // the same f32 part, and per unit the same two 16-product halves converted to f32 and added
 // (Q6_K's and Q8_0's halves can exceed 2^24 and round: raw and extreme rows, full-scale blocks).
-TEST(I16ActX86, Avx512TilesEqualAvx2) {
+// avxvnni (x86/i16act_avxvnni.cpp): the avx2 code with vpdpwssd for vpmaddwd + vpaddd.
+void expect_tiles_equal_avx2(Isa isa) {
   const KernelTable* k2 = kernels_for(Isa::avx2);
-  const KernelTable* k5 = kernels_for(Isa::avx512);
-  if (!k2 || !k5) GTEST_SKIP() << "needs the avx2 and avx512 tables";
+  const KernelTable* k5 = kernels_for(isa);
+  if (!k2 || !k5) GTEST_SKIP() << "needs the avx2 and " << isa_name(isa) << " tables";
   constexpr int kRows = 5, kX = 9;
   std::mt19937 rng(77);
   for (TensorType t : kTypes) {
@@ -509,10 +512,48 @@ TEST(I16ActX86, Avx512TilesEqualAvx2) {
   }
 }
 
+TEST(I16ActX86, Avx512TilesEqualAvx2) { expect_tiles_equal_avx2(Isa::avx512); }
+TEST(I16ActX86, AvxVnniTilesEqualAvx2) { expect_tiles_equal_avx2(Isa::avxvnni); }
+
+// The avxvnni table is the avx2 table but for its int16 kernels: tiles, GEMMs and panel kernels
+// of its own (so the I16ActIsa suite above tests VNNI code, not the avx2 table's again), int16
+// prompts, and the same panel types as avx2, so a model repacks for it as for avx2.
+TEST(I16ActX86, AvxVnniTableIsAvx2WithItsOwnInt16Kernels) {
+  const KernelTable* k2 = kernels_for(Isa::avx2);
+  const KernelTable* kv = kernels_for(Isa::avxvnni);
+  if (!k2 || !kv) GTEST_SKIP() << "needs the avx2 and avxvnni tables";
+  EXPECT_TRUE(kv->int16_prompts);
+  EXPECT_EQ(kv->quantize_row_q16, k2->quantize_row_q16);
+  EXPECT_EQ(kv->dot_f32, k2->dot_f32);
+  EXPECT_EQ(kv->swiglu_f32, k2->swiglu_f32);
+  EXPECT_EQ(kv->f32_to_f16_row, k2->f32_to_f16_row);
+  EXPECT_EQ(kv->attn_seg_q8, k2->attn_seg_q8);
+  for (uint32_t id = 0; id < 32; ++id) {
+    SCOPED_TRACE(::testing::Message() << "type id " << id);
+    const TypeKernels &a = k2->types[id], &v = kv->types[id];
+    EXPECT_EQ(v.available, a.available);
+    EXPECT_EQ(v.vec_dot, a.vec_dot);
+    EXPECT_EQ(v.vec_dot_f32, a.vec_dot_f32);
+    EXPECT_EQ(v.gemm_q8, a.gemm_q8);
+    EXPECT_EQ(v.vec_dot_rows_multi, a.vec_dot_rows_multi);
+    EXPECT_EQ(v.gemm_f32, a.gemm_f32);
+    EXPECT_EQ(v.vec_dot_panels, a.vec_dot_panels);
+    EXPECT_EQ(v.gemm_q8_panels, a.gemm_q8_panels);
+    EXPECT_EQ(v.vec_dot_f16act, a.vec_dot_f16act);
+    EXPECT_EQ(v.vec_dot_i16act_tile != nullptr, a.vec_dot_i16act_tile != nullptr);
+    EXPECT_EQ(v.gemm_i16_panels != nullptr, a.gemm_i16_panels != nullptr);
+    if (v.vec_dot_i16act_tile) {
+      EXPECT_NE(v.vec_dot_i16act_tile, a.vec_dot_i16act_tile);
+      EXPECT_NE(v.gemm_i16, a.gemm_i16);
+    }
+    if (v.gemm_i16_panels) {
+      EXPECT_NE(v.gemm_i16_panels, a.gemm_i16_panels);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllIsas, I16ActIsa,
-                         ::testing::Values(Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon_dotprod,
-                                           Isa::neon_i8mm),
-                         [](const ::testing::TestParamInfo<Isa>& info) { return std::string(isa_name(info.param)); });
+                         ::testing::ValuesIn(testing_isa::kAllIsas), testing_isa::IsaParamName());
 
 }  // namespace
 }  // namespace pllm

@@ -543,17 +543,15 @@ TEST_P(KernelIsa, ZerosGiveZero) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllIsas, KernelIsa,
-                         ::testing::Values(Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon_dotprod,
-                                           Isa::neon_i8mm),
-                         [](const ::testing::TestParamInfo<Isa>& info) { return std::string(isa_name(info.param)); });
+                         ::testing::ValuesIn(testing_isa::kAllIsas), testing_isa::IsaParamName());
 
-// The documented ranks (kernels.h): scalar 0; avx2, neon 1; avx512, dotprod 2; i8mm 3.
+// The documented ranks (kernels.h): scalar 0; avx2, neon 1; avxvnni, dotprod 2; avx512, i8mm 3.
 int rank_of(Isa i) {
   switch (i) {
     case Isa::scalar: return 0;
     case Isa::avx2: case Isa::neon: return 1;
-    case Isa::avx512: case Isa::neon_dotprod: return 2;
-    case Isa::neon_i8mm: return 3;
+    case Isa::avxvnni: case Isa::neon_dotprod: return 2;
+    case Isa::avx512: case Isa::neon_i8mm: return 3;
   }
   return -1;
 }
@@ -563,8 +561,7 @@ TEST(Dispatch, SelectionRules) {
   const Isa best = select_isa(nullptr, &unknown);
   EXPECT_FALSE(unknown);
   EXPECT_NE(kernels_for(best), nullptr);
-  const Isa all[] = {Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon_dotprod, Isa::neon_i8mm};
-  for (Isa i : all) {
+  for (Isa i : testing_isa::kAllIsas) {
     // the best is a strictly higher level than anything else runnable
     if (kernels_for(i) && i != best) {
       EXPECT_LT(rank_of(i), rank_of(best)) << isa_name(i) << " vs " << isa_name(best);
@@ -577,15 +574,15 @@ TEST(Dispatch, SelectionRules) {
   EXPECT_TRUE(unknown);
   // Requests never yield a table that cannot run, and cap at the requested level: the
   // result is the highest runnable level whose rank does not exceed the request's.
-  const struct { const char* name; int rank; } kReq[] = {{"avx2", 1},    {"avx512", 2},       {"neon", 1},
-                                                          {"dotprod", 2}, {"neon_dotprod", 2}, {"i8mm", 3},
-                                                          {"neon_i8mm", 3}};
+  const struct { const char* name; int rank; } kReq[] = {{"avx2", 1},      {"avxvnni", 2}, {"avx512", 3},
+                                                          {"neon", 1},      {"dotprod", 2}, {"neon_dotprod", 2},
+                                                          {"i8mm", 3},      {"neon_i8mm", 3}};
   for (const auto& r : kReq) {
     const Isa s = select_isa(r.name, &unknown);
     EXPECT_FALSE(unknown) << r.name;
     EXPECT_NE(kernels_for(s), nullptr) << r.name;
     EXPECT_LE(rank_of(s), r.rank) << r.name;
-    for (Isa i : all) {
+    for (Isa i : testing_isa::kAllIsas) {
       if (kernels_for(i) && rank_of(i) <= r.rank) {
         EXPECT_GE(rank_of(s), rank_of(i)) << r.name << " " << isa_name(i);
       }
@@ -593,6 +590,13 @@ TEST(Dispatch, SelectionRules) {
   }
   if (kernels_for(Isa::avx2)) {
     EXPECT_EQ(select_isa("avx2", nullptr), Isa::avx2);
+  }
+  if (kernels_for(Isa::avxvnni)) {
+    EXPECT_EQ(select_isa("avxvnni", nullptr), Isa::avxvnni);
+    EXPECT_NE(kernels_for(Isa::avx2), nullptr) << "avxvnni is only enabled together with avx2";
+  }
+  if (kernels_for(Isa::avx512)) {
+    EXPECT_EQ(best, Isa::avx512) << "an AVX-512 CPU keeps the avx512 table, AVX-VNNI or not";
   }
   if (kernels_for(Isa::neon)) {
     EXPECT_EQ(select_isa("neon", nullptr), Isa::neon);
@@ -606,8 +610,9 @@ TEST(Dispatch, SelectionRules) {
     EXPECT_NE(kernels_for(Isa::neon_dotprod), nullptr) << "i8mm is only enabled together with dotprod";
   }
   EXPECT_STREQ(isa_name(Isa::neon_i8mm), "i8mm");
+  EXPECT_STREQ(isa_name(Isa::avxvnni), "avxvnni");
   EXPECT_EQ(kernels_for(static_cast<Isa>(17)), nullptr);
-  EXPECT_EQ(kernels_for(static_cast<Isa>(6)), nullptr);
+  EXPECT_EQ(kernels_for(static_cast<Isa>(7)), nullptr);
   // kernels() honours PLLM_ISA as seen by this process
   EXPECT_EQ(kernels().isa, select_isa(std::getenv("PLLM_ISA"), nullptr));
   EXPECT_EQ(&kernels(), kernels_for(kernels().isa));

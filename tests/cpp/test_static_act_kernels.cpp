@@ -63,9 +63,7 @@ TEST_P(StaticActIsa, BitIdenticalToScalarTwin) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllIsas, StaticActIsa,
-                         ::testing::Values(Isa::scalar, Isa::avx2, Isa::avx512, Isa::neon, Isa::neon_dotprod,
-                                           Isa::neon_i8mm),
-                         [](const auto& info) { return std::string(isa_name(info.param)); });
+                         ::testing::ValuesIn(testing_isa::kAllIsas), testing_isa::IsaParamName());
 
 // The scalar twin against its definition, element by element in double.
 TEST(StaticActTwin, RoundsToTheStepAndClips) {

@@ -64,6 +64,8 @@ def available_isas() -> list[str]:
     if machine in ("x86_64", "amd64"):
         if {"avx2", "fma", "f16c"} <= flags:
             isas.append("avx2")
+            if "avx_vnni" in flags:  # AVX-VNNI (ymm vpdpwssd); /proc/cpuinfo spells it avx_vnni
+                isas.append("avxvnni")
         if {"avx512f", "avx512bw"} <= flags:
             isas.append("avx512")
     elif machine in ("aarch64", "arm64"):
@@ -77,11 +79,11 @@ def available_isas() -> list[str]:
 
 def int16_prompts(isa: str) -> bool:
     """Whether int16 mode runs a prompt's rows in int16 at this level (it has an int16 GEMM of
-    its own, bit for bit the decode tiles' results: the avx2 and avx512 tables) rather than exact
-    (scalar, NEON)."""
+    its own, bit for bit the decode tiles' results: the avx2, avxvnni and avx512 tables) rather
+    than exact (scalar, NEON)."""
     if isa == "scalar" or platform.machine().lower() not in ("x86_64", "amd64"):
         return False
-    return isa in ("default", "avx2", "avx512")
+    return isa in ("default", "avx2", "avxvnni", "avx512")
 
 
 def fp16_arith(isa: str) -> bool:

@@ -22,7 +22,8 @@ import tolerances as tol
 from reference import Reference, compare, format_stats
 
 MODELS = ["llama-Q4_0", "qwen2-Q4_1", "llama-Q8_0"]
-# The ISAs whose table repacks: the scalar twin always; avx512 where the CPU runs it.
+# The ISAs whose table repacks for int8: the scalar twin always; avx512 where the CPU runs it
+# (avx2 and avxvnni have int16 panel kernels only).
 ISAS = [i for i in pllm_cli.available_isas() if i in ("scalar", "avx512")]
 
 
@@ -78,10 +79,10 @@ def _bench(pllm_bin, model, *extra, env=None):
 
 @pytest.mark.parametrize("name", MODELS)
 def test_repacked_int16_is_bit_identical(pllm_bin, tiny_models_paths, work_dir, name):
-    """int16 activations over panels (gemm_i16_panels, AVX-512) give the file layout's int16
-    logits bit for bit, whole prompts, chunks and token by token: the kernel repeats the
-    tile's arithmetic step for step (tests/cpp/test_i16act.cpp)."""
-    isas = [i for i in pllm_cli.available_isas() if i in ("avx2", "avx512")]
+    """int16 activations over panels (gemm_i16_panels: AVX2, AVX-VNNI, AVX-512) give the file
+    layout's int16 logits bit for bit, whole prompts, chunks and token by token: the kernel
+    repeats the tile's arithmetic step for step (tests/cpp/test_i16act.cpp)."""
+    isas = [i for i in pllm_cli.available_isas() if i in ("avx2", "avxvnni", "avx512")]
     if not isas:
         pytest.skip("no int16 panel kernel on this CPU")
     path = tiny_models_paths[name]
@@ -113,6 +114,10 @@ def test_real_model_repacks_without_more_memory(pllm_bin, smollm2_path):
     default = _bench(pllm_bin, smollm2_path)  # int16 activations: their panel kernels exist here
     assert default["repacked_tensors"] == 30 * 7 + 1, default["repacked_tensors"]
     assert _bench(pllm_bin, smollm2_path, env={"PLLM_ISA": "avx2"})["repacked_tensors"] == 30 * 7 + 1
+    if "avxvnni" in pllm_cli.available_isas():  # its own int16 panel kernels, as avx2's
+        assert _bench(pllm_bin, smollm2_path, env={"PLLM_ISA": "avxvnni"})["repacked_tensors"] == 30 * 7 + 1
+        on8 = _bench(pllm_bin, smollm2_path, "--int8-act", env={"PLLM_ISA": "avxvnni"})
+        assert on8["repacked_tensors"] == 0, "avxvnni has no int8 panel kernels (the avx2 table's int8 kernels)"
     assert _bench(pllm_bin, smollm2_path, env={"PLLM_ISA": "scalar"})["repacked_tensors"] == 0, (
         "auto must keep the file's layout where int16 has no panel kernel")
     on8 = _bench(pllm_bin, smollm2_path, "--int8-act", env={"PLLM_ISA": "avx2"})

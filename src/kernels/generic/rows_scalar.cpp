@@ -79,7 +79,8 @@ void set_loops(KernelTable& t) {
 void fill_rows_loop(KernelTable& t, Isa isa) {
   switch (isa) {
     case Isa::scalar: set_loops<0>(t); break;
-    case Isa::avx2: set_loops<1>(t); break;
+    case Isa::avx2:
+    case Isa::avxvnni: set_loops<1>(t); break;  // the avx2 table's one-row kernels (dispatch.cpp)
     case Isa::avx512: set_loops<2>(t); break;
     case Isa::neon: set_loops<3>(t); break;
     case Isa::neon_dotprod: set_loops<4>(t); break;

@@ -1,5 +1,6 @@
 // AVX2 weight decoders for the fused-dot driver (kernels/drivers/fused_dot.h): exact mode
-// (avx2.cpp) and W4A16 (f16act_avx2.cpp). AVX2 flags only (see simd_avx2.h).
+// (avx2.cpp) and W4A16 (f16act_avx2.cpp). Exactly the AVX2 flags only (see simd_avx2.h): the
+// decoders are not in its per-flag-set namespace.
 //
 // A decoder turns a weight row into 32-element units of four __m256, holding exactly
 // the floats dequantize_row produces (each formula below is the reference's, or an
@@ -7,6 +8,9 @@
 //   kUnits (units per block), block(b) (per-block setup), unit(u, w) (decode unit u),
 //   and, for float types only, tail(n, buf): the last n % 32 weights, zero-padded.
 #pragma once
+#if defined(__AVXVNNI__)
+#error "x86/decode_avx2.h: include only from translation units built with exactly the AVX2 flags"
+#endif
 #include "kernels/x86/simd_avx2.h"
 #include "quant/blocks.h"
 
@@ -59,12 +63,6 @@ struct DecBF16 {
     }
   }
 };
-
-// An fp16 scale broadcast to 8 f32 lanes: a 16-bit broadcast load and one conversion (the
-// same value as _mm256_set1_ps(h2f(h)), in 2 instructions instead of 4 per block).
-PLLM_AI __m256 bcast_h(const uint16_t& h) {
-  return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(h)));
-}
 
 struct DecQuant {  // quantised types never have a tail (n is a multiple of the block)
   void tail(int64_t, float*) const {}

@@ -1,8 +1,11 @@
 // AVX2 + FMA + F16C building blocks shared by the AVX2 translation units (avx2.cpp,
-// f16act_avx2.cpp, rows_avx2.cpp, attention_kv_avx2.cpp), in namespace pllm::kern::avx2.
-// Include ONLY from files built with exactly the AVX2 flags (-mavx2 -mfma -mf16c, see
-// CMakeLists.txt): every copy of these inline functions must be the same machine code, and
-// none may be compiled with other -m flags (the linker keeps one copy for all users).
+// f16act_avx2.cpp, rows_avx2.cpp, attention_kv_avx2.cpp, the int16 files), in namespace
+// pllm::kern::avx2. Include ONLY from files built with exactly the AVX2 flags (-mavx2 -mfma
+// -mf16c, see CMakeLists.txt), or those plus -mavxvnni (x86/i16*_avxvnni.cpp): every copy of
+// these inline functions must be the same machine code, and none may be compiled with other
+// -m flags (the linker keeps one copy for all users). The two flag sets therefore get distinct
+// inline namespaces: a file built with -mavxvnni defines other entities (other symbols), which
+// the linker cannot substitute for the AVX2 files' on a CPU without AVX-VNNI.
 #pragma once
 #if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__) || defined(__AVX512F__)
 #error "x86/simd_avx2.h: include only from translation units built with the AVX2 flags"
@@ -15,7 +18,14 @@
 
 #define PLLM_AI inline __attribute__((always_inline))
 
+#if defined(__AVXVNNI__)
+#define PLLM_AVX2_FLAGS flags_avx2_vnni
+#else
+#define PLLM_AVX2_FLAGS flags_avx2
+#endif
+
 namespace pllm::kern::avx2 {
+inline namespace PLLM_AVX2_FLAGS {
 
 PLLM_AI float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
@@ -31,6 +41,12 @@ PLLM_AI float hmax(__m256 a) {
   s = _mm_max_ps(s, _mm_movehl_ps(s, s));
   s = _mm_max_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
+}
+
+// An fp16 scale broadcast to 8 f32 lanes: a 16-bit broadcast load and one conversion (the
+// same value as _mm256_set1_ps(h2f(h)), in 2 instructions instead of 4 per block).
+PLLM_AI __m256 bcast_h(const uint16_t& h) {
+  return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(h)));
 }
 
 // 8 bytes -> 8 int32 lanes (zero-extended).
@@ -69,4 +85,5 @@ struct F32x8 {
   static PLLM_AI float hmax(V v) { return avx2::hmax(v); }
 };
 
+}  // namespace PLLM_AVX2_FLAGS
 }  // namespace pllm::kern::avx2
