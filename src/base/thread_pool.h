@@ -5,6 +5,7 @@
 // spin briefly on the job counter before sleeping on a condition variable, and the
 // caller only takes the mutex when some worker is actually asleep.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -49,10 +50,9 @@ class ThreadPool {
   // increment per index would cost as much as the work.
   template <class F>
   void run_spread(int64_t n, F&& fn) {
-    const int64_t per = n / (int64_t(active()) * 8) > 1 ? n / (int64_t(active()) * 8) : 1;
+    const int64_t per = std::max<int64_t>(1, n / (int64_t(active()) * 8));
     run((n + per - 1) / per, [&](int64_t t) {
-      const int64_t end = (t + 1) * per < n ? (t + 1) * per : n;
-      for (int64_t i = t * per; i < end; ++i) fn(i);
+      for (int64_t i = t * per, end = std::min(n, i + per); i < end; ++i) fn(i);
     });
   }
 

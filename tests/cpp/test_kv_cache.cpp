@@ -37,6 +37,13 @@ ModelConfig tiny_config(int n_layer) {
   return c;
 }
 
+// RoPE frequencies of a kHd-wide head, base 10000 (the tests' RopeSpec points into them).
+std::vector<float> rope_inv_freq() {
+  std::vector<float> f(kHd / 2);
+  for (int i = 0; i < kHd / 2; ++i) f[size_t(i)] = float(std::pow(10000.0, -2.0 * i / kHd));
+  return f;
+}
+
 // Independent rotation (double) of one head by `pos`: adjacent pairs or halves.
 void rotate(std::vector<double>& x, const std::vector<float>& inv_freq, double pos, bool neox) {
   const int half = kHd / 2;
@@ -176,8 +183,7 @@ void run_scenario(const Scenario& sc, int n_pos, const std::vector<std::pair<int
 
   std::mt19937 rng(1234u + unsigned(sc.window * 7 + sc.sinks * 3 + sc.batch));
   std::normal_distribution<float> nd;
-  std::vector<float> inv_freq(kHd / 2);
-  for (int i = 0; i < kHd / 2; ++i) inv_freq[size_t(i)] = float(std::pow(10000.0, -2.0 * i / kHd));
+  const std::vector<float> inv_freq = rope_inv_freq();
   const RopeSpec rope{inv_freq.data(), kHd, sc.neox};
   std::vector<std::vector<float>> K[2], V[2];  // per layer, per position
   for (auto& k : K) k.resize(size_t(n_pos));
@@ -374,8 +380,7 @@ TEST(KvCache, SlicedGroupedAttentionEqualsWhole) {
   const ModelConfig c = tiny_config(1);
   std::mt19937 rng(7);
   std::normal_distribution<float> nd;
-  std::vector<float> inv_freq(kHd / 2);
-  for (int i = 0; i < kHd / 2; ++i) inv_freq[size_t(i)] = float(std::pow(10000.0, -2.0 * i / kHd));
+  const std::vector<float> inv_freq = rope_inv_freq();
   const RopeSpec rope{inv_freq.data(), kHd, false};
   for (KvType t : {KvType::f16, KvType::q8, KvType::q4})
     for (int window : {0, 50}) {
@@ -414,8 +419,7 @@ TEST(KvCache, RowTilesEqualRowByRowBitForBit) {
   const ModelConfig c = tiny_config(1);
   std::mt19937 rng(11);
   std::normal_distribution<float> nd;
-  std::vector<float> inv_freq(kHd / 2);
-  for (int i = 0; i < kHd / 2; ++i) inv_freq[size_t(i)] = float(std::pow(10000.0, -2.0 * i / kHd));
+  const std::vector<float> inv_freq = rope_inv_freq();
   const RopeSpec rope{inv_freq.data(), kHd, false};
   constexpr int kGroup = 3;
   int checked = 0;
