@@ -149,9 +149,12 @@ int run_simulation(const Options& o) {
   rec.start(t0, until);
   std::unique_ptr<sim::UiSimulator> ui;
   if (sc.frame) {
-    std::function<void(double, double)> vsync;
-    if (frames_on) vsync = [&rt](double start, double period) { (void)rt.frame(start, period); };
-    ui = std::make_unique<sim::UiSimulator>(*sc.frame, clock, vsync);
+    std::function<void(double, double)> vsync, ui_done;
+    if (frames_on) {
+      vsync = [&rt](double start, double period) { (void)rt.frame(start, period); };
+      if (sc.frame->reports_ui) ui_done = [&rt](double start, double ui_ms) { (void)rt.report_ui_frame(start, ui_ms); };
+    }
+    ui = std::make_unique<sim::UiSimulator>(*sc.frame, clock, vsync, ui_done);
     ui->start(t0, until);
   }
   // The main thread submits on schedule and samples the timeline every 100 ms.
@@ -199,7 +202,8 @@ int run_simulation(const Options& o) {
     const bool ok = std::fwrite(j.data(), 1, j.size(), f) == j.size();
     if (std::fclose(f) != 0 || !ok) fail("writing the trace to " + o.trace_out + " failed");
   }
-  sim::RunInfo info{o.scenario, path, sc, frames_on, governor_on, rt.governor_changes()};
+  sim::RunInfo info{o.scenario, path, sc, frames_on, governor_on, rt.governor_changes(), rt.ttft_over_bound(),
+                    frames_on ? rt.ui_estimate_ms() : 0.0, rt.frame_holds()};
   const nlohmann::json report = rec.report(info, ui.get());
   if (o.json)
     std::printf("%s\n", report.dump(2).c_str());

@@ -81,6 +81,9 @@ nlohmann::json Recorder::report(const RunInfo& info, const UiSimulator* ui) cons
   r["duration_s"] = secs;
   r["frame_budget"] = info.frame_budget;
   r["governor"] = info.governor;
+  r["ttft_over_bound"] = info.ttft_over_bound;
+  r["ui_estimate_ms"] = info.ui_estimate_ms;
+  r["frame_holds"] = info.frame_holds;
   if (ui) {
     std::vector<double> lat;
     for (const FrameRecord& f : ui->frames()) lat.push_back(f.latency_ms);
@@ -112,7 +115,7 @@ nlohmann::json Recorder::report(const RunInfo& info, const UiSimulator* ui) cons
       else ++no_token;
     }
     ttft[klass] = {{"requests", n}, {"no_token", no_token}, {"p50", percentile(xs, 50)}, {"p95", percentile(xs, 95)},
-                   {"max", xs.empty() ? 0.0 : *std::max_element(xs.begin(), xs.end())}};
+                   {"max", xs.empty() ? 0.0 : *std::max_element(xs.begin(), xs.end())}, {"all", xs}};
   }
   for (const Req& q : reqs_) {
     if (!q.submitted) continue;

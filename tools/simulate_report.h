@@ -19,6 +19,9 @@ struct RunInfo {
   const Scenario& scenario;
   bool frame_budget = false, governor = false;
   int governor_changes = 0;
+  int ttft_over_bound = 0;     // requests past their class's first-token bound
+  double ui_estimate_ms = 0;   // the frame policy's UI time per frame at the end
+  int frame_holds = 0;         // misses the frame policy blamed on whole-machine steps
 };
 
 class Recorder {

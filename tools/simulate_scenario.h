@@ -10,8 +10,9 @@ namespace cli::sim {
 struct FrameSpec {
   double period_ms = 16.667;        // 60 Hz
   double ui_work_ms = 4.0;          // CPU the UI thread needs per frame
-  double ui_reserve_ms = 8.0;       // the end of each frame the engine leaves to the UI
+  double ui_reserve_ms = 8.0;       // the UI time per frame the engine assumes until the UI reports
   int max_tokens_per_frame = 3;
+  bool reports_ui = true;           // the UI reports each frame's time (else the engine reads misses)
 };
 
 struct ThermalSpec {

@@ -27,8 +27,8 @@ void burn_cpu(double ms) {
 }  // namespace
 
 UiSimulator::UiSimulator(const FrameSpec& spec, std::function<double()> clock_ms,
-                         std::function<void(double, double)> on_vsync)
-    : spec_(spec), clock_(std::move(clock_ms)), on_vsync_(std::move(on_vsync)) {}
+                         std::function<void(double, double)> on_vsync, std::function<void(double, double)> on_ui_done)
+    : spec_(spec), clock_(std::move(clock_ms)), on_vsync_(std::move(on_vsync)), on_ui_done_(std::move(on_ui_done)) {}
 
 void UiSimulator::start(double t0_ms, double until_ms) {
   vsyncs_ = int(std::floor((until_ms - t0_ms) / spec_.period_ms + 1e-9));
@@ -56,6 +56,7 @@ void UiSimulator::ui_loop(double t0, double until_ms) {
     const double done = clock_();
     FrameRecord f{vsync, done - vsync, done > vsync + p};
     frames_.push_back(f);
+    if (on_ui_done_) on_ui_done_(vsync, f.latency_ms);
     // Frames whose vsync passed while this one was still being drawn are skipped.
     const long next = std::max(k + 1, long(std::ceil((done - t0) / p)));
     missed_so_far.fetch_add(int(f.missed) + int(next - k - 1), std::memory_order_relaxed);

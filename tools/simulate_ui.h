@@ -20,9 +20,11 @@ struct FrameRecord {
 class UiSimulator {
  public:
   // clock_ms: the runtime's clock. on_vsync(frame_start_ms, period_ms) runs on the vsync
-  // thread at every vsync (the engine's frame clock); may be empty.
+  // thread at every vsync (the engine's frame clock); on_ui_done(frame_start_ms, ui_ms) on
+  // the UI thread when a frame's work is done (the app reporting its UI time); either may be
+  // empty.
   UiSimulator(const FrameSpec& spec, std::function<double()> clock_ms,
-              std::function<void(double, double)> on_vsync);
+              std::function<void(double, double)> on_vsync, std::function<void(double, double)> on_ui_done = {});
   ~UiSimulator() { join(); }
   // Frames every period from t0_ms (the run's start) until until_ms.
   void start(double t0_ms, double until_ms);
@@ -43,6 +45,7 @@ class UiSimulator {
   FrameSpec spec_;
   std::function<double()> clock_;
   std::function<void(double, double)> on_vsync_;
+  std::function<void(double, double)> on_ui_done_;
   std::thread ui_, vsync_;
   std::vector<FrameRecord> frames_;
   int vsyncs_ = 0;

@@ -21,12 +21,13 @@ std::function<double()> steady_clock_ms() {
 }  // namespace
 
 ScheduledRuntime::ScheduledRuntime(std::shared_ptr<const Model> model, std::shared_ptr<Engine> engine,
-                                   RuntimeConfig cfg, Scheduler sched)
+                                   RuntimeConfig cfg, Scheduler sched, FramePolicy policy)
     : model_(std::move(model)),
       engine_(std::move(engine)),
       cfg_(std::move(cfg)),
       scratch_(std::make_unique<StepBuffers>()),
-      sched_(std::move(sched)) {
+      sched_(std::move(sched)),
+      frame_policy_(std::move(policy)) {
   clock_ = cfg_.clock_ms ? cfg_.clock_ms : steady_clock_ms();
 }
 
@@ -35,7 +36,8 @@ Result<std::unique_ptr<ScheduledRuntime>> ScheduledRuntime::create(std::shared_p
                                                                    RuntimeConfig cfg) {
   if (!model || !engine) return make_error(Status::invalid_argument, "runtime: null model or engine");
   if (cfg.max_batch_rows < 1) return make_error(Status::invalid_argument, "runtime: max_batch_rows must be >= 1");
-  if (cfg.frame_threads < 0) return make_error(Status::invalid_argument, "runtime: frame_threads must be >= 0");
+  if (!(cfg.interactive_ttft_bound_ms >= 0) || !(cfg.background_ttft_bound_ms >= 0))
+    return make_error(Status::invalid_argument, "runtime: first-token bounds must be >= 0");
   if (cfg.kv_budget_tokens < 1) return make_error(Status::invalid_argument, "runtime: kv_budget_tokens must be >= 1");
   if (cfg.governor && cfg.governor->total_threads == 0) cfg.governor->total_threads = engine->n_threads();
   std::optional<ThermalGovernor> gov;
@@ -44,8 +46,10 @@ Result<std::unique_ptr<ScheduledRuntime>> ScheduledRuntime::create(std::shared_p
     gov.emplace(std::move(g));
   }
   PLLM_ASSIGN(Scheduler sched, Scheduler::create(cfg.scheduler));
-  std::unique_ptr<ScheduledRuntime> rt(
-      new ScheduledRuntime(std::move(model), std::move(engine), std::move(cfg), std::move(sched)));
+  cfg.frame_policy.initial_ui_ms = cfg.scheduler.ui_reserve_ms;
+  PLLM_ASSIGN(FramePolicy policy, FramePolicy::create(cfg.frame_policy));
+  std::unique_ptr<ScheduledRuntime> rt(new ScheduledRuntime(std::move(model), std::move(engine), std::move(cfg),
+                                                            std::move(sched), std::move(policy)));
   rt->governor_ = std::move(gov);
   return rt;
 }
@@ -109,6 +113,7 @@ Result<uint64_t> ScheduledRuntime::submit(int64_t session, RuntimeRequest req) {
   auto live = std::make_unique<Live>();
   live->id = id;
   live->session = session;
+  live->submit_ms = now;
   const bool idle = std::none_of(live_.begin(), live_.end(), [&](const auto& kv) { return kv.second->session == session; });
   if (idle && !req.prompt.empty()) {
     live->cached = int(restore_prefix_locked(session, *it->second, req.prompt));
@@ -163,6 +168,7 @@ Result<void> ScheduledRuntime::control(int64_t session, ControlAction action) {
 Result<void> ScheduledRuntime::frame(double frame_start_ms, double period_ms) {
   std::lock_guard lk(mu_);
   PLLM_TRY(sched_.on_frame(frame_start_ms, period_ms));
+  frame_policy_.on_frame(frame_start_ms, period_ms, clock_());
   auto_period_ms_ = 0;  // the app's clock takes over from frame_period()
   next_auto_frame_ms_.reset();
   if (tracing()) cfg_.trace->instant("frame", {{"period_ms", period_ms}});
@@ -179,7 +185,10 @@ Result<void> ScheduledRuntime::frame_period(double period_ms) {
                                                     std::to_string(cfg_.scheduler.ui_reserve_ms) + " ms)");
   auto_period_ms_ = period_ms;
   next_auto_frame_ms_.reset();
-  if (period_ms == 0) sched_.stop_frames();
+  if (period_ms == 0) {
+    sched_.stop_frames();
+    frame_policy_.stop_frames();
+  }
   ++wake_seq_;
   work_cv_.notify_all();
   return {};
@@ -193,6 +202,7 @@ void ScheduledRuntime::auto_frame_locked(double now) {
   const double k = std::floor((now - *next_auto_frame_ms_) / auto_period_ms_);
   const double start = *next_auto_frame_ms_ + k * auto_period_ms_;
   (void)sched_.on_frame(start, auto_period_ms_);  // the period was checked by frame_period()
+  frame_policy_.on_frame(start, auto_period_ms_, start);  // its own frames are never late
   next_auto_frame_ms_ = start + auto_period_ms_;
 }
 
@@ -201,8 +211,26 @@ void ScheduledRuntime::stop_frames() {
   auto_period_ms_ = 0;
   next_auto_frame_ms_.reset();
   sched_.stop_frames();
+  frame_policy_.stop_frames();
   ++wake_seq_;
   work_cv_.notify_all();
+}
+
+Result<void> ScheduledRuntime::report_ui_frame(double frame_start_ms, double ui_ms) {
+  std::lock_guard lk(mu_);
+  return frame_policy_.report_ui(frame_start_ms, ui_ms);
+}
+
+int ScheduledRuntime::ttft_over_bound() const { return ttft_over_bound_.load(std::memory_order_relaxed); }
+
+double ScheduledRuntime::ui_estimate_ms() const {
+  std::lock_guard lk(mu_);
+  return frame_policy_.ui_estimate_ms();
+}
+
+int ScheduledRuntime::frame_holds() const {
+  std::lock_guard lk(mu_);
+  return frame_policy_.holds();
 }
 
 size_t ScheduledRuntime::pending() const {
@@ -257,15 +285,14 @@ void ScheduledRuntime::offer_prefix_locked(Slot& slot, size_t n_tokens) {
   if (auto snap = s.save_prefix(nb); snap.ok()) pc->insert(s.kv_cache().type(), tokens, std::move(*snap), s.compute_tag());
 }
 
-int ScheduledRuntime::threads_locked() const {
+FrameShape ScheduledRuntime::shape_locked(double now, bool fallback) const {
   const int all = engine_->n_threads();
-  int n = all;
-  if (sched_.frame_mode()) {
-    const int cores = int(std::thread::hardware_concurrency());
-    n = cfg_.frame_threads > 0 ? cfg_.frame_threads : (cores > 0 && all >= cores ? all - 1 : all);
-  }
-  if (governor_) n = std::min(n, governor_->caps().max_threads);
-  return std::clamp(n, 1, all);
+  FrameShape shape;
+  shape.threads = all;
+  if (fallback) shape = frame_policy_.fallback(all);
+  else if (sched_.frame_mode()) shape = frame_policy_.shape(now, all, int(std::thread::hardware_concurrency()));
+  if (governor_ && shape.threads > 0) shape.threads = std::clamp(governor_->caps().max_threads, 1, shape.threads);
+  return shape;
 }
 
 StepBudget ScheduledRuntime::budget_locked() const {

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "runtime/frame_policy.h"
 #include "runtime/governor.h"
 #include "runtime/sampler.h"
 #include "runtime/scheduler.h"
@@ -97,10 +98,14 @@ struct StepOutcome {
 struct RuntimeConfig {
   SchedulerConfig scheduler;
   int max_batch_rows = 8;                // rows per step before the governor's cap
-  // Threads the engine uses in frame mode. 0: one fewer than the engine has when it has one
-  // per core (the UI thread then keeps a core of its own instead of being time-sliced with
-  // the workers, whose barriers stall whenever one of them is preempted), else all of them.
-  int frame_threads = 0;
+  // Frame mode: threads and step length per moment of the frame, from what the frames are
+  // measured to need (runtime/frame_policy.h). Its initial_ui_ms is taken from
+  // scheduler.ui_reserve_ms: the UI time per frame assumed until the app reports one.
+  FramePolicyConfig frame_policy;
+  // A request with no token this long after its submit is counted and traced (an instant
+  // "ttft_over_bound"); 0: no bound for the class.
+  double interactive_ttft_bound_ms = 1000;
+  double background_ttft_bound_ms = 0;
   int64_t kv_budget_tokens = 1 << 20;    // KV tokens all resident sessions together may hold
   ThermalSource* thermal = nullptr;      // read each step when a governor is set; outlives the runtime
   std::optional<GovernorConfig> governor;  // none: no thermal caps (total_threads 0: the engine's)
@@ -145,6 +150,9 @@ class ScheduledRuntime {
   // Frame mode without a frame clock: frames of period_ms from now on, aligned to the first
   // step's time (0: off, and out of frame mode). An app with a vsync callback calls frame().
   Result<void> frame_period(double period_ms);
+  // The app's UI work for the frame that started at frame_start_ms took ui_ms (vsync to
+  // done). Optional: without it the runtime reads late and skipped frame() calls.
+  Result<void> report_ui_frame(double frame_start_ms, double ui_ms);
 
   // One scheduling step (see StepOutcome). Errors only when the runtime itself is broken;
   // a request's failure ends that request.
@@ -165,6 +173,9 @@ class ScheduledRuntime {
   size_t pending() const;
   Caps caps() const;
   int governor_changes() const;  // level changes so far (0 without a governor)
+  int ttft_over_bound() const;   // requests that waited past their class's first-token bound
+  double ui_estimate_ms() const;  // the frame policy's UI time per frame
+  int frame_holds() const;       // misses the frame policy blamed on whole-machine steps
   const Session* session(int64_t key) const;  // null when unknown; read it only between steps
   int n_threads() const { return engine_->n_threads(); }
   int prefill_chunk() const { return cfg_.scheduler.prefill_chunk; }
@@ -181,14 +192,18 @@ class ScheduledRuntime {
   };
 
   ScheduledRuntime(std::shared_ptr<const Model> model, std::shared_ptr<Engine> engine, RuntimeConfig cfg,
-                   Scheduler sched);
+                   Scheduler sched, FramePolicy policy);
   void apply_moves(const StepPlan& plan);
   void finish(const EndedRequest& e, std::vector<Delivery>& events);
   static void deliver(const std::vector<Delivery>& events);
   Result<StepOutcome> step_locked(std::vector<Delivery>& events);
   StepBudget budget_locked() const;
-  int threads_locked() const;  // the engine threads the next step may use
+  // Threads and time limit of a step now (fallback: when the first shape's limit fit nothing).
+  FrameShape shape_locked(double now, bool fallback) const;
   void tick_governor(double now, const StepOutcome& out);
+  void check_ttft_bounds_locked(double now);
+  void check_ttft_bound(Live& live, double now);
+  void apply_plan_effects_locked(const StepPlan& plan, std::vector<Delivery>& events);
   bool tracing() const;  // a trace log is set and enabled
   void trace_step(TraceLog& log, int64_t t0_ns, const StepOutcome& out);
   void driver_loop();
@@ -209,6 +224,8 @@ class ScheduledRuntime {
   std::unique_ptr<StepBuffers> scratch_;
   Scheduler sched_;
   std::optional<ThermalGovernor> governor_;
+  FramePolicy frame_policy_;
+  std::atomic<int> ttft_over_bound_{0};
   std::map<int64_t, std::unique_ptr<Slot>> slots_;
   std::map<uint64_t, std::unique_ptr<Live>> live_;
   int64_t next_session_ = 1;

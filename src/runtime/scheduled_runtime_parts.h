@@ -24,6 +24,8 @@ struct ScheduledRuntime::Live {
   int prompted = 0;   // prompt tokens prefilled so far
   int cached = 0;     // prompt tokens restored from the prefix cache at submit (not in req.prompt)
   int generated = 0;
+  double submit_ms = 0;
+  bool over_bound = false;  // counted past its class's first-token bound
   std::optional<EndReason> reason;  // set when the prompt part ended early: the request's outcome
   Status status = Status::ok;
   std::unique_ptr<Sampler> sampler;  // made at the first generated token

@@ -59,9 +59,8 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
   work.clear();
   {
     std::lock_guard lk(mu_);
-    const StepBudget budget = budget_locked();
+    StepBudget budget = budget_locked();
     out.max_batch_rows = budget.max_batch_rows;
-    out.threads = threads_locked();
     out.governor_level = governor_ ? governor_->level() : 0;
     if (live_.empty()) {  // controls on sessions with nothing pending change nothing worth a plan
       out.kind = StepOutcome::Kind::idle;
@@ -71,16 +70,30 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
       return out;
     }
     auto_frame_locked(t_start);
-    PLLM_ASSIGN(plan, sched_.plan_step(t_start, budget));
-    for (const EndedRequest& e : plan.ended) finish(e, events);
-    for (int64_t key : plan.resets) {
-      auto it = slots_.find(key);
-      if (it == slots_.end()) continue;
-      it->second->session->reset();
-      it->second->has_logits = false;
-      it->second->stash.reset();
+    check_ttft_bounds_locked(t_start);
+    FrameShape shape = shape_locked(t_start, false);
+    if (shape.threads == 0 && !live_.empty()) {  // a one-thread engine keeps off the UI's only core
+      out.kind = StepOutcome::Kind::wait_frame;
+      out.resume_at_ms = shape.resume_at_ms;
+      out.step_ms = clock_() - t_start;
+      return out;
     }
-    apply_moves(plan);
+    const auto plan_with = [&](const FrameShape& sh) -> Result<StepPlan> {
+      budget.cost_key = sh.threads;
+      if (sched_.frame_mode()) budget.time_left_ms = sh.time_left_ms;
+      PLLM_ASSIGN(StepPlan p, sched_.plan_step(t_start, budget));
+      apply_plan_effects_locked(p, events);
+      return p;
+    };
+    PLLM_ASSIGN(plan, plan_with(shape));
+    bool changed = !plan.ended.empty() || !plan.controls.empty() || !plan.paused.empty() || !plan.resumed.empty();
+    if (plan.rows.empty() && plan.wait_for_frame && shape.whole_machine) {
+      // Nothing fits before the next vsync with every thread: one core left, no time limit.
+      shape = shape_locked(t_start, true);
+      PLLM_ASSIGN(plan, plan_with(shape));
+      changed = changed || !plan.ended.empty() || !plan.paused.empty() || !plan.resumed.empty();
+    }
+    out.threads = shape.threads;
     for (const PlanRow& row : plan.rows) {
       RowWork w;
       w.row = row;
@@ -90,8 +103,6 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
       work.push_back(std::move(w));
     }
     if (plan.rows.empty()) {
-      const bool changed = !plan.ended.empty() || !plan.controls.empty() || !plan.paused.empty() ||
-                           !plan.resumed.empty();
       out.kind = changed ? StepOutcome::Kind::ran
                  : plan.wait_for_frame ? StepOutcome::Kind::wait_frame
                                        : StepOutcome::Kind::idle;
@@ -145,7 +156,11 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
         if (live.req.top_logprobs >= 0) log_probs(logprob_scratch, w.token, live.req.top_logprobs, ev);
         (*live.on_event)(ev);
       }
-      if (live.generated == 0 && tracing()) cfg_.trace->instant("first_token", {{"request", double(live.id)}});
+      if (live.generated == 0) {
+        const double now = clock_();
+        check_ttft_bound(live, now);
+        if (tracing()) cfg_.trace->instant("first_token", {{"request", double(live.id)}, {"ttft_ms", now - live.submit_ms}});
+      }
       ++live.generated;
       tokens = std::span<const int32_t>(&w.token, 1);
     }
@@ -184,6 +199,7 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
       w.slot->session->clear_cancel();  // a cancel that came during the step is queued as a control too
     }
     PLLM_TRY(sched_.complete(plan, out.forward_ms, results));
+    frame_policy_.on_step(t_fwd, t_fwd + out.forward_ms, out.threads, engine_->n_threads());
     for (const EndedRequest& e : sched_.take_ended()) finish(e, events);
     out.kind = StepOutcome::Kind::ran;
     out.step_ms = clock_() - t_start;
@@ -235,6 +251,35 @@ void ScheduledRuntime::tick_governor(double step_start_ms, const StepOutcome& ou
     next_step_ms_ = step_start_ms + 1000.0 / caps->max_decode_steps_per_s;
   else
     next_step_ms_ = 0;
+}
+
+void ScheduledRuntime::apply_plan_effects_locked(const StepPlan& plan, std::vector<Delivery>& events) {
+  for (const EndedRequest& e : plan.ended) finish(e, events);
+  for (int64_t key : plan.resets) {
+    auto it = slots_.find(key);
+    if (it == slots_.end()) continue;
+    it->second->session->reset();
+    it->second->has_logits = false;
+    it->second->stash.reset();
+  }
+  apply_moves(plan);
+}
+
+// A request still without a token past its class's bound is counted once and traced.
+void ScheduledRuntime::check_ttft_bound(Live& live, double now) {
+  const double bound =
+      live.req.klass == RequestClass::interactive ? cfg_.interactive_ttft_bound_ms : cfg_.background_ttft_bound_ms;
+  if (live.over_bound || bound <= 0 || live.generated > 0 || live.req.max_tokens == 0 || now - live.submit_ms <= bound)
+    return;
+  live.over_bound = true;
+  ttft_over_bound_.fetch_add(1, std::memory_order_relaxed);
+  if (tracing())
+    cfg_.trace->instant("ttft_over_bound", {{"request", double(live.id)}, {"bound_ms", bound},
+                                            {"interactive", live.req.klass == RequestClass::interactive ? 1.0 : 0.0}});
+}
+
+void ScheduledRuntime::check_ttft_bounds_locked(double now) {
+  for (auto& [id, live] : live_) check_ttft_bound(*live, now);
 }
 
 void ScheduledRuntime::apply_moves(const StepPlan& plan) {

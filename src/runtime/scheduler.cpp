@@ -40,6 +40,8 @@ Result<Scheduler> Scheduler::create(const SchedulerConfig& cfg) {
     return make_error(Status::invalid_argument, "scheduler: max_tokens_per_frame must be >= 1");
   if (!std::isfinite(cfg.ui_reserve_ms) || cfg.ui_reserve_ms < 0)
     return make_error(Status::invalid_argument, "scheduler: ui_reserve_ms must be finite and >= 0");
+  if (!(cfg.max_background_step_ms > 0))
+    return make_error(Status::invalid_argument, "scheduler: max_background_step_ms must be > 0");
   PLLM_ASSIGN(CostModel cost, CostModel::create(cfg.cost));
   return Scheduler(cfg, std::move(cost));
 }
@@ -145,7 +147,7 @@ Result<void> Scheduler::complete(const StepPlan& plan, double actual_ms, std::sp
       return make_error(Status::invalid_argument, where + "a failed row processed no tokens");
     (rows[i].is_prefill ? prefill_tokens : decode_rows) += rows[i].is_prefill ? rows[i].n_tokens : 1;
   }
-  PLLM_TRY(cost_.observe(decode_rows, prefill_tokens, actual_ms));  // also checks actual_ms
+  PLLM_TRY(cost_for(outstanding_->cost_key).observe(decode_rows, prefill_tokens, actual_ms));  // checks actual_ms
   for (size_t i = 0; i < rows.size(); ++i) {
     SessionState& s = sessions_.at(rows[i].session);  // the front request is the row's: only plans pop it
     Pending& p = s.queue.front();
@@ -177,6 +179,19 @@ bool Scheduler::paused(int64_t session) const {
 size_t Scheduler::pending(int64_t session) const {
   auto it = sessions_.find(session);
   return it == sessions_.end() ? 0 : it->second.queue.size();
+}
+
+CostModel& Scheduler::cost_for(int cost_key) {
+  if (cost_key == 0) return cost_;
+  auto it = costs_.find(cost_key);
+  if (it == costs_.end()) it = costs_.emplace(cost_key, CostModel::create(cfg_.cost).value()).first;  // cfg checked
+  return it->second;
+}
+
+const CostModel& Scheduler::cost_model(int cost_key) const {
+  if (cost_key == 0) return cost_;
+  auto it = costs_.find(cost_key);
+  return it == costs_.end() ? cost_ : it->second;
 }
 
 bool Scheduler::front_is_prefill(const SessionState& s) { return is_prefill_kind(s.queue.front().req.kind); }

@@ -30,6 +30,15 @@
 // would ever run, and the cost model never learn), and nothing more in that frame.
 // Outside frame mode only the row cap and KV budget limit a step.
 //
+// Interactive first (P12): candidates whose front request is interactive are admitted and
+// their prompt rows sized before any background candidate, so background rows only get what
+// the interactive work leaves of the step's time. While an interactive request waits for its
+// first token (its prompt, or its first generated token, is still to run), a step that carries
+// it takes no background prompt chunk: background decode rows ride along (a batched row costs
+// little), their prompts wait. Background prompt chunks are also kept to what
+// max_background_step_ms allows (or 4 one-token steps, on a model where one token costs more),
+// so an interactive arrival waits at most about that long for the step in flight.
+//
 // KV memory: every resident session holds its KV tokens (report_kv(), and each completed
 // row adds its tokens). A step may not make the residents hold more than the budget; when
 // it would, the least valuable resident sessions are paused (idle ones first, least
@@ -78,6 +87,7 @@ struct SchedulerConfig {
   int interactive_weight = 500;
   int background_weight = 100;
   int prefill_chunk = 64;          // most prompt tokens of one session in one step
+  double max_background_step_ms = 50;  // background prompt chunks sized to keep a step this short
   int max_tokens_per_frame = 3;    // frame mode: decode tokens per session per frame
   double ui_reserve_ms = 8.0;      // frame mode: the part of each frame left to the UI
   CostModelParams cost;
@@ -87,6 +97,11 @@ struct SchedulerConfig {
 struct StepBudget {
   int max_batch_rows = 8;       // rows (sessions) in one step; the thermal governor lowers it
   int64_t kv_tokens = 1 << 20;  // KV tokens all resident sessions together may hold
+  // Frame mode: the time this step may take (the runtime's FramePolicy: until the next vsync,
+  // or +inf while the UI keeps a core), instead of the frame window's time left. No first-step
+  // overflow then: a step that does not fit is the caller's to reshape (fewer threads).
+  std::optional<double> time_left_ms;
+  int cost_key = 0;             // which cost model predicts and learns this step (its threads)
 };
 
 struct PlanRow {
@@ -121,9 +136,11 @@ struct StepPlan {
   std::vector<int64_t> resets;              // sessions to clear first (Session::reset; moved-out KV too)
   std::vector<int64_t> paused;              // sessions to move out of memory first
   std::vector<int64_t> resumed;             // paused sessions to bring back first
-  std::vector<int64_t> preempted;           // had a row last step, left out now by the row cap or frame time
+  std::vector<int64_t> preempted;           // had a row last step, left out now by the row cap, frame time
+                                            // or an interactive request's prompt (below)
   std::vector<EndedRequest> ended;          // requests that ended since the previous plan
   double predicted_ms = 0;                  // the cost model's estimate of the rows, margin included
+  int cost_key = 0;                         // the budget's: whose cost model learns this step
   bool wait_for_frame = false;              // frame mode: nothing more fits this frame
 };
 
@@ -162,7 +179,8 @@ class Scheduler {
   // with the next plan; the next plan lists only what ends after this call.
   std::vector<EndedRequest> take_ended() { return std::exchange(ended_, {}); }
 
-  const CostModel& cost_model() const { return cost_; }
+  // The cost model of steps planned with StepBudget::cost_key (made on first use).
+  const CostModel& cost_model(int cost_key = 0) const;
   // KV tokens a session holds (resident or paused), 0 when unknown.
   int64_t kv_tokens(int64_t session) const;
   bool paused(int64_t session) const;
@@ -202,8 +220,11 @@ class Scheduler {
   void apply_controls(StepPlan& plan);
   void end_plan(StepPlan& plan);  // hands the plan what ended; forgets sessions with nothing left
 
+  CostModel& cost_for(int cost_key);
+
   SchedulerConfig cfg_;
-  CostModel cost_;
+  CostModel cost_;                            // cost_key 0
+  std::map<int, CostModel> costs_;            // other cost keys
   std::map<int64_t, SessionState> sessions_;  // ordered: plans are deterministic
   std::deque<QueuedControl> controls_;
   uint64_t next_seq_ = 0;

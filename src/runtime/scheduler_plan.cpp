@@ -9,14 +9,17 @@
 
 namespace pllm {
 
-enum class LeftOut { no, row_cap, time, frame_tokens, memory };
+enum class LeftOut { no, row_cap, time, frame_tokens, memory, interactive };
 
 struct Scheduler::Candidate {
   int64_t key = 0;
   SessionState* s = nullptr;
   double priority = 0;
   double wait_start = 0;  // ties go to the one waiting longer
+  bool interactive = false;  // its front request is interactive
+  bool urgent = false;       // ... and has produced no token yet (its prompt, or its first token)
   bool admitted = false;
+  bool sized = false;        // its prompt row has been sized to the time
   LeftOut left_out = LeftOut::no;
 };
 
@@ -29,29 +32,61 @@ class Scheduler::PlanBuilder {
       if (s.queue.empty()) continue;
       double wait_start = s.queue.front().req.enqueue_ms;
       if (s.last_served_ms) wait_start = std::max(wait_start, *s.last_served_ms);
-      cands_.push_back(Candidate{key, &s, sched_.priority(s, now_ms), wait_start});
+      const Pending& front = s.queue.front();
+      const bool interactive = front.req.klass == RequestClass::interactive;
+      const bool urgent = interactive && (front_is_prefill(s) || front.done == 0);
+      cands_.push_back(Candidate{key, &s, sched_.priority(s, now_ms), wait_start, interactive, urgent});
     }
     std::stable_sort(cands_.begin(), cands_.end(), [](const Candidate& a, const Candidate& b) {
       if (a.priority != b.priority) return a.priority > b.priority;
       return a.wait_start < b.wait_start;  // equal: std::map order, by key
     });
-    if (const auto& f = sched_.frame_) time_left_ms_ = f->work_end_ms - std::max(now_ms, f->start_ms);
+    if (const auto& f = sched_.frame_) {
+      time_left_ms_ = budget.time_left_ms ? *budget.time_left_ms : f->work_end_ms - std::max(now_ms, f->start_ms);
+      may_overflow_ = !budget.time_left_ms;
+    }
   }
 
+  // In order of priority (aging keeps its meaning under the row cap), but the interactive
+  // prompt rows admitted before the first background candidate are sized first, so background
+  // rows get only what they leave of the time; and while an admitted interactive request waits
+  // for its first token, no background prompt chunk joins (see "Interactive first" in scheduler.h).
   void admit_all() {
-    for (size_t i = 0; i < cands_.size(); ++i) admit(i);
+    bool urgent = false, interactive_sized = false;
+    for (size_t i = 0; i < cands_.size(); ++i) {
+      Candidate& c = cands_[i];
+      if (!c.interactive && !interactive_sized) {
+        size_prefill_rows(true);
+        interactive_sized = true;
+      }
+      if (!c.interactive && urgent && front_is_prefill(*c.s)) {
+        c.left_out = LeftOut::interactive;
+        continue;
+      }
+      admit(i);
+      urgent = urgent || (c.admitted && c.urgent);
+    }
+    size_prefill_rows(true);
+    size_prefill_rows(false);
   }
 
-  // Each prefill row, by priority, grows from the one token admission charged to the most
-  // of its reserved chunk that the time left allows.
-  void size_prefill_rows() {
-    for (const Candidate& c : cands_) {
-      if (!c.admitted || !front_is_prefill(*c.s)) continue;
+  // Each prefill row of the class, by priority, grows from the one token admission charged to
+  // the most of its reserved chunk that the time left allows (background rows: and the cap).
+  void size_prefill_rows(bool interactive) {
+    const CostModel& cost = sched_.cost_for(budget_.cost_key);
+    const double cap = std::max(sched_.cfg_.max_background_step_ms, 4 * cost.predict_ms(0, 1));
+    for (Candidate& c : cands_) {
+      if (!c.admitted || c.sized || c.interactive != interactive || !front_is_prefill(*c.s)) continue;
+      c.sized = true;
       PlanRow& row = row_of(c.key);
       int lo = 1, hi = row.n_tokens;  // invariant: lo tokens fit (admission checked 1)
+      const auto fits = [&](int extra) {
+        if (!interactive && cost.predict_ms(decode_rows_, prefill_tokens_ + extra) > cap) return false;
+        return fits_time(0, extra);
+      };
       while (lo < hi) {
         const int mid = lo + (hi - lo + 1) / 2;
-        if (fits_time(0, mid - 1)) lo = mid; else hi = mid - 1;
+        if (fits(mid - 1)) lo = mid; else hi = mid - 1;
       }
       row_tokens_ -= row.n_tokens - lo;  // the reservation it does not use
       prefill_tokens_ += lo - 1;
@@ -61,7 +96,8 @@ class Scheduler::PlanBuilder {
 
   void finish() {
     for (const Candidate& c : cands_) {
-      const bool displaced = c.left_out == LeftOut::row_cap || c.left_out == LeftOut::time;
+      const bool displaced = c.left_out == LeftOut::row_cap || c.left_out == LeftOut::time ||
+                             c.left_out == LeftOut::interactive;
       if (displaced && c.s->had_row && !c.s->paused && !c.s->queue.empty() && !plan_.rows.empty())
         plan_.preempted.push_back(c.key);
       if (in_frame() && plan_.rows.empty() && (c.left_out == LeftOut::time || c.left_out == LeftOut::frame_tokens))
@@ -70,7 +106,8 @@ class Scheduler::PlanBuilder {
     for (auto& [key, s] : sched_.sessions_) s.had_row = false;
     for (const Candidate& c : cands_) c.s->had_row = c.admitted;
     std::stable_partition(plan_.rows.begin(), plan_.rows.end(), [](const PlanRow& r) { return !r.is_prefill; });
-    plan_.predicted_ms = sched_.cost_.predict_ms(decode_rows_, prefill_tokens_);
+    plan_.cost_key = budget_.cost_key;
+    plan_.predicted_ms = sched_.cost_for(budget_.cost_key).predict_ms(decode_rows_, prefill_tokens_);
   }
 
  private:
@@ -78,8 +115,10 @@ class Scheduler::PlanBuilder {
   int64_t free_kv() const { return budget_.kv_tokens - resident_kv_ - row_tokens_; }
   bool fits_time(int extra_rows, int extra_tokens) {
     if (!in_frame() || overflow_) return true;
-    const double cost = sched_.cost_.predict_ms(decode_rows_ + extra_rows, prefill_tokens_ + extra_tokens);
+    const double cost =
+        sched_.cost_for(budget_.cost_key).predict_ms(decode_rows_ + extra_rows, prefill_tokens_ + extra_tokens);
     if (cost <= time_left_ms_) return true;
+    if (!may_overflow_) return false;
     // A row that does not fit even a whole frame's window would wait forever, and the cost
     // model, which only learns from steps that run, would never find out if it was too
     // pessimistic. So the frame's first step runs anyway while the window is open, and as
@@ -193,6 +232,7 @@ class Scheduler::PlanBuilder {
   double time_left_ms_ = std::numeric_limits<double>::infinity();
   bool resume_blocked_ = false;   // a paused session could not come back: none after it may
   bool overflow_ = false;         // frame mode: the step cannot fit the window; time is no limit
+  bool may_overflow_ = false;     // the frame window (not the budget's time) limits this step
 };
 
 Result<StepPlan> Scheduler::plan_step(double now_ms, const StepBudget& budget) {
@@ -207,7 +247,6 @@ Result<StepPlan> Scheduler::plan_step(double now_ms, const StepBudget& budget) {
   apply_controls(plan);
   PlanBuilder builder(*this, now_ms, budget, plan);
   builder.admit_all();
-  builder.size_prefill_rows();
   builder.finish();
   end_plan(plan);
   if (!plan.rows.empty()) outstanding_ = plan;

@@ -61,17 +61,28 @@ TEST(Scheduler, DecodeRowsFirstThenPrefillChunksByPriority) {
   ASSERT_TRUE(s.submit(work(3, 3, kGen, 10, 0)).ok());
   ASSERT_TRUE(s.submit(work(4, 4, RequestKind::prewarm, 30, 0, kBackground)).ok());
   StepPlan p = sim::plan(s, 0);
-  ASSERT_EQ(p.rows.size(), 4u);
-  // decode rows (interactive before background), then prefill (interactive before pre-warm)
+  // decode rows (interactive before background), then the interactive prompt; the background
+  // pre-warm waits while interactive requests wait for their first token (P12)
+  ASSERT_EQ(p.rows.size(), 3u);
   EXPECT_EQ(p.rows[0].session, 3);
   EXPECT_EQ(p.rows[1].session, 2);
   EXPECT_EQ(p.rows[2].session, 1);
-  EXPECT_EQ(p.rows[3].session, 4);
   EXPECT_EQ(p.rows[0].n_tokens, 1);
   EXPECT_EQ(p.rows[1].n_tokens, 1);
   EXPECT_EQ(p.rows[2].n_tokens, 64);  // the default chunk
-  EXPECT_EQ(p.rows[3].n_tokens, 30);  // the whole (short) pre-warm
-  EXPECT_TRUE(p.rows[2].is_prefill && p.rows[3].is_prefill);
+  EXPECT_TRUE(p.rows[2].is_prefill);
+  ASSERT_TRUE(s.complete(p, 10, sim::all_done(p)).ok());
+  // Once neither interactive request waits for a first token (session 3 has one; session 1's
+  // prompt ends with the 3 more chunks), the pre-warm runs, whole (it is short).
+  for (int k = 0; k < 3; ++k) {
+    ASSERT_EQ(sim::row_of(p, 4), nullptr) << "step " << k;
+    p = sim::step(s, 10.0 * (k + 1));
+  }
+  ASSERT_EQ(sim::row_of(p, 4), nullptr);
+  p = sim::step(s, 40);
+  const PlanRow* warm = sim::row_of(p, 4);
+  ASSERT_NE(warm, nullptr);
+  EXPECT_EQ(warm->n_tokens, 30);
 }
 
 TEST(Scheduler, LongPromptIsChunkedWhileOthersDecodeEveryStep) {
