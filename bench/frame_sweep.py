@@ -48,7 +48,7 @@ def scenario(hz, ui_ms, mode, kind, duration_s):
     return {"description": f"frame sweep: {hz} Hz, UI {ui_ms} ms, {mode}, {kind}",
             "model": "SmolLM2-135M-Instruct.Q4_1.gguf", "threads": 2, "duration_s": duration_s,
             "activations": mode,
-            "frame": {"period_ms": round(period, 3), "ui_work_ms": ui_ms, "ui_reserve_ms": min(8.0, period / 2),
+            "frame": {"period_ms": round(period, 3), "ui_work_ms": ui_ms, 
                       "max_tokens_per_frame": 3},
             "requests": reqs}
 

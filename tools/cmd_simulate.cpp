@@ -104,7 +104,7 @@ int run_simulation(const Options& o) {
   cfg.trace = trace.get();
   cfg.max_batch_rows = sc.max_batch_rows;
   if (sc.frame) {
-    cfg.scheduler.ui_reserve_ms = sc.frame->ui_reserve_ms;
+    cfg.frame_policy.headroom = sc.frame->ui_headroom;
     cfg.scheduler.max_tokens_per_frame = sc.frame->max_tokens_per_frame;
   }
   if (governor_on) {
@@ -203,7 +203,7 @@ int run_simulation(const Options& o) {
     if (std::fclose(f) != 0 || !ok) fail("writing the trace to " + o.trace_out + " failed");
   }
   sim::RunInfo info{o.scenario, path, sc, frames_on, governor_on, rt.governor_changes(), rt.ttft_over_bound(),
-                    frames_on ? rt.ui_estimate_ms() : 0.0, rt.frame_holds()};
+                    frames_on ? rt.ui_estimate_ms() : 0.0, rt.frame_holds(), rt.frame_probes()};
   const nlohmann::json report = rec.report(info, ui.get());
   if (o.json)
     std::printf("%s\n", report.dump(2).c_str());

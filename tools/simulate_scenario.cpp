@@ -66,12 +66,11 @@ class Reader {
 };
 
 FrameSpec parse_frame(const json& j, const std::string& where) {
-  Reader r(j, where, {"period_ms", "ui_work_ms", "ui_reserve_ms", "max_tokens_per_frame", "reports_ui"});
+  Reader r(j, where, {"period_ms", "ui_work_ms", "ui_headroom", "max_tokens_per_frame", "reports_ui"});
   FrameSpec f;
   f.period_ms = r.number("period_ms", f.period_ms, 4, 1000);
   f.ui_work_ms = r.number("ui_work_ms", f.ui_work_ms, 0, f.period_ms);
-  f.ui_reserve_ms = r.number("ui_reserve_ms", f.ui_reserve_ms, 0, f.period_ms);
-  if (f.ui_reserve_ms >= f.period_ms) fail(where + ".ui_reserve_ms must be less than period_ms");
+  f.ui_headroom = r.number("ui_headroom", f.ui_headroom, 0.05, 1);
   f.max_tokens_per_frame = r.integer("max_tokens_per_frame", f.max_tokens_per_frame, 1, 1000);
   f.reports_ui = r.boolean("reports_ui", f.reports_ui);
   return f;

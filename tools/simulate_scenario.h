@@ -10,7 +10,7 @@ namespace cli::sim {
 struct FrameSpec {
   double period_ms = 16.667;        // 60 Hz
   double ui_work_ms = 4.0;          // CPU the UI thread needs per frame
-  double ui_reserve_ms = 8.0;       // the UI time per frame the engine assumes until the UI reports
+  double ui_headroom = 0.75;        // the frame policy's headroom (RuntimeConfig::frame_policy)
   int max_tokens_per_frame = 3;
   bool reports_ui = true;           // the UI reports each frame's time (else the engine reads misses)
 };

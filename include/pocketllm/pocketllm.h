@@ -412,7 +412,12 @@ typedef struct pllm_runtime_params {
   int32_t max_batch_rows;       /* sessions per step (default 8) */
   int64_t kv_budget_tokens;     /* KV tokens all sessions may hold (default 1 << 20) */
   int32_t max_tokens_per_frame; /* frame mode: decode tokens per session per frame (default 3) */
-  float ui_reserve_ms;          /* frame mode: the end of each frame left to the UI (default 8) */
+  float ui_headroom;            /* frame mode: the share of a frame the UI's work may take while the
+                                   engine uses every thread; beyond it the engine leaves the UI a
+                                   core (default 0.75; see pllm_runtime_ui_frame) */
+  float interactive_ttft_bound_ms; /* an interactive request still without a token this long after
+                                   its submit is counted (pllm_runtime_ttft_over_bound) and traced
+                                   ("ttft_over_bound"); 0: no bound (default 1000) */
   int32_t governor;             /* 1: thermal governor on (default 0) */
   int32_t thermal_sysfs;        /* with the governor: 1 reads /sys/class/thermal, 0 only what
                                    pllm_runtime_set_thermal reports (default 0) */
@@ -465,9 +470,17 @@ PLLM_API pllm_status pllm_runtime_submit(pllm_runtime* runtime, int64_t session,
 PLLM_API pllm_status pllm_runtime_control(pllm_runtime* runtime, int64_t session, pllm_control action);
 /* The frame clock: call at each frame start (e.g. from Choreographer / CADisplayLink) with
  * the frame's start on the runtime's clock (pllm_runtime_now_ms) and its period. The runtime
- * then works at most period - ui_reserve_ms per frame and max_tokens_per_frame tokens per
- * session. period_ms <= 0 leaves frame mode (flat out). */
+ * then runs at most max_tokens_per_frame tokens per session per frame, and uses every thread
+ * while the UI's frames leave headroom, one thread fewer (a core for the UI) when they do not
+ * or when a frame is missed (docs/RUNTIME.md, "Frame policy"). A call that comes late (the UI
+ * thread was busy) or after skipped vsyncs counts as a missed frame. period_ms <= 0 leaves
+ * frame mode (flat out). */
 PLLM_API pllm_status pllm_runtime_frame(pllm_runtime* runtime, double frame_start_ms, double period_ms);
+/* Optional, after each frame's UI work: it took ui_ms from the frame's start (vsync to done).
+ * With it the runtime knows the UI's load before frames are missed. */
+PLLM_API pllm_status pllm_runtime_ui_frame(pllm_runtime* runtime, double frame_start_ms, double ui_ms);
+/* Requests so far that had no token within their class's first-token bound. */
+PLLM_API int32_t pllm_runtime_ttft_over_bound(const pllm_runtime* runtime);
 /* pllm_runtime_frame for every runtime made on this engine (one vsync callback for them all). */
 PLLM_API pllm_status pllm_engine_frame(pllm_engine* engine, double frame_start_ms, double period_ms);
 /* Frame mode without a frame clock: the runtime makes frames of period_ms itself (0: off). A

@@ -93,7 +93,9 @@ pllm_runtime_params pllm_runtime_default_params(void) {
   p.max_batch_rows = 8;
   p.kv_budget_tokens = int64_t(1) << 20;
   p.max_tokens_per_frame = sc.max_tokens_per_frame;
-  p.ui_reserve_ms = float(sc.ui_reserve_ms);
+  const pllm::RuntimeConfig rc;
+  p.ui_headroom = float(rc.frame_policy.headroom);
+  p.interactive_ttft_bound_ms = float(rc.interactive_ttft_bound_ms);
   p.governor = 0;
   p.thermal_sysfs = 0;
   p.trace_events = 0;
@@ -112,7 +114,8 @@ pllm_status pllm_runtime_create(pllm_engine* e, pllm_model* m, const pllm_runtim
     cfg.scheduler.background_weight = p.background_weight;
     cfg.scheduler.prefill_chunk = p.prefill_chunk;
     cfg.scheduler.max_tokens_per_frame = p.max_tokens_per_frame;
-    cfg.scheduler.ui_reserve_ms = p.ui_reserve_ms;
+    cfg.frame_policy.headroom = p.ui_headroom;
+    cfg.interactive_ttft_bound_ms = p.interactive_ttft_bound_ms;
     cfg.max_batch_rows = p.max_batch_rows;
     cfg.kv_budget_tokens = p.kv_budget_tokens;
     auto h = std::make_unique<pllm_runtime>();
@@ -246,6 +249,16 @@ pllm_status pllm_runtime_frame(pllm_runtime* r, double frame_start_ms, double pe
     return res.ok() ? PLLM_OK : fail(res.error());
   });
 }
+
+pllm_status pllm_runtime_ui_frame(pllm_runtime* r, double frame_start_ms, double ui_ms) {
+  return guarded([&] {
+    if (!r) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_runtime_ui_frame: null runtime");
+    auto res = r->rt->report_ui_frame(frame_start_ms, ui_ms);
+    return res.ok() ? PLLM_OK : fail(res.error());
+  });
+}
+
+int32_t pllm_runtime_ttft_over_bound(const pllm_runtime* r) { return r ? r->rt->ttft_over_bound() : 0; }
 
 pllm_status pllm_runtime_frame_period(pllm_runtime* r, double period_ms) {
   return guarded([&] {

@@ -46,7 +46,6 @@ Result<std::unique_ptr<ScheduledRuntime>> ScheduledRuntime::create(std::shared_p
     gov.emplace(std::move(g));
   }
   PLLM_ASSIGN(Scheduler sched, Scheduler::create(cfg.scheduler));
-  cfg.frame_policy.initial_ui_ms = cfg.scheduler.ui_reserve_ms;
   PLLM_ASSIGN(FramePolicy policy, FramePolicy::create(cfg.frame_policy));
   std::unique_ptr<ScheduledRuntime> rt(new ScheduledRuntime(std::move(model), std::move(engine), std::move(cfg),
                                                             std::move(sched), std::move(policy)));
@@ -167,7 +166,9 @@ Result<void> ScheduledRuntime::control(int64_t session, ControlAction action) {
 
 Result<void> ScheduledRuntime::frame(double frame_start_ms, double period_ms) {
   std::lock_guard lk(mu_);
-  PLLM_TRY(sched_.on_frame(frame_start_ms, period_ms));
+  if (!std::isfinite(period_ms) || period_ms <= 0)
+    return make_error(Status::invalid_argument, "frame: the period must be finite and > 0");
+  PLLM_TRY(sched_.on_frame(frame_start_ms));
   frame_policy_.on_frame(frame_start_ms, period_ms, clock_());
   auto_period_ms_ = 0;  // the app's clock takes over from frame_period()
   next_auto_frame_ms_.reset();
@@ -179,10 +180,9 @@ Result<void> ScheduledRuntime::frame(double frame_start_ms, double period_ms) {
 
 Result<void> ScheduledRuntime::frame_period(double period_ms) {
   std::lock_guard lk(mu_);
-  if (!std::isfinite(period_ms) || period_ms < 0 || (period_ms > 0 && period_ms <= cfg_.scheduler.ui_reserve_ms))
+  if (!std::isfinite(period_ms) || period_ms < 0)
     return make_error(Status::invalid_argument, "runtime: the frame period (" + std::to_string(period_ms) +
-                                                    " ms) must be 0 or exceed the UI reserve (" +
-                                                    std::to_string(cfg_.scheduler.ui_reserve_ms) + " ms)");
+                                                    " ms) must be 0 or more");
   auto_period_ms_ = period_ms;
   next_auto_frame_ms_.reset();
   if (period_ms == 0) {
@@ -201,7 +201,7 @@ void ScheduledRuntime::auto_frame_locked(double now) {
   // The frame that holds `now` (frames the engine slept through are skipped, not replayed).
   const double k = std::floor((now - *next_auto_frame_ms_) / auto_period_ms_);
   const double start = *next_auto_frame_ms_ + k * auto_period_ms_;
-  (void)sched_.on_frame(start, auto_period_ms_);  // the period was checked by frame_period()
+  (void)sched_.on_frame(start);  // later than the last frame's start: cannot fail
   frame_policy_.on_frame(start, auto_period_ms_, start);  // its own frames are never late
   next_auto_frame_ms_ = start + auto_period_ms_;
 }
@@ -231,6 +231,11 @@ double ScheduledRuntime::ui_estimate_ms() const {
 int ScheduledRuntime::frame_holds() const {
   std::lock_guard lk(mu_);
   return frame_policy_.holds();
+}
+
+int ScheduledRuntime::frame_probes() const {
+  std::lock_guard lk(mu_);
+  return frame_policy_.probes();
 }
 
 size_t ScheduledRuntime::pending() const {
@@ -285,13 +290,11 @@ void ScheduledRuntime::offer_prefix_locked(Slot& slot, size_t n_tokens) {
   if (auto snap = s.save_prefix(nb); snap.ok()) pc->insert(s.kv_cache().type(), tokens, std::move(*snap), s.compute_tag());
 }
 
-FrameShape ScheduledRuntime::shape_locked(double now, bool fallback) const {
+FrameShape ScheduledRuntime::shape_locked(double now) {
   const int all = engine_->n_threads();
-  FrameShape shape;
-  shape.threads = all;
-  if (fallback) shape = frame_policy_.fallback(all);
-  else if (sched_.frame_mode()) shape = frame_policy_.shape(now, all, int(std::thread::hardware_concurrency()));
-  if (governor_ && shape.threads > 0) shape.threads = std::clamp(governor_->caps().max_threads, 1, shape.threads);
+  FrameShape shape{all, true};
+  if (sched_.frame_mode()) shape = frame_policy_.shape(now, all, int(std::thread::hardware_concurrency()));
+  if (governor_) shape.threads = std::clamp(governor_->caps().max_threads, 1, shape.threads);
   return shape;
 }
 

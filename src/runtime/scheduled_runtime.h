@@ -98,9 +98,8 @@ struct StepOutcome {
 struct RuntimeConfig {
   SchedulerConfig scheduler;
   int max_batch_rows = 8;                // rows per step before the governor's cap
-  // Frame mode: threads and step length per moment of the frame, from what the frames are
-  // measured to need (runtime/frame_policy.h). Its initial_ui_ms is taken from
-  // scheduler.ui_reserve_ms: the UI time per frame assumed until the app reports one.
+  // Frame mode: whole machine or one core left for the UI, from what the frames are measured
+  // to need (runtime/frame_policy.h).
   FramePolicyConfig frame_policy;
   // A request with no token this long after its submit is counted and traced (an instant
   // "ttft_over_bound"); 0: no bound for the class.
@@ -143,8 +142,9 @@ class ScheduledRuntime {
   // Served ahead of all generation at the next step.
   Result<void> control(int64_t session, ControlAction action);
 
-  // Frame mode: the app's frame clock (vsync) calls this at each frame start; work then fits
-  // in period_ms - ui_reserve_ms from frame_start_ms. stop_frames(): flat out again.
+  // Frame mode: the app's frame clock (vsync) calls this at each frame start; each session
+  // then gets max_tokens_per_frame decode tokens per frame, and the frame policy picks the
+  // threads (frame_policy.h). stop_frames(): flat out again.
   Result<void> frame(double frame_start_ms, double period_ms);
   void stop_frames();
   // Frame mode without a frame clock: frames of period_ms from now on, aligned to the first
@@ -175,7 +175,8 @@ class ScheduledRuntime {
   int governor_changes() const;  // level changes so far (0 without a governor)
   int ttft_over_bound() const;   // requests that waited past their class's first-token bound
   double ui_estimate_ms() const;  // the frame policy's UI time per frame
-  int frame_holds() const;       // misses the frame policy blamed on whole-machine steps
+  int frame_holds() const;       // the frame policy's switches to one core left for the UI
+  int frame_probes() const;      // ... and back to the whole machine
   const Session* session(int64_t key) const;  // null when unknown; read it only between steps
   int n_threads() const { return engine_->n_threads(); }
   int prefill_chunk() const { return cfg_.scheduler.prefill_chunk; }
@@ -198,8 +199,7 @@ class ScheduledRuntime {
   static void deliver(const std::vector<Delivery>& events);
   Result<StepOutcome> step_locked(std::vector<Delivery>& events);
   StepBudget budget_locked() const;
-  // Threads and time limit of a step now (fallback: when the first shape's limit fit nothing).
-  FrameShape shape_locked(double now, bool fallback) const;
+  FrameShape shape_locked(double now);  // the engine threads a step may use now
   void tick_governor(double now, const StepOutcome& out);
   void check_ttft_bounds_locked(double now);
   void check_ttft_bound(Live& live, double now);

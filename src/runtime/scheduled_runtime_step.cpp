@@ -71,28 +71,11 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
     }
     auto_frame_locked(t_start);
     check_ttft_bounds_locked(t_start);
-    FrameShape shape = shape_locked(t_start, false);
-    if (shape.threads == 0 && !live_.empty()) {  // a one-thread engine keeps off the UI's only core
-      out.kind = StepOutcome::Kind::wait_frame;
-      out.resume_at_ms = shape.resume_at_ms;
-      out.step_ms = clock_() - t_start;
-      return out;
-    }
-    const auto plan_with = [&](const FrameShape& sh) -> Result<StepPlan> {
-      budget.cost_key = sh.threads;
-      if (sched_.frame_mode()) budget.time_left_ms = sh.time_left_ms;
-      PLLM_ASSIGN(StepPlan p, sched_.plan_step(t_start, budget));
-      apply_plan_effects_locked(p, events);
-      return p;
-    };
-    PLLM_ASSIGN(plan, plan_with(shape));
-    bool changed = !plan.ended.empty() || !plan.controls.empty() || !plan.paused.empty() || !plan.resumed.empty();
-    if (plan.rows.empty() && plan.wait_for_frame && shape.whole_machine) {
-      // Nothing fits before the next vsync with every thread: one core left, no time limit.
-      shape = shape_locked(t_start, true);
-      PLLM_ASSIGN(plan, plan_with(shape));
-      changed = changed || !plan.ended.empty() || !plan.paused.empty() || !plan.resumed.empty();
-    }
+    const FrameShape shape = shape_locked(t_start);
+    budget.cost_key = shape.threads;  // steps on fewer threads cost more: each count learns its own
+    PLLM_ASSIGN(plan, sched_.plan_step(t_start, budget));
+    apply_plan_effects_locked(plan, events);
+    const bool changed = !plan.ended.empty() || !plan.controls.empty() || !plan.paused.empty() || !plan.resumed.empty();
     out.threads = shape.threads;
     for (const PlanRow& row : plan.rows) {
       RowWork w;
@@ -199,7 +182,6 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
       w.slot->session->clear_cancel();  // a cancel that came during the step is queued as a control too
     }
     PLLM_TRY(sched_.complete(plan, out.forward_ms, results));
-    frame_policy_.on_step(t_fwd, t_fwd + out.forward_ms, out.threads, engine_->n_threads());
     for (const EndedRequest& e : sched_.take_ended()) finish(e, events);
     out.kind = StepOutcome::Kind::ran;
     out.step_ms = clock_() - t_start;

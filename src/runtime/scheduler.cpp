@@ -38,8 +38,6 @@ Result<Scheduler> Scheduler::create(const SchedulerConfig& cfg) {
   if (cfg.prefill_chunk < 1) return make_error(Status::invalid_argument, "scheduler: prefill_chunk must be >= 1");
   if (cfg.max_tokens_per_frame < 1)
     return make_error(Status::invalid_argument, "scheduler: max_tokens_per_frame must be >= 1");
-  if (!std::isfinite(cfg.ui_reserve_ms) || cfg.ui_reserve_ms < 0)
-    return make_error(Status::invalid_argument, "scheduler: ui_reserve_ms must be finite and >= 0");
   if (!(cfg.max_background_step_ms > 0))
     return make_error(Status::invalid_argument, "scheduler: max_background_step_ms must be > 0");
   PLLM_ASSIGN(CostModel cost, CostModel::create(cfg.cost));
@@ -69,16 +67,13 @@ Result<void> Scheduler::report_kv(int64_t session, int64_t kv_tokens) {
   return {};
 }
 
-Result<void> Scheduler::on_frame(double frame_start_ms, double period_ms) {
-  if (!std::isfinite(frame_start_ms) || !std::isfinite(period_ms) || period_ms <= cfg_.ui_reserve_ms)
-    return make_error(Status::invalid_argument, "frame: the period (" + std::to_string(period_ms) +
-                                                    " ms) must be finite and exceed the UI reserve (" +
-                                                    std::to_string(cfg_.ui_reserve_ms) + " ms)");
+Result<void> Scheduler::on_frame(double frame_start_ms) {
+  if (!std::isfinite(frame_start_ms)) return make_error(Status::invalid_argument, "frame: the start is not finite");
   if (frame_ && frame_start_ms < frame_->start_ms)
     return make_error(Status::invalid_argument, "frame: the frame clock went back from " +
                                                     std::to_string(frame_->start_ms) + " to " +
                                                     std::to_string(frame_start_ms) + " ms");
-  frame_ = Frame{frame_start_ms, frame_start_ms + period_ms - cfg_.ui_reserve_ms};
+  frame_ = Frame{frame_start_ms};
   for (auto& [key, s] : sessions_) s.frame_tokens = 0;
   return {};
 }

@@ -18,17 +18,16 @@
 //     (plan.resets), interrupt ends only the one in progress; later requests stand;
 //  2. admits sessions in order of priority, one row each, while the caps allow: at most
 //     max_batch_rows rows; in frame mode at most max_tokens_per_frame decode tokens per
-//     session per frame (prefill is bounded by time alone) and a predicted cost (CostModel,
-//     margin included) within the time left in the frame; and the KV budget (below). A
-//     prefill row is admitted at one token's cost and reserves the KV of its next chunk;
+//     session per frame (prefill is bounded by time alone); a predicted cost (CostModel,
+//     margin included) within the budget's time limit, when it has one; and the KV budget
+//     (below). A prefill row is admitted at one token's cost and reserves the KV of its next
+//     chunk;
 //  3. sizes prefill rows, by priority, to the most of that chunk (<= prefill_chunk tokens)
 //     the time left allows. Rows are listed decode first (one token each), then prefill.
-// A session keeps its progress when it is left out (preemption only between steps). In
-// frame mode a plan is empty (wait_for_frame) when not even one row fits the time left;
-// except that when one row is predicted to cost more than a whole frame's work window, the
-// frame's first step runs anyway, with as many rows as the other caps allow (else nothing
-// would ever run, and the cost model never learn), and nothing more in that frame.
-// Outside frame mode only the row cap and KV budget limit a step.
+// A session keeps its progress when it is left out (preemption only between steps). A plan
+// is empty with wait_for_frame when not even one row fits the time limit or every session
+// has had its tokens of the frame. (The runtime protects a UI by threads, not by a time
+// window: runtime/frame_policy.h.)
 //
 // Interactive first (P12): candidates whose front request is interactive are admitted and
 // their prompt rows sized before any background candidate, so background rows only get what
@@ -89,7 +88,6 @@ struct SchedulerConfig {
   int prefill_chunk = 64;          // most prompt tokens of one session in one step
   double max_background_step_ms = 50;  // background prompt chunks sized to keep a step this short
   int max_tokens_per_frame = 3;    // frame mode: decode tokens per session per frame
-  double ui_reserve_ms = 8.0;      // frame mode: the part of each frame left to the UI
   CostModelParams cost;
 };
 
@@ -97,10 +95,7 @@ struct SchedulerConfig {
 struct StepBudget {
   int max_batch_rows = 8;       // rows (sessions) in one step; the thermal governor lowers it
   int64_t kv_tokens = 1 << 20;  // KV tokens all resident sessions together may hold
-  // Frame mode: the time this step may take (the runtime's FramePolicy: until the next vsync,
-  // or +inf while the UI keeps a core), instead of the frame window's time left. No first-step
-  // overflow then: a step that does not fit is the caller's to reshape (fewer threads).
-  std::optional<double> time_left_ms;
+  std::optional<double> time_left_ms;  // the most this step's predicted cost may be; none: no limit
   int cost_key = 0;             // which cost model predicts and learns this step (its threads)
 };
 
@@ -161,9 +156,9 @@ class Scheduler {
   // completed rows are added without being reported.
   Result<void> report_kv(int64_t session, int64_t kv_tokens);
 
-  // Frame mode from now on: each frame allows period_ms - ui_reserve_ms of work from
-  // frame_start_ms. Errors when the period does not exceed the reserve or time goes back.
-  Result<void> on_frame(double frame_start_ms, double period_ms);
+  // Frame mode from now on: a new frame starts, so each session may have max_tokens_per_frame
+  // decode tokens again. Errors when the time is not finite or goes back.
+  Result<void> on_frame(double frame_start_ms);
   // Back to planning flat out.
   void stop_frames() { frame_.reset(); }
   bool frame_mode() const { return frame_.has_value(); }
@@ -206,8 +201,7 @@ class Scheduler {
     bool had_row = false;                 // had a row in the previous plan
   };
   struct Frame {
-    double start_ms = 0, work_end_ms = 0;
-    bool ran = false;  // a step with rows was planned in this frame
+    double start_ms = 0;
   };
   struct Candidate;  // scheduler_plan.cpp
   class PlanBuilder;

@@ -41,10 +41,7 @@ class Scheduler::PlanBuilder {
       if (a.priority != b.priority) return a.priority > b.priority;
       return a.wait_start < b.wait_start;  // equal: std::map order, by key
     });
-    if (const auto& f = sched_.frame_) {
-      time_left_ms_ = budget.time_left_ms ? *budget.time_left_ms : f->work_end_ms - std::max(now_ms, f->start_ms);
-      may_overflow_ = !budget.time_left_ms;
-    }
+    if (budget.time_left_ms) time_left_ms_ = *budget.time_left_ms;
   }
 
   // In order of priority (aging keeps its meaning under the row cap), but the interactive
@@ -100,7 +97,7 @@ class Scheduler::PlanBuilder {
                              c.left_out == LeftOut::interactive;
       if (displaced && c.s->had_row && !c.s->paused && !c.s->queue.empty() && !plan_.rows.empty())
         plan_.preempted.push_back(c.key);
-      if (in_frame() && plan_.rows.empty() && (c.left_out == LeftOut::time || c.left_out == LeftOut::frame_tokens))
+      if (plan_.rows.empty() && (c.left_out == LeftOut::time || c.left_out == LeftOut::frame_tokens))
         plan_.wait_for_frame = true;
     }
     for (auto& [key, s] : sched_.sessions_) s.had_row = false;
@@ -114,20 +111,9 @@ class Scheduler::PlanBuilder {
   bool in_frame() const { return sched_.frame_.has_value(); }
   int64_t free_kv() const { return budget_.kv_tokens - resident_kv_ - row_tokens_; }
   bool fits_time(int extra_rows, int extra_tokens) {
-    if (!in_frame() || overflow_) return true;
-    const double cost =
-        sched_.cost_for(budget_.cost_key).predict_ms(decode_rows_ + extra_rows, prefill_tokens_ + extra_tokens);
-    if (cost <= time_left_ms_) return true;
-    if (!may_overflow_) return false;
-    // A row that does not fit even a whole frame's window would wait forever, and the cost
-    // model, which only learns from steps that run, would never find out if it was too
-    // pessimistic. So the frame's first step runs anyway while the window is open, and as
-    // the frame is lost to it, it takes what the other caps allow (a batched step costs far
-    // less than its rows one by one); then nothing more runs in that frame.
-    const Frame& f = *sched_.frame_;
-    const bool first_row = !f.ran && decode_rows_ + prefill_tokens_ == 0 && extra_rows + extra_tokens == 1;
-    overflow_ = first_row && time_left_ms_ > 0 && cost > f.work_end_ms - f.start_ms;
-    return overflow_;
+    if (!std::isfinite(time_left_ms_)) return true;
+    return sched_.cost_for(budget_.cost_key).predict_ms(decode_rows_ + extra_rows, prefill_tokens_ + extra_tokens) <=
+           time_left_ms_;
   }
   PlanRow& row_of(int64_t key) {
     return *std::find_if(plan_.rows.begin(), plan_.rows.end(), [&](const PlanRow& r) { return r.session == key; });
@@ -231,8 +217,6 @@ class Scheduler::PlanBuilder {
   int decode_rows_ = 0, prefill_tokens_ = 0;
   double time_left_ms_ = std::numeric_limits<double>::infinity();
   bool resume_blocked_ = false;   // a paused session could not come back: none after it may
-  bool overflow_ = false;         // frame mode: the step cannot fit the window; time is no limit
-  bool may_overflow_ = false;     // the frame window (not the budget's time) limits this step
 };
 
 Result<StepPlan> Scheduler::plan_step(double now_ms, const StepBudget& budget) {
@@ -250,7 +234,6 @@ Result<StepPlan> Scheduler::plan_step(double now_ms, const StepBudget& budget) {
   builder.finish();
   end_plan(plan);
   if (!plan.rows.empty()) outstanding_ = plan;
-  if (frame_ && !plan.rows.empty()) frame_->ran = true;
   return plan;
 }
 

@@ -230,13 +230,21 @@ TEST_F(RuntimeApi, EngineFrameReachesEveryRuntime) {
     pllm_request r = request_of(ids, 20, &outs[size_t(i)]);
     ASSERT_EQ(pllm_runtime_submit(rts[i], key, &r, nullptr), PLLM_OK);
   }
-  EXPECT_NE(pllm_engine_frame(engine_, 0, 4.0), PLLM_OK) << "period under the UI reserve";
-  ASSERT_EQ(pllm_engine_frame(engine_, pllm_runtime_now_ms(rts[0]) - 100.0, 16.7), PLLM_OK) << pllm_last_error();
+  EXPECT_NE(pllm_engine_frame(engine_, 0, NAN), PLLM_OK) << "a period that is not a number";
+  ASSERT_EQ(pllm_engine_frame(engine_, pllm_runtime_now_ms(rts[0]), 16.7), PLLM_OK) << pllm_last_error();
   for (pllm_runtime* rt : rts) {
+    // The prompt, then max_tokens_per_frame (3) tokens: the frame has no more for it.
     int32_t state = -1;
-    ASSERT_EQ(pllm_runtime_step(rt, &state), PLLM_OK);
-    EXPECT_EQ(state, 2) << "the frame's window is over: wait for the next frame";
+    int ran = 0;
+    for (int i = 0; i < 10 && state != 2; ++i) {
+      ASSERT_EQ(pllm_runtime_step(rt, &state), PLLM_OK);
+      ran += state == 0;
+    }
+    EXPECT_EQ(state, 2) << "the frame's tokens are used: wait for the next frame";
+    EXPECT_LE(ran, 5);
   }
+  EXPECT_NE(pllm_runtime_ui_frame(rts[0], 0, -1), PLLM_OK);
+  EXPECT_EQ(pllm_runtime_ui_frame(rts[0], pllm_runtime_now_ms(rts[0]), 4.0), PLLM_OK);
   ASSERT_EQ(pllm_engine_frame(engine_, 0, 0), PLLM_OK);
   for (pllm_runtime* rt : rts) {
     int32_t state = -1;
@@ -247,7 +255,7 @@ TEST_F(RuntimeApi, EngineFrameReachesEveryRuntime) {
   ASSERT_EQ(pllm_engine_frame(engine_, pllm_runtime_now_ms(rts[1]) - 100.0, 16.7), PLLM_OK);
   // The runtime's own frames: a 40 ms period, so steps go on in every frame's window.
   ASSERT_EQ(pllm_runtime_frame_period(rts[1], 40.0), PLLM_OK);
-  EXPECT_NE(pllm_runtime_frame_period(rts[1], 3.0), PLLM_OK);
+  EXPECT_NE(pllm_runtime_frame_period(rts[1], -3.0), PLLM_OK);
   for (int i = 0; i < 4000 && outs[1].ends == 0; ++i) {
     int32_t state = -1;
     ASSERT_EQ(pllm_runtime_step(rts[1], &state), PLLM_OK);
@@ -284,7 +292,9 @@ TEST_F(RuntimeApi, BadArgumentsGetAnError) {
   char* json = nullptr;
   EXPECT_NE(pllm_runtime_trace_json(rt_, &json), PLLM_OK) << "no trace asked for";
   EXPECT_EQ(json, nullptr);
-  EXPECT_NE(pllm_runtime_frame(rt_, 0, 4.0), PLLM_OK) << "period under the UI reserve";
+  EXPECT_NE(pllm_runtime_frame(rt_, 0, INFINITY), PLLM_OK) << "a period that is not finite";
+  EXPECT_NE(pllm_runtime_ui_frame(rt_, 0, NAN), PLLM_OK);
+  EXPECT_NE(pllm_runtime_ui_frame(nullptr, 0, 1), PLLM_OK);
   EXPECT_EQ(pllm_runtime_frame(rt_, 0, 16.7), PLLM_OK);
   EXPECT_EQ(pllm_runtime_frame(rt_, 0, 0), PLLM_OK) << "leaves frame mode";
   EXPECT_NE(pllm_runtime_remove_session(rt_, key + 100), PLLM_OK);
@@ -296,6 +306,12 @@ TEST_F(RuntimeApi, BadArgumentsGetAnError) {
   EXPECT_EQ(bad_rt, nullptr);
   p = pllm_runtime_default_params();
   p.trace_events = -5;
+  EXPECT_NE(pllm_runtime_create(engine_, model_, &p, &bad_rt), PLLM_OK);
+  p = pllm_runtime_default_params();
+  p.ui_headroom = 1.5;
+  EXPECT_NE(pllm_runtime_create(engine_, model_, &p, &bad_rt), PLLM_OK);
+  p = pllm_runtime_default_params();
+  p.interactive_ttft_bound_ms = -1;
   EXPECT_NE(pllm_runtime_create(engine_, model_, &p, &bad_rt), PLLM_OK);
   EXPECT_NE(pllm_runtime_create(nullptr, model_, nullptr, &bad_rt), PLLM_OK);
   EXPECT_EQ(pllm_runtime_wait_idle(nullptr, 1), 0);

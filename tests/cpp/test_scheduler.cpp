@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -37,9 +38,9 @@ TEST(Scheduler, RejectsBadInput) {
   negative.base_weight = -1;
   EXPECT_FALSE(s.submit(negative).ok());
   EXPECT_FALSE(s.report_kv(10, -1).ok());
-  EXPECT_FALSE(s.on_frame(0, 8.0).ok());  // period not above the 8 ms UI reserve
-  ASSERT_TRUE(s.on_frame(100, 16).ok());
-  EXPECT_FALSE(s.on_frame(50, 16).ok());  // the frame clock went back
+  EXPECT_FALSE(s.on_frame(NAN).ok());
+  ASSERT_TRUE(s.on_frame(100).ok());
+  EXPECT_FALSE(s.on_frame(50).ok());  // the frame clock went back
   s.stop_frames();
 
   EXPECT_FALSE(s.complete(StepPlan{}, 1, {}).ok());  // nothing planned
@@ -293,7 +294,7 @@ TEST(Scheduler, MaxTokensPerFrameCapsEachSessionWithinAFrame) {
   ASSERT_TRUE(s.submit(work(2, 2, kGen, 10, 0, kBackground)).ok());
   for (int frame = 0; frame < 3; ++frame) {
     const double start = frame * 1000.0;  // long frames: only the token cap binds
-    ASSERT_TRUE(s.on_frame(start, 1000).ok());
+    ASSERT_TRUE(s.on_frame(start).ok());
     std::map<int64_t, int> tokens;
     double now = start;
     for (int guard = 0; guard < 100; ++guard) {
@@ -311,19 +312,19 @@ TEST(Scheduler, MaxTokensPerFrameCapsEachSessionWithinAFrame) {
   }
 }
 
-TEST(Scheduler, EmptyPlanWhenTheSmallestStepDoesNotFitTheFrame) {
+TEST(Scheduler, EmptyPlanWhenTheSmallestStepDoesNotFitTheTimeLeft) {
   SchedulerConfig cfg;
   cfg.cost.prior_fixed_ms = 3;
   cfg.cost.prior_row_ms = 1;  // one decode row: 4 ms plus the margin
   Scheduler s = sim::make_scheduler(cfg);
   ASSERT_TRUE(s.submit(work(1, 1, kGen, 10, 0)).ok());
-  ASSERT_TRUE(s.on_frame(0, 16).ok());  // 8 ms of work
-  StepPlan p = sim::plan(s, 5);         // 3 ms left
+  StepBudget budget;
+  budget.time_left_ms = 3;
+  StepPlan p = sim::plan(s, 5, budget);
   EXPECT_TRUE(p.rows.empty());
   EXPECT_TRUE(p.wait_for_frame);
-  EXPECT_TRUE(sim::plan(s, 7).rows.empty());  // still nothing later in the same frame
-  ASSERT_TRUE(s.on_frame(16, 16).ok());
-  p = sim::plan(s, 18);  // 6 ms left
+  budget.time_left_ms = 6;
+  p = sim::plan(s, 18, budget);
   ASSERT_EQ(p.rows.size(), 1u);
   EXPECT_GT(p.predicted_ms, 4.0);
   EXPECT_LE(p.predicted_ms, 6.0);

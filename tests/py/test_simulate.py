@@ -16,7 +16,7 @@ def _good(model: str) -> dict:
         "threads": 2,
         "duration_s": 1.5,
         "n_ctx": 256,
-        "frame": {"period_ms": 20, "ui_work_ms": 2, "ui_reserve_ms": 8, "max_tokens_per_frame": 3},
+        "frame": {"period_ms": 20, "ui_work_ms": 2, "max_tokens_per_frame": 3},
         "thermal": {"ambient_c": 30, "limit_c": 45, "c_per_busy": 25, "tau_s": 5},
         "requests": [
             {"at_ms": 0, "class": "background", "prompt": "Tell me a story.", "max_tokens": 400},
@@ -56,7 +56,8 @@ def _bad_cases(model: str) -> dict[str, object]:
         "request_zero_tokens": with_(["requests", 0, "max_tokens"], 0),
         "request_repeat_without_period": with_(["requests", 1, "every_ms"], None, delete=True),
         "request_reset_not_bool": with_(["requests", 1, "reset"], "yes"),
-        "frame_reserve_past_period": with_(["frame", "ui_reserve_ms"], 25),
+        "frame_headroom_above_one": with_(["frame", "ui_headroom"], 1.5),
+        "frame_reports_ui_not_bool": with_(["frame", "reports_ui"], 1),
         "frame_unknown_key": with_(["frame", "fps"], 60),
         "thermal_limit_below_ambient": with_(["thermal", "limit_c"], 20),
         "activations_unknown": with_(["activations"], "int4"),
