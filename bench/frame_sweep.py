@@ -5,7 +5,7 @@ alone? Runs `pocketllm simulate` on generated scenarios:
 
   UI work per frame 2, 4, 6, 8, 10, 12, 14 ms at 60 Hz and 3, 5, 7 ms at 120 Hz; three
   background sessions (a 200-token request each, restarted every 2 s) and three interactive
-  questions; each cell run with the budget, with --no-frame-budget, and "alone" (the same
+  questions, all greedy (so both sides of a comparison do the same work); each cell run with the budget, with --no-frame-budget, and "alone" (the same
   interactive requests and UI, budget on, no background), in alternated order, --rounds times,
   for default (int16) and int8 activations.
 
@@ -41,10 +41,10 @@ def scenario(hz, ui_ms, mode, kind, duration_s):
     reqs = []
     if kind != "alone":
         for i, p in enumerate(BACKGROUND):
-            reqs.append({"at_ms": 0, "class": "background", "session": f"bg{i}", "prompt": p, "max_tokens": 200,
+            reqs.append({"at_ms": 0, "class": "background", "session": f"bg{i}", "prompt": p, "max_tokens": 200, "temperature": 0,
                          "reset": True, "repeat": int(duration_s * 1000 // 2000) + 1, "every_ms": 2000})
     reqs.append({"at_ms": 1000, "class": "interactive", "session": "chat", "reset": True, "prompt": QUESTION,
-                 "max_tokens": 24, "repeat": 3, "every_ms": (duration_s * 1000 - 1500) / 3})
+                 "max_tokens": 24, "temperature": 0, "repeat": 3, "every_ms": (duration_s * 1000 - 1500) / 3})
     return {"description": f"frame sweep: {hz} Hz, UI {ui_ms} ms, {mode}, {kind}",
             "model": "SmolLM2-135M-Instruct.Q4_1.gguf", "threads": 2, "duration_s": duration_s,
             "activations": mode,

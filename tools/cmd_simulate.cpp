@@ -172,6 +172,7 @@ int run_simulation(const Options& o) {
       r.prompt = prompts[next];
       r.max_tokens = q.max_tokens;
       r.sampling = (*model)->sampling_defaults();
+      if (q.temperature) r.sampling.temperature = float(*q.temperature);
       r.on_event = rec.callback(next, now, clock);
       auto id = rt.submit(session_of[next], std::move(r));
       if (!id.ok()) fail("request " + std::to_string(next) + ": " + id.error().message);

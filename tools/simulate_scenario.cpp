@@ -87,7 +87,7 @@ ThermalSpec parse_thermal(const json& j, const std::string& where) {
 }
 
 RequestSpec parse_request(const json& j, const std::string& where) {
-  Reader r(j, where, {"at_ms", "class", "base_weight", "prompt", "max_tokens", "session", "reset", "repeat",
+  Reader r(j, where, {"at_ms", "class", "base_weight", "prompt", "max_tokens", "temperature", "session", "reset", "repeat",
                       "every_ms"});
   RequestSpec q;
   q.at_ms = r.number("at_ms", 0, 0, 86'400'000);
@@ -99,6 +99,7 @@ RequestSpec parse_request(const json& j, const std::string& where) {
   q.prompt = r.string("prompt", "");
   if (q.prompt.empty()) fail(r.at("prompt") + " must not be empty");
   q.max_tokens = r.integer("max_tokens", q.max_tokens, 1, 100'000);
+  if (r.has("temperature")) q.temperature = r.number("temperature", 0, 0, 10);
   q.session = r.string("session", "");
   q.reset = r.boolean("reset", false);
   q.repeat = r.integer("repeat", 1, 1, 100'000);

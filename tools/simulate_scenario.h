@@ -28,6 +28,7 @@ struct RequestSpec {
   std::optional<int> base_weight;
   std::string prompt;               // user message, rendered with the model's chat template
   int max_tokens = 64;
+  std::optional<double> temperature;  // default: the model's sampling defaults; 0: greedy
   std::string session;              // requests naming the same session continue it; "" = own session
   bool reset = false;               // clear the session's context first (a new keystroke's suggestion)
   int repeat = 1;                   // this many copies ...

@@ -9,44 +9,60 @@ Result<FramePolicy> FramePolicy::create(const FramePolicyConfig& cfg) {
   const auto bad = [](double x) { return !std::isfinite(x) || x < 0; };
   if (bad(cfg.late_ms) || bad(cfg.hold_ms) || bad(cfg.max_hold_ms) || cfg.max_hold_ms < cfg.hold_ms)
     return make_error(Status::invalid_argument, "frame policy: hold and late times must be finite, >= 0, hold <= max");
+  if (bad(cfg.guard_ms)) return make_error(Status::invalid_argument, "frame policy: guard_ms must be finite and >= 0");
   if (!(cfg.headroom > 0 && cfg.headroom <= 1)) return make_error(Status::invalid_argument, "frame policy: headroom must be in (0, 1]");
   if (!(cfg.initial_inflation >= 1 && std::isfinite(cfg.initial_inflation)))
     return make_error(Status::invalid_argument, "frame policy: initial_inflation must be >= 1");
-  if (cfg.history < 1) return make_error(Status::invalid_argument, "frame policy: history must be >= 1");
+  if (cfg.history < 1 || cfg.slow_frames < 1)
+    return make_error(Status::invalid_argument, "frame policy: history and slow_frames must be >= 1");
   return FramePolicy(cfg);
 }
 
 void FramePolicy::on_frame(double frame_start_ms, double period_ms, double now_ms) {
-  if (!started_) {  // one core left until the UI is known (or, unreported, for one hold)
-    started_ = true;
-    hold_until_ms_ = now_ms + cfg_.hold_ms;
-    last_change_ms_ = now_ms;
-  } else if (period_ms_ > 0) {
+  if (period_ms_ > 0) {
     const bool skipped = frame_start_ms - frame_start_ms_ > 1.5 * period_ms_;
     const bool late = now_ms - frame_start_ms > cfg_.late_ms;
     if (skipped || late) note_miss(now_ms);
   }
   frame_start_ms_ = frame_start_ms;
   period_ms_ = period_ms;
+  ui_done_ = false;
+}
+
+void FramePolicy::Ring::add(double x, int history) {
+  if (ms.size() < size_t(history)) {
+    ms.push_back(x);
+  } else {
+    ms[next] = x;
+    next = (next + 1) % ms.size();
+  }
+}
+
+double FramePolicy::Ring::p90() const {
+  if (ms.empty()) return 0;
+  std::vector<double> v = ms;
+  const size_t k = (v.size() * 9) / 10;
+  std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(std::min(k, v.size() - 1)), v.end());
+  return v[std::min(k, v.size() - 1)];
+}
+
+int FramePolicy::Ring::over(double limit) const {
+  return int(std::count_if(ms.begin(), ms.end(), [&](double x) { return x > limit; }));
 }
 
 Result<void> FramePolicy::report_ui(double frame_start_ms, double ui_ms) {
   if (!std::isfinite(ui_ms) || ui_ms < 0 || !std::isfinite(frame_start_ms))
     return make_error(Status::invalid_argument, "report_ui: the UI time must be finite and >= 0");
   const double now = frame_start_ms + ui_ms;
+  if (std::abs(frame_start_ms - frame_start_ms_) < 0.5) ui_done_ = true;
   if (whole_) {
-    whole_max_ms_ = std::max(whole_max_ms_, ui_ms);
+    whole_ms_.add(ui_ms, cfg_.history);
     if (period_ms_ > 0 && ui_ms > period_ms_) note_miss(now);
-    else if (period_ms_ > 0 && ui_ms > cfg_.headroom * period_ms_) to_one_core_left(now);
+    else if (period_ms_ > 0 && whole_ms_.over(cfg_.headroom * period_ms_) >= cfg_.slow_frames) to_one_core_left(now);
     return {};
   }
   if (period_ms_ > 0 && ui_ms > period_ms_) ++misses_;  // with its own core: not the engine's doing
-  if (own_ms_.size() < size_t(cfg_.history)) {
-    own_ms_.push_back(ui_ms);
-  } else {
-    own_ms_[next_own_] = ui_ms;
-    next_own_ = (next_own_ + 1) % own_ms_.size();
-  }
+  own_.add(ui_ms, cfg_.history);
   return {};
 }
 
@@ -56,8 +72,8 @@ void FramePolicy::note_miss(double now_ms) {
 }
 
 void FramePolicy::to_one_core_left(double now_ms) {
-  const double own = ui_estimate_ms();
-  if (own > 0 && whole_max_ms_ > 0) inflation_ = std::clamp(whole_max_ms_ / own, 1.0, 8.0);
+  const double own = own_.p90(), whole = whole_ms_.p90();
+  if (own > 0 && whole > 0) inflation_ = std::clamp(whole / own, 1.0, 8.0);
   ++holds_;
   hold_len_ms_ = std::clamp(hold_len_ms_ > 0 ? 2 * hold_len_ms_ : cfg_.hold_ms, cfg_.hold_ms, cfg_.max_hold_ms);
   hold_until_ms_ = now_ms + hold_len_ms_;
@@ -65,9 +81,7 @@ void FramePolicy::to_one_core_left(double now_ms) {
   last_change_ms_ = now_ms;
 }
 
-double FramePolicy::ui_estimate_ms() const {
-  return own_ms_.empty() ? 0.0 : *std::max_element(own_ms_.begin(), own_ms_.end());
-}
+double FramePolicy::ui_estimate_ms() const { return own_.p90(); }
 
 FrameShape FramePolicy::shape(double now_ms, int all_threads, int cores) {
   const FrameShape whole{all_threads, true};
@@ -80,15 +94,17 @@ FrameShape FramePolicy::shape(double now_ms, int all_threads, int cores) {
   if (!whole_ && now_ms >= hold_until_ms_) {
     // Probe the whole machine when the UI's own time, inflated as measured, leaves headroom;
     // an app that reports nothing is probed after each hold (its misses bring it back).
-    const bool fits = own_ms_.empty() || ui_estimate_ms() * inflation_ <= cfg_.headroom * period_ms_;
+    const bool fits = own_.ms.empty() || own_.p90() * inflation_ <= cfg_.headroom * period_ms_;
     if (fits) {
       whole_ = true;
-      whole_max_ms_ = 0;
+      whole_ms_ = Ring{};
       ++probes_;
       last_change_ms_ = now_ms;
     }
   }
-  return whole_ ? whole : FrameShape{all_threads - 1, false};
+  if (whole_) return whole;
+  if (ui_done_ && now_ms < frame_start_ms_ + period_ms_ - cfg_.guard_ms) return FrameShape{all_threads, false, true};
+  return FrameShape{all_threads - 1, false};
 }
 
 }  // namespace pllm

@@ -17,12 +17,21 @@
 // The controller, fed by the app's UI time per frame (report_ui: vsync to its work done) or,
 // when the app reports nothing, by its frame clock (a frame() call that comes late, or after
 // skipped vsyncs, means the UI thread that runs the vsync callback was busy):
-//   * whole -> one core left when a frame misses, or a reported frame takes more than
-//     `headroom` of the period; then it stays there at least hold_ms (doubling on each
-//     repeat, up to max_hold_ms; halving after a clean stretch as long as the hold);
-//   * one core left -> whole when the hold has passed and the UI's own time (the largest of
-//     the last `history` reports), times the inflation measured last time it ran whole, fits
-//     `headroom` of the period. An app that reports nothing is probed after each hold.
+//   * it starts whole (a heavy UI's first frames move it within a frame or two);
+//   * whole -> one core left when a frame misses, or when `slow_frames` of the last `history`
+//     reported frames took more than `headroom` of the period; then it stays there at least
+//     hold_ms (doubling on each repeat, up to max_hold_ms; halving after a clean stretch as
+//     long as the hold);
+//   * one core left -> whole when the hold has passed and the UI's own time (the 90th
+//     percentile of the last `history` reports with a core left), times the inflation
+//     measured the last time it ran whole (90th percentiles, whole / own), fits `headroom` of
+//     the period. An app that reports nothing is probed after each hold.
+// Percentiles, not maxima: one frame the OS delayed must not keep a light UI off the machine.
+//
+// With one core left, the part of a frame after the UI reported its work done (until
+// guard_ms before the next vsync) is the UI's idle time: the engine takes every thread there
+// too. The thread pool changes its count between ops, so the runtime applies this mid-step,
+// at the report and at the next vsync (ScheduledRuntime::report_ui_frame / frame).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -35,16 +44,19 @@ namespace pllm {
 
 struct FramePolicyConfig {
   double headroom = 0.75;      // a frame's UI time may use this much of the period
-  int history = 60;            // reported frames the UI estimate covers (1 s at 60 Hz)
+  int history = 60;            // reported frames the UI estimates cover (1 s at 60 Hz)
+  int slow_frames = 3;         // this many of them over headroom (whole machine): one core left
   double late_ms = 4.0;        // a frame() call later than this after its start: the UI was busy
   double hold_ms = 1000;       // one core left at least this long after a miss or a slow frame
   double max_hold_ms = 16000;
   double initial_inflation = 2.0;  // UI time under whole-machine steps / alone, until measured
+  double guard_ms = 1.0;       // one core left: every thread from the UI's report to this before vsync
 };
 
 struct FrameShape {
   int threads = 1;
   bool whole_machine = true;  // every engine thread (false: one core left for the UI)
+  bool ui_idle = false;       // one core left, but the UI is done with this frame: every thread
 };
 
 class FramePolicy {
@@ -62,7 +74,7 @@ class FramePolicy {
   // The shape of a step starting now, for an engine of all_threads on a machine of `cores`.
   FrameShape shape(double now_ms, int all_threads, int cores);
 
-  double ui_estimate_ms() const;  // the UI's own time per frame (0 before any report)
+  double ui_estimate_ms() const;  // the UI's own time per frame, 90th percentile (0 before any report)
   double inflation() const { return inflation_; }
   bool whole() const { return whole_; }
   int misses() const { return misses_; }      // frames seen missed (reported, late or skipped)
@@ -76,14 +88,22 @@ class FramePolicy {
 
   FramePolicyConfig cfg_;
   double frame_start_ms_ = 0, period_ms_ = 0;
-  bool whole_ = false;                 // start with one core left: safe until the UI is known
-  std::vector<double> own_ms_;         // ring: UI time while one core was left (its own need)
-  size_t next_own_ = 0;
-  double whole_max_ms_ = 0;            // the slowest reported frame in the current whole stretch
+  // Start whole: a heavy UI's first report (or first miss) moves to one core left within a
+  // frame or two, while starting with a core left would cost a light UI a hold's throughput.
+  bool whole_ = true;
+  struct Ring {  // the last `history` reported UI times
+    std::vector<double> ms;
+    size_t next = 0;
+    void add(double x, int history);
+    double p90() const;  // 0 when empty
+    int over(double limit) const;
+  };
+  Ring own_;                           // with a core left: the UI's own need
+  Ring whole_ms_;                      // in the current whole-machine stretch
   double inflation_;
   double hold_until_ms_ = 0, hold_len_ms_ = 0;
+  bool ui_done_ = false;               // the current frame's UI work was reported done
   double last_change_ms_ = 0;
-  bool started_ = false;
   int misses_ = 0, holds_ = 0, probes_ = 0;
 };
 

@@ -170,6 +170,7 @@ Result<void> ScheduledRuntime::frame(double frame_start_ms, double period_ms) {
     return make_error(Status::invalid_argument, "frame: the period must be finite and > 0");
   PLLM_TRY(sched_.on_frame(frame_start_ms));
   frame_policy_.on_frame(frame_start_ms, period_ms, clock_());
+  engine_->set_active_threads(shape_locked(clock_()).threads);  // a step in flight: from its next op
   auto_period_ms_ = 0;  // the app's clock takes over from frame_period()
   next_auto_frame_ms_.reset();
   if (tracing()) cfg_.trace->instant("frame", {{"period_ms", period_ms}});
@@ -218,7 +219,10 @@ void ScheduledRuntime::stop_frames() {
 
 Result<void> ScheduledRuntime::report_ui_frame(double frame_start_ms, double ui_ms) {
   std::lock_guard lk(mu_);
-  return frame_policy_.report_ui(frame_start_ms, ui_ms);
+  PLLM_TRY(frame_policy_.report_ui(frame_start_ms, ui_ms));
+  // The UI is idle until the next vsync: a step in flight takes every thread from its next op.
+  if (sched_.frame_mode()) engine_->set_active_threads(shape_locked(clock_()).threads);
+  return {};
 }
 
 int ScheduledRuntime::ttft_over_bound() const { return ttft_over_bound_.load(std::memory_order_relaxed); }

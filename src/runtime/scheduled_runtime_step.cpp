@@ -77,6 +77,7 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
     apply_plan_effects_locked(plan, events);
     const bool changed = !plan.ended.empty() || !plan.controls.empty() || !plan.paused.empty() || !plan.resumed.empty();
     out.threads = shape.threads;
+    engine_->set_active_threads(out.threads);  // under the lock: frame() and report_ui_frame() change it too
     for (const PlanRow& row : plan.rows) {
       RowWork w;
       w.row = row;
@@ -151,7 +152,6 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
     steps.push_back(SessionStep{&s, tokens, logits, nullptr, {}});
   }
   const double t_fwd = clock_();
-  engine_->set_active_threads(out.threads);
   if (!steps.empty()) (void)Session::step(steps);  // a step-wide error is in every result too
   out.forward_ms = clock_() - t_fwd;
 

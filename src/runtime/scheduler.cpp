@@ -183,6 +183,19 @@ CostModel& Scheduler::cost_for(int cost_key) {
   return it->second;
 }
 
+double Scheduler::predict_ms(int cost_key, int decode_rows, int prefill_tokens) {
+  CostModel& own = cost_for(cost_key);
+  if (cost_key <= 0 || own.trusted(decode_rows, prefill_tokens)) return own.predict_ms(decode_rows, prefill_tokens);
+  for (const auto& [key, other] : costs_)
+    if (key != cost_key && other.trusted(decode_rows, prefill_tokens))
+      return other.predict_ms(decode_rows, prefill_tokens) * std::max(1.0, double(key) / double(cost_key));
+  // Nothing backs it: a prompt token costs no more than a decode row (a batch of prompt rows
+  // shares each weight read), so bound the tokens by as many rows, which decode steps teach
+  // early; the prior alone was 9x short for one thread (a 125-token chunk planned at 35 ms
+  // took 338 ms and held an interactive request up).
+  return std::max(own.predict_ms(decode_rows, prefill_tokens), own.predict_ms(decode_rows + prefill_tokens, 0));
+}
+
 const CostModel& Scheduler::cost_model(int cost_key) const {
   if (cost_key == 0) return cost_;
   auto it = costs_.find(cost_key);

@@ -96,7 +96,10 @@ struct StepBudget {
   int max_batch_rows = 8;       // rows (sessions) in one step; the thermal governor lowers it
   int64_t kv_tokens = 1 << 20;  // KV tokens all resident sessions together may hold
   std::optional<double> time_left_ms;  // the most this step's predicted cost may be; none: no limit
-  int cost_key = 0;             // which cost model predicts and learns this step (its threads)
+  // Which cost model predicts and learns this step: 0, or the step's thread count. A count
+  // whose fit does not back a prediction borrows another count's that does, scaled by the
+  // thread ratio (as if compute-bound: pessimistic for decode, which is not).
+  int cost_key = 0;
 };
 
 struct PlanRow {
@@ -176,6 +179,8 @@ class Scheduler {
 
   // The cost model of steps planned with StepBudget::cost_key (made on first use).
   const CostModel& cost_model(int cost_key = 0) const;
+  // What a step of cost_key's threads is expected to cost (see StepBudget::cost_key).
+  double predict_ms(int cost_key, int decode_rows, int prefill_tokens);
   // KV tokens a session holds (resident or paused), 0 when unknown.
   int64_t kv_tokens(int64_t session) const;
   bool paused(int64_t session) const;

@@ -56,7 +56,7 @@ class Scheduler::PlanBuilder {
         size_prefill_rows(true);
         interactive_sized = true;
       }
-      if (!c.interactive && urgent && front_is_prefill(*c.s)) {
+      if (!c.interactive && urgent) {
         c.left_out = LeftOut::interactive;
         continue;
       }
@@ -70,15 +70,15 @@ class Scheduler::PlanBuilder {
   // Each prefill row of the class, by priority, grows from the one token admission charged to
   // the most of its reserved chunk that the time left allows (background rows: and the cap).
   void size_prefill_rows(bool interactive) {
-    const CostModel& cost = sched_.cost_for(budget_.cost_key);
-    const double cap = std::max(sched_.cfg_.max_background_step_ms, 4 * cost.predict_ms(0, 1));
+    const int key = budget_.cost_key;
+    const double cap = std::max(sched_.cfg_.max_background_step_ms, 4 * sched_.predict_ms(key, 0, 1));
     for (Candidate& c : cands_) {
       if (!c.admitted || c.sized || c.interactive != interactive || !front_is_prefill(*c.s)) continue;
       c.sized = true;
       PlanRow& row = row_of(c.key);
       int lo = 1, hi = row.n_tokens;  // invariant: lo tokens fit (admission checked 1)
       const auto fits = [&](int extra) {
-        if (!interactive && cost.predict_ms(decode_rows_, prefill_tokens_ + extra) > cap) return false;
+        if (!interactive && sched_.predict_ms(key, decode_rows_, prefill_tokens_ + extra) > cap) return false;
         return fits_time(0, extra);
       };
       while (lo < hi) {
@@ -104,7 +104,7 @@ class Scheduler::PlanBuilder {
     for (const Candidate& c : cands_) c.s->had_row = c.admitted;
     std::stable_partition(plan_.rows.begin(), plan_.rows.end(), [](const PlanRow& r) { return !r.is_prefill; });
     plan_.cost_key = budget_.cost_key;
-    plan_.predicted_ms = sched_.cost_for(budget_.cost_key).predict_ms(decode_rows_, prefill_tokens_);
+    plan_.predicted_ms = sched_.predict_ms(budget_.cost_key, decode_rows_, prefill_tokens_);
   }
 
  private:
@@ -112,8 +112,7 @@ class Scheduler::PlanBuilder {
   int64_t free_kv() const { return budget_.kv_tokens - resident_kv_ - row_tokens_; }
   bool fits_time(int extra_rows, int extra_tokens) {
     if (!std::isfinite(time_left_ms_)) return true;
-    return sched_.cost_for(budget_.cost_key).predict_ms(decode_rows_ + extra_rows, prefill_tokens_ + extra_tokens) <=
-           time_left_ms_;
+    return sched_.predict_ms(budget_.cost_key, decode_rows_ + extra_rows, prefill_tokens_ + extra_tokens) <= time_left_ms_;
   }
   PlanRow& row_of(int64_t key) {
     return *std::find_if(plan_.rows.begin(), plan_.rows.end(), [&](const PlanRow& r) { return r.session == key; });
