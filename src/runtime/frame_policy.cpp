@@ -56,13 +56,19 @@ Result<void> FramePolicy::report_ui(double frame_start_ms, double ui_ms) {
   const double now = frame_start_ms + ui_ms;
   if (std::abs(frame_start_ms - frame_start_ms_) < 0.5) ui_done_ = true;
   if (whole_) {
-    whole_ms_.add(ui_ms, cfg_.history);
+    whole_ms_.add(ui_ms, kRecent);
     if (period_ms_ > 0 && ui_ms > period_ms_) note_miss(now);
     else if (period_ms_ > 0 && whole_ms_.over(cfg_.headroom * period_ms_) >= cfg_.slow_frames) to_one_core_left(now);
     return {};
   }
   if (period_ms_ > 0 && ui_ms > period_ms_) ++misses_;  // with its own core: not the engine's doing
   own_.add(ui_ms, cfg_.history);
+  // What the last whole stretch did to the UI, against what it needed alone right after.
+  if (!whole_ms_.ms.empty() && own_after_.ms.size() < size_t(kRecent)) {
+    own_after_.add(ui_ms, kRecent);
+    if (own_after_.ms.size() == size_t(kRecent) && own_after_.p90() > 0)
+      inflation_ = std::clamp(whole_ms_.p90() / own_after_.p90(), 1.0, 8.0);
+  }
   return {};
 }
 
@@ -72,8 +78,7 @@ void FramePolicy::note_miss(double now_ms) {
 }
 
 void FramePolicy::to_one_core_left(double now_ms) {
-  const double own = own_.p90(), whole = whole_ms_.p90();
-  if (own > 0 && whole > 0) inflation_ = std::clamp(whole / own, 1.0, 8.0);
+  own_after_ = Ring{};
   ++holds_;
   hold_len_ms_ = std::clamp(hold_len_ms_ > 0 ? 2 * hold_len_ms_ : cfg_.hold_ms, cfg_.hold_ms, cfg_.max_hold_ms);
   hold_until_ms_ = now_ms + hold_len_ms_;

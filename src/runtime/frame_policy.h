@@ -18,14 +18,15 @@
 // when the app reports nothing, by its frame clock (a frame() call that comes late, or after
 // skipped vsyncs, means the UI thread that runs the vsync callback was busy):
 //   * it starts whole (a heavy UI's first frames move it within a frame or two);
-//   * whole -> one core left when a frame misses, or when `slow_frames` of the last `history`
+//   * whole -> one core left when a frame misses, or when `slow_frames` of the last 10
 //     reported frames took more than `headroom` of the period; then it stays there at least
 //     hold_ms (doubling on each repeat, up to max_hold_ms; halving after a clean stretch as
 //     long as the hold);
 //   * one core left -> whole when the hold has passed and the UI's own time (the 90th
 //     percentile of the last `history` reports with a core left), times the inflation
-//     measured the last time it ran whole (90th percentiles, whole / own), fits `headroom` of
-//     the period. An app that reports nothing is probed after each hold.
+//     measured the last time it ran whole (the 90th percentile of its last 10 frames over that
+//     of the first 10 frames with a core left, so both see the same UI load), fits `headroom`
+//     of the period. An app that reports nothing is probed after each hold.
 // Percentiles, not maxima: one frame the OS delayed must not keep a light UI off the machine.
 //
 // With one core left, the part of a frame after the UI reported its work done (until
@@ -45,7 +46,7 @@ namespace pllm {
 struct FramePolicyConfig {
   double headroom = 0.75;      // a frame's UI time may use this much of the period
   int history = 60;            // reported frames the UI estimates cover (1 s at 60 Hz)
-  int slow_frames = 3;         // this many of them over headroom (whole machine): one core left
+  int slow_frames = 3;         // this many of the last 10 over headroom (whole machine): one core left
   double late_ms = 4.0;        // a frame() call later than this after its start: the UI was busy
   double hold_ms = 1000;       // one core left at least this long after a miss or a slow frame
   double max_hold_ms = 16000;
@@ -98,8 +99,10 @@ class FramePolicy {
     double p90() const;  // 0 when empty
     int over(double limit) const;
   };
+  static constexpr int kRecent = 10;   // frames the slow-frame count and the inflation look at
   Ring own_;                           // with a core left: the UI's own need
-  Ring whole_ms_;                      // in the current whole-machine stretch
+  Ring whole_ms_;                      // the last kRecent frames of the last whole-machine stretch
+  Ring own_after_;                     // the first kRecent frames with a core left after it
   double inflation_;
   double hold_until_ms_ = 0, hold_len_ms_ = 0;
   bool ui_done_ = false;               // the current frame's UI work was reported done

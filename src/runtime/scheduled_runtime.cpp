@@ -142,6 +142,17 @@ Result<uint64_t> ScheduledRuntime::submit(int64_t session, RuntimeRequest req) {
                                             {"prompt_tokens", double(req.prompt.size())},
                                             {"max_tokens", double(req.max_tokens)},
                                             {"session", double(session)}});
+  if (req.klass == RequestClass::interactive && preemptible_step_) {
+    // Interactive work preempts background work within one step: a step of background prompt
+    // chunks (no token was sampled in it yet) stops at its next layer, and the chunks run again.
+    for (auto& [key, slot] : slots_)
+      if (slot->in_flight) {
+        slot->preempted = true;
+        slot->session->request_cancel();
+      }
+    preemptible_step_ = false;
+    if (tracing()) cfg_.trace->instant("preempt_step", {{"request", double(id)}});
+  }
   if (req.on_event) live->on_event = std::make_shared<const RuntimeCallback>(std::move(req.on_event));
   live->req = std::move(req);
   live_.emplace(id, std::move(live));

@@ -226,6 +226,9 @@ class ScheduledRuntime {
   std::optional<ThermalGovernor> governor_;
   FramePolicy frame_policy_;
   std::atomic<int> ttft_over_bound_{0};
+  // The step in flight has only background prompt rows: an interactive submit stops it
+  // between layers (its rows keep their progress and run again later).
+  bool preemptible_step_ = false;
   std::map<int64_t, std::unique_ptr<Slot>> slots_;
   std::map<uint64_t, std::unique_ptr<Live>> live_;
   int64_t next_session_ = 1;

@@ -40,6 +40,7 @@ struct ScheduledRuntime::Slot {
   std::unique_ptr<Session> session;
   bool has_logits = false;   // last_logits() belongs to the last token of the history
   bool in_flight = false;    // has a row in the running forward pass (cancel stops it)
+  bool preempted = false;    // its in-flight background prompt row was stopped for an interactive request
   std::optional<Stash> stash;
 };
 

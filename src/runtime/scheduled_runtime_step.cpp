@@ -86,6 +86,9 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
       w.slot->in_flight = true;
       work.push_back(std::move(w));
     }
+    preemptible_step_ = std::all_of(plan.rows.begin(), plan.rows.end(), [&](const PlanRow& r) {
+      return r.is_prefill && live_.at(r.request / 2)->req.klass == RequestClass::background;
+    });
     if (plan.rows.empty()) {
       out.kind = changed ? StepOutcome::Kind::ran
                  : plan.wait_for_frame ? StepOutcome::Kind::wait_frame
@@ -166,6 +169,8 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
         w.result = RowResult{w.row.n_tokens, false, Status::ok};
         w.slot->has_logits = st.logits;
         if (w.row.is_prefill) w.live->prompted += w.row.n_tokens;
+      } else if (w.slot->preempted && st.result.error().code == Status::cancelled) {
+        w.result = RowResult{0, false, Status::ok};  // preempted: the chunk runs again later
       } else {
         w.result = RowResult{0, false, st.result.error().code};
       }
@@ -179,8 +184,10 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
     std::lock_guard lk(mu_);
     for (RowWork& w : work) {
       w.slot->in_flight = false;
+      w.slot->preempted = false;
       w.slot->session->clear_cancel();  // a cancel that came during the step is queued as a control too
     }
+    preemptible_step_ = false;
     PLLM_TRY(sched_.complete(plan, out.forward_ms, results));
     for (const EndedRequest& e : sched_.take_ended()) finish(e, events);
     out.kind = StepOutcome::Kind::ran;

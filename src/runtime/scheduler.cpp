@@ -142,7 +142,14 @@ Result<void> Scheduler::complete(const StepPlan& plan, double actual_ms, std::sp
       return make_error(Status::invalid_argument, where + "a failed row processed no tokens");
     (rows[i].is_prefill ? prefill_tokens : decode_rows) += rows[i].is_prefill ? rows[i].n_tokens : 1;
   }
-  PLLM_TRY(cost_for(outstanding_->cost_key).observe(decode_rows, prefill_tokens, actual_ms));  // checks actual_ms
+  // A step cut short (an ok row that processed fewer tokens than planned: preempted) says
+  // nothing about what the planned step costs.
+  bool whole = true;
+  for (size_t i = 0; i < rows.size(); ++i)
+    whole = whole && (results[i].status != Status::ok || results[i].tokens_done == rows[i].n_tokens);
+  if (!std::isfinite(actual_ms) || actual_ms < 0)
+    return make_error(Status::invalid_argument, "complete: the step's cost must be a finite number >= 0");
+  if (whole) PLLM_TRY(cost_for(outstanding_->cost_key).observe(decode_rows, prefill_tokens, actual_ms));
   for (size_t i = 0; i < rows.size(); ++i) {
     SessionState& s = sessions_.at(rows[i].session);  // the front request is the row's: only plans pop it
     Pending& p = s.queue.front();

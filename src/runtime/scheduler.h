@@ -170,7 +170,9 @@ class Scheduler {
   // Applies the queued controls only: a plan without rows that admits nothing and leaves
   // every other session's requests as they are (e.g. to reset a session being removed).
   Result<StepPlan> plan_controls();
-  // Reports how the last plan's rows went: results[i] for plan.rows[i].
+  // Reports how the last plan's rows went: results[i] for plan.rows[i]. A row may process
+  // fewer tokens than planned (preempted); its request goes on, and the step teaches the
+  // cost model nothing.
   Result<void> complete(const StepPlan& plan, double actual_ms, std::span<const RowResult> results);
 
   // The requests that ended since the last plan (complete() ends some), taken now instead of

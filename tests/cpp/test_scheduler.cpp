@@ -62,35 +62,39 @@ TEST(Scheduler, DecodeRowsFirstThenPrefillChunksByPriority) {
   ASSERT_TRUE(s.submit(work(3, 3, kGen, 10, 0)).ok());
   ASSERT_TRUE(s.submit(work(4, 4, RequestKind::prewarm, 30, 0, kBackground)).ok());
   StepPlan p = sim::plan(s, 0);
-  // decode rows (interactive before background), then the interactive prompt; the background
-  // pre-warm waits while interactive requests wait for their first token (P12)
+  // Interactive requests wait for their first token (session 3's reply, session 1's prompt),
+  // so the step is theirs alone (P12): the decode row, then the prompt chunk.
+  ASSERT_EQ(p.rows.size(), 2u);
+  EXPECT_EQ(p.rows[0].session, 3);
+  EXPECT_EQ(p.rows[1].session, 1);
+  EXPECT_EQ(p.rows[0].n_tokens, 1);
+  EXPECT_EQ(p.rows[1].n_tokens, 64);  // the default chunk
+  EXPECT_TRUE(p.rows[1].is_prefill);
+  ASSERT_TRUE(s.complete(p, 10, sim::all_done(p)).ok());
+  // Session 1's prompt still waits (3 more chunks): the background keeps waiting.
+  for (int k = 1; k <= 3; ++k) {
+    p = sim::step(s, 10.0 * k);
+    EXPECT_EQ(sim::row_of(p, 2), nullptr) << "step " << k;
+    EXPECT_EQ(sim::row_of(p, 4), nullptr) << "step " << k;
+    EXPECT_NE(sim::row_of(p, 3), nullptr) << "step " << k;  // it has its first token: a stream now
+  }
+  // Then decode rows (interactive before background), then the short pre-warm, whole.
+  p = sim::plan(s, 40);
   ASSERT_EQ(p.rows.size(), 3u);
   EXPECT_EQ(p.rows[0].session, 3);
   EXPECT_EQ(p.rows[1].session, 2);
-  EXPECT_EQ(p.rows[2].session, 1);
-  EXPECT_EQ(p.rows[0].n_tokens, 1);
-  EXPECT_EQ(p.rows[1].n_tokens, 1);
-  EXPECT_EQ(p.rows[2].n_tokens, 64);  // the default chunk
+  EXPECT_EQ(p.rows[2].session, 4);
+  EXPECT_EQ(p.rows[2].n_tokens, 30);
   EXPECT_TRUE(p.rows[2].is_prefill);
-  ASSERT_TRUE(s.complete(p, 10, sim::all_done(p)).ok());
-  // Once neither interactive request waits for a first token (session 3 has one; session 1's
-  // prompt ends with the 3 more chunks), the pre-warm runs, whole (it is short).
-  for (int k = 0; k < 3; ++k) {
-    ASSERT_EQ(sim::row_of(p, 4), nullptr) << "step " << k;
-    p = sim::step(s, 10.0 * (k + 1));
-  }
-  ASSERT_EQ(sim::row_of(p, 4), nullptr);
-  p = sim::step(s, 40);
-  const PlanRow* warm = sim::row_of(p, 4);
-  ASSERT_NE(warm, nullptr);
-  EXPECT_EQ(warm->n_tokens, 30);
 }
 
 TEST(Scheduler, LongPromptIsChunkedWhileOthersDecodeEveryStep) {
-  Scheduler s = sim::make_scheduler();
+  SchedulerConfig cfg;
+  cfg.max_background_step_ms = 1e9;  // chunks by count alone (BackgroundPromptChunksKeepStepsShort)
+  Scheduler s = sim::make_scheduler(cfg);
   ASSERT_TRUE(s.submit(work(1, 1, kGen, 100, 0, kBackground)).ok());
   ASSERT_TRUE(s.submit(work(2, 2, kGen, 100, 0, kBackground)).ok());
-  ASSERT_TRUE(s.submit(work(3, 3, kPrefill, 1000, 0)).ok());
+  ASSERT_TRUE(s.submit(work(3, 3, kPrefill, 1000, 0, kBackground)).ok());
   int prompt_tokens = 0, prompt_steps = 0;
   for (double now = 0; prompt_tokens < 1000 && now < 1000; now += 10) {
     StepPlan p = sim::step(s, now);
@@ -109,14 +113,14 @@ TEST(Scheduler, LongPromptIsChunkedWhileOthersDecodeEveryStep) {
 
 TEST(Scheduler, ControlRequestsGoBeforeGeneration) {
   Scheduler s = sim::make_scheduler();
-  ASSERT_TRUE(s.submit(work(1, 1, kGen, 50, 0)).ok());
+  ASSERT_TRUE(s.submit(work(1, 1, kGen, 50, 0, kBackground)).ok());
   ASSERT_TRUE(s.submit(work(2, 2, kGen, 50, 0, kBackground)).ok());
   StepPlan p = sim::plan(s, 0);
   ASSERT_EQ(p.rows.size(), 2u);
   // While the step runs: a cancel of session 1, then more work for it.
   ASSERT_TRUE(s.submit(control(3, 1, ControlAction::cancel, 5)).ok());
   ASSERT_TRUE(s.complete(p, 10, sim::all_done(p)).ok());
-  ASSERT_TRUE(s.submit(work(4, 1, kGen, 50, 12)).ok());
+  ASSERT_TRUE(s.submit(work(4, 1, kGen, 50, 12, kBackground)).ok());
   p = sim::plan(s, 20);
   EXPECT_EQ(p.controls, std::vector<uint64_t>{3});
   const EndedRequest* e = sim::ended(p, 1);
