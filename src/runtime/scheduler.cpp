@@ -38,8 +38,8 @@ Result<Scheduler> Scheduler::create(const SchedulerConfig& cfg) {
   if (cfg.prefill_chunk < 1) return make_error(Status::invalid_argument, "scheduler: prefill_chunk must be >= 1");
   if (cfg.max_tokens_per_frame < 1)
     return make_error(Status::invalid_argument, "scheduler: max_tokens_per_frame must be >= 1");
-  if (!(cfg.max_background_step_ms > 0))
-    return make_error(Status::invalid_argument, "scheduler: max_background_step_ms must be > 0");
+  if (!(cfg.max_background_step_ms > 0) || cfg.min_background_chunk < 1)
+    return make_error(Status::invalid_argument, "scheduler: max_background_step_ms must be > 0, min_background_chunk >= 1");
   PLLM_ASSIGN(CostModel cost, CostModel::create(cfg.cost));
   return Scheduler(cfg, std::move(cost));
 }
@@ -192,7 +192,7 @@ CostModel& Scheduler::cost_for(int cost_key) {
 
 double Scheduler::predict_ms(int cost_key, int decode_rows, int prefill_tokens) {
   CostModel& own = cost_for(cost_key);
-  if (cost_key <= 0 || own.trusted(decode_rows, prefill_tokens)) return own.predict_ms(decode_rows, prefill_tokens);
+  if (own.trusted(decode_rows, prefill_tokens)) return own.predict_ms(decode_rows, prefill_tokens);
   for (const auto& [key, other] : costs_)
     if (key != cost_key && other.trusted(decode_rows, prefill_tokens))
       return other.predict_ms(decode_rows, prefill_tokens) * std::max(1.0, double(key) / double(cost_key));

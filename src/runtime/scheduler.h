@@ -35,8 +35,9 @@
 // first token (its prompt, or its first generated token, is still to run), a step that carries
 // it takes no background prompt chunk: background decode rows ride along (a batched row costs
 // little), their prompts wait. Background prompt chunks are also kept to what
-// max_background_step_ms allows (or 4 one-token steps, on a model where one token costs more),
-// so an interactive arrival waits at most about that long for the step in flight.
+// max_background_step_ms allows (but a step's first keeps min_background_chunk tokens, for a
+// model whose token costs more), so an interactive arrival waits at most about that long for
+// the step in flight (and the runtime stops a step of background prompt rows at once).
 //
 // KV memory: every resident session holds its KV tokens (report_kv(), and each completed
 // row adds its tokens). A step may not make the residents hold more than the budget; when
@@ -86,7 +87,8 @@ struct SchedulerConfig {
   int interactive_weight = 500;
   int background_weight = 100;
   int prefill_chunk = 64;          // most prompt tokens of one session in one step
-  double max_background_step_ms = 50;  // background prompt chunks sized to keep a step this short
+  double max_background_step_ms = 50;  // background prompt chunks sized to keep a step this short,
+  int min_background_chunk = 16;       // but the step's first one keeps this many tokens
   int max_tokens_per_frame = 3;    // frame mode: decode tokens per session per frame
   CostModelParams cost;
 };

@@ -71,24 +71,34 @@ class Scheduler::PlanBuilder {
   // the most of its reserved chunk that the time left allows (background rows: and the cap).
   void size_prefill_rows(bool interactive) {
     const int key = budget_.cost_key;
-    const double cap = std::max(sched_.cfg_.max_background_step_ms, 4 * sched_.predict_ms(key, 0, 1));
     for (Candidate& c : cands_) {
       if (!c.admitted || c.sized || c.interactive != interactive || !front_is_prefill(*c.s)) continue;
       c.sized = true;
       PlanRow& row = row_of(c.key);
       int lo = 1, hi = row.n_tokens;  // invariant: lo tokens fit (admission checked 1)
-      const auto fits = [&](int extra) {
-        if (!interactive && sched_.predict_ms(key, decode_rows_, prefill_tokens_ + extra) > cap) return false;
-        return fits_time(0, extra);
-      };
       while (lo < hi) {
         const int mid = lo + (hi - lo + 1) / 2;
-        if (fits(mid - 1)) lo = mid; else hi = mid - 1;
+        if (fits_time(0, mid - 1)) lo = mid; else hi = mid - 1;
       }
+      if (!interactive) lo = background_cap(key, lo);
       row_tokens_ -= row.n_tokens - lo;  // the reservation it does not use
       prefill_tokens_ += lo - 1;
       row.n_tokens = lo;
     }
+  }
+
+  // A background prompt row of at most `most` tokens, cut to keep the step's predicted cost
+  // within max_background_step_ms; the step's first such row keeps min_background_chunk
+  // tokens whatever they cost (a model whose token costs more than the cap still reads).
+  int background_cap(int key, int most) {
+    int lo = std::min(most, background_floor_used_ ? 1 : sched_.cfg_.min_background_chunk), hi = most;
+    background_floor_used_ = true;
+    while (lo < hi) {
+      const int mid = lo + (hi - lo + 1) / 2;
+      if (sched_.predict_ms(key, decode_rows_, prefill_tokens_ + mid - 1) <= sched_.cfg_.max_background_step_ms) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo;
   }
 
   void finish() {
@@ -215,7 +225,8 @@ class Scheduler::PlanBuilder {
   int64_t row_tokens_ = 0;        // tokens the planned rows add
   int decode_rows_ = 0, prefill_tokens_ = 0;
   double time_left_ms_ = std::numeric_limits<double>::infinity();
-  bool resume_blocked_ = false;   // a paused session could not come back: none after it may
+  bool resume_blocked_ = false;
+  bool background_floor_used_ = false;  // a background prompt row of this plan got its floor   // a paused session could not come back: none after it may
 };
 
 Result<StepPlan> Scheduler::plan_step(double now_ms, const StepBudget& budget) {

@@ -56,7 +56,9 @@ TEST(Scheduler, RejectsBadInput) {
 }
 
 TEST(Scheduler, DecodeRowsFirstThenPrefillChunksByPriority) {
-  Scheduler s = sim::make_scheduler();
+  SchedulerConfig cfg;
+  cfg.max_background_step_ms = 1e9;  // order and chunks here, not the background cap
+  Scheduler s = sim::make_scheduler(cfg);
   ASSERT_TRUE(s.submit(work(1, 1, kPrefill, 200, 0)).ok());               // interactive prompt
   ASSERT_TRUE(s.submit(work(2, 2, kGen, 10, 0, kBackground)).ok());
   ASSERT_TRUE(s.submit(work(3, 3, kGen, 10, 0)).ok());
