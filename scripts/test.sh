@@ -57,7 +57,8 @@ log "AddressSanitizer + UBSan build (the suites that parse input or touch memory
 ASAN_TESTS=(test_gguf test_gguf_writer test_tokenizer test_chat_template test_sampler test_kv_cache test_kv_memory
             test_kv_snapshot test_prefix_cache test_api test_engine test_model_override test_kernels
             test_matvec_rows test_gemm test_attention_kv test_quant test_thermal_sysfs test_trace_log
-            test_scheduled_runtime test_runtime_api test_server_soak test_prune_compensate)
+            test_scheduled_runtime test_runtime_api test_server_soak test_prune_compensate test_frame_policy
+            test_scheduler_interactive)
 ASAN_NUMERICS='EngineReal.BatchedEqualsSolo*:EngineReal.CancelMidStep*:PrefixCacheTest.SameGreedyOutput*'
 ASAN_NUMERICS+=':PrefixCacheTest.Prewarm*:PrefixCacheTest.SharedBySessions*:PrefixCacheTest.WindowedSessions*'
 ASAN_NUMERICS+=':PrefixCacheTest.BudgetsEvict*:PrefixCacheTest.ActivationModes*:KvSnapshot.RoundTrip*'
@@ -65,6 +66,7 @@ ASAN_NUMERICS+=':KvSnapshot.Q4Only*:Api.SameSeedSameTokens'
 # the runtime's token-equality cases (its argument, control and frame cases stay)
 ASAN_NUMERICS+=':RuntimeReal.ManySessions*:RuntimeReal.AFollowUp*:RuntimeReal.Paused*:RuntimeReal.Interactive*'
 ASAN_NUMERICS+=':RuntimeReal.GovernorCaps*:RuntimeReal.DriverThread*:RuntimeApi.QuickStart*:RuntimeApi.ManySessions*'
+ASAN_NUMERICS+=':RuntimeReal.InteractiveFirstToken*:RuntimeReal.InteractiveSubmitStops*'
 cmake -S "$ROOT" -B "$ROOT/build-asan" -G Ninja $(cmake_launcher) "${SANITIZER_BUILD[@]}" -DPLLM_SANITIZE=ON -DPLLM_TSAN=OFF \
   -DPLLM_BUILD_TESTS=ON >/dev/null
 cmake --build "$ROOT/build-asan" -j "$JOBS" --target pocketllm_cli "${ASAN_TESTS[@]}"
@@ -102,16 +104,17 @@ log "ThreadSanitizer build (concurrency tests)"
 # from another thread or mid-step, pre-warm on the background lane, the prefix cache shared
 # by sessions on several threads, the app-set thermal source. The numerics cases of the same suites run in the release
 # build (under TSan they take minutes and share no threads).
-TSAN_TESTS=(test_thread_pool test_engine test_api test_prefix_cache test_thermal test_scheduler test_governor
+TSAN_TESTS=(test_thread_pool test_engine test_api test_prefix_cache test_thermal test_scheduler test_governor test_frame_policy
             test_trace_log test_scheduled_runtime test_runtime_api test_server_soak)
 declare -A TSAN_FILTER=(
   [test_thread_pool]='*'
   [test_thermal]='*'
   [test_scheduler]='*'
   [test_governor]='*'
+  [test_frame_policy]='*'
   [test_trace_log]='*'
   [test_server_soak]='*'
-  [test_scheduled_runtime]='RuntimeReal.DriverThreadServesOtherThreads:RuntimeReal.ControlsEndWhatTheyShould'
+  [test_scheduled_runtime]='RuntimeReal.DriverThreadServesOtherThreads:RuntimeReal.ControlsEndWhatTheyShould:RuntimeReal.InteractiveSubmitStopsABackgroundPromptStep'
   [test_runtime_api]='RuntimeApi.ManySessionsOnTheDriverThreadAndCancel'
   [test_engine]='EngineReal.ConcurrentCallers*:EngineReal.CancelMidStep*'
   [test_api]='Api.CancelFromAnotherThread:Api.CallbackStopsAndCancelFromInsideStops:Api.PrewarmThenGenerate:ApiLoad.*'

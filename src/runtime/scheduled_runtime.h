@@ -174,6 +174,7 @@ class ScheduledRuntime {
   Caps caps() const;
   int governor_changes() const;  // level changes so far (0 without a governor)
   int ttft_over_bound() const;   // requests that waited past their class's first-token bound
+  int preempted_steps() const { return preempted_steps_.load(std::memory_order_relaxed); }  // stopped for an interactive submit
   double ui_estimate_ms() const;  // the frame policy's UI time per frame
   int frame_holds() const;       // the frame policy's switches to one core left for the UI
   int frame_probes() const;      // ... and back to the whole machine
@@ -226,6 +227,7 @@ class ScheduledRuntime {
   std::optional<ThermalGovernor> governor_;
   FramePolicy frame_policy_;
   std::atomic<int> ttft_over_bound_{0};
+  std::atomic<int> preempted_steps_{0};
   // The step in flight has only background prompt rows: an interactive submit stops it
   // between layers (its rows keep their progress and run again later).
   bool preemptible_step_ = false;

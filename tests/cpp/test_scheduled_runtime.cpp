@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <atomic>
 #include <map>
@@ -238,6 +239,99 @@ TEST_F(RuntimeReal, InteractiveRequestOvertakesBackgroundWork) {
   }
   run_until_idle(*rt);
   EXPECT_EQ(rec.tokens[*id], solo_greedy(load_model(), prompt_of(30, 8), 3));
+}
+
+// P12: with three background sessions generating on the driver thread, an interactive
+// request's first token comes within its own steps (two prompt chunks, one decode) plus the
+// step in flight when it arrived: a bound in steps, and in time from the steps measured.
+TEST_F(RuntimeReal, InteractiveFirstTokenWithinItsOwnStepsOnTheDriverThread) {
+  struct Ran {
+    double end_ms, step_ms;
+    int decode_rows, prefill_tokens;
+  };
+  std::mutex mu;
+  std::vector<Ran> ran;
+  ScheduledRuntime* rtp = nullptr;
+  RuntimeConfig cfg;
+  cfg.on_step = [&](const StepOutcome& o) {
+    std::lock_guard lk(mu);
+    ran.push_back({rtp->now_ms(), o.step_ms, o.decode_rows, o.prefill_tokens});
+  };
+  auto rt = make_runtime(cfg);
+  rtp = rt.get();
+  Recorder rec;
+  for (int i = 0; i < 3; ++i) {
+    auto key = rt->add_session(session_cfg());
+    ASSERT_TRUE(key.ok());
+    ASSERT_TRUE(rt->submit(*key, request(prompt_of(60 + i, 12), 200, rec, RequestClass::background)).ok());
+  }
+  ASSERT_TRUE(rt->start().ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // the background is decoding
+  auto key = rt->add_session(session_cfg());
+  ASSERT_TRUE(key.ok());
+  double first_ms = -1;
+  RuntimeRequest q = request(prompt_of(70, 30), 4, rec);  // 30 tokens: two 16-token chunks
+  const RuntimeCallback record = q.on_event;
+  q.on_event = [&](const RuntimeEvent& e) {
+    if (e.kind == RuntimeEvent::Kind::token && e.index == 0) first_ms = rtp->now_ms();
+    record(e);
+  };
+  const double submit_ms = rt->now_ms();
+  auto id = rt->submit(*key, std::move(q));
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(rt->wait_idle(60000));
+  rt->stop();
+  ASSERT_GT(first_ms, submit_ms);
+  // The steps that ended after the submit, up to the one whose sampling gave the first token
+  // (a token is sampled at the start of the step after its logits).
+  std::vector<Ran> between;
+  {
+    std::lock_guard lk(mu);
+    for (const Ran& r : ran)
+      if (r.end_ms > submit_ms && r.end_ms - r.step_ms <= first_ms) between.push_back(r);
+  }
+  ASSERT_LE(between.size(), 4u) << "in flight + two prompt chunks + the first token's step";
+  double longest = 0, sum = 0;
+  for (const Ran& r : between) {
+    longest = std::max(longest, r.step_ms);
+    sum += r.step_ms;
+  }
+  EXPECT_LE(first_ms - submit_ms, 4 * longest + 20) << "the bound from the measured steps";
+  EXPECT_LE(first_ms - submit_ms, sum + 20);
+  EXPECT_EQ(rec.tokens[*id], solo_greedy(load_model(), prompt_of(70, 30), 4));
+}
+
+// P12: an interactive submit stops a step of background prompt chunks between layers; the
+// chunks run again and every request still gives its solo greedy tokens.
+TEST_F(RuntimeReal, InteractiveSubmitStopsABackgroundPromptStep) {
+  int preempted = 0;
+  for (int attempt = 0; attempt < 4 && preempted == 0; ++attempt) {
+    auto rt = make_runtime();
+    Recorder rec;
+    std::vector<uint64_t> bg;
+    for (int i = 0; i < 3; ++i) {
+      auto key = rt->add_session(session_cfg());
+      ASSERT_TRUE(key.ok());
+      auto id = rt->submit(*key, request(prompt_of(80 + i, 200), 6, rec, RequestClass::background));
+      ASSERT_TRUE(id.ok());
+      bg.push_back(*id);
+    }
+    ASSERT_TRUE(rt->start().ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));  // 600 prompt tokens to go
+    auto key = rt->add_session(session_cfg());
+    ASSERT_TRUE(key.ok());
+    auto id = rt->submit(*key, request(prompt_of(90, 10), 4, rec));
+    ASSERT_TRUE(id.ok());
+    ASSERT_TRUE(rt->wait_idle(60000));
+    rt->stop();
+    preempted = rt->preempted_steps();
+    EXPECT_EQ(rec.tokens[*id], solo_greedy(load_model(), prompt_of(90, 10), 4));
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(rec.tokens[bg[size_t(i)]], solo_greedy(load_model(), prompt_of(80 + i, 200), 6)) << "session " << i;
+      EXPECT_EQ(rec.ends[bg[size_t(i)]].reason, EndReason::done);
+    }
+  }
+  EXPECT_GE(preempted, 1) << "no submit landed in a step of background prompt chunks in 4 tries";
 }
 
 TEST_F(RuntimeReal, ControlsEndWhatTheyShould) {
