@@ -204,7 +204,7 @@ int run_simulation(const Options& o) {
     if (std::fclose(f) != 0 || !ok) fail("writing the trace to " + o.trace_out + " failed");
   }
   sim::RunInfo info{o.scenario, path, sc, frames_on, governor_on, rt.governor_changes(), rt.ttft_over_bound(),
-                    frames_on ? rt.ui_estimate_ms() : 0.0, rt.frame_holds(), rt.frame_probes()};
+                    rt.frame_stats()};
   const nlohmann::json report = rec.report(info, ui.get());
   if (o.json)
     std::printf("%s\n", report.dump(2).c_str());

@@ -82,9 +82,9 @@ nlohmann::json Recorder::report(const RunInfo& info, const UiSimulator* ui) cons
   r["frame_budget"] = info.frame_budget;
   r["governor"] = info.governor;
   r["ttft_over_bound"] = info.ttft_over_bound;
-  r["ui_estimate_ms"] = info.ui_estimate_ms;
-  r["frame_holds"] = info.frame_holds;
-  r["frame_probes"] = info.frame_probes;
+  r["ui_estimate_ms"] = info.frame.ui_estimate_ms;
+  r["frame_holds"] = info.frame.holds;
+  r["frame_probes"] = info.frame.probes;
   if (ui) {
     std::vector<double> lat;
     for (const FrameRecord& f : ui->frames()) lat.push_back(f.latency_ms);

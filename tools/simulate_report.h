@@ -20,9 +20,7 @@ struct RunInfo {
   bool frame_budget = false, governor = false;
   int governor_changes = 0;
   int ttft_over_bound = 0;     // requests past their class's first-token bound
-  double ui_estimate_ms = 0;   // the frame policy's UI time per frame at the end
-  int frame_holds = 0;         // the frame policy's switches to one core left
-  int frame_probes = 0;        // ... and to the whole machine
+  pllm::FrameStats frame;      // the frame policy at the end
 };
 
 class Recorder {

@@ -239,19 +239,10 @@ Result<void> ScheduledRuntime::report_ui_frame(double frame_start_ms, double ui_
 
 int ScheduledRuntime::ttft_over_bound() const { return ttft_over_bound_.load(std::memory_order_relaxed); }
 
-double ScheduledRuntime::ui_estimate_ms() const {
+FrameStats ScheduledRuntime::frame_stats() const {
   std::lock_guard lk(mu_);
-  return frame_policy_.ui_estimate_ms();
-}
-
-int ScheduledRuntime::frame_holds() const {
-  std::lock_guard lk(mu_);
-  return frame_policy_.holds();
-}
-
-int ScheduledRuntime::frame_probes() const {
-  std::lock_guard lk(mu_);
-  return frame_policy_.probes();
+  return FrameStats{frame_policy_.ui_estimate_ms(), frame_policy_.holds(), frame_policy_.probes(),
+                    frame_policy_.misses()};
 }
 
 size_t ScheduledRuntime::pending() const {

@@ -65,6 +65,14 @@ struct RuntimeEvent {
 };
 using RuntimeCallback = std::function<void(const RuntimeEvent&)>;
 
+// The frame policy so far (runtime/frame_policy.h).
+struct FrameStats {
+  double ui_estimate_ms = 0;  // the UI's own time per frame (90th percentile; 0 before any report)
+  int holds = 0;              // switches to one core left for the UI
+  int probes = 0;             // switches back to the whole machine
+  int misses = 0;             // missed frames it saw (reported, late or skipped vsyncs)
+};
+
 struct RuntimeRequest {
   RequestClass klass = RequestClass::interactive;  // interactive or background
   std::optional<int> base_weight;                  // default: the class's weight
@@ -175,9 +183,7 @@ class ScheduledRuntime {
   int governor_changes() const;  // level changes so far (0 without a governor)
   int ttft_over_bound() const;   // requests that waited past their class's first-token bound
   int preempted_steps() const { return preempted_steps_.load(std::memory_order_relaxed); }  // stopped for an interactive submit
-  double ui_estimate_ms() const;  // the frame policy's UI time per frame
-  int frame_holds() const;       // the frame policy's switches to one core left for the UI
-  int frame_probes() const;      // ... and back to the whole machine
+  FrameStats frame_stats() const;  // what the frame policy measured and did so far
   const Session* session(int64_t key) const;  // null when unknown; read it only between steps
   int n_threads() const { return engine_->n_threads(); }
   int prefill_chunk() const { return cfg_.scheduler.prefill_chunk; }

@@ -1,5 +1,6 @@
 // The private parts of ScheduledRuntime that its two source files share.
 #pragma once
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -40,7 +41,9 @@ struct ScheduledRuntime::Slot {
   std::unique_ptr<Session> session;
   bool has_logits = false;   // last_logits() belongs to the last token of the history
   bool in_flight = false;    // has a row in the running forward pass (cancel stops it)
-  bool preempted = false;    // its in-flight background prompt row was stopped for an interactive request
+  // Its in-flight background prompt row was stopped for an interactive request (set by submit
+  // under the lock, read by the stepping thread after the forward pass, outside it).
+  std::atomic<bool> preempted{false};
   std::optional<Stash> stash;
 };
 

@@ -67,6 +67,7 @@ void HttpServer::Impl::routes() {
     if (ready) {
       g.queue_depth = runtime->pending();
       g.thermal_level = runtime->caps().level;
+      g.ttft_over_bound = runtime->ttft_over_bound();
     }
     if (ready && cache) {
       const PrefixCacheStats st = cache->stats();

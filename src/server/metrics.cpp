@@ -85,6 +85,9 @@ std::string Metrics::render(const Gauges& g) const {
   line(out, "pocketllm_queue_depth %zu\n", g.queue_depth);
   header(out, "pocketllm_thermal_level", "gauge", "the thermal governor's level (0 = none)");
   line(out, "pocketllm_thermal_level %d\n", g.thermal_level);
+  header(out, "pocketllm_ttft_over_bound_total", "counter",
+         "requests that had no token within their class's first-token bound");
+  line(out, "pocketllm_ttft_over_bound_total %d\n", g.ttft_over_bound);
   header(out, "pocketllm_prefix_cache_hits_total", "counter", "prompt prefixes restored from the cache");
   line(out, "pocketllm_prefix_cache_hits_total %llu\n", (unsigned long long)g.cache_hits);
   header(out, "pocketllm_prefix_cache_misses_total", "counter", "prompt prefix lookups that found nothing");

@@ -25,6 +25,7 @@ class Histogram {
 struct Gauges {  // read when /metrics is scraped
   size_t queue_depth = 0;   // requests submitted and not ended
   int thermal_level = 0;
+  int ttft_over_bound = 0;  // requests with no token within their class's first-token bound
   uint64_t cache_hits = 0, cache_misses = 0;
 };
 

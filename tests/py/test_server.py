@@ -134,6 +134,7 @@ def test_disconnect_cancels_and_metrics_parse(server):
     assert m["pocketllm_queue_depth"] == 0
     assert m["pocketllm_generated_tokens_total"] >= before["pocketllm_generated_tokens_total"]
     assert "pocketllm_time_to_first_token_seconds_count" in m
+    assert m["pocketllm_ttft_over_bound_total"] >= before["pocketllm_ttft_over_bound_total"]
 
 
 def test_api_key(pllm_bin, smollm2_path):

@@ -90,8 +90,10 @@ def test_good_scenario_reports_what_ran(pllm_bin, tiny_models_paths, work_dir):
                                               timeout=120))
     r = json.loads(proc.stdout)
     for key in ("frames", "frames_missed", "ui_p99_ms", "tokens", "tokens_per_s", "ttft_ms", "peak_temp_c",
-                "time_over_limit_s", "governor_changes", "timeline"):
+                "time_over_limit_s", "governor_changes", "timeline", "ttft_over_bound", "ui_estimate_ms",
+                "frame_holds", "frame_probes"):
         assert key in r, key
+    assert r["ttft_over_bound"] >= 0 and r["ui_estimate_ms"] >= 0 and r["frame_holds"] >= 0
     assert r["frames"] == int(1500 // 20)  # vsyncs whose whole frame lies in the run
     assert 0 <= r["frames_missed"] <= r["frames"]
     assert r["frame_budget"] and r["governor"]
@@ -102,6 +104,18 @@ def test_good_scenario_reports_what_ran(pllm_bin, tiny_models_paths, work_dir):
     events = json.loads(trace.read_text())["traceEvents"]
     names = {(e["ph"], e["name"]) for e in events}
     assert ("X", "step") in names and ("b", "request") in names and ("i", "frame") in names
+
+
+def test_an_app_that_reports_no_ui_time_runs(pllm_bin, tiny_models_paths, work_dir):
+    """Without the UI's reports the frame policy reads only the frame clock: no UI estimate."""
+    path = work_dir / "silent.json"
+    s = _good(str(tiny_models_paths["llama-F32"]))
+    s["duration_s"] = 0.5
+    s["frame"]["reports_ui"] = False
+    path.write_text(json.dumps(s))
+    r = json.loads(pllm_cli.check_ok(pllm_cli.run_cli(pllm_bin, ["simulate", path, "--json"], timeout=120)).stdout)
+    assert r["frame_budget"] and r["ui_estimate_ms"] == 0
+    assert r["tokens"] > 0
 
 
 def test_switches_turn_the_protections_off(pllm_bin, tiny_models_paths, work_dir):
