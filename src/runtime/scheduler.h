@@ -29,15 +29,16 @@
 // has had its tokens of the frame. (The runtime protects a UI by threads, not by a time
 // window: runtime/frame_policy.h.)
 //
-// Interactive first (P12): candidates whose front request is interactive are admitted and
-// their prompt rows sized before any background candidate, so background rows only get what
-// the interactive work leaves of the step's time. While an interactive request waits for its
-// first token (its prompt, or its first generated token, is still to run), a step that carries
-// it takes no background prompt chunk: background decode rows ride along (a batched row costs
-// little), their prompts wait. Background prompt chunks are also kept to what
-// max_background_step_ms allows (but a step's first keeps min_background_chunk tokens, for a
-// model whose token costs more), so an interactive arrival waits at most about that long for
-// the step in flight (and the runtime stops a step of background prompt rows at once).
+// Interactive first (P12): admission stays in order of priority (so aging still lets a
+// starved background session overtake), but the prompt rows of the interactive candidates
+// admitted before the first background one are sized first, so background rows only get
+// what the interactive work leaves of the step's time. While an admitted interactive request
+// waits for its first token (its prompt, or its first generated token, is still to run), the
+// step carries no background row: even riding decode rows made a one-thread prompt step 30 %
+// longer. Background prompt chunks are also kept to what max_background_step_ms allows (but a
+// step's first keeps min_background_chunk tokens, for a model whose token costs more), so an
+// interactive arrival waits about that long at most for the step in flight (and the runtime
+// stops a step of background prompt rows at once).
 //
 // KV memory: every resident session holds its KV tokens (report_kv(), and each completed
 // row adds its tokens). A step may not make the residents hold more than the budget; when

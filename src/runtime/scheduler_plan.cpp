@@ -47,7 +47,7 @@ class Scheduler::PlanBuilder {
   // In order of priority (aging keeps its meaning under the row cap), but the interactive
   // prompt rows admitted before the first background candidate are sized first, so background
   // rows get only what they leave of the time; and while an admitted interactive request waits
-  // for its first token, no background prompt chunk joins (see "Interactive first" in scheduler.h).
+  // for its first token, no background row joins (see "Interactive first" in scheduler.h).
   void admit_all() {
     bool urgent = false, interactive_sized = false;
     for (size_t i = 0; i < cands_.size(); ++i) {
