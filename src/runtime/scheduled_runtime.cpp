@@ -151,7 +151,6 @@ Result<uint64_t> ScheduledRuntime::submit(int64_t session, RuntimeRequest req) {
         slot->session->request_cancel();
       }
     preemptible_step_ = false;
-    preempted_steps_.fetch_add(1, std::memory_order_relaxed);
     if (tracing()) cfg_.trace->instant("preempt_step", {{"request", double(id)}});
   }
   if (req.on_event) live->on_event = std::make_shared<const RuntimeCallback>(std::move(req.on_event));

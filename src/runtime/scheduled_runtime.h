@@ -182,7 +182,8 @@ class ScheduledRuntime {
   Caps caps() const;
   int governor_changes() const;  // level changes so far (0 without a governor)
   int ttft_over_bound() const;   // requests that waited past their class's first-token bound
-  int preempted_steps() const { return preempted_steps_.load(std::memory_order_relaxed); }  // stopped for an interactive submit
+  // Steps whose background prompt rows came back stopped for an interactive submit.
+  int preempted_steps() const { return preempted_steps_.load(std::memory_order_relaxed); }
   FrameStats frame_stats() const;  // what the frame policy measured and did so far
   const Session* session(int64_t key) const;  // null when unknown; read it only between steps
   int n_threads() const { return engine_->n_threads(); }

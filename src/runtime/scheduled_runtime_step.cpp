@@ -161,6 +161,7 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
   std::vector<RowResult>& results = scratch_->results;
   results.clear();
   int64_t context_sum = 0;
+  bool cut = false;  // a row came back stopped for an interactive submit
   for (size_t i = 0; i < work.size(); ++i) {
     RowWork& w = work[i];
     if (step_of[i] != SIZE_MAX) {
@@ -171,6 +172,7 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
         if (w.row.is_prefill) w.live->prompted += w.row.n_tokens;
       } else if (w.slot->preempted && st.result.error().code == Status::cancelled) {
         w.result = RowResult{0, false, Status::ok};  // preempted: the chunk runs again later
+        cut = true;
       } else {
         w.result = RowResult{0, false, st.result.error().code};
       }
@@ -180,6 +182,7 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
     results.push_back(w.result);
   }
   out.mean_context = out.decode_rows ? int(context_sum / out.decode_rows) : 0;
+  if (cut) preempted_steps_.fetch_add(1, std::memory_order_relaxed);
   {
     std::lock_guard lk(mu_);
     for (RowWork& w : work) {
