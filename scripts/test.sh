@@ -66,7 +66,7 @@ ASAN_NUMERICS+=':KvSnapshot.Q4Only*:Api.SameSeedSameTokens'
 # the runtime's token-equality cases (its argument, control and frame cases stay)
 ASAN_NUMERICS+=':RuntimeReal.ManySessions*:RuntimeReal.AFollowUp*:RuntimeReal.Paused*:RuntimeReal.Interactive*'
 ASAN_NUMERICS+=':RuntimeReal.GovernorCaps*:RuntimeReal.DriverThread*:RuntimeApi.QuickStart*:RuntimeApi.ManySessions*'
-ASAN_NUMERICS+=':RuntimeReal.InteractiveFirstToken*:RuntimeReal.InteractiveSubmitStops*'
+ASAN_NUMERICS+=':RuntimeReal.InteractiveFirstToken*:RuntimeReal.InteractiveSubmitStops*:RuntimeReal.FrameCalls*'
 cmake -S "$ROOT" -B "$ROOT/build-asan" -G Ninja $(cmake_launcher) "${SANITIZER_BUILD[@]}" -DPLLM_SANITIZE=ON -DPLLM_TSAN=OFF \
   -DPLLM_BUILD_TESTS=ON >/dev/null
 cmake --build "$ROOT/build-asan" -j "$JOBS" --target pocketllm_cli "${ASAN_TESTS[@]}"
@@ -114,7 +114,7 @@ declare -A TSAN_FILTER=(
   [test_frame_policy]='*'
   [test_trace_log]='*'
   [test_server_soak]='*'
-  [test_scheduled_runtime]='RuntimeReal.DriverThreadServesOtherThreads:RuntimeReal.ControlsEndWhatTheyShould:RuntimeReal.InteractiveSubmitStopsABackgroundPromptStep'
+  [test_scheduled_runtime]='RuntimeReal.DriverThreadServesOtherThreads:RuntimeReal.ControlsEndWhatTheyShould:RuntimeReal.InteractiveSubmitStopsABackgroundPromptStep:RuntimeReal.FrameCallsFromOtherThreadsWhileTheDriverSteps'
   [test_runtime_api]='RuntimeApi.ManySessionsOnTheDriverThreadAndCancel'
   [test_engine]='EngineReal.ConcurrentCallers*:EngineReal.CancelMidStep*'
   [test_api]='Api.CancelFromAnotherThread:Api.CallbackStopsAndCancelFromInsideStops:Api.PrewarmThenGenerate:ApiLoad.*'

@@ -85,6 +85,7 @@ nlohmann::json Recorder::report(const RunInfo& info, const UiSimulator* ui) cons
   r["ui_estimate_ms"] = info.frame.ui_estimate_ms;
   r["frame_holds"] = info.frame.holds;
   r["frame_probes"] = info.frame.probes;
+  r["frame_policy_misses"] = info.frame.misses;  // misses the policy saw (reported, late or skipped)
   if (ui) {
     std::vector<double> lat;
     for (const FrameRecord& f : ui->frames()) lat.push_back(f.latency_ms);

@@ -36,14 +36,10 @@ void FramePolicy::Ring::add(double x, int history) {
     ms[next] = x;
     next = (next + 1) % ms.size();
   }
-}
-
-double FramePolicy::Ring::p90() const {
-  if (ms.empty()) return 0;
-  std::vector<double> v = ms;
-  const size_t k = (v.size() * 9) / 10;
-  std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(std::min(k, v.size() - 1)), v.end());
-  return v[std::min(k, v.size() - 1)];
+  scratch.assign(ms.begin(), ms.end());
+  const auto k = std::ptrdiff_t(std::min(scratch.size() * 9 / 10, scratch.size() - 1));
+  std::nth_element(scratch.begin(), scratch.begin() + k, scratch.end());
+  p90 = scratch[size_t(k)];
 }
 
 int FramePolicy::Ring::over(double limit) const {
@@ -66,8 +62,8 @@ Result<void> FramePolicy::report_ui(double frame_start_ms, double ui_ms) {
   // What the last whole stretch did to the UI, against what it needed alone right after.
   if (!whole_ms_.ms.empty() && own_after_.ms.size() < size_t(kRecent)) {
     own_after_.add(ui_ms, kRecent);
-    if (own_after_.ms.size() == size_t(kRecent) && own_after_.p90() > 0)
-      inflation_ = std::clamp(whole_ms_.p90() / own_after_.p90(), 1.0, 8.0);
+    if (own_after_.ms.size() == size_t(kRecent) && own_after_.p90 > 0)
+      inflation_ = std::clamp(whole_ms_.p90 / own_after_.p90, 1.0, 8.0);
   }
   return {};
 }
@@ -86,7 +82,7 @@ void FramePolicy::to_one_core_left(double now_ms) {
   last_change_ms_ = now_ms;
 }
 
-double FramePolicy::ui_estimate_ms() const { return own_.p90(); }
+double FramePolicy::ui_estimate_ms() const { return own_.p90; }
 
 FrameShape FramePolicy::shape(double now_ms, int all_threads, int cores) {
   const FrameShape whole{all_threads, true};
@@ -99,7 +95,7 @@ FrameShape FramePolicy::shape(double now_ms, int all_threads, int cores) {
   if (!whole_ && now_ms >= hold_until_ms_) {
     // Probe the whole machine when the UI's own time, inflated as measured, leaves headroom;
     // an app that reports nothing is probed after each hold (its misses bring it back).
-    const bool fits = own_.ms.empty() || own_.p90() * inflation_ <= cfg_.headroom * period_ms_;
+    const bool fits = own_.ms.empty() || own_.p90 * inflation_ <= cfg_.headroom * period_ms_;
     if (fits) {
       whole_ = true;
       whole_ms_ = Ring{};

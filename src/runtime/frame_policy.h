@@ -92,11 +92,12 @@ class FramePolicy {
   // Start whole: a heavy UI's first report (or first miss) moves to one core left within a
   // frame or two, while starting with a core left would cost a light UI a hold's throughput.
   bool whole_ = true;
-  struct Ring {  // the last `history` reported UI times
+  struct Ring {  // the last `history` reported UI times; p90 kept up to date by add()
     std::vector<double> ms;
     size_t next = 0;
+    double p90 = 0;                 // 0 when empty
+    std::vector<double> scratch;    // reused: a report allocates nothing once the ring is full
     void add(double x, int history);
-    double p90() const;  // 0 when empty
     int over(double limit) const;
   };
   static constexpr int kRecent = 10;   // frames the slow-frame count and the inflation look at

@@ -334,6 +334,35 @@ TEST_F(RuntimeReal, InteractiveSubmitStopsABackgroundPromptStep) {
   EXPECT_GE(preempted, 1) << "no submit landed in a step of background prompt chunks in 4 tries";
 }
 
+// P12: the app's vsync and UI threads call frame() and report_ui_frame() (which change the
+// engine's thread count mid-step) while the driver thread steps; the tokens stay the solo ones.
+// Runs under TSan.
+TEST_F(RuntimeReal, FrameCallsFromOtherThreadsWhileTheDriverSteps) {
+  auto rt = make_runtime();
+  Recorder rec;
+  auto key = rt->add_session(session_cfg());
+  ASSERT_TRUE(key.ok());
+  auto id = rt->submit(*key, request(prompt_of(95, 20), 40, rec, RequestClass::background));
+  ASSERT_TRUE(id.ok());
+  std::atomic<bool> done{false};
+  ASSERT_TRUE(rt->start().ok());
+  std::thread vsync([&] {
+    for (int f = 0; !done.load(); ++f) {
+      const double start = rt->now_ms();
+      EXPECT_TRUE(rt->frame(start, 8.0).ok());
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      EXPECT_TRUE(rt->report_ui_frame(start, f % 7 == 0 ? 9.0 : 2.0).ok());  // now and then a slow frame
+      std::this_thread::sleep_for(std::chrono::milliseconds(6));
+    }
+  });
+  EXPECT_TRUE(rt->wait_idle(60000));
+  done = true;
+  vsync.join();
+  rt->stop();
+  EXPECT_GE(rt->frame_stats().holds, 1) << "slow frames under every thread leave the UI a core";
+  EXPECT_EQ(rec.tokens[*id], solo_greedy(load_model(), prompt_of(95, 20), 40));
+}
+
 TEST_F(RuntimeReal, ControlsEndWhatTheyShould) {
   auto rt = make_runtime();
   Recorder rec;

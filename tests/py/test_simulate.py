@@ -91,9 +91,10 @@ def test_good_scenario_reports_what_ran(pllm_bin, tiny_models_paths, work_dir):
     r = json.loads(proc.stdout)
     for key in ("frames", "frames_missed", "ui_p99_ms", "tokens", "tokens_per_s", "ttft_ms", "peak_temp_c",
                 "time_over_limit_s", "governor_changes", "timeline", "ttft_over_bound", "ui_estimate_ms",
-                "frame_holds", "frame_probes"):
+                "frame_holds", "frame_probes", "frame_policy_misses"):
         assert key in r, key
     assert r["ttft_over_bound"] >= 0 and r["ui_estimate_ms"] >= 0 and r["frame_holds"] >= 0
+    assert 0 <= r["frame_policy_misses"] <= r["frames"]
     assert r["frames"] == int(1500 // 20)  # vsyncs whose whole frame lies in the run
     assert 0 <= r["frames_missed"] <= r["frames"]
     assert r["frame_budget"] and r["governor"]
