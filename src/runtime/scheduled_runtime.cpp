@@ -143,8 +143,9 @@ Result<uint64_t> ScheduledRuntime::submit(int64_t session, RuntimeRequest req) {
                                             {"max_tokens", double(req.max_tokens)},
                                             {"session", double(session)}});
   if (req.klass == RequestClass::interactive && preemptible_step_) {
-    // Interactive work preempts background work within one step: a step of background prompt
-    // chunks (no token was sampled in it yet) stops at its next layer, and the chunks run again.
+    // Interactive work preempts background work within one step: a step of background rows
+    // stops at its next layer; its prompt chunks run again, and its decode rows feed their
+    // (already streamed) tokens again, so no output changes.
     for (auto& [key, slot] : slots_)
       if (slot->in_flight) {
         slot->preempted = true;

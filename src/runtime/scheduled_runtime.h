@@ -19,7 +19,8 @@
 //   * a token event per generated token, then exactly one end event (done, eos, cancelled,
 //     reset, interrupted, failed, kv_exhausted);
 //   * pausing (KV budget) moves the session's KV and logits out and back bit for bit, and
-//     preemption happens only between steps, so a request's tokens do not depend on what
+//     a background step stopped for an interactive request runs its rows again (a decode
+//     row feeds its streamed token again), so a request's tokens do not depend on what
 //     else ran (with one activation mode; batched steps equal solo steps, see P6's tests).
 #pragma once
 #include <atomic>

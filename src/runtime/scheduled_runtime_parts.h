@@ -30,6 +30,9 @@ struct ScheduledRuntime::Live {
   std::optional<EndReason> reason;  // set when the prompt part ended early: the request's outcome
   Status status = Status::ok;
   std::unique_ptr<Sampler> sampler;  // made at the first generated token
+  // A token sampled and streamed whose forward pass was stopped for an interactive request:
+  // the next step feeds it again instead of sampling (the client already has it).
+  std::optional<int32_t> replay_token;
 };
 
 struct ScheduledRuntime::Stash {
@@ -41,8 +44,8 @@ struct ScheduledRuntime::Slot {
   std::unique_ptr<Session> session;
   bool has_logits = false;   // last_logits() belongs to the last token of the history
   bool in_flight = false;    // has a row in the running forward pass (cancel stops it)
-  // Its in-flight background prompt row was stopped for an interactive request (set by submit
-  // under the lock, read by the stepping thread after the forward pass, outside it).
+  // Its in-flight background row was stopped for an interactive request (set by submit under
+  // the lock, read by the stepping thread after the forward pass, outside it).
   std::atomic<bool> preempted{false};
   std::optional<Stash> stash;
 };

@@ -87,7 +87,7 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
       work.push_back(std::move(w));
     }
     preemptible_step_ = std::all_of(plan.rows.begin(), plan.rows.end(), [&](const PlanRow& r) {
-      return r.is_prefill && live_.at(r.request / 2)->req.klass == RequestClass::background;
+      return live_.at(r.request / 2)->req.klass == RequestClass::background;
     });
     if (plan.rows.empty()) {
       out.kind = changed ? StepOutcome::Kind::ran
@@ -121,6 +121,10 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
     if (w.row.is_prefill) {
       tokens = std::span<const int32_t>(live.req.prompt).subspan(size_t(live.prompted), size_t(w.row.n_tokens));
       logits = size_t(live.prompted + w.row.n_tokens) == live.req.prompt.size();  // the last chunk's
+    } else if (live.replay_token) {  // its last pass was stopped: the token was streamed already
+      w.token = *live.replay_token;
+      live.replay_token.reset();
+      tokens = std::span<const int32_t>(&w.token, 1);
     } else {
       if (!w.slot->has_logits) {  // nothing to sample from: no context (reset, or never prompted)
         w.result = RowResult{0, false, Status::invalid_argument};
@@ -171,7 +175,8 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
         w.slot->has_logits = st.logits;
         if (w.row.is_prefill) w.live->prompted += w.row.n_tokens;
       } else if (w.slot->preempted && st.result.error().code == Status::cancelled) {
-        w.result = RowResult{0, false, Status::ok};  // preempted: the chunk runs again later
+        w.result = RowResult{0, false, Status::ok};  // preempted: the row runs again later
+        if (!w.row.is_prefill) w.live->replay_token = w.token;
         cut = true;
       } else {
         w.result = RowResult{0, false, st.result.error().code};

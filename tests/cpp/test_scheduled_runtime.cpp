@@ -334,6 +334,40 @@ TEST_F(RuntimeReal, InteractiveSubmitStopsABackgroundPromptStep) {
   EXPECT_GE(preempted, 1) << "no submit landed in a step of background prompt chunks in 4 tries";
 }
 
+// A step of background decode rows stops too: their tokens were streamed before the pass, so
+// the next step feeds them again, and every request's tokens stay the solo ones.
+TEST_F(RuntimeReal, InteractiveSubmitStopsABackgroundDecodeStep) {
+  int preempted = 0;
+  for (int attempt = 0; attempt < 4 && preempted == 0; ++attempt) {
+    auto rt = make_runtime();
+    Recorder rec;
+    std::vector<uint64_t> bg;
+    for (int i = 0; i < 3; ++i) {
+      auto key = rt->add_session(session_cfg());
+      ASSERT_TRUE(key.ok());
+      auto id = rt->submit(*key, request(prompt_of(70 + i, 8), 60, rec, RequestClass::background));
+      ASSERT_TRUE(id.ok());
+      bg.push_back(*id);
+    }
+    ASSERT_TRUE(rt->start().ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));  // prompts done: decode steps only
+    auto key = rt->add_session(session_cfg());
+    ASSERT_TRUE(key.ok());
+    auto id = rt->submit(*key, request(prompt_of(91, 10), 4, rec));
+    ASSERT_TRUE(id.ok());
+    ASSERT_TRUE(rt->wait_idle(60000));
+    rt->stop();
+    preempted = rt->preempted_steps();
+    EXPECT_EQ(rec.tokens[*id], solo_greedy(load_model(), prompt_of(91, 10), 4));
+    for (int i = 0; i < 3; ++i) {
+      const std::vector<int32_t> want = solo_greedy(load_model(), prompt_of(70 + i, 8), 60);
+      EXPECT_EQ(rec.tokens[bg[size_t(i)]], want) << "session " << i;
+      EXPECT_EQ(rec.ends[bg[size_t(i)]].n_generated, int(want.size())) << "a replayed token counted twice";
+    }
+  }
+  EXPECT_GE(preempted, 1) << "no submit landed in a step of background decode rows in 4 tries";
+}
+
 // P12: the app's vsync and UI threads call frame() and report_ui_frame() (which change the
 // engine's thread count mid-step) while the driver thread steps; the tokens stay the solo ones.
 // Runs under TSan.
