@@ -355,9 +355,6 @@ Result<uint64_t> GgufFile::get_u64_or(std::string_view key, uint64_t dflt) const
 Result<double> GgufFile::get_f64_or(std::string_view key, double dflt) const {
   return find(key) ? get_f64(key) : Result<double>(dflt);
 }
-Result<bool> GgufFile::get_bool_or(std::string_view key, bool dflt) const {
-  return find(key) ? get_bool(key) : Result<bool>(dflt);
-}
 Result<std::string> GgufFile::get_string_or(std::string_view key, std::string dflt) const {
   return find(key) ? get_string(key) : Result<std::string>(std::move(dflt));
 }

@@ -73,7 +73,6 @@ class GgufFile {
   // With default when absent (still an error when present with a wrong type).
   Result<uint64_t> get_u64_or(std::string_view key, uint64_t dflt) const;
   Result<double> get_f64_or(std::string_view key, double dflt) const;
-  Result<bool> get_bool_or(std::string_view key, bool dflt) const;
   Result<std::string> get_string_or(std::string_view key, std::string dflt) const;
 
  private:

@@ -5,6 +5,7 @@
 
 #include "base/result.h"
 #include "gguf/gguf.h"
+#include "model/arch_loaders.h"
 #include "model/config.h"
 
 namespace pllm {
@@ -26,8 +27,11 @@ const ArchDescriptor* find_arch(std::string_view name);
 // Comma-separated list of supported names, for error messages.
 const char* supported_arch_names();
 
-// Llama-family pieces shared by llama and qwen2 (arch_llama.cpp).
-Result<void> llama_family_load_weights(const GgufFile& f, const ModelConfig& c, ModelWeights& w);
+// Llama-family pieces shared by llama, deci and qwen2 (arch_llama.cpp): the embeddings, every
+// layer's attention and gated FFN with what `attn` and `ffn` add, and the RoPE frequencies
+// (with rope_freqs.weight when the file has it).
+Result<void> load_llama_family_weights(const GgufFile& f, const ModelConfig& c, ModelWeights& w,
+                                       const AttnTensors& attn, const FfnTensors& ffn);
 Result<void> llama_family_forward(const Model& m, LayerOps& ops);
 extern const ArchDescriptor kArchLlama;
 // llama.cpp's "deci" (Nemotron-NAS): the llama block with per-layer feed-forward sizes and

@@ -42,7 +42,7 @@ bool ModelConfig::n_ff_uniform() const {
   return std::all_of(n_ff_layer.begin(), n_ff_layer.end(), [&](int v) { return v == n_ff_layer.front(); });
 }
 
-Result<ModelConfig> read_llama_family_config(const GgufFile& f, const std::string& arch) {
+Result<ModelConfig> read_transformer_config(const GgufFile& f, const std::string& arch) {
   ModelConfig c;
   c.arch = arch;
   const std::string p = arch + ".";
@@ -99,6 +99,31 @@ Result<ModelConfig> read_llama_family_config(const GgufFile& f, const std::strin
                       f.path() + ": rope scaling type '" + scaling + "' is not supported");
   }
   return c;
+}
+
+Result<float> read_positive_or(const GgufFile& f, const ModelConfig& c, const std::string& key, double dflt) {
+  PLLM_ASSIGN(double v, f.get_f64_or(c.arch + "." + key, dflt));
+  if (!(v > 0.0)) return make_error(Status::bad_format, f.path() + ": " + key + " out of range");
+  return static_cast<float>(v);
+}
+
+Result<void> read_sliding_window(const GgufFile& f, ModelConfig& c, int default_pattern) {
+  const std::string p = c.arch + ".";
+  PLLM_ASSIGN(uint64_t window, f.get_u64(p + "attention.sliding_window"));
+  if (window == 0 || window > (1u << 24))
+    return make_error(Status::bad_format, f.path() + ": attention.sliding_window out of range");
+  c.sliding_window = static_cast<int>(window);
+  c.swa_pattern = default_pattern;
+  if (const GgufValue* v = f.find(p + "attention.sliding_window_pattern")) {
+    if (v->type == GgufType::array)
+      return make_error(Status::unsupported, f.path() + ": a per-layer sliding_window_pattern is not supported");
+    PLLM_ASSIGN(uint64_t pat, f.get_u64(p + "attention.sliding_window_pattern"));
+    if (pat == 0 || pat > 1024)
+      return make_error(Status::bad_format, f.path() + ": attention.sliding_window_pattern out of range");
+    c.swa_pattern = static_cast<int>(pat);
+  }
+  PLLM_ASSIGN(c.rope_base_local, read_positive_or(f, c, "rope.freq_base_swa", 10000.0));
+  return {};
 }
 
 }  // namespace pllm

@@ -28,7 +28,6 @@ struct ModelConfig {
   float rope_linear_scale = 1.0f;  // positions are divided by {arch}.rope.scaling.factor (linear)
   float rms_eps = 1e-5f;           // {arch}.attention.layer_norm_rms_epsilon
   RopeOrder rope_order = RopeOrder::normal;
-  bool qkv_bias = false;           // qwen2 adds biases to Q, K and V
   float attn_scale = 0.0f;         // multiplies q·k before the softmax; 0 = 1/sqrt(head_dim)
 
   // Sliding-window attention (Gemma 3): "local" layers see only the last sliding_window
@@ -46,7 +45,17 @@ struct ModelConfig {
   int kv_dim() const { return n_head_kv * head_dim; }
 };
 
-// Reads and validates the llama-family keys under the "{arch}." prefix.
-Result<ModelConfig> read_llama_family_config(const GgufFile& f, const std::string& arch);
+// Reads and validates the hyper-parameters every architecture has (llama.cpp's key names
+// under the "{arch}." prefix): sizes, head counts, head size, RoPE, norm epsilon. What an
+// architecture adds (e.g. the sliding window below) its arch file reads after this.
+Result<ModelConfig> read_transformer_config(const GgufFile& f, const std::string& arch);
+
+// Sliding-window attention ("{arch}.attention.sliding_window", required; the pattern and the
+// local RoPE base "{arch}.rope.freq_base_swa" when present, else default_pattern and 10000).
+// A per-layer pattern (an array) is not supported.
+Result<void> read_sliding_window(const GgufFile& f, ModelConfig& c, int default_pattern);
+
+// "{c.arch}.<key>" as a float > 0, or dflt when absent; an error naming the key otherwise.
+Result<float> read_positive_or(const GgufFile& f, const ModelConfig& c, const std::string& key, double dflt);
 
 }  // namespace pllm

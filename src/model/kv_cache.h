@@ -35,6 +35,7 @@
 // stored; q4 reads only complete groups), so released memory is never taken for data.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -136,12 +137,12 @@ class KvCache {
   // while it is unchanged.
   uint64_t stamp() const { return stamp_; }
 
-  // Snapshots of positions [0, n) in this cache's own storage format, per layer: f32/f16
-  // K rows then V rows; q8 K, V codes then K, V scales; q4 the n / 32 complete group blocks
-  // then the f16 K, V rows of the incomplete tail. Only without a window (a ring has
-  // already overwritten or will reuse the slots a prefix needs), and only at an n the cache
-  // can resume from exactly: n <= end() and, for q4, a group boundary or inside the newest
-  // group (an older group is already quantised; its tail rows are gone).
+  // Snapshots of positions [0, n) in this cache's own storage format (model/kv_snapshot.cpp),
+  // per layer: f32/f16 K rows then V rows; q8 K, V codes then K, V scales; q4 the n / 32
+  // complete group blocks then the f16 K, V rows of the incomplete tail. Only without a
+  // window (a ring has already overwritten or will reuse the slots a prefix needs), and only
+  // at an n the cache can resume from exactly: n <= end() and, for q4, a group boundary or
+  // inside the newest group (an older group is already quantised; its tail rows are gone).
   // Bytes of the snapshot of [0, n), or why it cannot be taken.
   Result<size_t> prefix_bytes(int n) const;
   // Writes prefix_bytes(n) bytes to out.
@@ -189,6 +190,9 @@ class KvCache {
   size_t group_bytes() const;
   // Snapshot bytes of positions [0, n) of one layer (no window).
   size_t layer_prefix_bytes(int n) const;
+  // The cache's bytes that hold the snapshot of [0, n) (no window), every layer's in
+  // snapshot order: what export_prefix copies out and import_prefix copies back in.
+  std::vector<std::span<uint8_t>> prefix_spans(int n) const;
   // q4: what a query at pos reads from the f16 rows (positions >= this) rather than from
   // quantised groups: the group it is in is incomplete for it, whatever the batch stored.
   static int q4_tail_for(const Layer& L, int pos);

@@ -1,3 +1,8 @@
+// KV snapshots: positions [0, n) of a KvCache and the tokens that produced them, as bytes
+// (kv_snapshot.h). Two parts: the cache's own slots of those positions, copied in its storage
+// format so a restored cache is bit-identical to the one that computed the prefix (no
+// re-quantisation, no rounding; KvCache::export_prefix / import_prefix, declared in
+// kv_cache.h), and the envelope around them (header, tokens, checksum).
 #include "model/kv_snapshot.h"
 
 #include <cstring>
@@ -9,6 +14,7 @@
 namespace pllm {
 namespace {
 
+constexpr int G = kKvQ4GroupTokens;
 constexpr char kMagic[8] = {'P', 'L', 'L', 'M', 'K', 'V', 'S', 'N'};
 constexpr size_t kChecksumAt = 56;
 
@@ -35,6 +41,99 @@ uint64_t checksum(const uint8_t* header, std::span<const uint8_t> payload) {
 Error bad(const std::string& what) { return make_error(Status::bad_format, "KV snapshot: " + what); }
 
 }  // namespace
+
+// The cache's slots.
+
+size_t KvCache::layer_prefix_bytes(int n) const {
+  const size_t D = size_t(kv_dim_), N = size_t(n);
+  switch (type_) {
+    case KvType::f32: return 2 * N * D * 4;
+    case KvType::f16: return 2 * N * D * 2;
+    case KvType::q8: return 2 * N * D + 2 * N * (D / kKvQ8Group) * 4;
+    case KvType::q4: return size_t(n / G) * group_bytes() + 2 * size_t(n % G) * D * 2;
+  }
+  return 0;
+}
+
+Result<size_t> KvCache::prefix_bytes(int n) const {
+  for (const Layer& L : layers_)
+    if (L.window > 0)
+      return make_error(Status::unsupported, "KV snapshots need a cache without a sliding window");
+  if (n < 0 || n > end_)
+    return make_error(Status::out_of_range, "KV snapshot of " + std::to_string(n) + " positions, but the cache holds " +
+                                                std::to_string(end_));
+  // q4: the partial group at n is exported from its f16 rows, kept for the newest positions
+  // (a group + a batch): the same rule as truncate().
+  if (type_ == KvType::q4 && n % G != 0 && n / G * G < end_ - layers_.front().recent)
+    return make_error(Status::invalid_argument, "a q4 KV snapshot must end on a group of " + std::to_string(G) +
+                                                    " positions or inside a group whose f16 rows are still kept");
+  return layer_prefix_bytes(n) * layers_.size();
+}
+
+std::vector<std::span<uint8_t>> KvCache::prefix_spans(int n) const {
+  const size_t D = size_t(kv_dim_), N = size_t(n);
+  std::vector<std::span<uint8_t>> out;
+  out.reserve(layers_.size() * 4);
+  for (const Layer& L : layers_) {
+    auto add = [&](size_t off, size_t bytes) { out.emplace_back(L.base + off, bytes); };
+    switch (type_) {
+      case KvType::f32:
+        add(L.k, N * D * 4);
+        add(L.v, N * D * 4);
+        break;
+      case KvType::f16:
+        add(L.k, N * D * 2);
+        add(L.v, N * D * 2);
+        break;
+      case KvType::q8:
+        add(L.k, N * D);
+        add(L.v, N * D);
+        add(L.ks, N * (D / kKvQ8Group) * 4);
+        add(L.vs, N * (D / kKvQ8Group) * 4);
+        break;
+      case KvType::q4: {  // no window: no sinks, group g sits in ring slot g; its f16 rows at g*G % recent
+        const size_t row0 = size_t(n / G * G % L.recent) * D * 2;
+        add(L.groups, size_t(n / G) * group_bytes());
+        add(L.tail_k + row0, size_t(n % G) * D * 2);
+        add(L.tail_v + row0, size_t(n % G) * D * 2);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+Result<void> KvCache::export_prefix(int n, uint8_t* out) const {
+  PLLM_TRY(prefix_bytes(n));
+  for (std::span<const uint8_t> s : prefix_spans(n)) {
+    if (!s.empty()) std::memcpy(out, s.data(), s.size());
+    out += s.size();
+  }
+  return {};
+}
+
+Result<void> KvCache::import_prefix(int n, const uint8_t* in, size_t len) {
+  ++stamp_;
+  for (const Layer& L : layers_)
+    if (L.window > 0)
+      return make_error(Status::unsupported, "KV snapshots need a cache without a sliding window");
+  if (n < 0 || n > n_ctx_)
+    return make_error(Status::out_of_range, "KV snapshot of " + std::to_string(n) +
+                                                " positions does not fit the context of " + std::to_string(n_ctx_));
+  if (len != layer_prefix_bytes(n) * layers_.size())
+    return make_error(Status::bad_format, "KV snapshot payload has " + std::to_string(len) + " bytes, expected " +
+                                              std::to_string(layer_prefix_bytes(n) * layers_.size()));
+  PLLM_TRY(grow_to(n));  // before anything changes: a failure leaves the cache as it was
+  for (std::span<uint8_t> s : prefix_spans(n)) {
+    if (!s.empty()) std::memcpy(s.data(), in, s.size());
+    in += s.size();
+  }
+  end_ = n;
+  shrink_to(n);  // a shorter prefix than the cache held: release the blocks past it
+  return {};
+}
+
+// The envelope.
 
 std::vector<int32_t> KvSnapshotView::token_ids() const {
   std::vector<int32_t> ids(static_cast<size_t>(n_pos));

@@ -1,0 +1,91 @@
+#include "model/arch_loaders.h"
+
+#include <cmath>
+
+namespace pllm {
+namespace {
+
+// The vector `name` [n] as `p` says: null when absent (or optional and not in the file).
+Result<const float*> get_vector_as(const GgufFile& f, Presence p, const std::string& name, int64_t n) {
+  if (p == Presence::absent || (p == Presence::optional && !f.tensor(name))) return static_cast<const float*>(nullptr);
+  return get_vector(f, name, n);
+}
+
+// "blk.<layer>.", the prefix of every tensor of that layer.
+std::string layer_prefix(int layer) { return "blk." + std::to_string(layer) + "."; }
+
+}  // namespace
+
+Result<void> load_embeddings(const GgufFile& f, const ModelConfig& c, ModelWeights& w) {
+  const TensorInfo* emb = f.tensor("token_embd.weight");
+  if (!emb) return make_error(Status::bad_format, f.path() + ": missing tensor 'token_embd.weight'");
+  if (emb->dims.size() != 2 || emb->dims[1] == 0 || emb->dims[1] > (1u << 24))
+    return make_error(Status::bad_format, f.path() + ": tensor 'token_embd.weight' has a bad shape");
+  const int64_t n_vocab = int64_t(emb->dims[1]);
+  PLLM_ASSIGN(w.token_embd, get_matrix(f, "token_embd.weight", n_vocab, c.n_embd));
+  PLLM_ASSIGN(w.output_norm, get_vector(f, "output_norm.weight", c.n_embd));
+  if (f.tensor("output.weight")) {
+    PLLM_ASSIGN(w.output, get_matrix(f, "output.weight", n_vocab, c.n_embd));
+  } else {
+    w.output = w.token_embd;  // tied embeddings
+  }
+  return {};
+}
+
+Result<void> load_attention(const GgufFile& f, const ModelConfig& c, int layer, LayerWeights& L,
+                            const AttnTensors& t) {
+  const std::string p = layer_prefix(layer);
+  const int E = c.n_embd;
+  PLLM_ASSIGN(L.attn_norm, get_vector(f, p + "attn_norm.weight", E));
+  PLLM_ASSIGN(L.wq, get_matrix(f, p + "attn_q.weight", c.q_dim(), E));
+  PLLM_ASSIGN(L.wk, get_matrix(f, p + "attn_k.weight", c.kv_dim(), E));
+  PLLM_ASSIGN(L.wv, get_matrix(f, p + "attn_v.weight", c.kv_dim(), E));
+  PLLM_ASSIGN(L.bq, get_vector_as(f, t.qkv_bias, p + "attn_q.bias", c.q_dim()));
+  PLLM_ASSIGN(L.bk, get_vector_as(f, t.qkv_bias, p + "attn_k.bias", c.kv_dim()));
+  PLLM_ASSIGN(L.bv, get_vector_as(f, t.qkv_bias, p + "attn_v.bias", c.kv_dim()));
+  PLLM_ASSIGN(L.attn_q_norm, get_vector_as(f, t.q_k_norm, p + "attn_q_norm.weight", c.head_dim));
+  PLLM_ASSIGN(L.attn_k_norm, get_vector_as(f, t.q_k_norm, p + "attn_k_norm.weight", c.head_dim));
+  PLLM_ASSIGN(L.wo, get_matrix(f, p + "attn_output.weight", E, c.q_dim()));
+  PLLM_ASSIGN(L.bo, get_vector_as(f, t.out_bias, p + "attn_output.bias", E));
+  PLLM_ASSIGN(L.post_attn_norm, get_vector_as(f, t.post_norm, p + "post_attention_norm.weight", E));
+  return {};
+}
+
+Result<void> load_gated_ffn(const GgufFile& f, const ModelConfig& c, int layer, LayerWeights& L,
+                            const FfnTensors& t) {
+  const std::string p = layer_prefix(layer);
+  const int E = c.n_embd, F = c.n_ff_at(layer);
+  PLLM_ASSIGN(L.ffn_norm, get_vector(f, p + "ffn_norm.weight", E));
+  PLLM_ASSIGN(L.w_gate, get_matrix(f, p + "ffn_gate.weight", F, E));
+  PLLM_ASSIGN(L.w_up, get_matrix(f, p + "ffn_up.weight", F, E));
+  PLLM_ASSIGN(L.w_down, get_matrix(f, p + "ffn_down.weight", E, F));
+  PLLM_ASSIGN(L.b_down, get_vector_as(f, t.down_bias, p + "ffn_down.bias", E));
+  PLLM_ASSIGN(L.post_ffn_norm, get_vector_as(f, t.post_norm, p + "post_ffw_norm.weight", E));
+  return {};
+}
+
+Result<void> load_layers(const GgufFile& f, const ModelConfig& c, ModelWeights& w, const AttnTensors& attn,
+                         const FfnTensors& ffn) {
+  w.layers.resize(size_t(c.n_layer));
+  for (int l = 0; l < c.n_layer; ++l) {
+    PLLM_TRY(load_attention(f, c, l, w.layers[size_t(l)], attn));
+    PLLM_TRY(load_gated_ffn(f, c, l, w.layers[size_t(l)], ffn));
+  }
+  return {};
+}
+
+std::vector<float> rope_inv_freq(float base, int n_rot, float linear_scale, const float* factors) {
+  std::vector<float> out(size_t(n_rot / 2));
+  for (int i = 0; i < n_rot / 2; ++i) {
+    double inv = std::pow(double(base), -2.0 * i / double(n_rot));
+    if (factors) inv /= double(factors[i]);
+    out[size_t(i)] = float(inv / double(linear_scale));
+  }
+  return out;
+}
+
+Result<const float*> load_rope_factors(const GgufFile& f, const ModelConfig& c) {
+  return get_vector_as(f, Presence::optional, "rope_freqs.weight", c.n_rot / 2);
+}
+
+}  // namespace pllm
