@@ -26,17 +26,18 @@ struct LayerWeights {
   Matrix wq;                         // [q_dim rows x n_embd]
   Matrix wk;                         // [kv_dim x n_embd]
   Matrix wv;                         // [kv_dim x n_embd]
-  const float* bq = nullptr;         // [q_dim]   (qwen2)
-  const float* bk = nullptr;         // [kv_dim]  (qwen2)
-  const float* bv = nullptr;         // [kv_dim]  (qwen2)
+  // The tensors below are null where the architecture has none (model/arch_loaders.h:
+  // AttnTensors, FfnTensors say which each loads).
+  const float* bq = nullptr;         // [q_dim]   Q/K/V biases (qwen2)
+  const float* bk = nullptr;         // [kv_dim]
+  const float* bv = nullptr;         // [kv_dim]
   Matrix wo;                         // [n_embd x q_dim]
-  const float* bo = nullptr;         // [n_embd] (llama/deci, optional: compensated pruning)
+  const float* bo = nullptr;         // [n_embd] output bias (llama/deci when present: compensated pruning)
   const float* ffn_norm = nullptr;   // [n_embd]
   Matrix w_gate;                     // [n_ff x n_embd]
   Matrix w_up;                       // [n_ff x n_embd]
   Matrix w_down;                     // [n_embd x n_ff]
-  const float* b_down = nullptr;     // [n_embd] (llama/deci, optional: compensated pruning)
-  // Gemma 3 only (null otherwise):
+  const float* b_down = nullptr;     // [n_embd] (llama/deci when present: compensated pruning)
   const float* attn_q_norm = nullptr;    // [head_dim] RMSNorm of every query head
   const float* attn_k_norm = nullptr;    // [head_dim] RMSNorm of every key head
   const float* post_attn_norm = nullptr; // [n_embd] RMSNorm of the attention output
