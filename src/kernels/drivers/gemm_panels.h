@@ -1,6 +1,6 @@
 // Driver of the tiled int8 prefill GEMM (TypeKernels::gemm_q8 / gemm_q8_panels), written once
 // for every ISA whose kernel repacks weight rows into panels (x86/gemm_avx2.cpp,
-// x86/gemm_avx512.cpp, arm/gemm_neon.cpp; read gemm_avx512.cpp's header for the scheme).
+// x86/gemm_avx512.cpp, arm/gemm_dotprod.cpp; read gemm_avx512.cpp's header for the scheme).
 // ODR: templates over the ISA's types only (see fused_dot.h).
 //
 // Loops: the per-(token, block) activation terms are computed once per call into
