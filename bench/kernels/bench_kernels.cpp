@@ -3,7 +3,7 @@
 // For every runnable ISA table, weight type and shape (rows x cols = 576x1536 and
 // 1536x576) one "pass" dots every weight row with the activation(s):
 //   int8        quantize_act once (outside the timing), then vec_dot per row
-//   deq+dot     the old exact path: dequantize_row into a scratch row + dot_f32
+//   deq+dot     the old exact path: dequantize_row into a scratch row + the F32 type's vec_dot
 //   f32         the fused exact path: vec_dot_f32 per row
 //   f32_multi/N vec_dot_f32_multi with N activation rows (prefill); each weight
 //               block is decoded once for all N rows
@@ -113,7 +113,7 @@ void run(benchmark::State& st, const KernelTable* kt, const Mat* m, Kind kind, i
       case Kind::deq_dot:
         for (int64_t r = 0; r < m->rows; ++r) {
           k.dequantize_row(w + r * m->row_bytes, deq.data(), cols);
-          y[r] = kt->dot_f32(deq.data(), x.data(), cols);
+          y[r] = kt->for_type(TensorType::F32).vec_dot(cols, deq.data(), x.data());
         }
         break;
       case Kind::f32:

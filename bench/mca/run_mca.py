@@ -54,7 +54,7 @@ def gq8_neon(t):
             "drivers::gemm_q8<pllm::kern::(anonymous namespace)::Tiles, " + NEON_T.format(t=t) + ", false>")
 MICRO = "Tiles::micro<pllm::kern::(anonymous namespace)::"  # AVX-512: an outlined function
 GQ8 = "drivers::gemm_q8<pllm::kern::(anonymous namespace)::Tiles, pllm::kern::(anonymous namespace)::"  # micro inlined
-PNL = "panels<pllm::kern::(anonymous namespace)::"  # arm/panel_neon.cpp
+PNL = "panels<pllm::kern::(anonymous namespace)::"  # arm/panel_dotprod.cpp
 PACK = "drivers::gemm_q8<pllm::kern::(anonymous namespace)::Tiles, pllm::kern::x86_gemm::Pack<pllm::kern::(anonymous namespace)::Panel, "
 
 ROWS = [
@@ -84,11 +84,11 @@ ROWS = [
      ("avx512", "x86/rows_avx512.cpp", "rows_by_4<pllm::kern::(anonymous namespace)::KQ8_0", 8)),
     ("decode int8 Q8_0 (dotprod)", ("dotprod", "arm/neon_dotprod.cpp", bd("Q8_0"), 1), None, None),
     # Over load-time panels (quant/panel.h): one iteration is one block of 16 rows.
-    ("decode int8 Q4_0 panels (SDOT / VNNI)", ("dotprod", "arm/panel_neon.cpp", PNL + "Q40>", 16), None,
+    ("decode int8 Q4_0 panels (SDOT / VNNI)", ("dotprod", "arm/panel_dotprod.cpp", PNL + "Q40>", 16), None,
      ("avx512", "x86/panel_avx512.cpp", "::panels_q4_0(", 16)),
-    ("decode int8 Q4_1 panels (SDOT / VNNI)", ("dotprod", "arm/panel_neon.cpp", PNL + "Q41>", 16), None,
+    ("decode int8 Q4_1 panels (SDOT / VNNI)", ("dotprod", "arm/panel_dotprod.cpp", PNL + "Q41>", 16), None,
      ("avx512", "x86/panel_avx512.cpp", "::panels_q4_1(", 16)),
-    ("decode int8 Q8_0 panels (SDOT / VNNI)", ("dotprod", "arm/panel_neon.cpp", PNL + "Q80>", 16), None,
+    ("decode int8 Q8_0 panels (SDOT / VNNI)", ("dotprod", "arm/panel_dotprod.cpp", PNL + "Q80>", 16), None,
      ("avx512", "x86/panel_avx512.cpp", "::panels_q8_0(", 16)),
     ("decode int8 Q4_K (NEON)", ("neon", "arm/neon.cpp", "::vec_dot_q4_K(", 8, (4,)),
      ("avx2", "x86/avx2.cpp", "::vec_dot_q4_K(", 8), ("avx512", "x86/avx512.cpp", "::vec_dot_q4_K(", 8)),
@@ -97,11 +97,11 @@ ROWS = [
      ("avx2", "x86/avx2.cpp", "::vec_dot_q6_K(", 8), ("avx512", "x86/avx512.cpp", "::vec_dot_q6_K(", 8)),
     ("decode int8 Q6_K (dotprod)", ("dotprod", "arm/neon_dotprod.cpp", "::vec_dot_q6_K(", 8), None, None),
     # Prefill micro-kernels: panel rows x tokens per K-block iteration (packing not counted).
-    ("prefill GEMM Q4_0 (SDOT / AVX2 / VNNI)", ("dotprod", "arm/gemm_neon.cpp", gq8_neon("Q4_0"), 32),
+    ("prefill GEMM Q4_0 (SDOT / AVX2 / VNNI)", ("dotprod", "arm/gemm_dotprod.cpp", gq8_neon("Q4_0"), 32),
      ("avx2", "x86/gemm_avx2.cpp", (MICRO + "Q40>", GQ8 + "Q40, false>", PACK + "8>::Q40, false>", PACK + "16>::Q40, false>"), 32),
      ("avx512", "x86/gemm_avx512.cpp", (MICRO + "Q40>", GQ8 + "Q40, false>", PACK + "8>::Q40, false>", PACK + "16>::Q40, false>"), 128)),
     ("prefill GEMM Q4_0 (SMMLA)", ("i8mm", "arm/gemm_i8mm.cpp", "gemm<pllm::kern::neon_int8::Blocks<pllm::kern::(anonymous namespace)::Level>::Gemm<pllm::kern::neon_int8::Blocks<pllm::kern::(anonymous namespace)::Level>::Q4_0>, false>", 32), None, None),
-    ("prefill GEMM Q8_0 (SDOT / AVX2 / VNNI)", ("dotprod", "arm/gemm_neon.cpp", gq8_neon("Q8_0"), 32),
+    ("prefill GEMM Q8_0 (SDOT / AVX2 / VNNI)", ("dotprod", "arm/gemm_dotprod.cpp", gq8_neon("Q8_0"), 32),
      ("avx2", "x86/gemm_avx2.cpp", (MICRO + "Q80>", GQ8 + "Q80, false>", PACK + "8>::Q80, false>", PACK + "16>::Q80, false>"), 32),
      ("avx512", "x86/gemm_avx512.cpp", (MICRO + "Q80>", GQ8 + "Q80, false>", PACK + "8>::Q80, false>", PACK + "16>::Q80, false>"), 128)),
     ("prefill GEMM Q8_0 (SMMLA)", ("i8mm", "arm/gemm_i8mm.cpp", "gemm<pllm::kern::neon_int8::Blocks<pllm::kern::(anonymous namespace)::Level>::Gemm<pllm::kern::neon_int8::Blocks<pllm::kern::(anonymous namespace)::Level>::Q8_0>, false>", 32), None, None),

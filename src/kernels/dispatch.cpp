@@ -1,7 +1,9 @@
 // Run-time ISA selection: builds one table per runnable ISA, once.
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <span>
 
 #include "kernels/internal.h"
 
@@ -25,8 +27,6 @@
 namespace pllm {
 
 namespace {
-
-constexpr int kNumIsa = 7;
 
 #if defined(PLLM_HAVE_X86_KERNELS) && (defined(__x86_64__) || defined(__i386__))
 // F16C is CPUID leaf 1, ECX bit 29. Asked directly: clang's __builtin_cpu_supports does not
@@ -82,78 +82,143 @@ bool cpu_supports(Isa isa) {
   }
 }
 
-// FP16 arithmetic (FMLA .8h) for the W4A16 kernels; independent of the ISA level.
-bool cpu_has_fp16_arith() {
-#if defined(PLLM_HAVE_ARM_KERNELS) && defined(__aarch64__) && defined(__linux__)
-  return (getauxval(AT_HWCAP) & HWCAP_ASIMDHP) != 0;
+#if defined(PLLM_HAVE_ARM_KERNELS)
+// FP16 arithmetic (FMLA .8h) for the W4A16 dots wherever the CPU has it, whatever the level.
+void fill_f16act_fp16_if_present(KernelTable& k) {
+#if defined(__aarch64__) && defined(__linux__)
+  if ((getauxval(AT_HWCAP) & HWCAP_ASIMDHP) != 0) kern::fill_f16act_neon_fp16(k);
 #else
-  return false;
+  (void)k;
 #endif
 }
+#endif
 
-// W4A16 kernels of each table (filled after everything else).
-void fill_f16act(KernelTable& k, Isa isa) {
-  switch (isa) {
-#if defined(PLLM_HAVE_X86_KERNELS)
-    case Isa::avx2:
-    case Isa::avxvnni:
-    case Isa::avx512: kern::fill_f16act_avx2(k); break;  // 256-bit: faster on Zen 4 (f16act_avx2.cpp)
-#endif
-#if defined(PLLM_HAVE_ARM_KERNELS)
-    case Isa::neon:
-    case Isa::neon_dotprod:
-    case Isa::neon_i8mm:
-      kern::fill_f16act_neon(k);
-      if (cpu_has_fp16_arith()) kern::fill_f16act_neon_fp16(k);
-      break;
-#endif
-    default: break;  // scalar: already filled with the twins
-  }
+// The fillers of each table, in the order they run: a later one overrides what an earlier one
+// set. Each SIMD table starts from a copy of the scalar table with the entries build_tables
+// clears, so a level lists only what it implements. A kernel family of a level is one line.
+using kern::Filler;
+constexpr std::array<Filler, 8> kScalar = {
+    kern::fill_scalar,
+    kern::fill_attention_kv_scalar,
+    kern::fill_gemm_loops<Isa::scalar>,
+    kern::fill_rows_loops<Isa::scalar>,
+    kern::fill_rows_f32_multi_scalar,
+    kern::fill_f16act_scalar,
+    kern::fill_i16act_scalar,
+    kern::fill_panel_scalar,
+};
+
+// a's fillers, then b's.
+template <size_t A, size_t B>
+constexpr std::array<Filler, A + B> then(const std::array<Filler, A>& a, const std::array<Filler, B>& b) {
+  std::array<Filler, A + B> r{};
+  for (size_t i = 0; i < A; ++i) r[i] = a[i];
+  for (size_t i = 0; i < B; ++i) r[A + i] = b[i];
+  return r;
 }
 
-// int16-activation kernels of each table (filled after fill_f16act). The tiles were cleared
-// for every SIMD table: a type gets one here only where this ISA has its own kernel. The avxvnni
-// and avx512 tables take quantize_row_q16 from i16act_avx2.cpp and their own tiles, GEMMs and
-// panel kernels (vpdpwssd on ymm / zmm; the same results bit for bit); every ARM level the
-// baseline NEON ones.
-void fill_i16act(KernelTable& k, Isa isa) {
-  switch (isa) {
 #if defined(PLLM_HAVE_X86_KERNELS)
-    case Isa::avx2: kern::fill_i16act_avx2(k); kern::fill_i16panel_avx2(k); break;
-    case Isa::avxvnni: kern::fill_i16act_avx2(k); kern::fill_i16act_avxvnni(k); kern::fill_i16panel_avxvnni(k); break;
-    case Isa::avx512: kern::fill_i16act_avx2(k); kern::fill_i16act_avx512(k); kern::fill_i16panel_avx512(k); break;
+// The avx2 level but for its int16 kernels: the start of the avx2 and avxvnni tables.
+constexpr std::array<Filler, 9> kAvx2Level = {
+    kern::fill_avx2,
+    kern::fill_act_quant_avx2,
+    kern::fill_attention_kv_avx2,
+    kern::fill_gemm_loops<Isa::avx2>,
+    kern::fill_gemm_avx2,
+    kern::fill_rows_loops<Isa::avx2>,
+    kern::fill_rows_avx2,
+    kern::fill_act_avx2,
+    kern::fill_f16act_avx2,
+};
+constexpr auto kAvx2 = then(kAvx2Level, std::array<Filler, 2>{
+                                            kern::fill_i16act_avx2,
+                                            kern::fill_i16panel_avx2,
+                                        });
+constexpr auto kAvxVnni = then(kAvx2Level, std::array<Filler, 3>{
+                                               kern::fill_i16act_avx2,  // quantize_row_q16
+                                               kern::fill_i16act_avxvnni,
+                                               kern::fill_i16panel_avxvnni,
+                                           });
+constexpr std::array<Filler, 14> kAvx512 = {
+    kern::fill_avx2,  // the one-row kernels AVX-512 does not replace (K-quant and float exact mode)
+    kern::fill_act_quant_avx2,
+    kern::fill_avx512,
+    kern::fill_attention_kv_avx512,
+    kern::fill_gemm_loops<Isa::avx512>,
+    kern::fill_gemm_avx512,
+    kern::fill_rows_loops<Isa::avx512>,
+    kern::fill_rows_avx512,
+    kern::fill_panel_avx512,
+    kern::fill_act_avx2,
+    kern::fill_f16act_avx2,  // 256-bit: faster on Zen 4 (f16act_avx2.cpp)
+    kern::fill_i16act_avx2,  // quantize_row_q16
+    kern::fill_i16act_avx512,
+    kern::fill_i16panel_avx512,
+};
+#endif
+
+#if defined(PLLM_HAVE_ARM_KERNELS)
+constexpr std::array<Filler, 8> kNeon = {
+    kern::fill_neon,
+    kern::fill_attention_kv_neon,
+    kern::fill_gemm_loops<Isa::neon>,
+    kern::fill_rows_loops<Isa::neon>,
+    kern::fill_act_neon,
+    kern::fill_f16act_neon,
+    fill_f16act_fp16_if_present,
+    kern::fill_i16act_neon,  // SMULL/SMLAL on every level
+};
+constexpr std::array<Filler, 11> kNeonDotprod = {
+    kern::fill_neon,
+    kern::fill_neon_dotprod,
+    kern::fill_attention_kv_neon,
+    kern::fill_gemm_loops<Isa::neon_dotprod>,
+    kern::fill_gemm_neon_dotprod,
+    kern::fill_rows_loops<Isa::neon_dotprod>,
+    kern::fill_panel_neon_dotprod,
+    kern::fill_act_neon,
+    kern::fill_f16act_neon,
+    fill_f16act_fp16_if_present,
+    kern::fill_i16act_neon,
+};
+// The dotprod table with SMMLA prefill GEMMs.
+constexpr auto kNeonI8mm = then(kNeonDotprod, std::array<Filler, 1>{kern::fill_gemm_neon_i8mm});
+#endif
+
+// The fillers of a level this build has kernels for (empty otherwise).
+std::span<const Filler> fillers(Isa isa) {
+  switch (isa) {
+    case Isa::scalar: return kScalar;
+#if defined(PLLM_HAVE_X86_KERNELS)
+    case Isa::avx2: return kAvx2;
+    case Isa::avxvnni: return kAvxVnni;
+    case Isa::avx512: return kAvx512;
 #endif
 #if defined(PLLM_HAVE_ARM_KERNELS)
-    case Isa::neon:
-    case Isa::neon_dotprod:
-    case Isa::neon_i8mm: kern::fill_i16act_neon(k); break;  // SMULL/SMLAL on every level
+    case Isa::neon: return kNeon;
+    case Isa::neon_dotprod: return kNeonDotprod;
+    case Isa::neon_i8mm: return kNeonI8mm;
 #endif
-    default: (void)k; break;  // scalar: already filled with the twins
+    default: return {};
   }
 }
 
 struct Tables {
-  KernelTable table[kNumIsa];
-  bool ok[kNumIsa] = {};
+  KernelTable table[kIsaCount];
+  bool ok[kIsaCount] = {};
 };
 
 Tables build_tables() {
   Tables t;
-  kern::fill_scalar(t.table[0]);
-  kern::fill_attention_kv_scalar(t.table[0]);
-  kern::fill_gemm_scalar(t.table[0]);
-  kern::fill_rows_scalar(t.table[0]);
-  kern::fill_f16act_scalar(t.table[0]);
-  kern::fill_i16act_scalar(t.table[0]);
-  kern::fill_panel_scalar(t.table[0]);
+  for (Filler fill : fillers(Isa::scalar)) fill(t.table[0]);
   for (TypeKernels& tk : t.table[0].types) {  // the scalar twins
     tk.gemm_f32 = tk.vec_dot_f32_rows_multi;
     tk.gemm_i16 = tk.vec_dot_i16act_tile;
   }
   t.ok[0] = true;
-  for (int i = 1; i < kNumIsa; ++i) {
+  for (int i = 1; i < kIsaCount; ++i) {
     const Isa isa = static_cast<Isa>(i);
-    if (!cpu_supports(isa)) continue;
+    if (!cpu_supports(isa) || fillers(isa).empty()) continue;
     KernelTable k = t.table[0];  // start from the scalar twins; lower levels layer first
     // Repacked panels only where this ISA has its own kernel (else the model keeps the
     // file's layout rather than run the scalar twin).
@@ -167,22 +232,7 @@ Tables build_tables() {
       tk.gemm_i16_panels = nullptr;
       tk.gemm_f32 = nullptr;
     }
-    switch (isa) {
-#if defined(PLLM_HAVE_X86_KERNELS)
-      case Isa::avx2:
-      case Isa::avxvnni:  // the avx2 table; its own int16 kernels come in fill_i16act
-        kern::fill_avx2(k); kern::fill_attention_kv_avx2(k); kern::fill_gemm_avx2(k); kern::fill_rows_avx2(k); kern::fill_act_avx2(k); break;
-      case Isa::avx512: kern::fill_avx2(k); kern::fill_avx512(k); kern::fill_attention_kv_avx512(k); kern::fill_gemm_avx512(k); kern::fill_rows_avx512(k); kern::fill_panel_avx512(k); kern::fill_act_avx2(k); break;
-#endif
-#if defined(PLLM_HAVE_ARM_KERNELS)
-      case Isa::neon: kern::fill_neon(k); kern::fill_attention_kv_neon(k); kern::fill_gemm_neon(k); kern::fill_rows_neon(k); kern::fill_act_neon(k); break;
-      case Isa::neon_dotprod: kern::fill_neon(k); kern::fill_neon_dotprod(k); kern::fill_attention_kv_neon(k); kern::fill_gemm_neon_dotprod(k); kern::fill_rows_neon_dotprod(k); kern::fill_panel_neon_dotprod(k); kern::fill_act_neon(k); break;
-      case Isa::neon_i8mm: kern::fill_neon(k); kern::fill_neon_dotprod(k); kern::fill_attention_kv_neon(k); kern::fill_gemm_neon_i8mm(k); kern::fill_rows_neon_i8mm(k); kern::fill_panel_neon_dotprod(k); kern::fill_act_neon(k); break;
-#endif
-      default: continue;
-    }
-    fill_f16act(k, isa);
-    fill_i16act(k, isa);
+    for (Filler fill : fillers(isa)) fill(k);
     for (TypeKernels& tk : k.types) {
       if (!tk.gemm_f32) tk.gemm_f32 = tk.vec_dot_f32_rows_multi;
       k.int16_prompts = k.int16_prompts || tk.gemm_i16;  // this ISA's own int16 GEMM
@@ -259,7 +309,7 @@ Isa select_isa(const char* request, bool* unknown) {
     if (!found && unknown) *unknown = true;
   }
   Isa best = Isa::scalar;
-  for (int i = 1; i < kNumIsa; ++i) {
+  for (int i = 1; i < kIsaCount; ++i) {
     const Isa isa = static_cast<Isa>(i);
     if (tables().ok[i] && rank(isa) <= cap && rank(isa) > rank(best)) best = isa;
   }
@@ -273,7 +323,7 @@ const KernelTable& kernels() {
 
 const KernelTable* kernels_for(Isa isa) {
   const int i = static_cast<int>(isa);
-  if (i < 0 || i >= kNumIsa || !tables().ok[i]) return nullptr;
+  if (i < 0 || i >= kIsaCount || !tables().ok[i]) return nullptr;
   return &tables().table[i];
 }
 

@@ -16,6 +16,7 @@ namespace pllm {
 // Values index the dispatch tables: new levels are appended. avxvnni: the avx2 table with int16
 // kernels on AVX-VNNI's ymm vpdpwssd (Alder Lake and later without AVX-512, Zen 5).
 enum class Isa : int { scalar = 0, avx2 = 1, avx512 = 2, neon = 3, neon_dotprod = 4, neon_i8mm = 5, avxvnni = 6 };
+inline constexpr int kIsaCount = 7;
 const char* isa_name(Isa isa);
 
 struct TypeKernels {
@@ -44,7 +45,7 @@ struct TypeKernels {
   void (*vec_dot_f32_multi)(int64_t n, const void* w_row, const float* x, int64_t x_stride, int n_x,
                             float* out, int64_t out_stride) = nullptr;
 
-  // ---- prefill GEMM (kernels: generic/gemm_scalar.cpp, x86/gemm_avx*.cpp, arm/gemm_neon.cpp)
+  // ---- prefill GEMM (kernels: generic/dot_loops.cpp, x86/gemm_avx*.cpp, arm/gemm_dotprod.cpp, arm/gemm_i8mm.cpp)
   // Integer GEMM tile for prefill: out[x * out_stride + r] = vec_dot(n, w + r * w_stride, xq + x * xq_stride)
   // for r < n_rows, x < n_x; same activation format as quantize_act. Must equal looping vec_dot
   // up to f32 rounding (integer block sums are exact; only the float scale accumulation may differ).
@@ -53,8 +54,8 @@ struct TypeKernels {
   void (*gemm_q8)(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t xq_stride,
                   int n_x, float* out, int64_t out_stride) = nullptr;
 
-  // ---- decode matvec, several weight rows at once (kernels: generic/rows_scalar.cpp,
-  // x86/rows_avx*.cpp, arm/rows_neon.cpp). Never null for an available type: where an ISA
+  // ---- decode matvec, several weight rows at once (kernels: generic/dot_loops.cpp,
+  // x86/rows_avx*.cpp; ARM loops its one-row kernels). Never null for an available type: where an ISA
   // has no multi-row kernel for a type it is that ISA's vec_dot / vec_dot_f32 in a loop.
   // Writes out[0 .. n_rows-1] only; n_rows >= 1; row r starts at (const uint8_t*)w + r * w_stride.
   // Several weight rows against ONE activation row: out[r] = vec_dot(n, w + r*w_stride, xq)
@@ -142,10 +143,6 @@ struct KernelTable {
   Isa isa = Isa::scalar;
   // Indexed by the ggml type id (TensorType value); entries for unsupported types are unavailable.
   TypeKernels types[32];
-  // f32 helpers used by norms and attention.
-  float (*dot_f32)(const float* a, const float* b, int64_t n) = nullptr;
-  // y += a * x
-  void (*axpy_f32)(float a, const float* x, float* y, int64_t n) = nullptr;
   // W4A16 activation format: y[i] = x[i] rounded to IEEE half (nearest even; overflow -> inf).
   // Bit-identical on every ISA.
   void (*f32_to_f16_row)(const float* x, uint16_t* y, int64_t n) = nullptr;

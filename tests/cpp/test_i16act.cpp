@@ -524,7 +524,6 @@ TEST(I16ActX86, AvxVnniTableIsAvx2WithItsOwnInt16Kernels) {
   if (!k2 || !kv) GTEST_SKIP() << "needs the avx2 and avxvnni tables";
   EXPECT_TRUE(kv->int16_prompts);
   EXPECT_EQ(kv->quantize_row_q16, k2->quantize_row_q16);
-  EXPECT_EQ(kv->dot_f32, k2->dot_f32);
   EXPECT_EQ(kv->swiglu_f32, k2->swiglu_f32);
   EXPECT_EQ(kv->f32_to_f16_row, k2->f32_to_f16_row);
   EXPECT_EQ(kv->attn_seg_q8, k2->attn_seg_q8);

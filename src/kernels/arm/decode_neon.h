@@ -3,69 +3,42 @@
 // q4k_unit_codes. Baseline flags only (see simd_neon.h).
 //
 // Same scheme as x86/decode_avx2.h: a decoder yields 32-element units (eight float32x4)
-// holding exactly dequantize_row's floats: kUnits, block(b), unit(u, v), tail(n, buf).
+// holding exactly dequantize_row's floats; its row walk, tail and the K-quants' scalar block
+// setup are drivers/weight_rows.h's.
 #pragma once
 #include "kernels/arm/simd_neon.h"
+#include "kernels/drivers/weight_rows.h"
 #include "quant/blocks.h"
 
 namespace pllm::kern::neon {
 
-struct DecF32 {
-  static constexpr int kUnits = 1;
-  const float* w;
-  const float* p = nullptr;
-  explicit DecF32(const void* row) : w(static_cast<const float*>(row)) {}
-  PLLM_AI void block(int64_t b) { p = w + 32 * b; }
+struct DecF32 : drivers::F32Row<F32x4> {
+  using F32Row::F32Row;
   PLLM_AI void unit(int, float32x4_t v[8]) {
     for (int k = 0; k < 8; ++k) v[k] = vld1q_f32(p + 4 * k);
   }
-  void tail(int64_t n, float* buf) const {
-    for (int64_t i = n & ~int64_t{31}; i < n; ++i) *buf++ = w[i];
-  }
 };
 
-struct DecF16 {
-  static constexpr int kUnits = 1;
-  const __fp16* w;
-  const __fp16* p = nullptr;
-  explicit DecF16(const void* row) : w(static_cast<const __fp16*>(row)) {}
-  PLLM_AI void block(int64_t b) { p = w + 32 * b; }
+struct DecF16 : drivers::F16Row<F32x4> {
+  using F16Row::F16Row;
   PLLM_AI void unit(int, float32x4_t v[8]) {
-    for (int k = 0; k < 8; ++k) v[k] = vcvt_f32_f16(vld1_f16(p + 4 * k));
-  }
-  void tail(int64_t n, float* buf) const {
-    for (int64_t i = n & ~int64_t{31}; i < n; ++i) *buf++ = static_cast<float>(w[i]);
+    for (int k = 0; k < 8; ++k) v[k] = vcvt_f32_f16(vld1_f16(reinterpret_cast<const __fp16*>(p + 4 * k)));
   }
 };
 
-struct DecBF16 {
-  static constexpr int kUnits = 1;
-  const uint16_t* w;
-  const uint16_t* p = nullptr;
-  explicit DecBF16(const void* row) : w(static_cast<const uint16_t*>(row)) {}
-  PLLM_AI void block(int64_t b) { p = w + 32 * b; }
+struct DecBF16 : drivers::BF16Row<F32x4> {
+  using BF16Row::BF16Row;
   PLLM_AI void unit(int, float32x4_t v[8]) {
     for (int k = 0; k < 8; ++k) v[k] = load_bf16(p + 4 * k);
   }
-  void tail(int64_t n, float* buf) const {
-    for (int64_t i = n & ~int64_t{31}; i < n; ++i) {
-      const uint32_t bits = uint32_t(w[i]) << 16;
-      __builtin_memcpy(buf++, &bits, 4);
-    }
-  }
-};
-
-struct DecQuant {  // quantised rows have no tail
-  void tail(int64_t, float*) const {}
 };
 
 // d * (q - 8) == q * d + (-8 d) exactly (11-bit d times a 4-bit integer).
-struct DecQ4_0 : DecQuant {
+struct DecQ4_0 : drivers::BlockRow<F32x4, block_q4_0> {
   static constexpr int kUnits = 1;
-  const block_q4_0* w;
   const uint8_t* q = nullptr;
   float32x4_t d, m8d;
-  explicit DecQ4_0(const void* row) : w(static_cast<const block_q4_0*>(row)) {}
+  using BlockRow::BlockRow;
   PLLM_AI void block(int64_t b) {
     q = w[b].qs;
     const float df = h2f(w[b].d);
@@ -81,12 +54,11 @@ struct DecQ4_0 : DecQuant {
 };
 
 // reference d * q + m with d * q exact: the FMA rounds identically.
-struct DecQ4_1 : DecQuant {
+struct DecQ4_1 : drivers::BlockRow<F32x4, block_q4_1> {
   static constexpr int kUnits = 1;
-  const block_q4_1* w;
   const uint8_t* q = nullptr;
   float32x4_t d, m;
-  explicit DecQ4_1(const void* row) : w(static_cast<const block_q4_1*>(row)) {}
+  using BlockRow::BlockRow;
   PLLM_AI void block(int64_t b) {
     q = w[b].qs;
     d = vdupq_n_f32(h2f(w[b].d));
@@ -116,12 +88,11 @@ PLLM_AI void q5_unit(const uint8_t* qs, const uint8_t* qh, float32x4_t v[8]) {
 }
 
 // reference d * (q - 16): (q - 16) * d is exact (5 by 11 bits), so fma(-16d, q, d) rounds to it.
-struct DecQ5_0 : DecQuant {
+struct DecQ5_0 : drivers::BlockRow<F32x4, block_q5_0> {
   static constexpr int kUnits = 1;
-  const block_q5_0* w;
   const block_q5_0* blk = nullptr;
   float32x4_t d, m16d;
-  explicit DecQ5_0(const void* row) : w(static_cast<const block_q5_0*>(row)) {}
+  using BlockRow::BlockRow;
   PLLM_AI void block(int64_t b) {
     blk = w + b;
     const float df = h2f(blk->d);
@@ -135,12 +106,11 @@ struct DecQ5_0 : DecQuant {
 };
 
 // reference d * q + m with d * q exact: the FMA rounds identically.
-struct DecQ5_1 : DecQuant {
+struct DecQ5_1 : drivers::BlockRow<F32x4, block_q5_1> {
   static constexpr int kUnits = 1;
-  const block_q5_1* w;
   const block_q5_1* blk = nullptr;
   float32x4_t d, m;
-  explicit DecQ5_1(const void* row) : w(static_cast<const block_q5_1*>(row)) {}
+  using BlockRow::BlockRow;
   PLLM_AI void block(int64_t b) {
     blk = w + b;
     d = vdupq_n_f32(h2f(blk->d));
@@ -152,12 +122,11 @@ struct DecQ5_1 : DecQuant {
   }
 };
 
-struct DecQ8_0 : DecQuant {
+struct DecQ8_0 : drivers::BlockRow<F32x4, block_q8_0> {
   static constexpr int kUnits = 1;
-  const block_q8_0* w;
   const int8_t* q = nullptr;
   float32x4_t d;
-  explicit DecQ8_0(const void* row) : w(static_cast<const block_q8_0*>(row)) {}
+  using BlockRow::BlockRow;
   PLLM_AI void block(int64_t b) {
     q = w[b].qs;
     d = vdupq_n_f32(h2f(w[b].d));
@@ -185,22 +154,8 @@ PLLM_AI void q4k_unit_codes(const uint8_t* qs, int u, uint8x16_t& a, uint8x16_t&
 }
 
 // reference (d * sc) * q - dmin * m, both products exact: FMA rounds identically.
-struct DecQ4_K : DecQuant {
-  static constexpr int kUnits = 8;
-  const block_q4_K* w;
-  const uint8_t* q = nullptr;
-  float dsc[8], mn[8];
-  explicit DecQ4_K(const void* row) : w(static_cast<const block_q4_K*>(row)) {}
-  PLLM_AI void block(int64_t b) {
-    uint8_t sm[16];
-    unpack_k4_scales(w[b].scales, sm);
-    const float d = h2f(w[b].d), dmin = h2f(w[b].dmin);
-    for (int j = 0; j < 8; ++j) {
-      dsc[j] = d * static_cast<float>(sm[j]);
-      mn[j] = -(dmin * static_cast<float>(sm[8 + j]));
-    }
-    q = w[b].qs;
-  }
+struct DecQ4_K : drivers::Q4KRow<F32x4> {
+  using Q4KRow::Q4KRow;
   PLLM_AI void unit(int u, float32x4_t v[8]) {
     uint8x16_t a, b;
     q4k_unit_codes(q, u, a, b);
@@ -212,17 +167,8 @@ struct DecQ4_K : DecQuant {
 };
 
 // reference (d * sc) * q, q = (low 4 | high 2 << 4) - 32.
-struct DecQ6_K : DecQuant {
-  static constexpr int kUnits = 8;
-  const block_q6_K* w;
-  const block_q6_K* blk = nullptr;
-  float ds[16];
-  explicit DecQ6_K(const void* row) : w(static_cast<const block_q6_K*>(row)) {}
-  PLLM_AI void block(int64_t b) {
-    blk = w + b;
-    const float d = h2f(blk->d);
-    for (int g = 0; g < 16; ++g) ds[g] = d * static_cast<float>(blk->scales[g]);
-  }
+struct DecQ6_K : drivers::Q6KRow<F32x4> {
+  using Q6KRow::Q6KRow;
   PLLM_AI void unit(int u, float32x4_t v[8]) {
     const int h = u / 4, k = u % 4;
     const uint8_t* ql = blk->ql + 64 * h + 32 * (k & 1);

@@ -8,14 +8,14 @@
 // With a = 8 quants of weight rows r, r+1 and b = the 8 activation quants of tokens t, t+1
 // at the same k, one instruction adds 2 rows x 2 tokens x 8 products.
 //
-// Packing (per call, as gemm_neon.cpp):
+// Packing (per call, as gemm_dotprod.cpp):
 //   weights, panels of 8 rows = 4 row pairs, K chunks of kKb blocks:
 //     q[block][k-step s][pair p] = 16 bytes: quants 8s..8s+7 of row 2p, then of row 2p+1
 //       (signed: Q4_0 q - 8, Q8_0 w, Q4_1 q);  d[block][p] = {d_2p, d_2p, d_2p+1, d_2p+1}, m alike;
 //   activations, once per call into gemm_scratch, token pairs (an odd last token is paired
 //     with zeros): q[s] = quants 8s..8s+7 of token t then t+1; d = {d_t, d_t+1, d_t, d_t+1}, s alike.
 // Micro-kernel: 4 row pairs x 2 token pairs (8 rows x 4 tokens): per 8-element k-step 4 + 2
-// loads and 8 SMMLA (vs 32 SDOT for the same work in gemm_neon.cpp). Per block the 2x2 int32
+// loads and 8 SMMLA (vs 32 SDOT for the same work in gemm_dotprod.cpp). Per block the 2x2 int32
 // sums (exact) are converted and FMA'd with the lane-matched scale products into 8 float32x4:
 // the same float arithmetic as the SDOT kernel, so the result equals looping vec_dot up to f32
 // rounding (kernels.h). Lanes of accumulator (p, q): [2p,2q] [2p,2q+1] [2p+1,2q] [2p+1,2q+1]
@@ -240,7 +240,6 @@ void gemm(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq,
 }  // namespace
 
 void fill_gemm_neon_i8mm(KernelTable& t) {
-  fill_gemm_vec_dot_loop(t, Isa::neon_i8mm);  // K-quants: the dotprod vec_dot in a loop
   t.types[static_cast<uint32_t>(TensorType::Q4_0)].gemm_q8 = gemm<Q40>;
   t.types[static_cast<uint32_t>(TensorType::Q8_0)].gemm_q8 = gemm<Q80>;
   t.types[static_cast<uint32_t>(TensorType::Q4_1)].gemm_q8 = gemm<Q41>;

@@ -1,9 +1,9 @@
 // The 32-element block types as int8 vectors for the NEON int8 kernels, written once for
-// every level: the one-row dot (TypeKernels::vec_dot through drivers/block_dot.h) of the
+// every level: the one-row dots (TypeKernels::vec_dot through drivers/block_dot.h, and Q4_K's) of the
 // baseline level (neon.cpp) and the dotprod level (neon_dotprod.cpp), which differ only in
 // how 32 int8 products are summed (vmull_s8 + pairwise adds, or SDOT: the level type L
-// supplies it), and the weight types of the prefill GEMMs (gemm_neon.cpp, gemm_i8mm.cpp) and of
-// the decode kernels over load-time panels (panel_neon.cpp).
+// supplies it), and the weight types of the prefill GEMMs (gemm_dotprod.cpp, gemm_i8mm.cpp) and of
+// the decode kernels over load-time panels (panel_dotprod.cpp).
 //
 // ODR: everything here is a member of a template over L, a type declared in the including
 // file's anonymous namespace, so each instantiation belongs to that file and is compiled with
@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/k4_scales.h"
 #include "quant/blocks.h"
 #include "quant/panel.h"
 
@@ -167,6 +168,39 @@ struct Blocks {
       else return 0.0f;
     }
   };
+
+  // Q4_K against Q8_K activations (TypeKernels::vec_dot): per 32-element unit the nibbles'
+  // exact int8 dot (L::dot32) times the unit's 6-bit scale, summed in int32; the mins through
+  // the activation's 16-element sums (bsums, paired to the 8 units).
+  static float vec_dot_q4_K(int64_t n, const void* w_row, const void* xq) {
+    const block_q4_K* w = static_cast<const block_q4_K*>(w_row);
+    const block_q8_K* a = static_cast<const block_q8_K*>(xq);
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / QK_K; ++b) {
+      uint8_t sm[16];
+      unpack_k4_scales(w[b].scales, sm);
+      const int16x8_t bs = vpaddq_s16(vld1q_s16(a[b].bsums), vld1q_s16(a[b].bsums + 8));
+      const int16x8_t mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(sm + 8)));
+      const int32x4_t pm =
+          vmlal_s16(vmull_s16(vget_low_s16(bs), vget_low_s16(mins)), vget_high_s16(bs), vget_high_s16(mins));
+      int32x4_t sumi = vdupq_n_s32(0);
+      const uint8_t* q = w[b].qs;
+      const int8_t* y = a[b].qs;
+      for (int p = 0; p < 4; ++p, q += 32, y += 64) {
+        const uint8x16_t v0 = vld1q_u8(q), v1 = vld1q_u8(q + 16);
+        const int32x4_t lo = L::dot32(vreinterpretq_s8_u8(vandq_u8(v0, m4)), vreinterpretq_s8_u8(vandq_u8(v1, m4)), y);
+        const int32x4_t hi = L::dot32(vreinterpretq_s8_u8(vshrq_n_u8(v0, 4)), vreinterpretq_s8_u8(vshrq_n_u8(v1, 4)),
+                                      y + 32);
+        sumi = vmlaq_n_s32(sumi, lo, sm[2 * p]);
+        sumi = vmlaq_n_s32(sumi, hi, sm[2 * p + 1]);
+      }
+      const float da = a[b].d;
+      acc += L::h2f(w[b].d) * da * static_cast<float>(vaddvq_s32(sumi));
+      acc -= L::h2f(w[b].dmin) * da * static_cast<float>(vaddvq_s32(pm));
+    }
+    return acc;
+  }
 };
 
 }  // namespace pllm::kern::neon_int8

@@ -97,37 +97,6 @@ using I8 = neon_int8::Blocks<Level>;
 template <class T>
 constexpr auto vec_dot_i8 = drivers::block_dot<I8::Dot<T, 1>>;
 
-float vec_dot_q4_K(int64_t n, const void* w_row, const void* xq) {
-  const block_q4_K* w = static_cast<const block_q4_K*>(w_row);
-  const block_q8_K* a = static_cast<const block_q8_K*>(xq);
-  const uint8x16_t m4 = vdupq_n_u8(0x0F);
-  float acc = 0.0f;
-  for (int64_t b = 0; b < n / QK_K; ++b) {
-    uint8_t sm[16];
-    unpack_k4_scales(w[b].scales, sm);
-    // mins: pairwise-add the 16 bsums to 8 sub-block sums, times m_j
-    const int16x8_t bs = vpaddq_s16(vld1q_s16(a[b].bsums), vld1q_s16(a[b].bsums + 8));
-    const int16x8_t mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(sm + 8)));
-    const int32x4_t pm = vmlal_s16(vmull_s16(vget_low_s16(bs), vget_low_s16(mins)), vget_high_s16(bs), vget_high_s16(mins));
-    int32x4_t sumi = vdupq_n_s32(0);
-    const uint8_t* q = w[b].qs;
-    const int8_t* y = a[b].qs;
-    for (int p = 0; p < 4; ++p, q += 32, y += 64) {
-      const uint8x16_t v0 = vld1q_u8(q), v1 = vld1q_u8(q + 16);
-      const int32x4_t lo = vaddq_s32(dot16(vreinterpretq_s8_u8(vandq_u8(v0, m4)), vld1q_s8(y)),
-                                     dot16(vreinterpretq_s8_u8(vandq_u8(v1, m4)), vld1q_s8(y + 16)));
-      const int32x4_t hi = vaddq_s32(dot16(vreinterpretq_s8_u8(vshrq_n_u8(v0, 4)), vld1q_s8(y + 32)),
-                                     dot16(vreinterpretq_s8_u8(vshrq_n_u8(v1, 4)), vld1q_s8(y + 48)));
-      sumi = vmlaq_n_s32(sumi, lo, sm[2 * p]);
-      sumi = vmlaq_n_s32(sumi, hi, sm[2 * p + 1]);
-    }
-    const float da = a[b].d;
-    acc += h2f(w[b].d) * da * static_cast<float>(vaddvq_s32(sumi));
-    acc -= h2f(w[b].dmin) * da * static_cast<float>(vaddvq_s32(pm));
-  }
-  return acc;
-}
-
 // The 6-bit quants of group k (0..3) of half h as signed int8 (-32..31), 32 values.
 inline void q6_group(const uint8_t* ql, const uint8_t* qh, int k, int8x16_t out[2]) {
   const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(0x03);
@@ -208,12 +177,6 @@ float vec_dot_f16(int64_t n, const void* w_row, const void* xq) {
 float vec_dot_bf16(int64_t n, const void* w_row, const void* xq) {
   const uint16_t* w = static_cast<const uint16_t*>(w_row);
   return dot_generic(static_cast<const float*>(xq), n, [w](int64_t i) { return load_bf16(w + i); }, one_bf16, w_row);
-}
-
-void axpy_f32(float a, const float* x, float* y, int64_t n) {
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), vld1q_f32(x + i), a));
-  for (; i < n; ++i) y[i] += a * x[i];
 }
 
 // ------------------------------------------------------------ dequantisers (mul, then add: bit-identical)
@@ -298,11 +261,9 @@ void fill_neon(KernelTable& t) {
   at(TensorType::Q8_0).vec_dot = vec_dot_i8<I8::Q8_0>;
   at(TensorType::Q8_0).dequantize_row = dequant_q8_0;
   at(TensorType::Q4_K).quantize_act = quantize_act_q8_K;
-  at(TensorType::Q4_K).vec_dot = vec_dot_q4_K;
+  at(TensorType::Q4_K).vec_dot = I8::vec_dot_q4_K;
   at(TensorType::Q6_K).quantize_act = quantize_act_q8_K;
   at(TensorType::Q6_K).vec_dot = vec_dot_q6_K;
-  t.dot_f32 = dot_f32;
-  t.axpy_f32 = axpy_f32;
 }
 
 }  // namespace pllm::kern

@@ -34,42 +34,6 @@ using I8 = neon_int8::Blocks<Level>;
 template <class T, int Accs>
 constexpr auto vec_dot_i8 = drivers::block_dot<I8::Dot<T, Accs>>;
 
-float vec_dot_q4_K(int64_t n, const void* w_row, const void* xq) {
-  const block_q4_K* w = static_cast<const block_q4_K*>(w_row);
-  const block_q8_K* a = static_cast<const block_q8_K*>(xq);
-  const uint8x16_t m4 = vdupq_n_u8(0x0F);
-  float acc = 0.0f;
-  for (int64_t b = 0; b < n / QK_K; ++b) {
-    uint32_t w0, w1, w2;
-    __builtin_memcpy(&w0, w[b].scales, 4);
-    __builtin_memcpy(&w1, w[b].scales + 4, 4);
-    __builtin_memcpy(&w2, w[b].scales + 8, 4);
-    const uint32_t v[4] = {w0 & 0x3f3f3f3fu, (w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u), w1 & 0x3f3f3f3fu,
-                           ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u)};
-    uint8_t sm[16];
-    __builtin_memcpy(sm, v, 16);
-    const int16x8_t bs = vpaddq_s16(vld1q_s16(a[b].bsums), vld1q_s16(a[b].bsums + 8));
-    const int16x8_t mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(sm + 8)));
-    const int32x4_t pm = vmlal_s16(vmull_s16(vget_low_s16(bs), vget_low_s16(mins)), vget_high_s16(bs), vget_high_s16(mins));
-    int32x4_t sumi = vdupq_n_s32(0);
-    const uint8_t* q = w[b].qs;
-    const int8_t* y = a[b].qs;
-    for (int p = 0; p < 4; ++p, q += 32, y += 64) {
-      const uint8x16_t v0 = vld1q_u8(q), v1 = vld1q_u8(q + 16);
-      const int32x4_t lo = Level::dot32(vreinterpretq_s8_u8(vandq_u8(v0, m4)),
-                                 vreinterpretq_s8_u8(vandq_u8(v1, m4)), y);
-      const int32x4_t hi = Level::dot32(vreinterpretq_s8_u8(vshrq_n_u8(v0, 4)),
-                                 vreinterpretq_s8_u8(vshrq_n_u8(v1, 4)), y + 32);
-      sumi = vmlaq_n_s32(sumi, lo, sm[2 * p]);
-      sumi = vmlaq_n_s32(sumi, hi, sm[2 * p + 1]);
-    }
-    const float da = a[b].d;
-    acc += h2f(w[b].d) * da * static_cast<float>(vaddvq_s32(sumi));
-    acc -= h2f(w[b].dmin) * da * static_cast<float>(vaddvq_s32(pm));
-  }
-  return acc;
-}
-
 float vec_dot_q6_K(int64_t n, const void* w_row, const void* xq) {
   const block_q6_K* w = static_cast<const block_q6_K*>(w_row);
   const block_q8_K* a = static_cast<const block_q8_K*>(xq);
@@ -114,7 +78,7 @@ void fill_neon_dotprod(KernelTable& t) {
   at(TensorType::Q5_0).vec_dot = vec_dot_i8<I8::Q5_0, 2>;
   at(TensorType::Q5_1).vec_dot = vec_dot_i8<I8::Q5_1, 1>;
   at(TensorType::Q8_0).vec_dot = vec_dot_i8<I8::Q8_0, 1>;
-  at(TensorType::Q4_K).vec_dot = vec_dot_q4_K;
+  at(TensorType::Q4_K).vec_dot = I8::vec_dot_q4_K;
   at(TensorType::Q6_K).vec_dot = vec_dot_q6_K;
 }
 

@@ -58,6 +58,7 @@ struct F32x4 {
   // Register tile of drivers/exact_gemm.h: 3 x 3 (2 accumulators per pair, as exact_tile's
   // 8-row tile: 18 + 3 weight vectors + 1 activation vector of the 32 registers).
   static constexpr int kGemmR = 3, kGemmNX = 3;
+  static PLLM_AI float h2f(uint16_t h) { return neon::h2f(h); }
   static PLLM_AI V zero() { return vdupq_n_f32(0.0f); }
   static PLLM_AI V set1(float x) { return vdupq_n_f32(x); }
   static PLLM_AI V load(const float* p) { return vld1q_f32(p); }

@@ -1,6 +1,6 @@
 // Driver of the tiled int8 prefill GEMM (TypeKernels::gemm_q8 / gemm_q8_panels), written once
 // for every ISA whose kernel repacks weight rows into panels (x86/gemm_avx2.cpp,
-// x86/gemm_avx512.cpp, arm/gemm_neon.cpp; read gemm_avx512.cpp's header for the scheme).
+// x86/gemm_avx512.cpp, arm/gemm_dotprod.cpp; read gemm_avx512.cpp's header for the scheme).
 // ODR: templates over the ISA's types only (see fused_dot.h).
 //
 // Loops: the per-(token, block) activation terms are computed once per call into
@@ -96,6 +96,21 @@ void gemm_q8(int64_t n, const void* w, size_t w_stride, int n_rows, const void* 
         }
       }
     }
+  }
+}
+
+// The tiled types' entries: gemm_q8 of Q4_0, Q8_0 and Q4_1 (Q40, Q80, Q41: the ISA's T for
+// each) and, where the ISA packs from load-time panels (kPanels), gemm_q8_panels.
+template <class G, class Q40, class Q80, class Q41, bool kPanels>
+void set_gemm_q8(KernelTable& t) {
+  auto at = [&t](TensorType type) -> TypeKernels& { return t.types[static_cast<uint32_t>(type) & 31]; };
+  at(TensorType::Q4_0).gemm_q8 = gemm_q8<G, Q40>;
+  at(TensorType::Q8_0).gemm_q8 = gemm_q8<G, Q80>;
+  at(TensorType::Q4_1).gemm_q8 = gemm_q8<G, Q41>;
+  if constexpr (kPanels) {
+    at(TensorType::Q4_0).gemm_q8_panels = gemm_q8<G, Q40, true>;
+    at(TensorType::Q8_0).gemm_q8_panels = gemm_q8<G, Q80, true>;
+    at(TensorType::Q4_1).gemm_q8_panels = gemm_q8<G, Q41, true>;
   }
 }
 

@@ -263,17 +263,6 @@ void set_exact(KernelTable& t, TensorType type) {
   k.vec_dot_f32_multi = vec_dot_f32_multi_t<Chunk, ChunkBytes, Deq>;
 }
 
-// ------------------------------------------------------------ f32 helpers
-float dot_f32(const float* a, const float* b, int64_t n) {
-  double acc = 0.0;
-  for (int64_t i = 0; i < n; ++i) acc += static_cast<double>(a[i]) * b[i];
-  return static_cast<float>(acc);
-}
-
-void axpy_f32(float a, const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
-}
-
 void set(KernelTable& t, TensorType type, TensorType act, size_t (*bytes)(int64_t),
          void (*quant)(const float*, void*, int64_t), float (*dot)(int64_t, const void*, const void*),
          void (*deq)(const void*, float*, int64_t)) {
@@ -329,8 +318,6 @@ void fill_scalar(KernelTable& t) {
   set_exact<QK8_0, sizeof(block_q8_0), dequant_q8_0>(t, T::Q8_0);
   set_exact<QK_K, sizeof(block_q4_K), dequant_q4_K>(t, T::Q4_K);
   set_exact<QK_K, sizeof(block_q6_K), dequant_q6_K>(t, T::Q6_K);
-  t.dot_f32 = dot_f32;
-  t.axpy_f32 = axpy_f32;
   t.swiglu_f32 = swiglu_scalar;
   t.geglu_f32 = geglu_scalar;
 }

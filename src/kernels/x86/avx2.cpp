@@ -238,13 +238,6 @@ float vec_dot_bf16(int64_t n, const void* w_row, const void* xq) {
   return s;
 }
 
-void axpy_f32(float a, const float* x, float* y, int64_t n) {
-  const __m256 va = _mm256_set1_ps(a);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-  for (; i < n; ++i) y[i] += a * x[i];
-}
-
 // ------------------------------------------------------------ dequantisers
 // Same operations in the same order as the reference (mul, then add): bit-identical.
 void dequant_f16(const void* w_row, float* y, int64_t n) {
@@ -349,9 +342,6 @@ void fill_avx2(KernelTable& t) {
   at(TensorType::Q4_K).vec_dot = vec_dot_q4_K;
   at(TensorType::Q4_K).dequantize_row = dequant_q4_K;
   at(TensorType::Q6_K).vec_dot = vec_dot_q6_K;
-  fill_act_quant_avx2(t);  // x86/act_quant_avx2.cpp
-  t.dot_f32 = dot_f32;
-  t.axpy_f32 = axpy_f32;
 }
 
 }  // namespace pllm::kern

@@ -319,16 +319,6 @@ float vec_dot_bf16(int64_t n, const void* w_row, const void* xq) {
   });
 }
 
-void axpy_f32(float a, const float* x, float* y, int64_t n) {
-  const __m512 va = _mm512_set1_ps(a);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
-  if (i < n) {
-    const __mmask16 k = static_cast<__mmask16>((1u << (n - i)) - 1);
-    _mm512_mask_storeu_ps(y + i, k, _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(k, x + i), _mm512_maskz_loadu_ps(k, y + i)));
-  }
-}
-
 
 // ------------------------------------------------------------ exact mode, 512-bit variant
 // Same scheme as avx2.cpp (decoded weights bit-identical to dequantize_row, >= 8
@@ -446,8 +436,6 @@ void fill_avx512(KernelTable& t) {
   at(TensorType::Q4_K).vec_dot = vec_dot_q4_K;
   at(TensorType::Q6_K).quantize_act = quantize_act_q8_K;
   at(TensorType::Q6_K).vec_dot = vec_dot_q6_K;
-  t.dot_f32 = dot_f32;
-  t.axpy_f32 = axpy_f32;
 }
 
 }  // namespace pllm::kern

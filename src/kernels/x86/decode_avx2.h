@@ -4,77 +4,46 @@
 //
 // A decoder turns a weight row into 32-element units of four __m256, holding exactly
 // the floats dequantize_row produces (each formula below is the reference's, or an
-// FMA whose product is exact so it rounds identically). It provides
-//   kUnits (units per block), block(b) (per-block setup), unit(u, w) (decode unit u),
-//   and, for float types only, tail(n, buf): the last n % 32 weights, zero-padded.
+// FMA whose product is exact so it rounds identically). Its row walk, tail and the K-quants'
+// scalar block setup are drivers/weight_rows.h's; here are unit(u, v) (decode unit u) and the
+// 32-element quantised types' block(b) (their scales as vectors).
 #pragma once
 #if defined(__AVXVNNI__)
 #error "x86/decode_avx2.h: include only from translation units built with exactly the AVX2 flags"
 #endif
+#include "kernels/drivers/weight_rows.h"
 #include "kernels/x86/simd_avx2.h"
 #include "quant/blocks.h"
 
 namespace pllm::kern::avx2 {
 
-struct DecF32 {
-  static constexpr int kUnits = 1;
-  const float* w;
-  const float* p = nullptr;
-  explicit DecF32(const void* row) : w(static_cast<const float*>(row)) {}
-  PLLM_AI void block(int64_t b) { p = w + 32 * b; }
+struct DecF32 : drivers::F32Row<F32x8> {
+  using F32Row::F32Row;
   PLLM_AI void unit(int, __m256 v[4]) {
     for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(p + 8 * k);
   }
-  void tail(int64_t n, float* buf) const {
-    const int64_t s = n & ~int64_t{31};
-    for (int64_t i = s; i < n; ++i) buf[i - s] = w[i];
-  }
 };
 
-struct DecF16 {
-  static constexpr int kUnits = 1;
-  const uint16_t* w;
-  const uint16_t* p = nullptr;
-  explicit DecF16(const void* row) : w(static_cast<const uint16_t*>(row)) {}
-  PLLM_AI void block(int64_t b) { p = w + 32 * b; }
+struct DecF16 : drivers::F16Row<F32x8> {
+  using F16Row::F16Row;
   PLLM_AI void unit(int, __m256 v[4]) {
     for (int k = 0; k < 4; ++k) v[k] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8 * k)));
   }
-  void tail(int64_t n, float* buf) const {
-    const int64_t s = n & ~int64_t{31};
-    for (int64_t i = s; i < n; ++i) buf[i - s] = h2f(w[i]);
-  }
 };
 
-struct DecBF16 {
-  static constexpr int kUnits = 1;
-  const uint16_t* w;
-  const uint16_t* p = nullptr;
-  explicit DecBF16(const void* row) : w(static_cast<const uint16_t*>(row)) {}
-  PLLM_AI void block(int64_t b) { p = w + 32 * b; }
+struct DecBF16 : drivers::BF16Row<F32x8> {
+  using BF16Row::BF16Row;
   PLLM_AI void unit(int, __m256 v[4]) {
     for (int k = 0; k < 4; ++k) v[k] = load_bf16(p + 8 * k);
   }
-  void tail(int64_t n, float* buf) const {
-    const int64_t s = n & ~int64_t{31};
-    for (int64_t i = s; i < n; ++i) {
-      const uint32_t bits = uint32_t(w[i]) << 16;
-      __builtin_memcpy(buf + i - s, &bits, 4);
-    }
-  }
-};
-
-struct DecQuant {  // quantised types never have a tail (n is a multiple of the block)
-  void tail(int64_t, float*) const {}
 };
 
 // d * (q - 8) == fma(q, d, -8d): exact either way (11-bit d times a 4-bit integer).
-struct DecQ4_0 : DecQuant {
+struct DecQ4_0 : drivers::BlockRow<F32x8, block_q4_0> {
   static constexpr int kUnits = 1;
-  const block_q4_0* w;
   const uint8_t* q = nullptr;
   __m256 d, m8d;
-  explicit DecQ4_0(const void* row) : w(static_cast<const block_q4_0*>(row)) {}
+  using BlockRow::BlockRow;
   PLLM_AI void block(int64_t b) {
     q = w[b].qs;
     d = bcast_h(w[b].d);
@@ -90,12 +59,11 @@ struct DecQ4_0 : DecQuant {
 };
 
 // reference d * q + m; d * q is exact, so fma(q, d, m) rounds identically.
-struct DecQ4_1 : DecQuant {
+struct DecQ4_1 : drivers::BlockRow<F32x8, block_q4_1> {
   static constexpr int kUnits = 1;
-  const block_q4_1* w;
   const uint8_t* q = nullptr;
   __m256 d, m;
-  explicit DecQ4_1(const void* row) : w(static_cast<const block_q4_1*>(row)) {}
+  using BlockRow::BlockRow;
   PLLM_AI void block(int64_t b) {
     q = w[b].qs;
     d = bcast_h(w[b].d);
@@ -118,13 +86,12 @@ PLLM_AI __m256i q5_high8(__m256i hword, int k) {
 }
 
 // reference d * (q - 16): (q - 16) * d is exact (5 by 11 bits), so fma(q, d, -16d) rounds to it.
-struct DecQ5_0 : DecQuant {
+struct DecQ5_0 : drivers::BlockRow<F32x8, block_q5_0> {
   static constexpr int kUnits = 1;
-  const block_q5_0* w;
   const uint8_t* q = nullptr;
   __m256i h;
   __m256 d, m16d;
-  explicit DecQ5_0(const void* row) : w(static_cast<const block_q5_0*>(row)) {}
+  using BlockRow::BlockRow;
   PLLM_AI void block(int64_t b) {
     q = w[b].qs;
     uint32_t hw;
@@ -144,13 +111,12 @@ struct DecQ5_0 : DecQuant {
 };
 
 // reference d * q + m; d * q is exact, so fma(q, d, m) rounds identically.
-struct DecQ5_1 : DecQuant {
+struct DecQ5_1 : drivers::BlockRow<F32x8, block_q5_1> {
   static constexpr int kUnits = 1;
-  const block_q5_1* w;
   const uint8_t* q = nullptr;
   __m256i h;
   __m256 d, m;
-  explicit DecQ5_1(const void* row) : w(static_cast<const block_q5_1*>(row)) {}
+  using BlockRow::BlockRow;
   PLLM_AI void block(int64_t b) {
     q = w[b].qs;
     uint32_t hw;
@@ -168,12 +134,11 @@ struct DecQ5_1 : DecQuant {
   }
 };
 
-struct DecQ8_0 : DecQuant {
+struct DecQ8_0 : drivers::BlockRow<F32x8, block_q8_0> {
   static constexpr int kUnits = 1;
-  const block_q8_0* w;
   const int8_t* q = nullptr;
   __m256 d;
-  explicit DecQ8_0(const void* row) : w(static_cast<const block_q8_0*>(row)) {}
+  using BlockRow::BlockRow;
   PLLM_AI void block(int64_t b) {
     q = w[b].qs;
     d = bcast_h(w[b].d);
@@ -188,22 +153,8 @@ struct DecQ8_0 : DecQuant {
 
 // reference (d * sc) * q - dmin * m: d * sc and (d * sc) * q are exact (<= 21 bits),
 // so fma(q, d * sc, -(dmin * m)) rounds identically.
-struct DecQ4_K : DecQuant {
-  static constexpr int kUnits = 8;
-  const block_q4_K* w;
-  const uint8_t* q = nullptr;
-  float dsc[8], mn[8];
-  explicit DecQ4_K(const void* row) : w(static_cast<const block_q4_K*>(row)) {}
-  PLLM_AI void block(int64_t b) {
-    uint8_t sm[16];
-    unpack_k4_scales(w[b].scales, sm);
-    const float d = h2f(w[b].d), dmin = h2f(w[b].dmin);
-    for (int j = 0; j < 8; ++j) {
-      dsc[j] = d * static_cast<float>(sm[j]);
-      mn[j] = -(dmin * static_cast<float>(sm[8 + j]));
-    }
-    q = w[b].qs;
-  }
+struct DecQ4_K : drivers::Q4KRow<F32x8> {
+  using Q4KRow::Q4KRow;
   PLLM_AI void unit(int u, __m256 v[4]) {
     const uint8_t* p = q + 32 * (u / 2);
     const __m256 ds = _mm256_set1_ps(dsc[u]), m = _mm256_set1_ps(mn[u]);
@@ -216,17 +167,8 @@ struct DecQ4_K : DecQuant {
 };
 
 // reference (d * sc) * q with q = (low 4 | high 2 << 4) - 32.
-struct DecQ6_K : DecQuant {
-  static constexpr int kUnits = 8;
-  const block_q6_K* w;
-  const block_q6_K* blk = nullptr;
-  float ds[16];
-  explicit DecQ6_K(const void* row) : w(static_cast<const block_q6_K*>(row)) {}
-  PLLM_AI void block(int64_t b) {
-    blk = w + b;
-    const float d = h2f(blk->d);
-    for (int g = 0; g < 16; ++g) ds[g] = d * static_cast<float>(blk->scales[g]);
-  }
+struct DecQ6_K : drivers::Q6KRow<F32x8> {
+  using Q6KRow::Q6KRow;
   PLLM_AI void unit(int u, __m256 v[4]) {
     const int h = u / 4, k = u % 4;
     const uint8_t* ql = blk->ql + 64 * h + 32 * (k & 1);

@@ -119,11 +119,6 @@ struct Tiles {
 
 }  // namespace
 
-void fill_gemm_avx2(KernelTable& t) {
-  fill_gemm_vec_dot_loop(t, Isa::avx2);
-  t.types[static_cast<uint32_t>(TensorType::Q4_0)].gemm_q8 = drivers::gemm_q8<Tiles, Q40>;
-  t.types[static_cast<uint32_t>(TensorType::Q8_0)].gemm_q8 = drivers::gemm_q8<Tiles, Q80>;
-  t.types[static_cast<uint32_t>(TensorType::Q4_1)].gemm_q8 = drivers::gemm_q8<Tiles, Q41>;
-}
+void fill_gemm_avx2(KernelTable& t) { drivers::set_gemm_q8<Tiles, Q40, Q80, Q41, false>(t); }
 
 }  // namespace pllm::kern

@@ -139,14 +139,6 @@ struct Tiles {
 
 }  // namespace
 
-void fill_gemm_avx512(KernelTable& t) {
-  fill_gemm_vec_dot_loop(t, Isa::avx512);
-  t.types[static_cast<uint32_t>(TensorType::Q4_0)].gemm_q8 = drivers::gemm_q8<Tiles, Q40>;
-  t.types[static_cast<uint32_t>(TensorType::Q8_0)].gemm_q8 = drivers::gemm_q8<Tiles, Q80>;
-  t.types[static_cast<uint32_t>(TensorType::Q4_1)].gemm_q8 = drivers::gemm_q8<Tiles, Q41>;
-  t.types[static_cast<uint32_t>(TensorType::Q4_0)].gemm_q8_panels = drivers::gemm_q8<Tiles, Q40, true>;
-  t.types[static_cast<uint32_t>(TensorType::Q8_0)].gemm_q8_panels = drivers::gemm_q8<Tiles, Q80, true>;
-  t.types[static_cast<uint32_t>(TensorType::Q4_1)].gemm_q8_panels = drivers::gemm_q8<Tiles, Q41, true>;
-}
+void fill_gemm_avx512(KernelTable& t) { drivers::set_gemm_q8<Tiles, Q40, Q80, Q41, true>(t); }
 
 }  // namespace pllm::kern

@@ -1,6 +1,6 @@
 // int16-activation vector traits and per-type micro-kernels of the AVX2 level, for the drivers
 // drivers/i16_tile.h (S16), drivers/i16_gemm.h (T256) and drivers/i16_panels.h (P256), whose
-// contracts are documented there. Shared by the avx2 table's files (i16act_avx2.cpp,
+// contracts are documented there; the micro-kernels' scale halves are drivers/i16_groups.h. Shared by the avx2 table's files (i16act_avx2.cpp,
 // i16panel_avx2.cpp) and the avxvnni table's (i16act_avxvnni.cpp, i16panel_avxvnni.cpp): the
 // VNNI traits derive from these and replace only the pair product, so both levels decode and
 // scale with the same code and give the same results bit for bit.
@@ -27,6 +27,7 @@
 #include <cstring>
 
 #include "kernels/drivers/i16_gemm.h"
+#include "kernels/drivers/i16_groups.h"
 #include "kernels/drivers/i16_panels.h"
 #include "kernels/drivers/i16_tile.h"
 #include "kernels/internal.h"
@@ -145,6 +146,19 @@ PLLM_AI __m256 gather_h(const W* w, int nu, int off) {
   return _mm256_cvtph_ps(_mm_set_epi64x(static_cast<long long>(q[1]), static_cast<long long>(q[0])));
 }
 
+// The group operations of drivers/i16_groups.h: 8 f32 lanes, lane j = block or unit j.
+struct Group256 {
+  using F = __m256;
+  template <class W>
+  static PLLM_AI F gather_h(const W* w, int nu, int off) { return kern::gather_h(w, nu, off); }
+  static PLLM_AI F bcast_h(const uint16_t& h) { return avx2::bcast_h(h); }
+  static PLLM_AI F u8_to_f(const uint8_t* p) { return _mm256_cvtepi32_ps(avx2::zx8(p)); }
+  static PLLM_AI F set1(float x) { return _mm256_set1_ps(x); }
+  static PLLM_AI F zero() { return _mm256_setzero_ps(); }
+  static PLLM_AI F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static PLLM_AI F sub(F a, F b) { return _mm256_sub_ps(a, b); }
+};
+
 // The 4-bit q of a block in element order (low nibbles, then high): the 16 bytes widened to
 // words once, each word holding both nibbles.
 PLLM_AI void nibbles(const uint8_t* qs, __m256i& lo, __m256i& hi) {
@@ -170,37 +184,14 @@ struct Rows1 {
   static constexpr int tile_rows(int) { return 1; }
 };
 
-// Scale d (and min m) per 32-element block.
-struct G1 { __m256 d; };
-struct G2 { __m256 d, m; };
+// The scale halves (drivers/i16_groups.h); the codes below.
+using Groups = drivers::I16Groups<Group256, Rows2>;
 
-// The 32-element types with a min (or an offset kept as one): one block per unit, the group's
-// d and m as gathered.
-struct Block32Min : Rows2 {
-  static constexpr int kUnits = 1;
-  static constexpr bool kMin = true;
-  using G = G2;
-  static PLLM_AI __m256 scale(const G& g, int) { return g.d; }
-  static PLLM_AI __m256 min(const G& g, int) { return g.m; }
-};
-
-// x = d * (q - 8) = d * q + (-8 d): the offset as a min term (one FMA per group and activation
-// row instead of two subtractions per unit and weight row); -8 d is exact.
-struct MQ4_0 : Block32Min {
-  static constexpr bool kExactUnit = true;  // codes 0..15 (drivers/i16_gemm.h)
-  using W = block_q4_0;
-  static PLLM_AI G group(const W* w, int nu) {
-    const __m256 d = gather_h(w, nu, 0);
-    return {d, _mm256_mul_ps(d, _mm256_set1_ps(-8.0f))};
-  }
+struct MQ4_0 : Groups::Q4_0 {
   static PLLM_AI void codes(const W* w, const G&, int u, Q& q) { nibbles(w[u].qs, q.lo, q.hi); }
 };
 
-// x = d * q + m
-struct MQ4_1 : Block32Min {
-  static constexpr bool kExactUnit = true;  // codes 0..15 (drivers/i16_gemm.h)
-  using W = block_q4_1;
-  static PLLM_AI G group(const W* w, int nu) { return {gather_h(w, nu, 0), gather_h(w, nu, 2)}; }
+struct MQ4_1 : Groups::Q4_1 {
   static PLLM_AI void codes(const W* w, const G&, int u, Q& q) { nibbles(w[u].qs, q.lo, q.hi); }
 };
 
@@ -214,55 +205,23 @@ PLLM_AI void q5_codes(const uint8_t* qh, const uint8_t* qs, Q& q) {
   q.hi = _mm256_or_si256(q.hi, _mm256_and_si256(q5_bits(h[1]), e16));
 }
 
-// x = d * (q - 16) = d * q + (-16 d), the offset as a min term (see Q4_0)
-struct MQ5_0 : Block32Min {
-  using W = block_q5_0;
-  static PLLM_AI G group(const W* w, int nu) {
-    const __m256 d = gather_h(w, nu, 0);
-    return {d, _mm256_mul_ps(d, _mm256_set1_ps(-16.0f))};
-  }
+struct MQ5_0 : Groups::Q5_0 {
   static PLLM_AI void codes(const W* w, const G&, int u, Q& q) { q5_codes(w[u].qh, w[u].qs, q); }
 };
 
-// x = d * q + m
-struct MQ5_1 : Block32Min {
-  using W = block_q5_1;
-  static PLLM_AI G group(const W* w, int nu) { return {gather_h(w, nu, 0), gather_h(w, nu, 2)}; }
+struct MQ5_1 : Groups::Q5_1 {
   static PLLM_AI void codes(const W* w, const G&, int u, Q& q) { q5_codes(w[u].qh, w[u].qs, q); }
 };
 
-// x = d * q, q int8
-struct MQ8_0 : Rows2 {
-  using W = block_q8_0;
-  static constexpr int kUnits = 1;
-  static constexpr bool kMin = false;
-  using G = G1;
-  static PLLM_AI G group(const W* w, int nu) { return {gather_h(w, nu, 0)}; }
+struct MQ8_0 : Groups::Q8_0 {
   static PLLM_AI void codes(const W* w, const G&, int u, Q& q) {
     q.lo = _mm256_cvtepi8_epi16(load128(w[u].qs));
     q.hi = _mm256_cvtepi8_epi16(load128(w[u].qs + 16));
   }
-  static PLLM_AI __m256 scale(const G& g, int) { return g.d; }
-  static PLLM_AI __m256 min(const G&, int) { return _mm256_setzero_ps(); }
 };
 
-// Unit j: x = (d * sc_j) * q - dmin * m_j, q a nibble (low nibbles of the 32-byte group j / 2
-// for even j, high for odd). d * sc_j and dmin * m_j are exact (11-bit by 6-bit); lane j.
-struct MQ4_K : Rows2 {
-  static constexpr bool kExactUnit = true;  // codes 0..15 (drivers/i16_gemm.h)
-  using W = block_q4_K;
-  static constexpr int kUnits = 8;
-  static constexpr bool kMin = true;
-  struct G { __m256 dsc, mn; };
-  static PLLM_AI G group(const W* w, int) {
-    uint8_t sm[16];
-    avx2::unpack_k4_scales(w->scales, sm);
-    const __m128i v = load128(sm);
-    const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
-    const __m256 m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)));
-    const __m256 mdmin = _mm256_sub_ps(_mm256_setzero_ps(), avx2::bcast_h(w->dmin));
-    return {_mm256_mul_ps(sc, avx2::bcast_h(w->d)), _mm256_mul_ps(m, mdmin)};
-  }
+// Unit j's codes: the low nibbles of the 32-byte group j / 2 for even j, high for odd.
+struct MQ4_K : Groups::Q4_K {
   static PLLM_AI void codes(const W* w, const G&, int u, Q& q) {
     const uint8_t* p = w->qs + 32 * (u / 2);
     const __m256i a = _mm256_cvtepu8_epi16(load128(p)), c = _mm256_cvtepu8_epi16(load128(p + 16));
@@ -275,8 +234,6 @@ struct MQ4_K : Rows2 {
       q.hi = _mm256_and_si256(c, m4);
     }
   }
-  static PLLM_AI __m256 scale(const G& g, int) { return g.dsc; }
-  static PLLM_AI __m256 min(const G& g, int) { return g.mn; }
 };
 
 // Unit u = 4 h + k (128-element half h, quarter k): q = (4 bits of ql | 2 bits of qh << 4) - 32

@@ -2,8 +2,8 @@
 // Q5_0, Q5_1, Q8_0, Q4_K, Q6_K in the avx512 table, filled after i16act_avx2.cpp (whose
 // quantize_row_q16 the table keeps). Compiled with the AVX-512 flags (see simd_avx512.h). The
 // tile loop is drivers/i16_tile.h; this file holds the vector traits and one micro-kernel per
-// weight type, as i16act_avx2.cpp, whose f32 part (F = __m256, lane j = unit j, the per-group
-// scale and min vectors) is kept as it is there.
+// weight type, as x86/i16_avx2.h, whose f32 part (F = __m256, lane j = unit j, the per-group
+// scale and min vectors) is the same: drivers/i16_groups.h.
 //
 // The integer part is 512-bit: a unit's 32 codes are one zmm of words, so its dot is one
 // vpmaddwd (AVX2: two and an add), and the transposing add tree of a group runs on 16 int32
@@ -24,6 +24,7 @@
 #include <cstring>
 
 #include "kernels/drivers/i16_gemm.h"
+#include "kernels/drivers/i16_groups.h"
 #include "kernels/drivers/i16_tile.h"
 #include "kernels/internal.h"
 #include "kernels/x86/simd_avx512.h"
@@ -35,9 +36,6 @@ namespace {
 
 PLLM_AI __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
 PLLM_AI __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-
-// An fp16 scale broadcast to 8 f32 lanes (as avx2::bcast_h).
-PLLM_AI __m256 bcast_h(const uint16_t& h) { return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(h))); }
 
 // ------------------------------------------------------------------ driver traits
 struct S512 {
@@ -130,7 +128,7 @@ struct T512 {
 // 32-element blocks: a group is 8 consecutive blocks; its fp16 field at byte `off` of each of
 // the first nu blocks as 8 f32 lanes (0 beyond nu). A whole group by two vpermt2w over 128-byte
 // windows inside it (blocks 0-3 from its first 128 bytes, 4-7 from one that ends by the group's
-// end); a row's short last group by scalar loads, as i16act_avx2.cpp gathers every group (it
+// end); a row's short last group by scalar loads, as i16_avx2.h gathers every group (it
 // reads nothing beyond the row). The vector way measured 6-12 % faster at one activation row.
 template <class W>
 PLLM_AI __m256 gather_h(const W* w, int nu, int off) {
@@ -156,6 +154,22 @@ PLLM_AI __m256 gather_h(const W* w, int nu, int off) {
   return _mm256_cvtph_ps(_mm_set_epi64x(static_cast<long long>(q[1]), static_cast<long long>(q[0])));
 }
 
+// The group operations of drivers/i16_groups.h: 8 f32 lanes, lane j = block or unit j.
+struct Group256 {
+  using F = __m256;
+  template <class W>
+  static PLLM_AI F gather_h(const W* w, int nu, int off) { return kern::gather_h(w, nu, off); }
+  // An fp16 scale broadcast to 8 f32 lanes (as avx2::bcast_h).
+  static PLLM_AI F bcast_h(const uint16_t& h) { return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(h))); }
+  static PLLM_AI F u8_to_f(const uint8_t* p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
+  static PLLM_AI F set1(float x) { return _mm256_set1_ps(x); }
+  static PLLM_AI F zero() { return _mm256_setzero_ps(); }
+  static PLLM_AI F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static PLLM_AI F sub(F a, F b) { return _mm256_sub_ps(a, b); }
+};
+
 // The 4-bit q of a block in element order: its 16 bytes in both 256-bit halves, widened to
 // words (each holding both nibbles); the high nibbles shifted down in words 16-31.
 PLLM_AI Q nibbles(const uint8_t* qs) {
@@ -178,91 +192,35 @@ struct Rows {
   static constexpr int tile_rows(int nx) { return nx <= 4 ? 2 : 1; }
 };
 
-// Scale d (and min m) per 32-element block.
-struct G1 { __m256 d; };
-struct G2 { __m256 d, m; };
+// The scale halves (drivers/i16_groups.h, the avx2 level's); the codes below.
+using Groups = drivers::I16Groups<Group256, Rows>;
 
-// The 32-element types with a min (or an offset kept as one, see i16act_avx2.cpp): one block
-// per unit, the group's d and m as gathered.
-struct Block32Min : Rows {
-  static constexpr int kUnits = 1;
-  static constexpr bool kMin = true;
-  using G = G2;
-  static PLLM_AI __m256 scale(const G& g, int) { return g.d; }
-  static PLLM_AI __m256 min(const G& g, int) { return g.m; }
-};
-
-// x = d * (q - 8) = d * q + (-8 d)
-struct MQ4_0 : Block32Min {
-  static constexpr bool kExactUnit = true;  // codes 0..15 (drivers/i16_gemm.h)
-  using W = block_q4_0;
-  static PLLM_AI G group(const W* w, int nu) {
-    const __m256 d = gather_h(w, nu, 0);
-    return {d, _mm256_mul_ps(d, _mm256_set1_ps(-8.0f))};
-  }
+struct MQ4_0 : Groups::Q4_0 {
   static PLLM_AI void codes(const W* w, const G&, int u, Q& q) { q = nibbles(w[u].qs); }
 };
 
-// x = d * q + m
-struct MQ4_1 : Block32Min {
-  static constexpr bool kExactUnit = true;  // codes 0..15 (drivers/i16_gemm.h)
-  using W = block_q4_1;
-  static PLLM_AI G group(const W* w, int nu) { return {gather_h(w, nu, 0), gather_h(w, nu, 2)}; }
+struct MQ4_1 : Groups::Q4_1 {
   static PLLM_AI void codes(const W* w, const G&, int u, Q& q) { q = nibbles(w[u].qs); }
 };
 
-// x = d * (q - 16) = d * q + (-16 d)
-struct MQ5_0 : Block32Min {
-  using W = block_q5_0;
-  static PLLM_AI G group(const W* w, int nu) {
-    const __m256 d = gather_h(w, nu, 0);
-    return {d, _mm256_mul_ps(d, _mm256_set1_ps(-16.0f))};
-  }
+struct MQ5_0 : Groups::Q5_0 {
   static PLLM_AI void codes(const W* w, const G&, int u, Q& q) { q = q5_codes(w[u].qh, w[u].qs); }
 };
 
-// x = d * q + m
-struct MQ5_1 : Block32Min {
-  using W = block_q5_1;
-  static PLLM_AI G group(const W* w, int nu) { return {gather_h(w, nu, 0), gather_h(w, nu, 2)}; }
+struct MQ5_1 : Groups::Q5_1 {
   static PLLM_AI void codes(const W* w, const G&, int u, Q& q) { q = q5_codes(w[u].qh, w[u].qs); }
 };
 
-// x = d * q, q int8
-struct MQ8_0 : Rows {
-  using W = block_q8_0;
-  static constexpr int kUnits = 1;
-  static constexpr bool kMin = false;
-  using G = G1;
-  static PLLM_AI G group(const W* w, int nu) { return {gather_h(w, nu, 0)}; }
+struct MQ8_0 : Groups::Q8_0 {
   static PLLM_AI void codes(const W* w, const G&, int u, Q& q) { q = _mm512_cvtepi8_epi16(load256(w[u].qs)); }
-  static PLLM_AI __m256 scale(const G& g, int) { return g.d; }
-  static PLLM_AI __m256 min(const G&, int) { return _mm256_setzero_ps(); }
 };
 
-// Unit j: x = (d * sc_j) * q - dmin * m_j, q a nibble (low nibbles of the 32-byte group j / 2
-// for even j, high for odd); the factors as i16act_avx2.cpp forms them (exact products).
-struct MQ4_K : Rows {
-  static constexpr bool kExactUnit = true;  // codes 0..15 (drivers/i16_gemm.h)
-  using W = block_q4_K;
-  static constexpr int kUnits = 8;
-  static constexpr bool kMin = true;
-  struct G { __m256 dsc, mn; };
-  static PLLM_AI G group(const W* w, int) {
-    uint8_t sm[16];
-    avx512::unpack_k4_scales(w->scales, sm);
-    const __m128i v = load128(sm);
-    const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
-    const __m256 m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)));
-    const __m256 mdmin = _mm256_sub_ps(_mm256_setzero_ps(), bcast_h(w->dmin));
-    return {_mm256_mul_ps(sc, bcast_h(w->d)), _mm256_mul_ps(m, mdmin)};
-  }
+// Unit j's codes: the low nibbles of the 32-byte group j / 2 for even j, high for odd.
+struct MQ4_K : Groups::Q4_K {
   static PLLM_AI void codes(const W* w, const G&, int u, Q& q) {
     const __m512i v = _mm512_cvtepu8_epi16(load256(w->qs + 32 * (u / 2)));
     q = u & 1 ? _mm512_srli_epi16(v, 4) : _mm512_and_si512(v, _mm512_set1_epi16(0x0F));
   }
-  static PLLM_AI __m256 scale(const G& g, int) { return g.dsc; }
-  static PLLM_AI __m256 min(const G& g, int) { return g.mn; }
 };
 
 // Unit u = 4 h + k (128-element half h, quarter k): q = (4 bits of ql | 2 bits of qh << 4) - 32
@@ -275,7 +233,7 @@ struct MQ6_K : Rows {
   static constexpr bool kMin = false;
   struct G { __m256 d; __m512i sc; };  // sc: the 16 scales as words 0-15
   static PLLM_AI G group(const W* w, int) {
-    return {bcast_h(w->d), _mm512_castsi256_si512(_mm256_cvtepi8_epi16(load128(w->scales)))};
+    return {Group256::bcast_h(w->d), _mm512_castsi256_si512(_mm256_cvtepi8_epi16(load128(w->scales)))};
   }
   static PLLM_AI void codes(const W* w, const G& g, int u, Q& q) {
     const int h = u / 4, k = u % 4;

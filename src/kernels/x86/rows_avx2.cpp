@@ -226,7 +226,6 @@ struct RowsSimd : avx2::F32x8 {
 }  // namespace
 
 void fill_rows_avx2(KernelTable& t) {
-  fill_rows_loop(t, Isa::avx2);  // every available type: this table's one-row kernels in a loop
   auto at = [&t](TensorType type) -> TypeKernels& { return t.types[static_cast<uint32_t>(type) & 31]; };
   auto int8 = [&]<class M>(TensorType type) {
     at(type).vec_dot_rows = drivers::rows_by_4<Rows<M>::template K, typename M::A>;

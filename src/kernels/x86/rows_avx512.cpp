@@ -242,7 +242,6 @@ struct RowsSimd : avx512::F32x16 {
 }  // namespace
 
 void fill_rows_avx512(KernelTable& t) {
-  fill_rows_loop(t, Isa::avx512);  // every available type: this table's one-row kernels in a loop
   auto at = [&t](TensorType type) -> TypeKernels& { return t.types[static_cast<uint32_t>(type) & 31]; };
   at(TensorType::Q4_0).vec_dot_rows = drivers::rows_by_4<KQ4_0, block_q8_0>;
   at(TensorType::Q4_1).vec_dot_rows = drivers::rows_by_4<KQ4_1, block_q8_1>;

@@ -71,6 +71,7 @@ struct F32x8 {
   // Register tile of drivers/exact_gemm.h: 3 weight rows x 3 activation rows (9 accumulators
   // + 3 weight vectors + 1 activation vector of the 16 registers).
   static constexpr int kGemmR = 3, kGemmNX = 3;
+  static PLLM_AI float h2f(uint16_t h) { return avx2::h2f(h); }
   static PLLM_AI V zero() { return _mm256_setzero_ps(); }
   static PLLM_AI V set1(float x) { return _mm256_set1_ps(x); }
   static PLLM_AI V load(const float* p) { return _mm256_loadu_ps(p); }

@@ -1,9 +1,7 @@
-// AArch64 prefill GEMM (TypeKernels::gemm_q8). Compiled with -march=armv8.2-a+dotprod.
-//   fill_gemm_neon:         baseline NEON (no SDOT): the ISA's vec_dot in a loop. It only
-//                           stores function pointers, so running it on a CPU without
-//                           dotprod is safe although this file is built with +dotprod.
-//   fill_gemm_neon_dotprod: tiled SDOT kernels for Q4_0, Q8_0 and Q4_1 (selected only
-//                           when getauxval reports ASIMDDP).
+// AArch64 prefill GEMM (TypeKernels::gemm_q8) on SDOT: fill_gemm_neon_dotprod, tiled kernels for
+// Q4_0, Q8_0 and Q4_1 in the dotprod table (selected only when getauxval reports ASIMDDP).
+// Compiled with -march=armv8.2-a+dotprod. The baseline NEON table and the other types keep
+// their vec_dot in a loop (generic/dot_loops.cpp).
 //
 // Scheme (as x86/gemm_avx512.cpp, read that first): weights repacked per call into
 // panels of 8 rows; for every block and group g of 4 elements one 32-byte pair of
@@ -171,16 +169,6 @@ struct Tiles {
 
 }  // namespace
 
-void fill_gemm_neon(KernelTable& t) { fill_gemm_vec_dot_loop(t, Isa::neon); }
-
-void fill_gemm_neon_dotprod(KernelTable& t) {
-  fill_gemm_vec_dot_loop(t, Isa::neon_dotprod);
-  t.types[static_cast<uint32_t>(TensorType::Q4_0)].gemm_q8 = drivers::gemm_q8<Tiles, Q40>;
-  t.types[static_cast<uint32_t>(TensorType::Q8_0)].gemm_q8 = drivers::gemm_q8<Tiles, Q80>;
-  t.types[static_cast<uint32_t>(TensorType::Q4_1)].gemm_q8 = drivers::gemm_q8<Tiles, Q41>;
-  t.types[static_cast<uint32_t>(TensorType::Q4_0)].gemm_q8_panels = drivers::gemm_q8<Tiles, Q40, true>;
-  t.types[static_cast<uint32_t>(TensorType::Q8_0)].gemm_q8_panels = drivers::gemm_q8<Tiles, Q80, true>;
-  t.types[static_cast<uint32_t>(TensorType::Q4_1)].gemm_q8_panels = drivers::gemm_q8<Tiles, Q41, true>;
-}
+void fill_gemm_neon_dotprod(KernelTable& t) { drivers::set_gemm_q8<Tiles, Q40, Q80, Q41, true>(t); }
 
 }  // namespace pllm::kern

@@ -1,0 +1,108 @@
+// The per-group scale halves of the int16 micro-kernels M (drivers/i16_tile.h's contract) for
+// ISAs whose group factors are one 8-lane f32 vector, lane j = block or unit j of the group
+// (x86/i16_avx2.h for the avx2 and avxvnni levels, x86/i16act_avx512.cpp): W, kUnits, kMin,
+// kExactUnit, G, group(), scale(), min(). Each ISA derives its micro-kernels from these and adds
+// codes() (the integer half, where the ISAs differ), so every level scales with the same
+// operations and their results agree bit for bit.
+//
+// X, the ISA's group operations: F (8 f32 lanes); gather_h(const W* w, int nu, int off): the fp16
+// field at byte off of each of the group's first nu blocks (0 beyond nu); bcast_h(h): one fp16
+// value in every lane; u8_to_f(const uint8_t* p): 8 bytes as 8 lanes; set1, zero, mul, sub.
+// Rows: tile_rows(NX), the register tile's weight rows (drivers/i16_tile.h).
+//
+// ODR: templates over the ISA's types only (see fused_dot.h).
+#pragma once
+#include <cstdint>
+
+#include "kernels/k4_scales.h"
+#include "quant/blocks.h"
+
+namespace pllm::kern::drivers {
+
+template <class X, class Rows>
+struct I16Groups {
+  using F = typename X::F;
+
+  // Scale d (and min m) per 32-element block.
+  struct G1 { F d; };
+  struct G2 { F d, m; };
+
+  // The 32-element types with a min (or an offset kept as one): one block per unit, the group's
+  // d and m as gathered.
+  struct Block32Min : Rows {
+    static constexpr int kUnits = 1;
+    static constexpr bool kMin = true;
+    using G = G2;
+    static inline __attribute__((always_inline)) F scale(const G& g, int) { return g.d; }
+    static inline __attribute__((always_inline)) F min(const G& g, int) { return g.m; }
+  };
+
+  // x = d * (q - 8) = d * q + (-8 d): the offset as a min term (one FMA per group and activation
+  // row instead of two subtractions per unit and weight row); -8 d is exact.
+  struct Q4_0 : Block32Min {
+    static constexpr bool kExactUnit = true;  // codes 0..15 (drivers/i16_gemm.h)
+    using W = block_q4_0;
+    static inline __attribute__((always_inline)) G2 group(const W* w, int nu) {
+      const F d = X::gather_h(w, nu, 0);
+      return {d, X::mul(d, X::set1(-8.0f))};
+    }
+  };
+
+  // x = d * q + m
+  struct Q4_1 : Block32Min {
+    static constexpr bool kExactUnit = true;  // codes 0..15 (drivers/i16_gemm.h)
+    using W = block_q4_1;
+    static inline __attribute__((always_inline)) G2 group(const W* w, int nu) {
+      return {X::gather_h(w, nu, 0), X::gather_h(w, nu, 2)};
+    }
+  };
+
+  // x = d * (q - 16) = d * q + (-16 d), the offset as a min term (see Q4_0)
+  struct Q5_0 : Block32Min {
+    using W = block_q5_0;
+    static inline __attribute__((always_inline)) G2 group(const W* w, int nu) {
+      const F d = X::gather_h(w, nu, 0);
+      return {d, X::mul(d, X::set1(-16.0f))};
+    }
+  };
+
+  // x = d * q + m
+  struct Q5_1 : Block32Min {
+    using W = block_q5_1;
+    static inline __attribute__((always_inline)) G2 group(const W* w, int nu) {
+      return {X::gather_h(w, nu, 0), X::gather_h(w, nu, 2)};
+    }
+  };
+
+  // x = d * q, q int8
+  struct Q8_0 : Rows {
+    using W = block_q8_0;
+    static constexpr int kUnits = 1;
+    static constexpr bool kMin = false;
+    using G = G1;
+    static inline __attribute__((always_inline)) G group(const W* w, int nu) { return {X::gather_h(w, nu, 0)}; }
+    static inline __attribute__((always_inline)) F scale(const G& g, int) { return g.d; }
+    static inline __attribute__((always_inline)) F min(const G&, int) { return X::zero(); }
+  };
+
+  // Unit j: x = (d * sc_j) * q - dmin * m_j, q a nibble (low nibbles of the 32-byte group j / 2
+  // for even j, high for odd). d * sc_j and dmin * m_j are exact (11-bit by 6-bit); lane j.
+  struct Q4_K : Rows {
+    static constexpr bool kExactUnit = true;  // codes 0..15 (drivers/i16_gemm.h)
+    using W = block_q4_K;
+    static constexpr int kUnits = 8;
+    static constexpr bool kMin = true;
+    struct G { F dsc, mn; };
+    static inline __attribute__((always_inline)) G group(const W* w, int) {
+      uint8_t sm[16];
+      unpack_k4_scales(w->scales, sm);
+      const F sc = X::u8_to_f(sm), m = X::u8_to_f(sm + 8);
+      const F mdmin = X::sub(X::zero(), X::bcast_h(w->dmin));
+      return {X::mul(sc, X::bcast_h(w->d)), X::mul(m, mdmin)};
+    }
+    static inline __attribute__((always_inline)) F scale(const G& g, int) { return g.dsc; }
+    static inline __attribute__((always_inline)) F min(const G& g, int) { return g.mn; }
+  };
+};
+
+}  // namespace pllm::kern::drivers
