@@ -66,29 +66,43 @@ Model::Model(const std::string& path, bool vocab_only, int repack) {
   check(pllm_model_load(path.c_str(), &mp, &p), "loading the model");
 }
 
+void ActChoice::set(int32_t a, const std::string& from) {
+  const bool int8_pair = (value == PLLM_ACT_INT8 && a == PLLM_ACT_STATIC) || (value == PLLM_ACT_STATIC && a == PLLM_ACT_INT8);
+  if (!flag.empty() && value != a && !int8_pair)  // during parsing: a parse error, not fail()
+    throw CLI::ValidationError(flag + " and " + from + " ask for different activation modes (" + name() + ", " + pllm_activations_name(a) +
+         ")");
+  if (!int8_pair || a == PLLM_ACT_STATIC) value = a;  // static implies int8
+  flag = from;
+}
+
+void ActChoice::add_to(CLI::App* cmd) {
+  cmd->add_option_function<std::string>(
+      "--act",
+      [this](const std::string& word) {
+        int32_t a = PLLM_ACT_DEFAULT;
+        if (pllm_activations_parse(word.c_str(), &a) != PLLM_OK)
+          throw CLI::ValidationError(std::string("--act: ") + pllm_last_error());
+        set(a, "--act " + word);
+      },
+      "how activations meet quantised weights: int16 (default: rounded to int16 per 32 values, exact integer "
+      "products; a prompt's rows exact where the ISA has no int16 GEMM), exact (f32, matches a float reference "
+      "up to summation order), int8 (W4A8, faster, can flip near-tied tokens), f16 (W4A16 for Q4_0/Q4_1/Q8_0), "
+      "static (int8 with the file's calibrated scales, pocketllm calibrate-act)");
+  const struct {
+    const char* flag;
+    int32_t act;
+  } older[] = {{"--int8-act", PLLM_ACT_INT8},
+               {"--f16-act", PLLM_ACT_F16},
+               {"--static-act", PLLM_ACT_STATIC},
+               {"--int16-act", PLLM_ACT_INT16},
+               {"--exact", PLLM_ACT_EXACT}};
+  for (const auto& o : older)
+    cmd->add_flag_callback(o.flag, [this, o] { set(o.act, o.flag); },
+                           std::string("same as --act ") + pllm_activations_name(o.act));
+}
+
 void SessionOptions::add_to(CLI::App* cmd) {
-  auto* int8 = cmd->add_flag("--int8-act", int8_act, "W4A8: quantise activations to int8 (faster, not bit-faithful)");
-  auto* f16 = cmd->add_flag("--f16-act", f16_act,
-                            "W4A16: round activations to fp16 (Q4_0/Q4_1/Q8_0 weights; fp16 math on ARM)")
-                   ->excludes(int8);
-  auto* stat = cmd->add_flag("--static-act", static_act,
-                "W4A8 with the calibrated per-tensor activation scales stored in the model (pocketllm "
-                "calibrate-act) instead of per-block dynamic ones; implies --int8-act")
-      ->excludes(f16);
-  cmd->add_flag("--int16-act", int16_act,
-                "the default: decode rows' activations rounded to int16 per 32 values (step 2^-16 of the "
-                "block maximum; int8's is 2^-8) with exact integer products; a prompt's rows too with AVX-512, "
-                "else exact")
-      ->excludes(int8)
-      ->excludes(f16)
-      ->excludes(stat);
-  cmd->add_flag("--exact", exact_act,
-                "f32 activations with weights decoded in registers: matches a float reference up to "
-                "summation order (decode slower than with the default int16 activations)")
-      ->excludes(int8)
-      ->excludes(f16)
-      ->excludes(stat)
-      ->excludes("--int16-act");
+  act.add_to(cmd);
   cmd->add_flag("--no-fuse", no_fuse, "run Q/K/V and gate/up as separate jobs (to measure fusion)");
   cmd->add_flag("--profile", profile, "per-op time table on stderr and a Chrome trace (see --trace-out)");
   cmd->add_option("--trace-out", trace_out, "Chrome trace file written by --profile (opens in Perfetto)");
@@ -101,8 +115,8 @@ void SessionOptions::add_to(CLI::App* cmd) {
       ->check(CLI::Range(0, 4096));
   cmd->add_option("--repack", repack,
                   "hold Q4_0/Q4_1/Q8_0 weights as 16-row panels for the x86 kernels that read them: on, off, "
-                  "auto (default: for the int16 kernels; for the int8 ones with --int8-act; off with --exact "
-                  "or --f16-act)")
+                  "auto (default: for the int16 kernels; for the int8 ones with --act int8 or static; off with "
+                  "--act exact or f16)")
       ->check(CLI::IsMember({"on", "off", "auto"}));
   cmd->add_option("--backend", backend,
                   "what runs the model: cpu (default), vulkan (the Vulkan device, CPU ones included), auto (a GPU "
@@ -138,10 +152,7 @@ Session::Session(Model& m, const SessionOptions& o, Engine* engine) {
   pllm_session_params sp = pllm_session_default_params();
   sp.n_ctx = o.n_ctx;
   sp.n_threads = o.threads;
-  sp.int8_activations = o.int8_act ? 1 : 0;
-  sp.f16_activations = o.f16_act ? 1 : 0;
-  sp.activations = o.int16_act ? PLLM_ACT_INT16 : o.exact_act ? PLLM_ACT_EXACT : PLLM_ACT_DEFAULT;
-  sp.static_activations = o.static_act ? 1 : 0;
+  sp.activations = o.act.value;
   sp.no_fuse = o.no_fuse ? 1 : 0;
   sp.profile = o.profile ? 1 : 0;
   sp.kv_type = o.kv_type == "q8"    ? PLLM_KV_Q8
@@ -157,7 +168,7 @@ Session::Session(Model& m, const SessionOptions& o, Engine* engine) {
   } else {
     check(pllm_session_create(m.p, &sp, &p), "creating the session");
   }
-  if (o.static_act) {
+  if (o.act.value == PLLM_ACT_STATIC) {
     int32_t n_static = 0, n_dynamic = 0;
     pllm_model_act_scale_counts(m.p, &n_static, &n_dynamic);
     std::fprintf(stderr, "static activations: %d matrix products with a calibrated scale, %d dynamic (no scale)\n",

@@ -1,4 +1,6 @@
-// Shared helpers of the pocketllm CLI. The CLI uses only the public C API.
+// Shared helpers of the pocketllm CLI over the public C API, which run, chat, logits, bench,
+// perplexity, tokenize and info use alone. The commands that need the C++ API include
+// cli_cpp_api.h instead (it says which and why).
 #pragma once
 #include <string>
 #include <vector>
@@ -36,14 +38,21 @@ struct Model {
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 };
+// The activation mode: --act int16|exact|int8|f16|static, or one of its older flags (--int8-act,
+// --f16-act, --static-act, --int16-act, --exact), the words being the C API's
+// (pllm_activations_name). Two flags that disagree are an error (static with int8 is static).
+struct ActChoice {
+  int32_t value = PLLM_ACT_DEFAULT;  // a pllm_activations
+  std::string flag;                  // the flag that chose it
+  const char* name() const { return pllm_activations_name(value); }
+  void set(int32_t a, const std::string& from);
+  void add_to(CLI::App* cmd);
+};
+
 struct SessionOptions {
   int n_ctx = 0;
   int threads = 0;
-  bool int8_act = false;
-  bool f16_act = false;
-  bool int16_act = false;
-  bool exact_act = false;
-  bool static_act = false;  // int8 with the file's calibrated scales (reports its counts on stderr)
+  ActChoice act;
   bool no_fuse = false;
   bool profile = false;
   std::string trace_out = "pocketllm-trace.json";
@@ -53,14 +62,12 @@ struct SessionOptions {
   int batch = 0;
   std::string backend = "cpu";  // --backend auto|cpu|vulkan
   std::string repack = "auto";  // --repack on|off|auto
-  // PLLM_REPACK_*: auto = on with --int8-act or --static-act, off with --exact or --f16-act,
-  // else the C API's auto (the types whose int16 kernels read panels).
+  // PLLM_REPACK_*: --repack on|off, or what suits the activation mode (pllm_activations_repack).
   int repack_weights() const {
     if (repack != "auto") return repack == "on" ? PLLM_REPACK_ON : PLLM_REPACK_OFF;
-    if (int8_act || static_act) return PLLM_REPACK_ON;
-    return exact_act || f16_act ? PLLM_REPACK_OFF : PLLM_REPACK_AUTO;
+    return pllm_activations_repack(act.value);
   }
-  // Registers --int8-act, --f16-act, --static-act, --no-fuse, --profile, --trace-out and the KV options on a subcommand.
+  // Registers --act (ActChoice), --no-fuse, --profile, --trace-out and the KV options on a subcommand.
   void add_to(CLI::App* cmd);
 };
 

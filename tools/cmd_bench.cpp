@@ -306,11 +306,8 @@ std::function<int()> add_bench(CLI::App& app) {
                           {"n_prompt", o->n_prompt},
                           {"n_gen", o->n_gen},
                           {"reps", o->reps},
-                          {"int8_act", o->sess.int8_act},
-                          {"f16_act", o->sess.f16_act},
-                          {"int16_act", o->sess.int16_act},
+                          {"act", o->sess.act.name()},
                           {"repacked_tensors", repacked},
-                          {"static_act", o->sess.static_act},
                           {"fuse", !o->sess.no_fuse},
                           {"kv_type", o->sess.kv_type},
                           {"kv_window", o->sess.kv_window},
@@ -352,12 +349,8 @@ std::function<int()> add_bench(CLI::App& app) {
       return 0;
     }
     std::printf("model            %s\n", path.c_str());
-    const char* act = o->sess.static_act ? " (static int8 activations)"
-                      : o->sess.int8_act ? " (int8 activations)"
-                      : o->sess.f16_act  ? " (f16 activations)"
-                      : o->sess.int16_act ? " (int16 activations)"
-                                         : "";
-    std::printf("isa / threads    %s / %d%s%s\n", pllm_isa(), threads, act,
+    const std::string act = std::string(" (") + o->sess.act.name() + " activations)";
+    std::printf("isa / threads    %s / %d%s%s\n", pllm_isa(), threads, act.c_str(),
                 repacked ? (", " + std::to_string(repacked) + " tensors repacked").c_str() : "");
     std::printf("reps             %d (after one warm-up)\n", o->reps);
     std::printf("%-16s %12s %10s\n", "test", "tok/s", "sd");

@@ -18,7 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli_common.h"
+#include "cli_cpp_api.h"
 #include "commands.h"
 #include "model/model.h"
 #include "quantizer/act_scale_calib.h"
@@ -27,11 +27,6 @@
 namespace cli {
 namespace {
 
-template <class T>
-T value_or_fail(pllm::Result<T> r) {
-  if (!r.ok()) fail(r.error().message);
-  return std::move(r).value();
-}
 
 std::string file_name(const std::string& path) {
   const size_t s = path.find_last_of('/');
@@ -91,7 +86,7 @@ std::function<int()> add_calibrate_act(CLI::App& app) {
     if (access(o->in.c_str(), R_OK) != 0) fail("cannot read input model " + o->in);
     if (o->in == o->out) fail("the output must be a different file from the input");
     pllm::ActScaleOptions so;
-    so.method = value_or_fail(pllm::parse_act_calib_method(o->method));
+    so.method = unwrap(pllm::parse_act_calib_method(o->method));
     so.percentile = o->percentile / 100.0;
     std::regex skip;
     try {
@@ -100,18 +95,18 @@ std::function<int()> add_calibrate_act(CLI::App& app) {
       fail("--skip: bad regular expression '" + o->skip + "': " + e.what());
     }
 
-    auto model = value_or_fail(pllm::Model::load(o->in, false));
-    const auto tokens = value_or_fail(pllm::tokenize_text_file(*model, o->calib));
+    auto model = unwrap(pllm::Model::load(o->in, false));
+    const auto tokens = unwrap(pllm::tokenize_text_file(*model, o->calib));
     pllm::CalibrationOptions co;
     co.n_ctx = o->calib_ctx;
     co.max_tokens = o->calib_tokens;
     co.n_threads = o->threads;
-    auto cal = value_or_fail(pllm::Calibrator::create(model, co));
+    auto cal = unwrap(pllm::Calibrator::create(model, co));
     pllm::ActHistograms hist(o->bins);
     const auto t0 = std::chrono::steady_clock::now();
-    const int64_t n = value_or_fail(cal->run(tokens, &hist, nullptr));
+    const int64_t n = unwrap(cal->run(tokens, &hist, nullptr));
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    auto scales = value_or_fail(pllm::compute_act_scales(hist, so));
+    auto scales = unwrap(pllm::compute_act_scales(hist, so));
     const size_t n_observed = scales.size();
     if (!o->skip.empty())
       std::erase_if(scales, [&](const pllm::ActScaleEntry& e) { return std::regex_search(e.tensor, skip); });

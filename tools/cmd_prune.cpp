@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "cli_common.h"
+#include "cli_cpp_api.h"
 #include "commands.h"
 #include "prune_vocab_report.h"
 #include "gguf/gguf_writer.h"
@@ -41,14 +41,6 @@ struct PruneOpts {
   std::string vocab_keep;  // --vocab-keep FILE|N (quantizer/prune_vocab.h)
 };
 
-template <class T>
-T must(pllm::Result<T> r) {
-  if (!r.ok()) fail(r.error().message);
-  return std::move(r).value();
-}
-void must(pllm::Result<void> r) {
-  if (!r.ok()) fail(r.error().message);
-}
 
 void check_ratio(double r, const char* flag) {
   if (!(r >= 0.0 && r <= 0.9)) {
@@ -71,35 +63,35 @@ struct FanOut final : pllm::ActObserver {
 pllm::ActStats activation_stats(const PruneOpts& o, const std::shared_ptr<const pllm::Model>& model,
                                 const std::vector<int32_t>& text, pllm::GramStats* gram) {
   if (!o.stats.empty()) {
-    pllm::ActStats s = must(pllm::ActStats::load(o.stats));
-    must(s.check_matches(model->file(), model->identity()));
+    pllm::ActStats s = unwrap(pllm::ActStats::load(o.stats));
+    unwrap(s.check_matches(model->file(), model->identity()));
     return s;
   }
   pllm::CalibrationOptions co;
   co.n_ctx = o.calib_ctx;
   co.max_tokens = o.calib_tokens;
   co.n_threads = o.threads;
-  auto cal = must(pllm::Calibrator::create(model, co));
+  auto cal = unwrap(pllm::Calibrator::create(model, co));
   pllm::ActStats s;
   s.model_identity = model->identity();
-  s.model_name = must(model->file().get_string_or("general.name", std::filesystem::path(o.in).filename().string()));
+  s.model_name = unwrap(model->file().get_string_or("general.name", std::filesystem::path(o.in).filename().string()));
   s.source = std::filesystem::path(o.calib).filename().string();
   std::printf("calibrating on %lld tokens of %s\n", (long long)cal->planned_tokens(text.size()),
                o.calib.c_str());
   FanOut both;
   both.to = {&s};
   if (gram) both.to.push_back(gram);
-  s.n_tokens = uint64_t(must(cal->run(text, &both, {})));
+  s.n_tokens = uint64_t(unwrap(cal->run(text, &both, {})));
   if (gram) gram->finish();
   if (!o.save_stats.empty()) {
-    must(s.save(o.save_stats));
+    unwrap(s.save(o.save_stats));
     std::printf("saved activation statistics to %s (reuse them with --stats)\n", o.save_stats.c_str());
   }
   return s;
 }
 
 pllm::Compensate choose_compensation(const PruneOpts& o, const pllm::Model& model) {
-  const pllm::Compensate asked = o.compensate != "auto" ? must(pllm::parse_compensate(o.compensate))
+  const pllm::Compensate asked = o.compensate != "auto" ? unwrap(pllm::parse_compensate(o.compensate))
                                                           : pllm::Compensate::none;
   // No channel or head removed (--output-type / --vocab-keep alone): nothing to make up for.
   if (o.ffn == 0.0 && o.heads == 0.0) return pllm::Compensate::none;
@@ -135,7 +127,7 @@ std::vector<int> sensitivity_plan(const PruneOpts& o, const std::shared_ptr<pllm
   kl.n_threads = o.threads;
   std::fflush(stdout);
   const bool tty = isatty(fileno(stderr));  // a progress line for people, nothing for pipes
-  const auto plan = must(pllm::plan_ffn_sensitivity(model, po, text, kl, [tty](int l, int n) {
+  const auto plan = unwrap(pllm::plan_ffn_sensitivity(model, po, text, kl, [tty](int l, int n) {
     if (!tty) return;
     if (l < n) std::fprintf(stderr, "\rsensitivity: layer %d/%d", l + 1, n);
     else std::fprintf(stderr, "\n");
@@ -255,7 +247,7 @@ std::function<int()> add_prune(CLI::App& app) {
       fail("prune needs channel importance from activations: give --calib TEXT or --stats FILE "
            "(or --weights-only to rank by weight norms alone, which is much worse)");
     std::optional<pllm::QuantMethod> requant;
-    if (!o->requant.empty()) requant = must(pllm::parse_quant_method(o->requant));
+    if (!o->requant.empty()) requant = unwrap(pllm::parse_quant_method(o->requant));
     if (requant == pllm::QuantMethod::act && o->calib.empty() && o->stats.empty())
       fail("--requant act needs activation statistics (--calib or --stats)");
     std::error_code ec;
@@ -267,15 +259,15 @@ std::function<int()> add_prune(CLI::App& app) {
            "(or --sens-text)");
     if (o->sens_tokens < 1) fail("--sens-tokens must be >= 1");
     if (!(o->ridge >= 0.0 && o->ridge <= 1e6)) fail("--ridge must be a number in [0, 1e6]");
-    auto model = must(pllm::Model::load_for_tools(o->in));
+    auto model = unwrap(pllm::Model::load_for_tools(o->in));
     std::vector<int32_t> text;
-    if (!o->calib.empty()) text = must(pllm::tokenize_text_file(*model, o->calib));
+    if (!o->calib.empty()) text = unwrap(pllm::tokenize_text_file(*model, o->calib));
     const std::vector<int32_t> sens_text =
-        o->sens_text.empty() ? text : must(pllm::tokenize_text_file(*model, o->sens_text));
+        o->sens_text.empty() ? text : unwrap(pllm::tokenize_text_file(*model, o->sens_text));
     pllm::ActStats stats;
     pllm::VocabPrune vocab;  // --vocab-keep, planned before any slow calibration
     if (!o->vocab_keep.empty())
-      vocab = must(pllm::plan_vocab_keep(model->file(), model->tokenizer(), o->vocab_keep, o->calib));
+      vocab = unwrap(pllm::plan_vocab_keep(model->file(), model->tokenizer(), o->vocab_keep, o->calib));
     pllm::PruneOptions po;
     if (!o->vocab_keep.empty()) po.vocab = &vocab;
     po.ffn_ratio = o->ffn;
@@ -290,7 +282,7 @@ std::function<int()> add_prune(CLI::App& app) {
     bool collect = false;
     if (po.compensate != pllm::Compensate::none && (o->ffn > 0.0 || o->heads > 0.0)) {
       if (!o->gram.empty()) {
-        gram = must(pllm::GramStats::load(o->gram, model->file(), model->identity()));
+        gram = unwrap(pllm::GramStats::load(o->gram, model->file(), model->identity()));
       } else {
         if (o->calib_tokens == 0) o->calib_tokens = kCompensateTokens;
         if (o->calib.empty())
@@ -311,14 +303,14 @@ std::function<int()> add_prune(CLI::App& app) {
     }
     if (!o->save_gram.empty()) {
       if (!collect) fail("--save-gram: nothing collected (it needs --calib and a compensation other than none)");
-      must(gram->save(o->save_gram, model->identity()));
+      unwrap(gram->save(o->save_gram, model->identity()));
       std::printf("saved the Gram matrices to %s (reuse them with --gram and --stats)\n", o->save_gram.c_str());
     }
     po.requant = requant ? *requant : po.stats ? pllm::QuantMethod::act : pllm::QuantMethod::mse;
     po.n_threads = o->threads;
-    if (!o->output_type.empty()) po.output_type = must(pllm::parse_quant_type(o->output_type));
+    if (!o->output_type.empty()) po.output_type = unwrap(pllm::parse_quant_type(o->output_type));
     if (o->ffn_plan == "sensitivity") po.ffn_keep = sensitivity_plan(*o, model, po, sens_text);
-    const pllm::PrunePlan plan = must(pllm::plan_prune(*model, po));
+    const pllm::PrunePlan plan = unwrap(pllm::plan_prune(*model, po));
     // FFN / KV ranking: nothing of it applies to a vocabulary-only prune
     if (!vocab_only) report(*o, *model, plan, po.gram ? po.compensate : pllm::Compensate::none);
     if (po.compensate != pllm::Compensate::none && po.gram)
@@ -327,10 +319,10 @@ std::function<int()> add_prune(CLI::App& app) {
     if (po.vocab) report_vocab_plan(vocab);
 
     pllm::GgufWriter w;
-    must(pllm::build_pruned(*model, po, plan, std::filesystem::path(o->in).filename().string(), w));
-    must(w.write(o->out));
+    unwrap(pllm::build_pruned(*model, po, plan, std::filesystem::path(o->in).filename().string(), w));
+    unwrap(w.write(o->out));
     // Read the result back through the full loader: what we wrote must be a model we run.
-    auto pruned = must(pllm::Model::load(o->out, /*vocab_only=*/false));
+    auto pruned = unwrap(pllm::Model::load(o->out, /*vocab_only=*/false));
     const uint64_t p0 = pllm::count_parameters(model->file()), p1 = pllm::count_parameters(pruned->file());
     const uint64_t s0 = model->file().file_size(), s1 = pruned->file().file_size();
     std::printf("parameters: %.2f M -> %.2f M (%.1f%%)\n", double(p0) / 1e6, double(p1) / 1e6,

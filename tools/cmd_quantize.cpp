@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "base/checked.h"
-#include "cli_common.h"
+#include "cli_cpp_api.h"
 #include "commands.h"
 #include "model/model.h"
 #include "quantizer/act_stats.h"
@@ -46,15 +46,6 @@ namespace {
 
 using pllm::QuantMethod;
 using pllm::TensorType;
-
-template <class T>
-T or_fail(pllm::Result<T> r) {
-  if (!r.ok()) fail(r.error().message);
-  return std::move(r).value();
-}
-void or_fail(pllm::Result<void> r) {
-  if (!r.ok()) fail(r.error().message);
-}
 
 }  // namespace
 
@@ -87,12 +78,12 @@ std::function<int()> add_quantize(CLI::App& app) {
   cmd->add_option("--target-bpw", o->target_bpw, "per-tensor types (q4_0 ... f16, as the rows allow) with the least predicted KL within B bits per weight");
   cmd->add_option("-t,--threads", o->threads, "threads (default: physical performance cores)");
   return [o, cmd]() {
-    const pllm::TensorType base = or_fail(pllm::parse_quant_type(o->type));
-    const QuantMethod method = or_fail(pllm::parse_quant_method(o->method));
+    const pllm::TensorType base = unwrap(pllm::parse_quant_type(o->type));
+    const QuantMethod method = unwrap(pllm::parse_quant_method(o->method));
     pllm::QuantizeOptions qo;
     qo.plan.base = base;
     qo.plan.pure = o->pure;
-    for (const std::string& spec : o->tensor_types) qo.plan.rules.push_back(or_fail(pllm::parse_tensor_type_rule(spec)));
+    for (const std::string& spec : o->tensor_types) qo.plan.rules.push_back(unwrap(pllm::parse_tensor_type_rule(spec)));
     qo.method = method;
     if (o->threads < 0 || o->threads > 256) fail("-t must be between 0 and 256");
     qo.n_threads = o->threads;
@@ -124,39 +115,39 @@ std::function<int()> add_quantize(CLI::App& app) {
     if (access(o->in.c_str(), R_OK) != 0) fail("cannot read input model " + o->in);
     if (o->in == o->out) fail("the output must be a different file from the input");
 
-    auto file = or_fail(pllm::GgufFile::open(o->in));
+    auto file = unwrap(pllm::GgufFile::open(o->in));
     Progress bar;
     // The model itself is needed to run text through it (statistics, sensitivity).
     std::shared_ptr<pllm::Model> model;
     std::vector<int32_t> tokens;
     if (collect || measure) {
-      model = or_fail(pllm::Model::load_for_tools(o->in));
-      tokens = or_fail(pllm::tokenize_text_file(*model, o->calib));
+      model = unwrap(pllm::Model::load_for_tools(o->in));
+      tokens = unwrap(pllm::tokenize_text_file(*model, o->calib));
     }
     std::unique_ptr<pllm::ActStats> stats;
     if (!o->stats.empty()) {
-      stats = std::make_unique<pllm::ActStats>(or_fail(pllm::ActStats::load(o->stats)));
-      or_fail(stats->check_matches(*file, pllm::compute_model_identity(*file)));
+      stats = std::make_unique<pllm::ActStats>(unwrap(pllm::ActStats::load(o->stats)));
+      unwrap(stats->check_matches(*file, pllm::compute_model_identity(*file)));
     } else if (collect) {
       pllm::CalibrationOptions co;
       co.n_ctx = o->calib_ctx;
       co.max_tokens = o->calib_tokens;
       co.n_threads = o->threads;
-      auto cal = or_fail(pllm::Calibrator::create(model, co));
+      auto cal = unwrap(pllm::Calibrator::create(model, co));
       stats = std::make_unique<pllm::ActStats>();
       const auto t0 = std::chrono::steady_clock::now();
-      const int64_t n = or_fail(cal->run(tokens, stats.get(), nullptr, [&](int64_t done, int64_t total) {
+      const int64_t n = unwrap(cal->run(tokens, stats.get(), nullptr, [&](int64_t done, int64_t total) {
         bar.draw("calibration", done, total, base_name(o->calib));
       }));
       bar.done();
       stats->model_identity = model->identity();
-      stats->model_name = or_fail(file->get_string_or("general.name", base_name(o->in)));
+      stats->model_name = unwrap(file->get_string_or("general.name", base_name(o->in)));
       stats->n_tokens = uint64_t(n);
       stats->source = base_name(o->calib);
       std::fprintf(stderr, "calibration: %lld tokens of %s in %.1f s\n", static_cast<long long>(n),
                    o->calib.c_str(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       if (!o->save_stats.empty()) {
-        or_fail(stats->save(o->save_stats));
+        unwrap(stats->save(o->save_stats));
         std::fprintf(stderr, "calibration: statistics written to %s\n", o->save_stats.c_str());
       }
     }
@@ -174,13 +165,13 @@ std::function<int()> add_quantize(CLI::App& app) {
         }
         sizes.push_back(std::move(it));
       }
-      or_fail(pllm::plan_target_bpw(sizes, o->target_bpw));
+      unwrap(pllm::plan_target_bpw(sizes, o->target_bpw));
     }
     const uint64_t identity = pllm::compute_model_identity(*file);
     std::optional<pllm::SensitivityReport> sens;
     if (reuse) {
       if (access(o->sens_in.c_str(), R_OK) != 0) fail("cannot read " + o->sens_in);
-      sens = or_fail(parse_sensitivity_json(read_file(o->sens_in), o->sens_in, *file, identity, base, method));
+      sens = unwrap(parse_sensitivity_json(read_file(o->sens_in), o->sens_in, *file, identity, base, method));
       std::fprintf(stderr, "sensitivity: %zu tensors over %lld tokens from %s\n", sens->entries.size(),
                    static_cast<long long>(sens->tokens), o->sens_in.c_str());
     } else if (measure) {
@@ -195,7 +186,7 @@ std::function<int()> add_quantize(CLI::App& app) {
         bar.draw("sensitivity", int64_t(i), int64_t(n), std::string(name));
       };
       const auto t0 = std::chrono::steady_clock::now();
-      sens = or_fail(pllm::measure_sensitivity(model, tokens, so));
+      sens = unwrap(pllm::measure_sensitivity(model, tokens, so));
       bar.done();
       std::fprintf(stderr, "sensitivity: %zu tensors over %lld tokens in %.1f s\n", sens->entries.size(),
                    static_cast<long long>(sens->tokens),
@@ -210,7 +201,7 @@ std::function<int()> add_quantize(CLI::App& app) {
     if (sens) {
       if (o->sensitivity) print_sensitivity(*sens, method);
       if (planned) {
-        const pllm::BpwPlan plan = or_fail(pllm::plan_target_bpw(pllm::plan_items(*sens), o->target_bpw));
+        const pllm::BpwPlan plan = unwrap(pllm::plan_target_bpw(pllm::plan_items(*sens), o->target_bpw));
         print_plan(*sens, plan, o->target_bpw);
         for (size_t i = 0; i < sens->entries.size(); ++i)
           qo.plan.explicit_types[sens->entries[i].name] = sens->entries[i].candidates[plan.choice[i]].type;
@@ -220,7 +211,7 @@ std::function<int()> add_quantize(CLI::App& app) {
     qo.progress = [&](size_t i, size_t n, std::string_view name) {
       bar.draw("quantize", int64_t(i), int64_t(n), std::string(name));
     };
-    const pllm::QuantizeReport rep = or_fail(pllm::quantize_file(*file, o->out, qo));
+    const pllm::QuantizeReport rep = unwrap(pllm::quantize_file(*file, o->out, qo));
     bar.done();
     print_summary(rep, o->in, file->file_size(), o->out, base, method, stats.get());
     return 0;

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <thread>
 
-#include "cli_common.h"
+#include "cli_cpp_api.h"
 #include "commands.h"
 #include "model/model.h"
 #include "runtime/prefix_cache.h"
@@ -18,7 +18,7 @@ struct Options {
   int port = 8080, parallel = 4, ctx = 4096, threads = 0;
   std::string backend = "cpu";
   double cache_ram_mb = 256;
-  bool int8_act = false, exact_act = false;
+  ActChoice act;
 };
 
 pllm::server::HttpServer* g_server = nullptr;  // for the signal thread only
@@ -33,8 +33,7 @@ int serve(const Options& o) {
   so.n_ctx = o.ctx;
   so.threads = o.threads;
   so.backend = pllm::parse_engine_backend(o.backend).value();  // CLI11 checked the name
-  so.session.int8_activations = o.int8_act;
-  so.session.exact_activations = o.exact_act;
+  so.session.act = *pllm::parse_act_mode(o.act.name());  // the C API's word for a value it made
   if (o.kv_type == "f32") so.session.kv.type = pllm::KvType::f32;
   else if (o.kv_type == "q8") so.session.kv.type = pllm::KvType::q8;
   else if (o.kv_type == "q4") so.session.kv.type = pllm::KvType::q4;
@@ -58,12 +57,15 @@ int serve(const Options& o) {
   });
   signals.detach();
   std::thread loader([&] {
-    // Panels for the kernels the sessions will run (as the C API's default, PLLM_REPACK_AUTO).
-    const pllm::RepackMode repack =
-        o.int8_act ? pllm::RepackMode::all : o.exact_act ? pllm::RepackMode::none : pllm::RepackMode::int16;
-    auto model = pllm::Model::load(path, /*vocab_only=*/false, {}, repack);
+    // Panels for the kernels the sessions will run.
+    auto model = pllm::Model::load(path, /*vocab_only=*/false, {}, pllm::repack_for(so.session.act));
     if (!model.ok()) {
       std::fprintf(stderr, "error: loading %s: %s\n", path.c_str(), model.error().message.c_str());
+      std::exit(1);
+    }
+    if (so.session.act == pllm::ActMode::int8_static && (*model)->act_scale_counts().n_static == 0) {
+      std::fprintf(stderr, "error: --act static needs calibrated scales, and %s has none (pocketllm calibrate-act)\n",
+                   path.c_str());
       std::exit(1);
     }
     std::shared_ptr<pllm::PrefixCache> cache;
@@ -101,8 +103,7 @@ std::function<int()> add_serve(CLI::App& app) {
   cmd->add_option("--cache-dir", o->cache_dir, "prefix cache directory (default: RAM only)");
   cmd->add_option("--cache-ram", o->cache_ram_mb, "prefix cache RAM budget in MiB (default 256)")->check(CLI::Range(0.0, 1e7));
   cmd->add_option("--kv-type", o->kv_type, "KV cache storage")->check(CLI::IsMember({"f16", "q8", "q4", "f32"}));
-  auto* int8 = cmd->add_flag("--int8-act", o->int8_act, "W4A8 integer kernels (rounding that can flip near-tied tokens)");
-  cmd->add_flag("--exact", o->exact_act, "exact f32 activations instead of the default int16 ones")->excludes(int8);
+  o->act.add_to(cmd);
   return [o]() { return serve(*o); };
 }
 

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli_common.h"
+#include "cli_cpp_api.h"
 #include "commands.h"
 #include "model/model.h"
 #include "runtime/scheduled_runtime.h"
@@ -74,7 +74,7 @@ struct Options {
 int run_simulation(const Options& o) {
   const Scenario sc = sim::parse_scenario(read_file(o.scenario), o.scenario);
   const std::string path = model_path_for(o.model, sc.model);
-  auto model = pllm::Model::load(path, false);
+  auto model = pllm::Model::load(path, false, {}, pllm::repack_for(sc.activations));
   if (!model.ok()) fail("loading " + path + ": " + model.error().message);
   auto engine = pllm::Engine::create(sc.threads, pllm::parse_engine_backend(o.backend).value());  // CLI11 checked it
   if (!engine.ok()) fail(engine.error().message);
@@ -124,9 +124,7 @@ int run_simulation(const Options& o) {
   // Sessions and prompts before the clock starts: what is measured is serving, not setup.
   pllm::SessionConfig scfg;
   scfg.n_ctx = sc.n_ctx;
-  scfg.int8_activations = sc.activations == "int8";
-  scfg.f16_activations = sc.activations == "f16";
-  scfg.exact_activations = sc.activations == "exact";
+  scfg.act = sc.activations;
   std::map<std::string, int64_t> named;
   std::vector<int64_t> session_of(sc.requests.size());
   std::vector<std::vector<int32_t>> prompts(sc.requests.size());

@@ -121,9 +121,10 @@ Scenario parse_scenario(const std::string& json_text, const std::string& where) 
   s.duration_s = r.number("duration_s", s.duration_s, 0.1, 3600);
   s.n_ctx = r.integer("n_ctx", s.n_ctx, 16, 1 << 20);
   s.max_batch_rows = r.integer("max_batch_rows", s.max_batch_rows, 1, 64);
-  s.activations = r.string("activations", s.activations);
-  if (s.activations != "exact" && s.activations != "int8" && s.activations != "f16" && s.activations != "int16")
-    fail(r.at("activations") + " must be \"exact\", \"int8\", \"f16\" or \"int16\", not \"" + s.activations + "\"");
+  const std::string act = r.string("activations", std::string(pllm::act_mode_name(s.activations)));
+  const std::optional<pllm::ActMode> mode = pllm::parse_act_mode(act);
+  if (!mode) fail(r.at("activations") + " must be one of " + pllm::act_mode_words(", ") + ", not \"" + act + "\"");
+  s.activations = *mode;
   (void)r.string("description", "");
   if (r.has("frame")) s.frame = parse_frame(r.child("frame"), r.at("frame"));
   if (r.has("thermal")) s.thermal = parse_thermal(r.child("thermal"), r.at("thermal"));

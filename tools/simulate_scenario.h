@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "model/act_mode.h"
+
 namespace cli::sim {
 
 struct FrameSpec {
@@ -41,7 +43,7 @@ struct Scenario {
   double duration_s = 10;
   int n_ctx = 1024;
   int max_batch_rows = 8;
-  std::string activations = "int16";  // int16 (the default) | exact | int8 | f16 (SessionConfig's mode)
+  pllm::ActMode activations = pllm::kDefaultActMode;  // "activations": one of act_mode_words()
   std::optional<FrameSpec> frame;   // no "frame": no UI thread
   std::optional<ThermalSpec> thermal;  // no "thermal": no thermal model
   std::vector<RequestSpec> requests;   // expanded repeats, sorted by at_ms

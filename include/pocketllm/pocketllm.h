@@ -141,19 +141,40 @@ typedef enum pllm_backend {
   PLLM_BACKEND_VULKAN = 2  /* the Vulkan device, whatever its type */
 } pllm_backend;
 
-/* How activations meet quantised weights (pllm_session_params.activations). */
+/* How activations meet quantised weights (pllm_session_params.activations). Each mode has one
+ * word, the same in the CLI (--act), the server, simulate and the bindings:
+ * pllm_activations_name / pllm_activations_parse. */
 typedef enum pllm_activations {
-  PLLM_ACT_DEFAULT = 0, /* the library's default: int16 (unless an int8/f16/static flag is set) */
-  PLLM_ACT_EXACT = 1,   /* f32 activations; weights decoded in registers (matches a float reference) */
-  PLLM_ACT_INT16 = 2    /* activations rounded per 32 values to int16 (a step of 2^-16 of the block's
-                           largest value), exact integer products: int8-mode speed, near-exact output */
+  PLLM_ACT_DEFAULT = 0, /* the library's default: int16 (or what an older int8/f16/static flag asks) */
+  PLLM_ACT_EXACT = 1,   /* "exact": f32 activations; weights decoded in registers (matches a float
+                           reference up to summation order) */
+  PLLM_ACT_INT16 = 2,   /* "int16": activations rounded per 32 values to int16 (a step of 2^-16 of the
+                           block's largest value), exact integer products: int8-mode speed, near-exact */
+  PLLM_ACT_INT8 = 3,    /* "int8": activations quantised to int8 for quantised weights (W4A8 as
+                           llama.cpp; rounding that can flip near-tied tokens) */
+  PLLM_ACT_F16 = 4,     /* "f16": W4A16, activations rounded to fp16 once per row for Q4_0/Q4_1/Q8_0
+                           weights (fp16 FMLA on ARM with FP16 arithmetic); other types exact */
+  PLLM_ACT_STATIC = 5   /* "static": int8 with the calibrated per-tensor steps the file carries
+                           (pocketllm.act_scale.* metadata, see pllm_model_act_scale_counts) instead of
+                           per-block absmax / 127; products without a scale stay dynamic. Session
+                           creation fails with PLLM_ERR_INVALID_ARGUMENT when the model has no scales. */
 } pllm_activations;
+
+/* The word of a pllm_activations value ("int16", "exact", "int8", "f16", "static"; DEFAULT gives
+ * the default's word), or NULL for a value that is none of them. Static storage. */
+PLLM_API const char* pllm_activations_name(int32_t activations);
+/* The pllm_activations a word names (exactly one of the words above); PLLM_ERR_INVALID_ARGUMENT
+ * (pllm_last_error lists the words) for anything else. */
+PLLM_API pllm_status pllm_activations_parse(const char* word, int32_t* activations);
+/* The pllm_model_params.repack_weights that suits sessions of this mode: PLLM_REPACK_ON for the
+ * int8 modes, PLLM_REPACK_AUTO for int16 (and DEFAULT), PLLM_REPACK_OFF for exact and f16. */
+PLLM_API int32_t pllm_activations_repack(int32_t activations);
 
 typedef struct pllm_session_params {
   int32_t n_ctx;     /* context length in tokens; 0 = min(model's training context, 4096) */
   int32_t n_threads; /* 0 = number of performance cores */
-  int32_t int8_activations; /* 1: quantise activations to int8 for quantised weights (W4A8 as llama.cpp;
-                               rounding that can flip near-tied tokens); 0: see activations */
+  int32_t int8_activations; /* older spelling of activations = PLLM_ACT_INT8 (kept for apps built
+                               against it): 1 asks for int8 unless activations says otherwise */
   int32_t no_fuse;          /* 1: run Q/K/V and gate/up as separate jobs (to measure fusion) */
   int32_t profile;          /* 1: record per-op timings, read with pllm_session_profile */
   int32_t kv_type;          /* a pllm_kv_type */
@@ -162,19 +183,12 @@ typedef struct pllm_session_params {
                                conversation never runs out of context and memory stays flat */
   int32_t kv_sinks;         /* positions kept forever with a window (default 4); < kv_window */
   int32_t n_batch;          /* most tokens per forward pass in prefill; 0 = 64 */
-  int32_t f16_activations;  /* 1: W4A16 -- round activations to fp16 once per row for Q4_0/Q4_1/Q8_0
-                               weights (fp16 FMLA on ARM with FP16 arithmetic); exclusive with
-                               int8_activations (pllm_session_create fails if both are set) */
-  int32_t static_activations; /* 1: int8 activations (implied) with the calibrated per-tensor steps the
-                               file carries (pocketllm.act_scale.* metadata, see
-                               pllm_model_act_scale_counts) instead of per-block absmax / 127; products
-                               without a scale keep dynamic quantisation. Fails with
-                               PLLM_ERR_INVALID_ARGUMENT when the model has no scales, or with
-                               f16_activations. */
+  int32_t f16_activations;  /* older spelling of PLLM_ACT_F16; with int8 or static set, creation fails */
+  int32_t static_activations; /* older spelling of PLLM_ACT_STATIC (implies int8) */
   int32_t backend;          /* a pllm_backend, for the session's own engine (pllm_session_create);
                                a session on a shared engine uses the engine's */
-  int32_t activations;      /* a pllm_activations; with int8_activations, f16_activations or
-                               static_activations set it must be PLLM_ACT_DEFAULT */
+  int32_t activations;      /* a pllm_activations. With an older flag set as well, both must name the
+                               same mode (or this is PLLM_ACT_DEFAULT), else creation fails. */
 } pllm_session_params;
 
 PLLM_API pllm_session_params pllm_session_default_params(void);

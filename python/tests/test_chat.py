@@ -1,6 +1,8 @@
 """Generation: chat, streaming, raw completion, sampling options."""
 from __future__ import annotations
 
+import pytest
+
 import pocketllm
 from conftest import CAPITAL
 
@@ -81,3 +83,15 @@ def test_sessions_are_separate_conversations(model):
         assert 0 < s.kv_committed_bytes <= s.kv_bytes
         s.reset()
         assert s.chat(CAPITAL).stats.n_reused == 0
+
+
+def test_every_activation_word(model):
+    """The C API's words (the CLI's --act); "f32", this binding's older word, is "exact"."""
+    exact = str(model.session(activations="exact").chat(CAPITAL, max_tokens=6))
+    assert str(model.session(activations="f32").chat(CAPITAL, max_tokens=6)) == exact
+    for word in ("int16", "int8", "f16"):
+        assert str(model.session(activations=word).chat(CAPITAL, max_tokens=6))
+    with pytest.raises(pocketllm.InvalidArgument, match="calibrated scales"):
+        model.session(activations="static")
+    with pytest.raises(pocketllm.InvalidArgument, match="int16.exact.int8.f16.static"):
+        model.session(activations="fp32")

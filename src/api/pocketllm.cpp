@@ -5,6 +5,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 
 #include "api/api_internal.h"
@@ -19,27 +20,60 @@ using namespace pllm_api;
 
 namespace pllm_api {
 
+namespace {
+
+// pllm_activations and the library's modes, one line each (DEFAULT is the library's default).
+struct CActMode {
+  pllm_activations c;
+  pllm::ActMode mode;
+};
+constexpr CActMode kCActModes[] = {{PLLM_ACT_INT16, pllm::ActMode::int16},
+                                   {PLLM_ACT_EXACT, pllm::ActMode::exact},
+                                   {PLLM_ACT_INT8, pllm::ActMode::int8},
+                                   {PLLM_ACT_F16, pllm::ActMode::f16},
+                                   {PLLM_ACT_STATIC, pllm::ActMode::int8_static}};
+
+std::optional<pllm::ActMode> mode_of(int32_t a) {
+  if (a == PLLM_ACT_DEFAULT) return pllm::kDefaultActMode;
+  for (const CActMode& m : kCActModes)
+    if (m.c == a) return m.mode;
+  return std::nullopt;
+}
+
+// The mode of pllm_session_params: its activations field, or one of the older int8 / f16 /
+// static flags (kept for apps built against them); both may be set only when they agree.
+pllm::Result<pllm::ActMode> activation_mode(const pllm_session_params& p) {
+  using pllm::ActMode;
+  std::optional<ActMode> flag;
+  if (p.static_activations) {
+    flag = ActMode::int8_static;  // implies int8: the int8 flag may be set too
+  } else if (p.int8_activations) {
+    flag = ActMode::int8;
+  }
+  if (p.f16_activations) {
+    if (flag)
+      return pllm::make_error(pllm::Status::invalid_argument, "choose one of the int8, f16 and static activation flags");
+    flag = ActMode::f16;
+  }
+  const std::optional<ActMode> field = mode_of(p.activations);
+  if (!field) return pllm::make_error(pllm::Status::invalid_argument, "unknown activations " + std::to_string(p.activations));
+  if (p.activations == PLLM_ACT_DEFAULT || !flag || *flag == *field) return flag.value_or(*field);
+  return pllm::make_error(pllm::Status::invalid_argument,
+                          "activations = " + std::string(pllm::act_mode_name(*field)) + " together with the " +
+                              std::string(pllm::act_mode_name(*flag)) + " flag");
+}
+
+}  // namespace
+
 pllm_status session_config(const pllm_session_params* params, pllm::SessionConfig& cfg) {
   const pllm_session_params p = params ? *params : pllm_session_default_params();
   cfg.n_ctx = p.n_ctx;
   cfg.n_threads = p.n_threads;
   if (!pllm_api::engine_backend_of(p.backend, &cfg.backend))
     return fail(PLLM_ERR_INVALID_ARGUMENT, "unknown backend " + std::to_string(p.backend));
-  cfg.int8_activations = p.int8_activations != 0;
-  cfg.f16_activations = p.f16_activations != 0;
-  cfg.static_activations = p.static_activations != 0;
-  const bool flags = cfg.int8_activations || cfg.f16_activations || cfg.static_activations;
-  switch (p.activations) {
-    case PLLM_ACT_DEFAULT: break;  // int16 unless a flag above chose another mode
-    case PLLM_ACT_INT16:
-      if (flags) return fail(PLLM_ERR_INVALID_ARGUMENT, "activations = int16 together with the int8, f16 or static flag");
-      break;
-    case PLLM_ACT_EXACT:
-      if (flags) return fail(PLLM_ERR_INVALID_ARGUMENT, "activations = exact together with the int8, f16 or static flag");
-      cfg.exact_activations = true;
-      break;
-    default: return fail(PLLM_ERR_INVALID_ARGUMENT, "unknown activations " + std::to_string(p.activations));
-  }
+  auto act = activation_mode(p);
+  if (!act.ok()) return fail(PLLM_ERR_INVALID_ARGUMENT, act.error().message);
+  cfg.act = *act;
   cfg.fuse = p.no_fuse == 0;
   cfg.profile = p.profile != 0;
   switch (p.kv_type) {
@@ -182,6 +216,34 @@ pllm_status pllm_chat_apply_template(const pllm_model* m, const pllm_chat_messag
     *text_out = dup_string(r.value());
     return PLLM_OK;
   });
+}
+
+const char* pllm_activations_name(int32_t activations) {
+  const std::optional<pllm::ActMode> m = mode_of(activations);
+  return m ? pllm::act_mode_name(*m).data() : nullptr;
+}
+
+pllm_status pllm_activations_parse(const char* word, int32_t* out) {
+  if (!word || !out) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_activations_parse: null argument");
+  const std::optional<pllm::ActMode> m = pllm::parse_act_mode(word);
+  for (const CActMode& c : kCActModes)
+    if (m && c.mode == *m) {
+      *out = c.c;
+      return PLLM_OK;
+    }
+  return fail(PLLM_ERR_INVALID_ARGUMENT, "unknown activation mode '" + std::string(word) + "' (one of " +
+                                             pllm::act_mode_words() + ")");
+}
+
+int32_t pllm_activations_repack(int32_t activations) {
+  const std::optional<pllm::ActMode> m = mode_of(activations);
+  if (!m) return PLLM_REPACK_OFF;
+  switch (pllm::repack_for(*m)) {
+    case pllm::RepackMode::all: return PLLM_REPACK_ON;
+    case pllm::RepackMode::int16: return PLLM_REPACK_AUTO;
+    case pllm::RepackMode::none: break;
+  }
+  return PLLM_REPACK_OFF;
 }
 
 pllm_session_params pllm_session_default_params(void) {

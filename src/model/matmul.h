@@ -4,28 +4,13 @@
 #include <span>
 
 #include "base/thread_pool.h"
+#include "model/act_mode.h"
 #include "model/act_observer.h"
 #include "model/weights.h"
 
 namespace pllm {
 
-// How activations meet quantised weights.
-//   exact: weight blocks are decoded to f32 in registers and multiplied with the f32
-//          activations, so results match a float reference up to rounding (the default).
-//   int8:  activations are quantised per block to int8 and dotted with integer kernels
-//          (W4A8/W8A8 as llama.cpp does): on small models the rounding can flip
-//          near-tied greedy choices.
-//   f16:   W4A16: activations are rounded once per row to IEEE half and weight blocks
-//          decoded in registers (fp16 FMLA on ARM with FP16 arithmetic, F16C loads + f32
-//          FMA on x86) for Q4_0, Q4_1 and Q8_0; other weight types take the exact path.
-//   int8_static: int8 with a calibrated per-tensor step (Matrix::act_scale) for every
-//          block instead of each block's absmax / 127: q = clamp(round(x / d), -127, 127).
-//          Same integer kernels. Matrices without a scale (act_scale 0) quantise dynamically.
-//   int16: activations rounded per 32-element block to int16 (step 2^-16 of the block
-//          maximum: 256 times finer than int8) and dotted with exact integer products
-//          (block_q16, TypeKernels::vec_dot_i16act_tile); types without a tile on this ISA
-//          take the exact path.
-enum class ActMode { exact, int8, f16, int8_static, int16 };
+// ActMode: model/act_mode.h.
 
 // Quantised copies of X a group may need at once: one per (activation format, static
 // scale) pair, so at most one per target (kMaxTargets in matmul.cpp).

@@ -11,6 +11,7 @@
 #include "base/result.h"
 #include "base/thread_pool.h"
 #include "gguf/gguf.h"
+#include "model/act_mode.h"
 #include "model/act_scales.h"
 #include "model/config.h"
 #include "model/weights.h"
@@ -61,6 +62,13 @@ uint64_t compute_model_identity(const GgufFile& f);
 // read panels on this CPU (TypeKernels::gemm_i16_panels: the default activation mode); or
 // every type with a panel decode kernel (the int8 modes read them too).
 enum class RepackMode { none, int16, all };
+
+// The repacking that suits sessions of one activation mode: panels for every type the int8
+// kernels read, only the int16 kernels' types, or none for the modes that decode the file's
+// layout (exact, f16), which would unpack panels on the fly.
+constexpr RepackMode repack_for(ActMode m) {
+  return is_int8(m) ? RepackMode::all : m == ActMode::int16 ? RepackMode::int16 : RepackMode::none;
+}
 
 class Model {
  public:

@@ -7,9 +7,9 @@
 
 #include "base/result.h"
 #include "base/trace.h"
+#include "model/act_mode.h"
 #include "model/act_observer.h"
 #include "model/kv_cache.h"
-#include "model/matmul.h"
 
 namespace pllm {
 
@@ -35,7 +35,7 @@ Result<StepShape> check_step(std::span<const SeqStep> seqs);
 
 // What is common to every row of a step.
 struct StepOptions {
-  ActMode act_mode = ActMode::exact;
+  ActMode act_mode = kDefaultActMode;
   bool fuse = true;                   // one pool job for Q/K/V and for gate/up
   Tracer* tracer = nullptr;           // op timings, or null
   ActObserver* observer = nullptr;    // sees every product's input (calibration), or null

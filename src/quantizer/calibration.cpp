@@ -36,7 +36,7 @@ Result<std::unique_ptr<Calibrator>> Calibrator::create(std::shared_ptr<const Mod
   sc.n_batch = c->opts_.n_batch;
   sc.n_threads = opts.n_threads;
   sc.kv.type = KvType::f32;  // exact: statistics and reference logits without KV rounding
-  sc.exact_activations = true;  // nor activation rounding
+  sc.act = ActMode::exact;  // nor activation rounding
   PLLM_ASSIGN(c->session_, Session::create(std::move(model), sc));
   try {
     c->logits_.resize(size_t(c->opts_.n_batch) * size_t(c->session_->model().config().n_vocab));

@@ -137,15 +137,6 @@ Result<ActCalibMethod> parse_act_calib_method(const std::string& name) {
                     "unknown activation calibration method '" + name + "' (minmax, kl, percentile)");
 }
 
-const char* act_calib_method_name(ActCalibMethod m) {
-  switch (m) {
-    case ActCalibMethod::minmax: return "minmax";
-    case ActCalibMethod::kl: return "kl";
-    case ActCalibMethod::percentile: return "percentile";
-  }
-  return "?";
-}
-
 Result<double> act_threshold(const AbsHistogram& h, ActCalibMethod method, double fraction) {
   if (h.total() == 0) return make_error(Status::invalid_argument, "no finite activations were observed");
   if (h.max_abs() == 0.0) return 0.0;  // all zeros: any scale is exact

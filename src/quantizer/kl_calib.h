@@ -74,7 +74,6 @@ Result<double> percentile_threshold(std::span<const uint64_t> hist, double bin_w
 
 enum class ActCalibMethod { minmax, kl, percentile };
 Result<ActCalibMethod> parse_act_calib_method(const std::string& name);
-const char* act_calib_method_name(ActCalibMethod m);
 
 // Threshold of one histogram by `method` (minmax: the exact max |x|; percentile uses
 // `fraction`). Errors: no finite data.

@@ -1,4 +1,4 @@
-// FramePolicy (issue P12): how many engine threads a step may use while an app draws frames,
+// FramePolicy: how many engine threads a step may use while an app draws frames,
 // chosen from what the frames are measured to need. Pure: no threads, no clock of its own
 // (the runtime passes the time), so it is tested on a fake clock.
 //

@@ -1,4 +1,4 @@
-// ThermalGovernor (issue P8): turns thermal readings and measured token times into caps on the
+// ThermalGovernor: turns thermal readings and measured token times into caps on the
 // engine's own work. A pure state machine: the caller ticks it with the time and what it saw;
 // no clock, no threads, no I/O.
 //

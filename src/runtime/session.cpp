@@ -17,14 +17,6 @@ std::vector<int> layer_windows(const ModelConfig& c) {
   return w;
 }
 
-ActMode act_mode_of(const SessionConfig& cfg) {
-  return cfg.static_activations ? ActMode::int8_static
-         : cfg.int8_activations ? ActMode::int8
-         : cfg.f16_activations  ? ActMode::f16
-         : cfg.exact_activations ? ActMode::exact
-                                 : ActMode::int16;
-}
-
 }  // namespace
 
 Session::Session(std::shared_ptr<const Model> model, std::shared_ptr<Engine> engine, int n_ctx,
@@ -33,7 +25,7 @@ Session::Session(std::shared_ptr<const Model> model, std::shared_ptr<Engine> eng
       engine_(std::move(engine)),
       n_ctx_(n_ctx),
       n_batch_(std::min(cfg.n_batch, n_ctx)),
-      act_mode_(act_mode_of(cfg)),
+      act_mode_(cfg.act),
       fuse_(cfg.fuse) {
   kv_ = std::make_unique<KvCache>(model_->config(), cfg.kv, n_ctx_, n_batch_, layer_windows(model_->config()));
   if (cfg.profile) tracer_ = std::make_unique<Tracer>();
@@ -50,9 +42,9 @@ Result<std::unique_ptr<Session>> Session::create(std::shared_ptr<const Model> mo
   if (cfg.n_threads < 0 || cfg.n_threads > 256)
     return make_error(Status::invalid_argument, "thread count " + std::to_string(cfg.n_threads) + " is out of range");
   if (cfg.n_batch < 1 || cfg.n_batch > 4096) return make_error(Status::invalid_argument, "bad batch size");
-  if (int(cfg.int8_activations || cfg.static_activations) + int(cfg.f16_activations) + int(cfg.exact_activations) > 1)
-    return make_error(Status::invalid_argument, "choose one of int8, f16 and exact activations");
-  if (cfg.static_activations && model->act_scale_counts().n_static == 0)
+  if (act_mode_name(cfg.act) == "unknown")
+    return make_error(Status::invalid_argument, "unknown activation mode " + std::to_string(int(cfg.act)));
+  if (cfg.act == ActMode::int8_static && model->act_scale_counts().n_static == 0)
     return make_error(Status::invalid_argument,
                       "static activations need calibrated scales, and " + model->file().path() +
                           " has none (no pocketllm.act_scale.* metadata; pocketllm calibrate-act writes them)");

@@ -24,15 +24,9 @@ struct SessionConfig {
   int n_threads = 0;  // 0: default_thread_count(); ignored for a session on a given engine
   EngineBackend backend = EngineBackend::cpu;  // of the private engine; ignored on a given engine
   int n_batch = 64;   // tokens per forward() during prefill
-  bool int8_activations = false;  // W4A8/W8A8 integer kernels instead of exact f32 activations
-  bool f16_activations = false;   // W4A16: fp16 activations (Q4_0/Q4_1/Q8_0); exclusive with int8
-  // Without int8, f16 or static activations: int16 activations per 32-element block with exact
-  // integer products (ActMode::int16, the default), or with this set exact f32 activations.
-  bool exact_activations = false;
-  // int8 activations with the file's calibrated per-tensor steps (model/act_scales.h) instead
-  // of per-block absmax; implies int8; products without a scale stay dynamic. The model
-  // must have at least one scale.
-  bool static_activations = false;
+  // How activations meet quantised weights (model/act_mode.h); static needs a file with
+  // calibrated scales (model/act_scales.h).
+  ActMode act = kDefaultActMode;
   bool fuse = true;               // one pool job for Q/K/V and for gate/up (false: --no-fuse)
   bool profile = false;           // record per-op timings (Tracer)
   KvOptions kv;                   // KV storage type, sliding window and sinks

@@ -1,4 +1,4 @@
-// Thermal signals for the governor (issue P8). Every source reports one ThermalReading on the
+// Thermal signals for the governor. Every source reports one ThermalReading on the
 // scales Android uses, so the governor sees the same numbers from a phone's OS, from sysfs,
 // from a simulation or from a test script:
 //   level    AThermalStatus: 0 none, 1 light, 2 moderate, 3 severe, 4 critical, 5 emergency,

@@ -1,4 +1,4 @@
-// Runtime trace log (issue P8 "Traces"): what the engine did and why, over time — spans for
+// Runtime trace log: what the engine did and why, over time — spans for
 // phases, counters (batch size, KV used, tokens/s, thermal level, caps, frame misses), instants,
 // and one async track per request. Separate from base/trace.h (the --profile op timer): this
 // one stays on in production builds, so its cost matters more than its detail.

@@ -115,7 +115,7 @@ TEST(ActStats, CalibrationLogitsMatchAPlainSession) {
   SessionConfig sc;
   sc.n_ctx = 16;
   sc.kv.type = KvType::f32;
-  sc.exact_activations = true;  // as the calibrator runs
+  sc.act = ActMode::exact;  // as the calibrator runs
   auto s = Session::create(model, sc);
   ASSERT_TRUE(s.ok());
   std::vector<int32_t> toks(kTokens.begin(), kTokens.begin() + 9);

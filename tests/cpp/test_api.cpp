@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 #include <unistd.h>
+#include <utility>
 #include <vector>
 
 #include "pocketllm/pocketllm.h"
@@ -218,6 +219,83 @@ TEST_F(Api, Int16ActivationsSession) {
   sp.activations = 7;
   EXPECT_EQ(pllm_session_create(model_, &sp, &s), PLLM_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(pllm_last_error()).find("unknown activations"), std::string::npos) << pllm_last_error();
+}
+
+// Each mode has one word (the CLI's --act, serve, simulate and the bindings read them through
+// these two functions), and the older flags ask for the same mode as the enum value: the same
+// logits bit for bit.
+TEST(ApiActivations, NamesAndParseRoundTrip) {
+  const std::pair<int32_t, const char*> words[] = {{PLLM_ACT_INT16, "int16"}, {PLLM_ACT_EXACT, "exact"},
+                                                   {PLLM_ACT_INT8, "int8"},   {PLLM_ACT_F16, "f16"},
+                                                   {PLLM_ACT_STATIC, "static"}};
+  for (const auto& [value, word] : words) {
+    ASSERT_NE(pllm_activations_name(value), nullptr);
+    EXPECT_STREQ(pllm_activations_name(value), word);
+    int32_t parsed = -1;
+    EXPECT_EQ(pllm_activations_parse(word, &parsed), PLLM_OK);
+    EXPECT_EQ(parsed, value);
+  }
+  EXPECT_STREQ(pllm_activations_name(PLLM_ACT_DEFAULT), "int16");
+  EXPECT_EQ(pllm_activations_name(6), nullptr);
+  EXPECT_EQ(pllm_activations_name(-1), nullptr);
+  int32_t out = 0;
+  for (const char* bad : {"f32", "INT8", "", "int8 ", "default"}) {
+    EXPECT_EQ(pllm_activations_parse(bad, &out), PLLM_ERR_INVALID_ARGUMENT) << bad;
+    EXPECT_NE(std::string(pllm_last_error()).find("int16|exact|int8|f16|static"), std::string::npos) << pllm_last_error();
+  }
+  EXPECT_EQ(pllm_activations_parse(nullptr, &out), PLLM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(pllm_activations_parse("int8", nullptr), PLLM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(pllm_activations_repack(PLLM_ACT_INT8), PLLM_REPACK_ON);
+  EXPECT_EQ(pllm_activations_repack(PLLM_ACT_STATIC), PLLM_REPACK_ON);
+  EXPECT_EQ(pllm_activations_repack(PLLM_ACT_DEFAULT), PLLM_REPACK_AUTO);
+  EXPECT_EQ(pllm_activations_repack(PLLM_ACT_INT16), PLLM_REPACK_AUTO);
+  EXPECT_EQ(pllm_activations_repack(PLLM_ACT_EXACT), PLLM_REPACK_OFF);
+  EXPECT_EQ(pllm_activations_repack(PLLM_ACT_F16), PLLM_REPACK_OFF);
+}
+
+TEST_F(Api, OlderActivationFlagsEqualTheEnumValues) {
+  const std::vector<pllm_token> prompt = chat_prompt("What is the capital of France?");
+  ASSERT_FALSE(prompt.empty());
+  const size_t n_vocab = size_t(pllm_model_n_vocab(model_));
+  auto logits = [&](const pllm_session_params& sp) {
+    pllm_session* s = nullptr;
+    std::vector<float> out(prompt.size() * n_vocab);
+    EXPECT_EQ(pllm_session_create(model_, &sp, &s), PLLM_OK) << pllm_last_error();
+    if (s) {
+      EXPECT_EQ(pllm_session_eval(s, prompt.data(), prompt.size(), out.data()), PLLM_OK) << pllm_last_error();
+    }
+    pllm_session_free(s);
+    return out;
+  };
+  pllm_session_params base = pllm_session_default_params();
+  base.n_ctx = 256;
+  struct Case {
+    int32_t value;
+    void (*older)(pllm_session_params&);
+  } cases[] = {{PLLM_ACT_INT8, [](pllm_session_params& p) { p.int8_activations = 1; }},
+               {PLLM_ACT_F16, [](pllm_session_params& p) { p.f16_activations = 1; }}};
+  for (const Case& c : cases) {
+    pllm_session_params by_value = base, by_flag = base, both = base;
+    by_value.activations = c.value;
+    c.older(by_flag);
+    c.older(both);
+    both.activations = c.value;  // both spellings of one mode agree
+    const std::vector<float> want = logits(by_value);
+    EXPECT_EQ(logits(by_flag), want) << pllm_activations_name(c.value);
+    EXPECT_EQ(logits(both), want) << pllm_activations_name(c.value);
+    EXPECT_NE(want, logits(base)) << "the mode changed nothing: the comparison would prove nothing";
+  }
+  pllm_session_params by_default = base, by_int16 = base;
+  by_int16.activations = PLLM_ACT_INT16;
+  EXPECT_EQ(logits(by_default), logits(by_int16));
+  pllm_session_params clash = base;
+  clash.int8_activations = 1;
+  clash.activations = PLLM_ACT_F16;
+  pllm_session* s = nullptr;
+  EXPECT_EQ(pllm_session_create(model_, &clash, &s), PLLM_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(pllm_last_error()).find("f16 together with the int8 flag"), std::string::npos)
+      << pllm_last_error();
+  EXPECT_EQ(s, nullptr);
 }
 
 // The real model carries no static activation scales: every int8 product counts as

@@ -55,8 +55,7 @@ void expect_no_alloc_decoding(bool int8, bool f16 = false, KvOptions kv = {}, Re
   SessionConfig cfg;
   cfg.n_ctx = 256;
   cfg.n_threads = 2;
-  cfg.int8_activations = int8;
-  cfg.f16_activations = f16;
+  cfg.act = int8 ? ActMode::int8 : f16 ? ActMode::f16 : kDefaultActMode;
   cfg.kv = kv;
   if (kv.window > 0) cfg.n_batch = 4;  // a small ring: 75 positions wrap it
   auto s = Session::create(m.value(), cfg);

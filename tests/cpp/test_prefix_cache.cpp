@@ -238,7 +238,7 @@ TEST_F(PrefixCacheTest, ActivationModesDoNotShareEntries) {
     SessionConfig c;
     c.n_ctx = 512;
     c.n_threads = 1;
-    c.int8_activations = int8;
+    c.act = int8 ? ActMode::int8 : kDefaultActMode;
     auto s = Session::create(g_model, c);
     EXPECT_TRUE(s.ok());
     (*s)->set_prefix_cache(pc);

@@ -501,7 +501,7 @@ TEST_F(RuntimeReal, BadInputIsRefused) {
   small.n_batch = 8;  // cannot hold a 16-token chunk
   EXPECT_FALSE(rt->add_session(small).ok());
   SessionConfig int8 = session_cfg();
-  int8.int8_activations = true;  // another activation mode cannot share a forward pass
+  int8.act = ActMode::int8;  // another activation mode cannot share a forward pass
   EXPECT_FALSE(rt->add_session(int8).ok());
   EXPECT_FALSE(rt->frame(0, -5.0).ok());
   EXPECT_FALSE(rt->frame(0, NAN).ok());

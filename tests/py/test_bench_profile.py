@@ -19,15 +19,18 @@ def test_bench_json_contract(pllm_bin, smollm2_path):
 
 
 def test_bench_f16_act_flag(pllm_bin, smollm2_path):
-    """`bench --f16-act` runs and reports the mode (json key and the text header)."""
+    """`bench --f16-act` (the older spelling) and `--act f16` run and report the mode (json key and
+    the text header); without a flag the default, int16."""
     base = [str(pllm_bin), "bench", "-m", str(smollm2_path), "-p", "8", "-n", "2", "-r", "1", "-t", "2",
             "--bw-mib", "16"]
     p = subprocess.run(base + ["--f16-act", "--json"], capture_output=True, timeout=300)
     assert p.returncode == 0, p.stderr.decode(errors="replace")
     j = json.loads(p.stdout)
-    assert j["f16_act"] is True and j["int8_act"] is False and j["tg_tps"] > 0
-    p = subprocess.run(base + ["--f16-act"], capture_output=True, timeout=300)
+    assert j["act"] == "f16" and j["tg_tps"] > 0
+    p = subprocess.run(base + ["--act", "f16"], capture_output=True, timeout=300)
     assert p.returncode == 0 and "(f16 activations)" in p.stdout.decode()
+    p = subprocess.run(base + ["--json"], capture_output=True, timeout=300)
+    assert p.returncode == 0 and json.loads(p.stdout)["act"] == "int16", "the default mode's word"
 
 
 def test_profile_writes_trace_and_table(pllm_bin, smollm2_path, tmp_path):

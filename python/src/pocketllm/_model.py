@@ -11,7 +11,7 @@ from ._cache import PrefixCache
 from ._errors import InvalidArgument, check
 from ._generate import Completion
 from ._lib import PROGRESS_FN, Owned, lib
-from ._session import Session, session_params
+from ._session import Session, activations_value, session_params
 from ._stream import Stream
 
 
@@ -20,11 +20,12 @@ class Model:
 
     ``n_ctx`` (0: min(training context, 4096)), ``threads`` (0: one per performance core),
     ``kv_type`` ("f16", "q8", "q4", "f32"), ``kv_window``/``kv_sinks`` (a sliding context),
-    ``batch`` (prefill tokens per pass, 0: 64) and ``activations`` ("int16" the default, "f32" exact, "int8",
-    "f16", "static") are the settings of its sessions. ``repack`` holds Q4_0/Q4_1/Q8_0 weights
-    as panels for the x86 kernels that read them (None: for the int16 kernels,
-    every panel type with int8/static activations, none with f32/f16; True: every panel type;
-    False: none). ``vocab_only``
+    ``batch`` (prefill tokens per pass, 0: 64) and ``activations`` ("int16" the default, "exact",
+    "int8", "f16", "static": the C API's words; "f32" is still accepted for "exact") are the
+    settings of its sessions. ``repack`` holds Q4_0/Q4_1/Q8_0 weights as panels for the x86
+    kernels that read them (None: what suits the activation mode, pllm_activations_repack: for
+    the int16 kernels, every panel type with int8/static, none with exact/f16; True: every panel
+    type; False: none). ``vocab_only``
     loads the tokenizer alone (tokenize, templates; no generation). ``progress(fraction)``
     is called during the load; returning False aborts it (Cancelled).
 
@@ -43,7 +44,7 @@ class Model:
         mp = lib.pllm_model_default_params()
         mp.vocab_only = int(vocab_only)
         if repack is None:  # PLLM_REPACK_ON (1), _AUTO (0) or _OFF (-1)
-            mp.repack_weights = 1 if activations in ("int8", "static") else -1 if activations in ("f32", "f16") else 0
+            mp.repack_weights = lib.pllm_activations_repack(activations_value(activations))
         else:
             mp.repack_weights = 1 if repack else -1
         raised: list[BaseException] = []

@@ -17,9 +17,9 @@ if TYPE_CHECKING:
     from ._model import Model
 
 KV_TYPES = {"f16": 0, "f32": 1, "q8": 2, "q4": 3}
-# A flag of pllm_session_params to set, or the value of its activations field (pllm_activations).
-ACTIVATIONS = {"int16": 2, "f32": 1, "int8": "int8_activations", "f16": "f16_activations",
-               "static": "static_activations"}
+# The activation modes' words are the C API's (pllm_activations_parse): int16, exact, int8, f16,
+# static. "f32" is this binding's older word for exact, still accepted.
+OLDER_ACTIVATIONS = {"f32": "exact"}
 BACKENDS = {"cpu": 0, "auto": 1, "vulkan": 2}  # pllm_backend
 SETTINGS = ("n_ctx", "threads", "kv_type", "kv_window", "kv_sinks", "batch", "activations", "backend")
 
@@ -31,6 +31,16 @@ def _i32(name: str, value: Any) -> int:
     return value
 
 
+def activations_value(activations: str) -> int:
+    """The pllm_activations a word names (InvalidArgument, listing the words, for any other)."""
+    if not isinstance(activations, str):
+        raise InvalidArgument(f"activations must be a string, not {activations!r}")
+    out = C.c_int32()
+    if lib.pllm_activations_parse(OLDER_ACTIVATIONS.get(activations, activations).encode(), C.byref(out)) != 0:
+        raise InvalidArgument("activations: " + lib.pllm_last_error().decode("utf-8", errors="replace"))
+    return out.value
+
+
 def session_params(n_ctx: int, threads: int, kv_type: str, kv_window: int, kv_sinks: int, batch: int,
                    activations: str, backend: str = "cpu") -> SessionParams:
     """The Python settings as pllm_session_params (the engine checks the values' ranges)."""
@@ -40,13 +50,7 @@ def session_params(n_ctx: int, threads: int, kv_type: str, kv_window: int, kv_si
     if kv_type not in KV_TYPES:
         raise InvalidArgument(f"kv_type must be one of {', '.join(KV_TYPES)}, not {kv_type!r}")
     p.kv_type = KV_TYPES[kv_type]
-    if activations not in ACTIVATIONS:
-        raise InvalidArgument(f"activations must be one of {', '.join(ACTIVATIONS)}, not {activations!r}")
-    flag = ACTIVATIONS[activations]
-    if isinstance(flag, int):
-        p.activations = flag
-    elif flag:
-        setattr(p, flag, 1)
+    p.activations = activations_value(activations)
     if backend not in BACKENDS:
         raise InvalidArgument(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
     p.backend = BACKENDS[backend]
