@@ -51,14 +51,14 @@ CMAKE_ARGS="$(cmake_launcher) -DCMAKE_C_COMPILER=$(compiler_of C) -DCMAKE_CXX_CO
 
 log "AddressSanitizer + UBSan build (the suites that parse input or touch memory directly)"
 # Parsers (GGUF, tokenizer, chat template, KV snapshots, the prefix cache's files, the C API's
-# arguments, sysfs thermal files), the KV cache and engine memory, and the kernels' bounds on small inputs. Test
+# arguments, sysfs thermal files, stop strings over streamed text), the KV cache and engine memory, and the kernels' bounds on small inputs. Test
 # cases that only re-run the real model's numerics are left to the release build: under ASan
 # each costs minutes and checks no input handling the cases kept here do not.
 ASAN_TESTS=(test_gguf test_gguf_writer test_tokenizer test_chat_template test_sampler test_kv_cache test_kv_memory
             test_kv_snapshot test_prefix_cache test_api test_engine test_model_override test_kernels
             test_matvec_rows test_gemm test_attention_kv test_quant test_thermal_sysfs test_trace_log
             test_scheduled_runtime test_runtime_api test_server_soak test_prune_compensate test_frame_policy
-            test_scheduler_interactive)
+            test_scheduler_interactive test_stop_matcher)
 ASAN_NUMERICS='EngineReal.BatchedEqualsSolo*:EngineReal.CancelMidStep*:PrefixCacheTest.SameGreedyOutput*'
 ASAN_NUMERICS+=':PrefixCacheTest.Prewarm*:PrefixCacheTest.SharedBySessions*:PrefixCacheTest.WindowedSessions*'
 ASAN_NUMERICS+=':PrefixCacheTest.BudgetsEvict*:PrefixCacheTest.ActivationModes*:KvSnapshot.RoundTrip*'

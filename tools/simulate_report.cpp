@@ -15,19 +15,6 @@ double percentile(std::vector<double> xs, double q) {
   return xs[std::min(xs.size() - 1, rank == 0 ? 0 : rank - 1)];
 }
 
-const char* end_name(pllm::EndReason r) {
-  switch (r) {
-    case pllm::EndReason::done: return "done";
-    case pllm::EndReason::eos: return "eos";
-    case pllm::EndReason::cancelled: return "cancelled";
-    case pllm::EndReason::reset: return "reset";
-    case pllm::EndReason::interrupted: return "interrupted";
-    case pllm::EndReason::failed: return "failed";
-    case pllm::EndReason::kv_exhausted: return "kv_exhausted";
-  }
-  return "?";
-}
-
 }  // namespace
 
 Recorder::Recorder(const Scenario& sc) : sc_(sc), reqs_(sc.requests.size()) {}
@@ -48,7 +35,7 @@ pllm::RuntimeCallback Recorder::callback(size_t i, double submit_ms, std::functi
     std::lock_guard lk(mu_);
     Req& r = reqs_[i];
     if (e.kind == pllm::RuntimeEvent::Kind::end) {
-      r.end = end_name(e.reason);
+      r.end = pllm::end_reason_name(e.reason);
       return;
     }
     if (now > until_) return;

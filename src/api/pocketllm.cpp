@@ -13,6 +13,7 @@
 #include "kernels/kernels.h"
 #include "runtime/generator.h"
 #include "runtime/prefix_cache.h"
+#include "runtime/prefix_reuse.h"
 #include "runtime/session.h"
 
 using namespace pllm_api;
@@ -286,7 +287,7 @@ pllm_status pllm_session_prewarm(pllm_session* s, const pllm_token* tokens, size
     for (size_t i = 0; i < n_tokens; ++i)
       if (tokens[i] < 0 || tokens[i] >= n_vocab)
         return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_session_prewarm: token id out of range");
-    s->session->prewarm(std::vector<int32_t>(tokens, tokens + n_tokens));
+    pllm::prewarm(*s->session, std::vector<int32_t>(tokens, tokens + n_tokens));
     return PLLM_OK;
   });
 }
@@ -294,7 +295,7 @@ pllm_status pllm_session_prewarm(pllm_session* s, const pllm_token* tokens, size
 pllm_status pllm_session_prewarm_wait(pllm_session* s) {
   return guarded([&] {
     if (!s) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_session_prewarm_wait: null session");
-    auto r = s->session->wait_prewarm();
+    auto r = s->session->wait_background();
     if (!r.ok()) return fail(r.error());
     return PLLM_OK;
   });
@@ -326,6 +327,24 @@ pllm_sampling_params params_from(const pllm::SamplingConfig& d) {
   p.seed = d.seed;
   p.max_tokens = 256;
   return p;
+}
+
+// generate() ends with done, eos, stop_string, callback, cancelled or context_full; the
+// scheduled runtime's reasons never reach pllm_generate.
+pllm_stop_reason stop_reason_of(pllm::EndReason r) {
+  switch (r) {
+    case pllm::EndReason::eos: return PLLM_STOP_EOG;
+    case pllm::EndReason::done: return PLLM_STOP_MAX_TOKENS;
+    case pllm::EndReason::stop_string: return PLLM_STOP_STRING;
+    case pllm::EndReason::callback: return PLLM_STOP_CALLBACK;
+    case pllm::EndReason::context_full: return PLLM_STOP_CONTEXT_FULL;
+    case pllm::EndReason::cancelled:
+    case pllm::EndReason::reset:
+    case pllm::EndReason::interrupted:
+    case pllm::EndReason::failed:
+    case pllm::EndReason::kv_exhausted: return PLLM_STOP_CANCELLED;
+  }
+  return PLLM_STOP_CANCELLED;
 }
 }  // namespace
 
@@ -362,7 +381,7 @@ pllm_status pllm_generate(pllm_session* s, const pllm_token* prompt, size_t n_pr
       stats->ttft_ms = r->ttft_ms;
       stats->prefill_tps = r->prefill_tps;
       stats->decode_tps = r->decode_tps;
-      stats->stop_reason = static_cast<pllm_stop_reason>(static_cast<int>(r->stop));
+      stats->stop_reason = stop_reason_of(r->reason);
       stats->n_cached_tokens = r->n_restored;
     }
     return PLLM_OK;

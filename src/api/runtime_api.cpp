@@ -53,15 +53,20 @@ int32_t enum_bits(const E& e) {
   return v;
 }
 
+// The scheduled runtime ends with the first seven reasons; generate()'s own never reach an
+// event (a full context is failed with out_of_range there).
 pllm_end_reason to_c(pllm::EndReason r) {
   switch (r) {
     case pllm::EndReason::done: return PLLM_END_DONE;
     case pllm::EndReason::eos: return PLLM_END_EOS;
-    case pllm::EndReason::cancelled: return PLLM_END_CANCELLED;
+    case pllm::EndReason::cancelled:
+    case pllm::EndReason::callback: return PLLM_END_CANCELLED;
     case pllm::EndReason::reset: return PLLM_END_RESET;
     case pllm::EndReason::interrupted: return PLLM_END_INTERRUPTED;
-    case pllm::EndReason::failed: return PLLM_END_FAILED;
+    case pllm::EndReason::failed:
+    case pllm::EndReason::context_full: return PLLM_END_FAILED;
     case pllm::EndReason::kv_exhausted: return PLLM_END_KV_EXHAUSTED;
+    case pllm::EndReason::stop_string: return PLLM_END_DONE;
   }
   return PLLM_END_FAILED;
 }

@@ -86,14 +86,13 @@ VulkanBackend* Engine::pick_device(const Model& m, std::span<const SeqStep> seqs
   b[0].kind = BackendKind::gpu;
   b[1].name = "cpu";
   b[1].kind = BackendKind::cpu;
-  b[1].max_threads = fg_.pool->size();
   for (int i = 0; i < 2; ++i) {
     b[i].available = true;
     b[i].cost_ms_per_token_prefill = cost_[i][0] > 0 ? cost_[i][0] : 1.0f;
     b[i].cost_ms_per_token_decode = cost_[i][1] > 0 ? cost_[i][1] : 1.0f;
   }
-  auto c = choose_offload(decode ? Phase::decode : Phase::prefill, b, LiveSignals{});
-  return c.ok() && c->backend == 0 ? device_.get() : nullptr;
+  auto c = choose_offload(decode ? Phase::decode : Phase::prefill, b);
+  return c.ok() && *c == 0 ? device_.get() : nullptr;
 }
 
 void Engine::record(bool on_device, bool decode, double ms_per_token, int validation_messages) {

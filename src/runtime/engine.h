@@ -54,7 +54,6 @@ class Engine {
   // others sleep. The runtime lowers it to leave a core to the UI or to cool down. On an
   // attached pool this limits the app's pool too.
   void set_active_threads(int n) { fg_.pool->set_active(n); }
-  int active_threads() const { return fg_.pool->active(); }
 
   // One forward pass of model m over seqs (model/step.h; backends/cpu/cpu_forward.h).
   Result<void> forward(const Model& m, std::span<const SeqStep> seqs, const StepOptions& opt,

@@ -1,5 +1,6 @@
-// The generation loop: reuse the cached prefix, prefill the rest, then sample, stream
-// and stop (end of turn, max tokens, stop string, callback, cancellation, full context).
+// The generation loop: reuse the cached prefix (runtime/prefix_reuse.h), prefill the rest,
+// then sample, stream and stop (end of turn, max tokens, stop string, callback, cancellation,
+// full context).
 #pragma once
 #include <functional>
 #include <span>
@@ -8,12 +9,11 @@
 #include <vector>
 
 #include "base/result.h"
+#include "runtime/end_reason.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
 
 namespace pllm {
-
-enum class StopReason { eog, max_tokens, stop_string, callback, cancelled, context_full };
 
 struct GenerateParams {
   SamplingConfig sampling;
@@ -30,16 +30,12 @@ struct GenerateStats {
   double ttft_ms = 0;
   double prefill_tps = 0;
   double decode_tps = 0;
-  StopReason stop = StopReason::eog;
+  // done (max_tokens generated), eos, stop_string, callback, cancelled or context_full
+  EndReason reason = EndReason::eos;
 };
 
 // Called per generated token with the newly completed text; return false to stop.
 using TokenCallback = std::function<bool(int32_t token, std::string_view text)>;
-
-// Makes the session hold `tokens` (reusing its history, then the prefix cache, then
-// computing the rest; no logits) and offers the result to the prefix cache: the body of
-// Session::prewarm. Cancelled (Status::cancelled) when superseded; what was done stays.
-Result<void> prefill_prefix(Session& s, std::span<const int32_t> tokens);
 
 Result<GenerateStats> generate(Session& s, std::span<const int32_t> prompt, const GenerateParams& params,
                                const TokenCallback& on_token);

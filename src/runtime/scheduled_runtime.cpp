@@ -6,8 +6,8 @@
 #include <cmath>
 #include <string>
 
+#include "runtime/prefix_reuse.h"
 #include "runtime/scheduled_runtime_parts.h"
-#include "runtime/prefix_cache.h"
 #include "runtime/trace_log.h"
 
 namespace pllm {
@@ -273,28 +273,12 @@ const Session* ScheduledRuntime::session(int64_t key) const {
 // one prompt token is left to compute, for the logits the generation starts from.
 size_t ScheduledRuntime::restore_prefix_locked(int64_t key, Slot& slot, std::span<const int32_t> prompt) {
   PrefixCache* pc = cfg_.prefix_cache.get();
-  Session& s = *slot.session;
-  if (!pc || !s.history().empty() || !s.snapshots_supported() || prompt.size() < 2) return 0;
-  auto hit = pc->lookup(s.kv_cache().type(), prompt, 0, prompt.size() - 1, s.compute_tag());
-  if (!hit.snapshot) return 0;
-  if (auto r = s.restore_prefix(*hit.snapshot, /*verified=*/true); !r.ok()) {
-    pc->drop(hit.key, r.error().message);
-    return 0;
-  }
+  if (!pc || !slot.session->history().empty()) return 0;
+  const size_t n = restore_cached_prefix(*slot.session, *pc, prompt, 0, prompt.size() - 1);
+  if (n == 0) return 0;
   slot.has_logits = false;
-  (void)sched_.report_kv(key, int64_t(hit.n_tokens));  // a count >= 0: cannot fail
-  return hit.n_tokens;
-}
-
-// The session holds a finished prompt (n_tokens of history): offer its block-aligned prefix.
-void ScheduledRuntime::offer_prefix_locked(Slot& slot, size_t n_tokens) {
-  PrefixCache* pc = cfg_.prefix_cache.get();
-  Session& s = *slot.session;
-  const size_t nb = n_tokens / PrefixCache::kBlock * PrefixCache::kBlock;
-  if (!pc || nb == 0 || !s.snapshots_supported() || s.history().size() < nb) return;
-  const std::span<const int32_t> tokens(s.history().data(), nb);
-  if (pc->contains(s.kv_cache().type(), tokens, s.compute_tag())) return;
-  if (auto snap = s.save_prefix(nb); snap.ok()) pc->insert(s.kv_cache().type(), tokens, std::move(*snap), s.compute_tag());
+  (void)sched_.report_kv(key, int64_t(n));  // a count >= 0: cannot fail
+  return n;
 }
 
 FrameShape ScheduledRuntime::shape_locked(double now) {

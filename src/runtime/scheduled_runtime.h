@@ -218,7 +218,6 @@ class ScheduledRuntime {
   void driver_loop();
   void auto_frame_locked(double now);
   size_t restore_prefix_locked(int64_t key, Slot& slot, std::span<const int32_t> prompt);
-  void offer_prefix_locked(Slot& slot, size_t n_tokens);
 
   std::shared_ptr<const Model> model_;
   std::shared_ptr<Engine> engine_;

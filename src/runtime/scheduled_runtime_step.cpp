@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "runtime/prefix_reuse.h"
 #include "runtime/scheduled_runtime.h"
 #include "runtime/scheduled_runtime_parts.h"
 #include "runtime/trace_log.h"
@@ -319,9 +320,10 @@ void ScheduledRuntime::finish(const EndedRequest& e, std::vector<Delivery>& even
   if (reason == EndReason::failed && status == Status::cancelled) reason = EndReason::cancelled;  // stopped mid-step
   if (e.request == prompt_part(live.id)) {
     live.prompt_pending = false;
-    if (reason == EndReason::done)
+    // The session holds the finished prompt: offer its block-aligned prefix.
+    if (reason == EndReason::done && cfg_.prefix_cache)
       if (auto slot = slots_.find(live.session); slot != slots_.end())
-        offer_prefix_locked(*slot->second, slot->second->session->history().size());
+        offer_cached_prefix(*slot->second->session, *cfg_.prefix_cache, slot->second->session->history().size());
     if (reason != EndReason::done && !live.reason) {
       live.reason = reason;
       live.status = status;

@@ -61,6 +61,7 @@
 
 #include "base/result.h"
 #include "runtime/cost_model.h"
+#include "runtime/end_reason.h"
 
 namespace pllm {
 
@@ -110,16 +111,6 @@ struct PlanRow {
   uint64_t request = 0;
   int n_tokens = 0;
   bool is_prefill = false;
-};
-
-enum class EndReason {
-  done,          // all its tokens processed
-  eos,           // generation stopped at end of sequence
-  cancelled,     // a cancel control request
-  reset,         // a reset control request
-  interrupted,   // an interrupt control request
-  failed,        // its row failed (RowResult::status)
-  kv_exhausted,  // its session cannot fit the KV budget even alone
 };
 
 struct EndedRequest {

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "model/kv_snapshot.h"
-#include "runtime/generator.h"
 #include "runtime/prefix_cache.h"
 
 namespace pllm {
@@ -62,37 +61,37 @@ Result<std::unique_ptr<Session>> Session::create(std::shared_ptr<const Model> mo
 }
 
 namespace {
-// The session whose prewarm this thread runs: its own calls must not wait for themselves.
-thread_local const Session* tl_prewarming = nullptr;
+// The session whose background work this thread runs: its own calls must not wait for themselves.
+thread_local const Session* tl_background = nullptr;
 }  // namespace
 
 Session::~Session() {
-  stop_prewarm();
+  stop_background();
   engine_->forget_cache(kv_.get());
 }
 
-void Session::stop_prewarm() {
-  if (tl_prewarming == this || !prewarm_.joinable()) return;
+void Session::stop_background() {
+  if (tl_background == this || !background_.joinable()) return;
   cancel_.store(true);
-  prewarm_.join();
+  background_.join();
   cancel_.store(false);
 }
 
-Result<void> Session::wait_prewarm() {
-  if (tl_prewarming != this && prewarm_.joinable()) prewarm_.join();
-  return prewarm_result_;
+Result<void> Session::wait_background() {
+  if (tl_background != this && background_.joinable()) background_.join();
+  return background_result_;
 }
 
-void Session::prewarm(std::vector<int32_t> tokens) {
-  stop_prewarm();
-  prewarm_result_ = Result<void>();
-  prewarm_ = std::thread([this, t = std::move(tokens)] {
-    tl_prewarming = this;
+void Session::start_background(BackgroundWork work) {
+  stop_background();
+  background_result_ = Result<void>();
+  background_ = std::thread([this, w = std::move(work)] {
+    tl_background = this;
     lower_thread_priority(10);  // as the background lane's workers (Linux nice)
     lane_ = Engine::Lane::background;
-    prewarm_result_ = prefill_prefix(*this, t);
+    background_result_ = w(*this);
     lane_ = Engine::Lane::foreground;  // before the thread ends: whoever joins it sees the foreground lane
-    tl_prewarming = nullptr;
+    tl_background = nullptr;
   });
 }
 
@@ -123,13 +122,13 @@ Result<void> Session::run(std::span<const int32_t> tokens, float* logits, bool a
 }
 
 void Session::truncate(size_t n) {
-  stop_prewarm();
+  stop_background();
   if (n >= history_.size()) return;
   history_.resize(size_t(kv_->truncate(int(n))));
 }
 
 Result<std::vector<uint8_t>> Session::save_prefix(size_t n) {
-  stop_prewarm();
+  stop_background();
   if (n > history_.size())
     return make_error(Status::out_of_range, "snapshot of " + std::to_string(n) + " tokens, but the session holds " +
                                                 std::to_string(history_.size()));
@@ -137,7 +136,7 @@ Result<std::vector<uint8_t>> Session::save_prefix(size_t n) {
 }
 
 Result<void> Session::restore_prefix(std::span<const uint8_t> snapshot, bool verified) {
-  stop_prewarm();
+  stop_background();
   PLLM_ASSIGN(const KvSnapshotView view, parse_kv_snapshot(snapshot, !verified));
   if (!unbounded() && size_t(view.n_pos) >= size_t(n_ctx()))
     return make_error(Status::out_of_range, "snapshot of " + std::to_string(view.n_pos) +
@@ -152,12 +151,12 @@ Result<void> Session::restore_prefix(std::span<const uint8_t> snapshot, bool ver
 }
 
 Result<void> Session::eval(std::span<const int32_t> tokens, float* logits_all) {
-  stop_prewarm();
+  stop_background();
   return run(tokens, logits_all, logits_all != nullptr);
 }
 
 Result<void> Session::eval_last(std::span<const int32_t> tokens) {
-  stop_prewarm();
+  stop_background();
   return run(tokens, logits_.data(), false);
 }
 

@@ -3,6 +3,7 @@
 // the threads and scratch and may be shared with other sessions.
 #pragma once
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <span>
 #include <thread>
@@ -95,29 +96,29 @@ class Session {
 
   // Whether save_prefix can work at all (no sliding window).
   bool snapshots_supported() const { return kv_->prefix_bytes(0).ok(); }
-  // The prefix cache generate() consults and fills (runtime/prefix_cache.h); null: none.
+  // The prefix cache generate() and a prewarm consult and fill (runtime/prefix_reuse.h); null: none.
   void set_prefix_cache(std::shared_ptr<PrefixCache> cache) {
-    stop_prewarm();
+    stop_background();
     prefix_cache_ = std::move(cache);
   }
   PrefixCache* prefix_cache() const { return prefix_cache_.get(); }
 
-  // Prewarm: prefill `tokens` (typically a prompt's known beginning: system prompt, document)
-  // on a background thread, so that the next generate() finds them in the cache. Supersedes
-  // a prewarm still running. Every other call that touches the cache (eval, truncate,
-  // generate, snapshots, set_prefix_cache, destruction) first stops a running prewarm; what
-  // it computed so far stays in the cache and is reused like any history. Uses the prefix
-  // cache like generate() (restores from it, offers to it).
-  void prewarm(std::vector<int32_t> tokens);
-  // Waits for the running prewarm (if any) and returns its result (cancelled when superseded).
-  Result<void> wait_prewarm();
-  // Cancels and joins a running prewarm; a no-op on the prewarm thread itself.
-  void stop_prewarm();
+  // Background work on this session, such as a prewarm (runtime/prefix_reuse.h): runs `work`
+  // on its own thread and the engine's background lane. Supersedes background work still
+  // running. Every other call that touches the cache (eval, truncate, snapshots,
+  // set_prefix_cache, destruction, and generate()) first stops it; what it computed so far
+  // stays in the cache and is reused like any history.
+  using BackgroundWork = std::function<Result<void>(Session&)>;
+  void start_background(BackgroundWork work);
+  // Waits for the background work (if any) and returns its result (cancelled when superseded).
+  Result<void> wait_background();
+  // Cancels and joins running background work; a no-op on its own thread.
+  void stop_background();
 
   // C++ tools only (calibration): every weight product's input goes to `observer` first
   // (model/act_observer.h); null detaches. The caller keeps it alive while attached.
   void set_act_observer(ActObserver* observer) {
-    stop_prewarm();
+    stop_background();
     observer_ = observer;
   }
 
@@ -139,17 +140,17 @@ class Session {
   ActMode act_mode_;
   bool fuse_;
   ActObserver* observer_ = nullptr;
-  Engine::Lane lane_ = Engine::Lane::foreground;  // background while pre-warming
+  Engine::Lane lane_ = Engine::Lane::foreground;  // background while running background work
   std::unique_ptr<Tracer> tracer_;
   std::unique_ptr<KvCache> kv_;
   std::vector<int32_t> history_;
   std::vector<float> logits_;  // [n_vocab]
   std::atomic<bool> cancel_{false};
   std::shared_ptr<PrefixCache> prefix_cache_;
-  // Pre-warm runs on its own thread and the engine's background lane (lower-priority
+  // Background work runs on its own thread and the engine's background lane (lower-priority
   // workers), so typing/UI threads and foreground sessions keep the cores.
-  std::thread prewarm_;
-  Result<void> prewarm_result_;
+  std::thread background_;
+  Result<void> background_result_;
 };
 
 }  // namespace pllm

@@ -31,7 +31,7 @@ Result<void> Session::step(std::span<SessionStep> steps) {
   for (size_t i = 0; i < steps.size(); ++i) {
     SessionStep& st = steps[i];
     Session& s = *st.session;
-    s.stop_prewarm();
+    s.stop_background();
     st.result = Result<void>();
     const size_t n = st.tokens.size();
     if (n == 0 || n > size_t(s.n_batch_)) {

@@ -7,6 +7,7 @@
 #include <ctime>
 #include <optional>
 
+#include "runtime/stop_matcher.h"
 #include "server/server_impl.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -19,54 +20,19 @@ constexpr int kProbeMs = 100;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// The request's text as it streams: decodes tokens, holds back what may start a stop string,
-// and finds a stop string when one completes (nothing after it is sent).
+// The request's text as it streams: decoded tokens through the stop strings (nothing from a
+// completed stop string on is sent).
 class TextStream {
  public:
-  TextStream(const Tokenizer& tok, std::vector<std::string> stop) : dec_(tok), stop_(std::move(stop)) {}
+  TextStream(const Tokenizer& tok, std::vector<std::string> stop) : dec_(tok), stops_(std::move(stop)) {}
   // The text that can be sent after this token; sets stopped() when a stop string completed.
-  std::string push(int32_t token) {
-    text_ += dec_.push(token);
-    return release(false);
-  }
-  std::string flush() {
-    if (!stopped_) text_ += dec_.flush();
-    return release(true);
-  }
-  bool stopped() const { return stopped_; }
+  std::string push(int32_t token) { return std::string(stops_.push(dec_.push(token))); }
+  std::string flush() { return stops_.stopped() ? std::string() : std::string(stops_.finish(dec_.flush())); }
+  bool stopped() const { return stops_.stopped(); }
 
  private:
-  std::string release(bool all) {
-    if (stopped_) return "";
-    size_t end = text_.size();
-    for (const std::string& s : stop_) {
-      const size_t from = sent_ > s.size() ? sent_ - s.size() : 0;
-      const size_t at = text_.find(s, from);
-      if (at != std::string::npos && at < end) {
-        end = at;
-        stopped_ = true;
-      }
-    }
-    if (!stopped_ && !all) {
-      size_t hold = 0;  // the longest tail that is a proper prefix of a stop string
-      for (const std::string& s : stop_)
-        for (size_t k = std::min(s.size() - 1, text_.size()); k > hold; --k)
-          if (text_.compare(text_.size() - k, k, s, 0, k) == 0) {
-            hold = k;
-            break;
-          }
-      end = text_.size() - hold;
-    }
-    if (end <= sent_) return "";
-    std::string out = text_.substr(sent_, end - sent_);
-    sent_ = end;
-    return out;
-  }
   StreamDecoder dec_;
-  std::vector<std::string> stop_;
-  std::string text_;
-  size_t sent_ = 0;
-  bool stopped_ = false;
+  StopMatcher stops_;
 };
 
 json token_logprob(const Tokenizer& tok, int32_t id, float lp) {
@@ -123,23 +89,11 @@ struct Reply {  // what one request produced so far
 // cut short by something other than the model, max_tokens or a stop string (never a quiet
 // "stop" on a truncated answer).
 std::optional<std::string> finish_reason_of(const RuntimeEvent& e, bool stopped) {
-  if (stopped || e.reason == EndReason::eos) return "stop";
+  if (stopped || e.reason == EndReason::eos || e.reason == EndReason::stop_string) return "stop";
   if (e.reason == EndReason::done) return "length";
-  if (e.reason == EndReason::failed && e.status == Status::out_of_range) return "length";  // context full
+  if (e.reason == EndReason::context_full || (e.reason == EndReason::failed && e.status == Status::out_of_range))
+    return "length";  // context full
   return std::nullopt;
-}
-
-std::string end_reason_name(EndReason r) {
-  switch (r) {
-    case EndReason::done: return "done";
-    case EndReason::eos: return "eos";
-    case EndReason::cancelled: return "cancelled";
-    case EndReason::reset: return "reset";
-    case EndReason::interrupted: return "interrupted";
-    case EndReason::failed: return "failed";
-    case EndReason::kv_exhausted: return "KV memory exhausted";
-  }
-  return "unknown";
 }
 
 }  // namespace
@@ -221,7 +175,8 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
       if (auto finish = finish_reason_of(e, stream->stopped())) {
         reply->finish_reason = *finish;
       } else {
-        std::string why = "generation ended early: " + end_reason_name(e.reason);
+        std::string why = "generation ended early: ";
+        why += e.reason == EndReason::kv_exhausted ? "KV memory exhausted" : end_reason_name(e.reason);
         if (e.reason == EndReason::failed) why += std::string(" (") + status_name(e.status) + ")";
         reply->error = ApiError{500, "server_error", "", "", why};
       }

@@ -16,6 +16,7 @@
 
 #include "model/model.h"
 #include "real_model.h"
+#include "runtime/prefix_reuse.h"
 #include "runtime/session.h"
 
 namespace pllm {
@@ -282,9 +283,9 @@ TEST_F(EngineReal, ConcurrentCallersOnOneEngine) {
   for (int i = 0; i < 3; ++i) th.emplace_back([&, i] { run(i, engine.value(), together[i]); });
   // Meanwhile a pre-warm runs on the engine's background lane.
   auto pw = Session::create(model, config_of(kSpecs[0]), engine.value()).value();
-  pw->prewarm(prompt_of(7, 40));
+  prewarm(*pw, prompt_of(7, 40));
   for (auto& t : th) t.join();
-  EXPECT_TRUE(pw->wait_prewarm().ok());
+  EXPECT_TRUE(pw->wait_background().ok());
   EXPECT_EQ(pw->history().size(), 40u);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(alone[i], together[i]) << "thread " << i;
 }

@@ -16,6 +16,7 @@
 #include "real_model.h"
 #include "runtime/generator.h"
 #include "runtime/prefix_cache.h"
+#include "runtime/prefix_reuse.h"
 
 namespace pllm {
 namespace {
@@ -255,7 +256,7 @@ TEST_F(PrefixCacheTest, ActivationModesDoNotShareEntries) {
   EXPECT_NE(exact->compute_tag(), int8->compute_tag());
 }
 
-// Prewarm (Session::prewarm): a finished prewarm is reused by generate(); one superseded by
+// Prewarm (runtime/prefix_reuse.h): a finished prewarm is reused by generate(); one superseded by
 // generate() mid-way leaves the output unchanged; prewarm restores from and fills the cache.
 TEST_F(PrefixCacheTest, PrewarmIsPickedUpAndSupersededCleanly) {
   const auto p = tokens(220, 9);
@@ -263,35 +264,35 @@ TEST_F(PrefixCacheTest, PrewarmIsPickedUpAndSupersededCleanly) {
   const auto want = gen(*ref, p).ids;
 
   auto a = session(KvType::f16);
-  a->prewarm(std::vector<int32_t>(p.begin(), p.begin() + 150));
-  ASSERT_TRUE(a->wait_prewarm().ok());
+  prewarm(*a, std::vector<int32_t>(p.begin(), p.begin() + 150));
+  ASSERT_TRUE(a->wait_background().ok());
   EXPECT_EQ(a->history().size(), 150u);
   const Out o = gen(*a, p);
   EXPECT_EQ(o.st.n_reused, 150);
   EXPECT_EQ(o.ids, want);
 
   auto b = session(KvType::f16);
-  b->prewarm(p);
+  prewarm(*b, p);
   const Out ob = gen(*b, p);  // stops the prewarm wherever it is
   EXPECT_EQ(ob.ids, want);
-  auto r = b->wait_prewarm();
+  auto r = b->wait_background();
   EXPECT_TRUE(r.ok() || r.error().code == Status::cancelled);
 
   auto pc = cache(size_t(1) << 30);
   auto c = session(KvType::f16, pc);
-  c->prewarm(std::vector<int32_t>(p.begin(), p.begin() + 200));
-  ASSERT_TRUE(c->wait_prewarm().ok());
+  prewarm(*c, std::vector<int32_t>(p.begin(), p.begin() + 200));
+  ASSERT_TRUE(c->wait_background().ok());
   EXPECT_EQ(pc->stats().inserts, 1u);
   auto d = session(KvType::f16, pc);
-  d->prewarm(std::vector<int32_t>(p.begin(), p.begin() + 200));
-  ASSERT_TRUE(d->wait_prewarm().ok());
+  prewarm(*d, std::vector<int32_t>(p.begin(), p.begin() + 200));
+  ASSERT_TRUE(d->wait_background().ok());
   EXPECT_EQ(pc->stats().restored_tokens, 192u);
   const Out od = gen(*d, p);
   EXPECT_EQ(od.st.n_reused, 200);
   EXPECT_EQ(od.ids, want);
   // A superseding prewarm, then destruction while one runs: no hang, no crash.
-  d->prewarm(tokens(300, 4));
-  d->prewarm(tokens(300, 5));
+  prewarm(*d, tokens(300, 4));
+  prewarm(*d, tokens(300, 5));
 }
 
 }  // namespace

@@ -6,6 +6,10 @@
 //    the same greedy tokens as a fresh session prefilling the whole conversation. (With q8
 //    and q4 the decode and prefill paths' f32 rounding differences can flip an int8/4-bit
 //    rounding step, so only the exact-resume property is asserted for them.)
+//  * PrefixReuseParts: the pieces generate(), the prewarm and the scheduled runtime share
+//    (runtime/prefix_reuse.h): the common prefix kept, restore and offer through the prefix
+//    cache (block-aligned, within the bounds asked, never into a windowed session), and
+//    prefill_prefix's restore-then-compute.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -15,6 +19,8 @@
 #include "model/model.h"
 #include "real_model.h"
 #include "runtime/generator.h"
+#include "runtime/prefix_cache.h"
+#include "runtime/prefix_reuse.h"
 #include "runtime/session.h"
 
 namespace pllm {
@@ -140,6 +146,111 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<Case>& info) {
       return std::string(kv_type_name(info.param.kv.type)) + "_w" + std::to_string(info.param.kv.window);
     });
+
+class PrefixReuseParts : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = shared_real_model();
+    if (!model_) GTEST_SKIP() << "model not found at " << real_model_path();
+    auto pc = PrefixCache::create(model_->identity(), PrefixCacheParams{}, [](const std::string&) {});
+    ASSERT_TRUE(pc.ok()) << pc.error().message;
+    cache_ = *pc;
+  }
+  std::unique_ptr<Session> session(int window = 0) {
+    SessionConfig cfg;
+    cfg.n_ctx = 512;
+    cfg.n_threads = 2;
+    cfg.kv.window = window;
+    auto s = Session::create(model_, cfg);
+    EXPECT_TRUE(s.ok()) << s.error().message;
+    return std::move(*s);
+  }
+  std::shared_ptr<const Model> model_;
+  std::shared_ptr<PrefixCache> cache_;
+};
+
+TEST_F(PrefixReuseParts, KeepsTheCommonPrefixUpToTheBound) {
+  const std::vector<int32_t> a = synthetic_prompt(1, 100);
+  std::vector<int32_t> b = a;
+  b[70] += 1;  // differs from token 70 on
+  auto s = session();
+  ASSERT_TRUE(s->eval(a, nullptr).ok());
+  EXPECT_EQ(keep_common_prefix(*s, b, b.size()), 70u);
+  EXPECT_EQ(s->history(), std::vector<int32_t>(a.begin(), a.begin() + 70));
+  EXPECT_EQ(keep_common_prefix(*s, b, 50), 50u);
+  EXPECT_EQ(s->history().size(), 50u);
+  EXPECT_EQ(keep_common_prefix(*s, a, a.size()), 50u);  // it only ever drops
+}
+
+TEST_F(PrefixReuseParts, OfferThenRestoreBlockAlignedPrefixes) {
+  const std::vector<int32_t> p = synthetic_prompt(2, 150);
+  auto a = session();
+  ASSERT_TRUE(a->eval(p, nullptr).ok());
+  offer_cached_prefix(*a, *cache_, 40);  // less than a block: nothing
+  EXPECT_EQ(cache_->stats().inserts, 0u);
+  offer_cached_prefix(*a, *cache_, p.size());  // tokens [0, 128)
+  EXPECT_EQ(cache_->stats().inserts, 1u);
+  EXPECT_TRUE(cache_->contains(a->kv_cache().type(), std::span(p).first(2 * PrefixCache::kBlock), a->compute_tag()));
+  offer_cached_prefix(*a, *cache_, p.size());  // RAM has it already
+  EXPECT_EQ(cache_->stats().inserts, 1u);
+
+  auto b = session();
+  EXPECT_EQ(restore_cached_prefix(*b, *cache_, p, 0, 127), 0u);  // the bound excludes the entry
+  EXPECT_TRUE(b->history().empty());
+  EXPECT_EQ(restore_cached_prefix(*b, *cache_, p, 0, 149), 128u);
+  EXPECT_EQ(b->history(), std::vector<int32_t>(p.begin(), p.begin() + 128));
+  EXPECT_EQ(restore_cached_prefix(*b, *cache_, p, 128, 149), 0u);  // nothing longer than what it holds
+  EXPECT_EQ(restore_cached_prefix(*b, *cache_, p, 149, 149), 0u);
+  // Continuing from the restored prefix gives the logits of computing it all.
+  ASSERT_TRUE(a->eval_last(std::vector<int32_t>{7}).ok());
+  ASSERT_TRUE(b->eval(std::span(p).subspan(128), nullptr).ok());
+  ASSERT_TRUE(b->eval_last(std::vector<int32_t>{7}).ok());
+  const int n_vocab = model_->config().n_vocab;
+  EXPECT_EQ(std::vector<float>(a->last_logits(), a->last_logits() + n_vocab),
+            std::vector<float>(b->last_logits(), b->last_logits() + n_vocab));
+}
+
+TEST_F(PrefixReuseParts, WindowedSessionsNeitherOfferNorRestore) {
+  const std::vector<int32_t> p = synthetic_prompt(3, 150);
+  auto w = session(/*window=*/96);
+  ASSERT_FALSE(w->snapshots_supported());
+  ASSERT_TRUE(w->eval(p, nullptr).ok());
+  offer_cached_prefix(*w, *cache_, p.size());
+  EXPECT_EQ(cache_->stats().inserts, 0u);
+  auto a = session();
+  ASSERT_TRUE(a->eval(p, nullptr).ok());
+  offer_cached_prefix(*a, *cache_, p.size());
+  auto w2 = session(/*window=*/96);
+  EXPECT_EQ(restore_cached_prefix(*w2, *cache_, p, 0, 149), 0u);
+  EXPECT_TRUE(w2->history().empty());
+}
+
+TEST_F(PrefixReuseParts, PrefillPrefixRestoresThenComputesThenOffers) {
+  const std::vector<int32_t> p = synthetic_prompt(4, 150);
+  std::vector<int32_t> longer = p;
+  const std::vector<int32_t> more = synthetic_prompt(5, 100);
+  longer.insert(longer.end(), more.begin(), more.end());  // 250 tokens
+  auto a = session();
+  a->set_prefix_cache(cache_);
+  ASSERT_TRUE(prefill_prefix(*a, p).ok());
+  EXPECT_EQ(a->history(), p);
+  PrefixCacheStats st = cache_->stats();
+  EXPECT_EQ(st.restored_tokens, 0u);
+  EXPECT_EQ(st.computed_tokens, 150u);
+  EXPECT_EQ(st.inserts, 1u);  // [0, 128)
+
+  auto b = session();
+  b->set_prefix_cache(cache_);
+  ASSERT_TRUE(prefill_prefix(*b, longer).ok());
+  EXPECT_EQ(b->history(), longer);
+  st = cache_->stats();
+  EXPECT_EQ(st.restored_tokens, 128u);
+  EXPECT_EQ(st.computed_tokens, 150u + 122u);
+  EXPECT_EQ(st.inserts, 2u);  // [0, 192)
+
+  ASSERT_TRUE(prefill_prefix(*b, longer).ok());  // held already: nothing to do
+  EXPECT_EQ(cache_->stats().computed_tokens, st.computed_tokens);
+}
 
 }  // namespace
 }  // namespace pllm
