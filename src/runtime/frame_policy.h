@@ -9,7 +9,7 @@
 //   * one core left: one thread fewer (an engine with one thread per core), so the UI has a
 //     core of its own, whatever the step's length. An engine with fewer threads than cores
 //     leaves a core anyway and always runs whole.
-// P8's rule was "one core left" always, plus at most period - reserve of work per frame from
+// The earlier rule was "one core left" always, plus at most period - reserve of work per frame from
 // the frame start: it halved the engine of a 2-core phone for a light UI, and put the
 // engine's work exactly where the UI's is (right after vsync). Its overflow step, one per
 // frame, also took every row, a whole background prompt chunk included, on one thread.

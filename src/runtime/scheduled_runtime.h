@@ -1,4 +1,4 @@
-// ScheduledRuntime (issue P8): the scheduler (runtime/scheduler.h), the thermal governor
+// ScheduledRuntime: the scheduler (runtime/scheduler.h), the thermal governor
 // (runtime/governor.h) and the sessions of one model on one engine, put together. Apps submit
 // requests (a prompt to prefill, then tokens to generate) with a class; each step() asks the
 // scheduler for the rows that matter most now, runs them as ONE batched forward pass
@@ -21,7 +21,7 @@
 //   * pausing (KV budget) moves the session's KV and logits out and back bit for bit, and
 //     a background step stopped for an interactive request runs its rows again (a decode
 //     row feeds its streamed token again), so a request's tokens do not depend on what
-//     else ran (with one activation mode; batched steps equal solo steps, see P6's tests).
+//     else ran (with one activation mode; batched steps equal solo steps, see test_batched_logits.py).
 #pragma once
 #include <atomic>
 #include <condition_variable>

@@ -29,7 +29,7 @@
 // has had its tokens of the frame. (The runtime protects a UI by threads, not by a time
 // window: runtime/frame_policy.h.)
 //
-// Interactive first (P12): admission stays in order of priority (so aging still lets a
+// Interactive first: admission stays in order of priority (so aging still lets a
 // starved background session overtake), but the prompt rows of the interactive candidates
 // admitted before the first background one are sized first, so background rows only get
 // what the interactive work leaves of the step's time. While an admitted interactive request
