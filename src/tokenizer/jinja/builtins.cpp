@@ -27,11 +27,6 @@ namespace {
 int64_t as_i64(const Value& v) { return v.is_bool() ? v.as_bool() : v.as_int(); }
 bool is_integral(const Value& v) { return v.is_bool() || v.is_int(); }
 
-int64_t checked(bool overflow, int64_t r) {
-  if (overflow) fail("integer overflow");
-  return r;
-}
-
 int64_t floor_div(int64_t a, int64_t b) {
   if (b == 0) fail("integer division or modulo by zero");
   if (a == INT64_MIN && b == -1) fail("integer overflow");
@@ -96,7 +91,8 @@ Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Va
   if (op == "+") {
     if (ints) {
       int64_t r = 0;
-      return Value::integer(checked(__builtin_add_overflow(as_i64(a), as_i64(b), &r), r));
+      if (__builtin_add_overflow(as_i64(a), as_i64(b), &r)) fail("integer overflow");
+      return Value::integer(r);
     }
     if (nums) return Value::floating(a.to_double() + b.to_double());
     if (a.is_string() && b.is_string()) {
@@ -114,7 +110,8 @@ Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Va
   if (op == "-") {
     if (ints) {
       int64_t r = 0;
-      return Value::integer(checked(__builtin_sub_overflow(as_i64(a), as_i64(b), &r), r));
+      if (__builtin_sub_overflow(as_i64(a), as_i64(b), &r)) fail("integer overflow");
+      return Value::integer(r);
     }
     if (nums) return Value::floating(a.to_double() - b.to_double());
     unsupported("-", a, b);
@@ -122,7 +119,8 @@ Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Va
   if (op == "*") {
     if (ints) {
       int64_t r = 0;
-      return Value::integer(checked(__builtin_mul_overflow(as_i64(a), as_i64(b), &r), r));
+      if (__builtin_mul_overflow(as_i64(a), as_i64(b), &r)) fail("integer overflow");
+      return Value::integer(r);
     }
     if (nums) return Value::floating(a.to_double() * b.to_double());
     if ((a.is_string() || a.is_list()) && is_integral(b)) return repeat(in, a, as_i64(b));
