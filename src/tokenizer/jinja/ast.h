@@ -33,6 +33,7 @@ struct Expr {
   Value value;
   std::string name;
   bool negated = false;  // `is not`
+  bool is_tuple = false;  // a list written as a tuple: (a, b) or a, b
   ExprPtr a, b, c;
   std::vector<ExprPtr> args;
   std::vector<std::pair<std::string, ExprPtr>> kwargs;

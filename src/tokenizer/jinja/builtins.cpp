@@ -132,6 +132,7 @@ Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Va
     if (b.to_double() == 0) fail("division by zero");
     return Value::floating(a.to_double() / b.to_double());
   }
+  if (op == "%" && a.is_string()) return Value::string(percent_format(a.as_string(), b.is_list() && b.tuple ? b.as_list() : ValueList{b}));
   if (op == "//" || op == "%") {
     if (ints) {
       const int64_t x = as_i64(a), y = as_i64(b);

@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 
 #include "tokenizer/jinja/interpreter.h"
 #include "tokenizer/jinja/json.h"
@@ -16,32 +18,28 @@ const std::string& need_string(const Value& v, const std::string& what) {
   return v.as_string();
 }
 
-std::string ascii_lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-std::string ascii_upper(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
-}
-std::string capitalize(const std::string& s) {
-  std::string out = ascii_lower(s);
-  if (!out.empty()) out[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(out[0])));
+std::string map_case(const std::string& s, uint32_t (*f)(uint32_t)) {
+  std::string out;
+  for (uint32_t cp : to_code_points(s)) append_utf8(out, f(cp));
   return out;
 }
+std::string py_lower(const std::string& s) { return map_case(s, lower_cp); }
+std::string py_upper(const std::string& s) { return map_case(s, upper_cp); }
 
-// str.title(): a letter after a non-letter starts a word.
+std::string capitalize(const std::string& s) {
+  auto cps = to_code_points(s);
+  for (size_t i = 0; i < cps.size(); ++i) cps[i] = i == 0 ? upper_cp(cps[i]) : lower_cp(cps[i]);
+  return from_code_points(cps.data(), cps.size());
+}
+
+// str.title(): a cased letter after an uncased character starts a word.
 std::string py_title(const std::string& s) {
-  std::string out = s;
+  std::string out;
   bool prev_cased = false;
-  for (auto& c : out) {
-    const auto u = static_cast<unsigned char>(c);
-    if (std::isalpha(u)) {
-      c = static_cast<char>(prev_cased ? std::tolower(u) : std::toupper(u));
-      prev_cased = true;
-    } else {
-      prev_cased = false;
-    }
+  for (uint32_t cp : to_code_points(s)) {
+    const bool cased = is_alpha_cp(cp);
+    append_utf8(out, cased ? (prev_cased ? lower_cp(cp) : upper_cp(cp)) : cp);
+    prev_cased = cased;
   }
   return out;
 }
@@ -50,16 +48,11 @@ std::string py_title(const std::string& s) {
 std::string jinja_title(const std::string& s) {
   std::string out;
   bool word_start = true;
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    const bool sep = std::isspace(u) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
-    if (sep) {
-      out += c;
-      word_start = true;
-    } else {
-      out += static_cast<char>(word_start ? std::toupper(u) : std::tolower(u));
-      word_start = false;
-    }
+  for (uint32_t cp : to_code_points(s)) {
+    const bool sep = space_len_at(from_code_points(&cp, 1), 0) > 0 || cp == '-' || cp == '(' || cp == '{' ||
+                     cp == '[' || cp == '<';
+    append_utf8(out, sep ? cp : (word_start ? upper_cp(cp) : lower_cp(cp)));
+    word_start = sep;
   }
   return out;
 }
@@ -165,8 +158,8 @@ Value string_method(const std::string& s, const std::string& name, Interpreter& 
   if (name == "replace")
     return Value::string(replace_all(s, need_string(arg(0, "old"), "replace"), need_string(arg(1, "new"), "replace"),
                                      int_arg(2, "count", -1), &in));
-  if (name == "lower") return Value::string(ascii_lower(s));
-  if (name == "upper") return Value::string(ascii_upper(s));
+  if (name == "lower") return Value::string(py_lower(s));
+  if (name == "upper") return Value::string(py_upper(s));
   if (name == "title") return Value::string(py_title(s));
   if (name == "capitalize") return Value::string(capitalize(s));
   if (name == "find" || name == "count") {
@@ -228,7 +221,7 @@ Value dict_method(const Value& self, const std::string& name, const Args& a) {
   for (const auto& [k, v] : d.items) {
     if (name == "keys") out.push_back(Value::string(k));
     else if (name == "values") out.push_back(v);
-    else out.push_back(Value::list({Value::string(k), v}));
+    else out.push_back(Value::tuple_of({Value::string(k), v}));
   }
   return Value::list(std::move(out));
 }
@@ -287,7 +280,7 @@ Value sort_items(ValueList items, const Args& a, bool dict_mode) {
   auto key = [&](const Value& v) {
     Value k = dict_mode ? v.as_list()[by_value ? 1 : 0] : v;
     if (at && at->is_string()) k = attribute_of(k, at->as_string());
-    if (!case_sensitive && k.is_string()) k = Value::string(ascii_lower(k.as_string()));
+    if (!case_sensitive && k.is_string()) k = Value::string(py_lower(k.as_string()));
     return k;
   };
   std::vector<std::pair<Value, Value>> keyed;
@@ -348,6 +341,64 @@ Value to_int(const Value& v, const Args& a) {
 
 }  // namespace
 
+std::string percent_format(const std::string& fmt, const ValueList& args) {
+  std::string out;
+  size_t next = 0;
+  auto take = [&]() -> const Value& {
+    if (next >= args.size()) fail("not enough arguments for format string");
+    return args[next++];
+  };
+  for (size_t i = 0; i < fmt.size(); ++i) {
+    if (fmt[i] != '%') {
+      out += fmt[i];
+      continue;
+    }
+    size_t j = i + 1;
+    std::string spec = "%";
+    while (j < fmt.size() && std::strchr("-+ #0123456789.", fmt[j])) spec += fmt[j++];
+    if (j >= fmt.size()) fail("incomplete format");
+    const char conv = fmt[j];
+    i = j;
+    if (conv == '%') {
+      out += '%';
+      continue;
+    }
+    const Value& v = take();
+    const size_t dot = spec.find('.');
+    if (std::atoi(spec.c_str() + 1 + std::strspn(spec.c_str() + 1, "-+ #0")) > 256 ||
+        (dot != std::string::npos && std::atoi(spec.c_str() + dot + 1) > 100))
+      fail("format width or precision too large");
+    char buf[512];
+    if (conv == 's' || conv == 'r') {
+      const std::string text = conv == 's' ? to_str(v) : to_repr(v);
+      // flags, width, .precision: as Python pads and cuts, in characters
+      size_t k = 1;
+      bool left = false;
+      while (k < spec.size() && std::strchr("-+ #0", spec[k])) left = left || spec[k++] == '-';
+      const size_t width = static_cast<size_t>(std::atoi(spec.c_str() + k));
+      auto cps = to_code_points(text);
+      if (dot != std::string::npos)
+        cps.resize(std::min(cps.size(), static_cast<size_t>(std::atoi(spec.c_str() + dot + 1))));
+      const std::string body = from_code_points(cps.data(), cps.size());
+      const std::string pad(width > cps.size() ? width - cps.size() : 0, ' ');
+      out += left ? body + pad : pad + body;
+      continue;
+    } else if (conv == 'd' || conv == 'i' || conv == 'x' || conv == 'X' || conv == 'o') {
+      if (!v.is_number()) fail("%" + std::string(1, conv) + " format: a number is required, not " + type_name(v));
+      const long long n = v.is_float() ? static_cast<long long>(v.as_float()) : (v.is_bool() ? v.as_bool() : v.as_int());
+      std::snprintf(buf, sizeof buf, (spec + "ll" + (conv == 'i' ? 'd' : conv)).c_str(), n);
+    } else if (conv == 'f' || conv == 'F' || conv == 'e' || conv == 'E' || conv == 'g' || conv == 'G') {
+      if (!v.is_number()) fail("must be real number, not " + type_name(v));
+      std::snprintf(buf, sizeof buf, (spec + conv).c_str(), v.to_double());
+    } else {
+      fail(std::string("unsupported format character '") + conv + "'");
+    }
+    out += buf;
+  }
+  if (next < args.size()) fail("not all arguments converted during string formatting");
+  return out;
+}
+
 Value bound_method(const Value& obj, const std::string& name) {
   auto bind = [&](std::function<Value(Interpreter&, const Args&)> fn) {
     auto c = std::make_shared<Callable>();
@@ -402,8 +453,8 @@ Value apply_filter(Interpreter& in, const std::string& name, const Value& v, con
     const Value* dflt = a.get(0, "default");
     return dflt ? *dflt : Value::floating(0.0);
   }
-  if (name == "lower") return Value::string(ascii_lower(str()));
-  if (name == "upper") return Value::string(ascii_upper(str()));
+  if (name == "lower") return Value::string(py_lower(str()));
+  if (name == "upper") return Value::string(py_upper(str()));
   if (name == "title") return Value::string(jinja_title(str()));
   if (name == "capitalize") return Value::string(capitalize(str()));
   if (name == "replace") {
@@ -458,7 +509,7 @@ Value apply_filter(Interpreter& in, const std::string& name, const Value& v, con
     for (const auto& x : iterate(v)) {
       in.count_iterations(out.size() + 1);
       auto same = [&](const Value& y) {
-        if (x.is_string() && y.is_string()) return ascii_lower(x.as_string()) == ascii_lower(y.as_string());
+        if (x.is_string() && y.is_string()) return py_lower(x.as_string()) == py_lower(y.as_string());
         return equals(x, y);
       };
       if (std::none_of(out.begin(), out.end(), same)) out.push_back(x);
@@ -507,6 +558,10 @@ Value apply_filter(Interpreter& in, const std::string& name, const Value& v, con
     Value total = Value::integer(0);
     for (const auto& x : iterate(v)) total = binary_op(in, "+", total, x);
     return total;
+  }
+  if (name == "format") {
+    if (!a.keyword.empty()) fail("format: keyword arguments are not supported");
+    return Value::string(percent_format(need_string(v, "format"), a.positional));
   }
   if (name == "escape" || name == "e") {
     std::string out;

@@ -131,8 +131,18 @@ Interpreter::Flow Interpreter::exec(const Node& n) {
       return Flow::break_;
     case Node::continue_:
       return Flow::continue_;
-    case Node::scope:
-      return exec_body(n.body);
+    case Node::scope: {  // HF renders {% generation %} as a call block: its sets stay inside
+      frames_.push_back(std::make_shared<Frame>());
+      Flow f;
+      try {
+        f = exec_body(n.body);
+      } catch (...) {
+        frames_.pop_back();
+        throw;
+      }
+      frames_.pop_back();
+      return f;
+    }
   }
   return Flow::normal;
 }
@@ -307,7 +317,7 @@ Value Interpreter::eval(const Expr& e) {
     case Expr::list: {
       ValueList items;
       for (const auto& a : e.args) items.push_back(eval(*a));
-      return Value::list(std::move(items));
+      return e.is_tuple ? Value::tuple_of(std::move(items)) : Value::list(std::move(items));
     }
     case Expr::dict: {
       ValueDict d;

@@ -116,18 +116,13 @@ class Lexer {
       }
       const char kind = s_[open + 1];  // '{', '%' or '#'
       const char sign = open + 2 < s_.size() ? s_[open + 2] : '\0';
-      if (sign == '-') {
-        rstrip_in_place(text);
-      } else if (sign != '+' && kind != '{') {  // lstrip_blocks: not for {{ }}
-        const size_t nl = text.rfind('\n');
-        const size_t l_pos = nl == std::string::npos ? 0 : nl + 1;
-        if ((l_pos > 0 || line_starting) && l_pos < text.size() && all_spaces(text, l_pos)) text.resize(l_pos);
-      }
-      push_text(text);
+      push_text(strip_before_tag(std::move(text), sign, kind != '{', line_starting));
       line_ += count_lines(pos, open);
       pos = open + 2 + ((sign == '-' || sign == '+') ? 1 : 0);
       if (kind == '#') {
         pos = end_comment(pos, &line_starting);
+      } else if (kind == '%' && tag_named(pos, "raw")) {
+        pos = lex_raw(pos, &line_starting);
       } else {
         pos = lex_tag(pos, kind == '{', &line_starting);
       }
@@ -141,6 +136,48 @@ class Lexer {
     for (size_t i = s_.find('{', pos); i != std::string::npos; i = s_.find('{', i + 1))
       if (i + 1 < s_.size() && (s_[i + 1] == '{' || s_[i + 1] == '%' || s_[i + 1] == '#')) return i;
     return std::string::npos;
+  }
+
+  // The text before a tag: `-` strips all whitespace before it; lstrip_blocks (not for {{ }},
+  // not with `+`) strips the spaces between the line's start and a block or comment tag.
+  std::string strip_before_tag(std::string text, char sign, bool is_block, bool line_starting) const {
+    if (sign == '-') {
+      rstrip_in_place(text);
+    } else if (sign != '+' && is_block) {
+      const size_t nl = text.rfind('\n');
+      const size_t l_pos = nl == std::string::npos ? 0 : nl + 1;
+      if ((l_pos > 0 || line_starting) && l_pos < text.size() && all_spaces(text, l_pos)) text.resize(l_pos);
+    }
+    return text;
+  }
+
+  // Whether the block tag whose body starts at pos is `name` alone: {% raw %}, {%- endraw -%}.
+  bool tag_named(size_t pos, const char* name, size_t* end = nullptr) const {
+    pos = skip_spaces(s_, pos);
+    const size_t n = std::strlen(name);
+    if (s_.compare(pos, n, name) != 0) return false;
+    pos = skip_spaces(s_, pos + n);
+    if (pos < s_.size() && (s_[pos] == '-' || s_[pos] == '+')) ++pos;
+    if (s_.compare(pos, 2, "%}") != 0) return false;
+    if (end) *end = pos + 2;
+    return true;
+  }
+
+  // {% raw %}...{% endraw %}: the text between, verbatim (whitespace control still applies).
+  size_t lex_raw(size_t pos, bool* line_starting) {
+    size_t close = 0;
+    tag_named(pos, "raw", &close);
+    pos = after_close(close, s_[close - 3] == '-', s_[close - 3] == '+', true, line_starting);
+    for (size_t open = s_.find("{%", pos); open != std::string::npos; open = s_.find("{%", open + 2)) {
+      const char sign = open + 2 < s_.size() ? s_[open + 2] : '\0';
+      const size_t body = open + 2 + ((sign == '-' || sign == '+') ? 1 : 0);
+      size_t end = 0;
+      if (!tag_named(body, "endraw", &end)) continue;
+      push_text(strip_before_tag(s_.substr(pos, open - pos), sign, true, *line_starting));
+      line_ += count_lines(pos, end);
+      return after_close(end, s_[end - 3] == '-', s_[end - 3] == '+', true, line_starting);
+    }
+    error("missing end of raw directive");
   }
 
   int count_lines(size_t from, size_t to) const {

@@ -248,6 +248,7 @@ class Parser {
     ExprPtr first = parse_expression(with_cond);
     if (!is_op(",")) return first;
     auto list = make(Expr::list);
+    list->is_tuple = true;
     list->args.push_back(std::move(first));
     while (skip_op(",")) {
       if (cur().kind == Tok::var_end || cur().kind == Tok::block_end || is_op(")")) break;
@@ -404,10 +405,15 @@ class Parser {
       return e;
     }
     if (skip_op("(")) {
-      if (skip_op(")")) return make(Expr::list);
+      if (skip_op(")")) {
+        auto empty = make(Expr::list);
+        empty->is_tuple = true;
+        return empty;
+      }
       ExprPtr first = parse_expression(true);
       if (skip_op(")")) return first;
       auto list = make(Expr::list);
+      list->is_tuple = true;
       list->args.push_back(std::move(first));
       while (skip_op(",")) {
         if (is_op(")")) break;

@@ -11,6 +11,11 @@ namespace pllm::jinja {
 void fail(const std::string& message) { throw TemplateError(message); }
 
 Value Value::list(ValueList items) { return Value{std::make_shared<const ValueList>(std::move(items))}; }
+Value Value::tuple_of(ValueList items) {
+  Value v = list(std::move(items));
+  v.tuple = true;
+  return v;
+}
 Value Value::dict(ValueDict d) { return Value{std::make_shared<const ValueDict>(std::move(d))}; }
 
 double Value::to_double() const {
@@ -131,14 +136,15 @@ std::string repr_string(const std::string& s) {
 std::string to_repr(const Value& v) {
   if (v.is_string()) return repr_string(v.as_string());
   if (v.is_list()) {
-    std::string out = "[";
+    std::string out = v.tuple ? "(" : "[";
     bool first = true;
     for (const auto& item : v.as_list()) {
       if (!first) out += ", ";
       first = false;
       out += to_repr(item);
     }
-    return out + "]";
+    if (v.tuple && v.as_list().size() == 1) out += ",";
+    return out + (v.tuple ? ")" : "]");
   }
   if (v.is_dict()) {
     std::string out = "{";
@@ -182,6 +188,7 @@ bool equals(const Value& a, const Value& b) {
     case 0: case 1: return true;
     case 5: return a.as_string() == b.as_string();
     case 6: {
+      if (a.tuple != b.tuple) return false;  // Python: (1,) != [1]
       const auto &x = a.as_list(), &y = b.as_list();
       if (x.size() != y.size()) return false;
       for (size_t i = 0; i < x.size(); ++i)
@@ -307,6 +314,42 @@ std::string from_code_points(const uint32_t* cps, size_t n) {
   std::string out;
   for (size_t i = 0; i < n; ++i) append_utf8(out, cps[i]);
   return out;
+}
+
+// Simple case mappings of the scripts chat text is most often in (Latin-1, Latin Extended-A,
+// Greek, Cyrillic); other characters map to themselves.
+uint32_t upper_cp(uint32_t c) {
+  if (c >= 'a' && c <= 'z') return c - 32;
+  if ((c >= 0xe0 && c <= 0xfe && c != 0xf7)) return c - 32;
+  if (c == 0xff) return 0x178;
+  if (c >= 0x100 && c <= 0x17f && c != 0x130 && c != 0x131 && c != 0x138 && c != 0x149 && c != 0x17f) {
+    const bool odd_is_lower = (c < 0x138) || (c > 0x148 && c < 0x178);
+    if (odd_is_lower ? (c & 1) : !(c & 1) && c != 0x178) return c - 1;
+    return c;
+  }
+  if (c >= 0x3b1 && c <= 0x3c9 && c != 0x3c2) return c - 32;
+  if (c >= 0x430 && c <= 0x44f) return c - 32;
+  if (c >= 0x450 && c <= 0x45f) return c - 80;
+  return c;
+}
+
+uint32_t lower_cp(uint32_t c) {
+  if (c >= 'A' && c <= 'Z') return c + 32;
+  if ((c >= 0xc0 && c <= 0xde && c != 0xd7)) return c + 32;
+  if (c == 0x178) return 0xff;
+  if (c >= 0x100 && c <= 0x17f && c != 0x130 && c != 0x131 && c != 0x138 && c != 0x149 && c != 0x17f) {
+    const bool even_is_upper = (c < 0x138) || (c > 0x148 && c < 0x178);
+    if (even_is_upper ? !(c & 1) : (c & 1)) return c + 1;
+    return c;
+  }
+  if (c >= 0x391 && c <= 0x3a9 && c != 0x3a2) return c + 32;
+  if (c >= 0x410 && c <= 0x42f) return c + 32;
+  if (c >= 0x400 && c <= 0x40f) return c + 80;
+  return c;
+}
+
+bool is_alpha_cp(uint32_t c) {
+  return (c < 0x80 && std::isalpha(static_cast<int>(c))) || upper_cp(c) != c || lower_cp(c) != c || c == 0xdf;
 }
 
 std::string strip_spaces(const std::string& s, bool left, bool right) {

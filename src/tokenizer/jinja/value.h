@@ -38,6 +38,7 @@ struct Value {
   std::variant<Undefined, None, bool, int64_t, double, std::string, List, Dict, std::shared_ptr<Callable>,
                std::shared_ptr<Namespace>>
       v;
+  bool tuple = false;  // a list that Python would hold as a tuple: printed as (a, b)
 
   static Value undefined(std::string hint = {}) { return Value{Undefined{std::move(hint)}}; }
   static Value none() { return Value{None{}}; }
@@ -46,6 +47,7 @@ struct Value {
   static Value floating(double d) { return Value{d}; }
   static Value string(std::string s) { return Value{std::move(s)}; }
   static Value list(ValueList items);
+  static Value tuple_of(ValueList items);
   static Value dict(ValueDict d);
 
   bool is_undefined() const { return v.index() == 0; }
@@ -113,5 +115,8 @@ std::string strip_chars(const std::string& s, const std::string& chars, bool lef
 std::vector<uint32_t> to_code_points(const std::string& s);
 std::string from_code_points(const uint32_t* cps, size_t n);
 void append_utf8(std::string& out, uint32_t cp);
+uint32_t upper_cp(uint32_t cp);
+uint32_t lower_cp(uint32_t cp);
+bool is_alpha_cp(uint32_t cp);  // has a case (approximates str.isalpha for the scripts upper_cp knows)
 
 }  // namespace pllm::jinja
