@@ -163,6 +163,8 @@ def test_templates_folder_present():
 # Language pieces beyond what the 14 templates exercise: each rendered by both, with CONTEXT.
 # (Known differences, not listed: \N{NAME} string escapes; printing a method object.)
 SNIPPETS = [
+    "{% for x in [1, 2, 3] %}{{ loop.cycle('odd', 'even') }} {% endfor %}",
+    "[{{ 'a\\nb\\n\\nc'|indent }}] [{{ 'a\\nb'|indent(2, true) }}] [{{ 'a\\n\\nb'|indent('> ', blank=true) }}]",
     '{% if true %}\n    x\n{% endif %}\n',
     '  {% if true %}  a  {% endif %}  \n  b',
     '{%+ if true %}x{% endif %}',

@@ -384,7 +384,7 @@ std::string percent_format(const std::string& fmt, const ValueList& args) {
       out += left ? body + pad : pad + body;
       continue;
     } else if (conv == 'd' || conv == 'i' || conv == 'x' || conv == 'X' || conv == 'o') {
-      if (!v.is_number()) fail("%" + std::string(1, conv) + " format: a number is required, not " + type_name(v));
+      if (!v.is_number()) fail(std::string(1, '%') + conv + " format: a number is required, not " + type_name(v));
       const long long n = v.is_float() ? static_cast<long long>(v.as_float()) : (v.is_bool() ? v.as_bool() : v.as_int());
       std::snprintf(buf, sizeof buf, (spec + "ll" + (conv == 'i' ? 'd' : conv)).c_str(), n);
     } else if (conv == 'f' || conv == 'F' || conv == 'e' || conv == 'E' || conv == 'g' || conv == 'G') {
@@ -558,6 +558,32 @@ Value apply_filter(Interpreter& in, const std::string& name, const Value& v, con
     Value total = Value::integer(0);
     for (const auto& x : iterate(v)) total = binary_op(in, "+", total, x);
     return total;
+  }
+  if (name == "indent") {
+    const Value* w = a.get(0, "width");
+    const Value* first = a.get(1, "first");
+    const Value* blank = a.get(2, "blank");
+    const std::string pad = w && w->is_string() ? w->as_string()
+                                                : std::string(static_cast<size_t>(std::clamp<int64_t>(
+                                                                  w && w->is_int() ? w->as_int() : 4, 0, 256)),
+                                                              ' ');
+    std::vector<std::string> lines;  // str.splitlines() of the text plus "\n", as jinja2 does
+    const std::string text = str() + "\n";
+    size_t pos = 0;
+    while (pos < text.size()) {
+      size_t nl = text.find_first_of("\r\n", pos);
+      lines.push_back(text.substr(pos, nl - pos));
+      pos = nl + ((text[nl] == '\r' && nl + 1 < text.size() && text[nl + 1] == '\n') ? 2 : 1);
+    }
+    std::string out = lines.empty() ? std::string() : lines[0];
+    for (size_t i = 1; i < lines.size(); ++i) {
+      out += '\n';
+      if (!lines[i].empty() || (blank && truthy(*blank))) out += pad;
+      out += lines[i];
+      in.check_size(out.size());
+    }
+    if (first && truthy(*first)) out = pad + out;
+    return Value::string(std::move(out));
   }
   if (name == "format") {
     if (!a.keyword.empty()) fail("format: keyword arguments are not supported");

@@ -195,6 +195,13 @@ Interpreter::Flow Interpreter::exec_for(const Node& n) {
     loop.set("depth0", Value::integer(0));
     loop.set("previtem", i > 0 ? items[i - 1] : Value::undefined("there is no previous item"));
     loop.set("nextitem", i + 1 < len ? items[i + 1] : Value::undefined("there is no next item"));
+    auto cycle = std::make_shared<Callable>();
+    cycle->name = "cycle";
+    cycle->fn = [i](Interpreter&, const Args& args) {
+      if (args.positional.empty()) fail("loop.cycle() needs at least one item");
+      return args.positional[static_cast<size_t>(i) % args.positional.size()];
+    };
+    loop.set("cycle", Value{cycle});
     auto frame = std::make_shared<Frame>();
     (*frame)["loop"] = Value::dict(std::move(loop));
     bind(*frame, items[i]);

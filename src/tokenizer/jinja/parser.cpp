@@ -529,7 +529,8 @@ class Parser {
     std::string n = expect_name();
     while (is_op(".") && peek().kind == Tok::name) {
       next();
-      n += "." + expect_name();
+      n += '.';
+      n += expect_name();
     }
     return n;
   }
