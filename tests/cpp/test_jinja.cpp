@@ -111,6 +111,23 @@ TEST(Jinja, HostileTemplatesHitLimitsNotTheStack) {
             std::string::npos);
   EXPECT_NE(render_error("{{ " + std::string(100000, '[') + std::string(100000, ']') + " }}").find("nested too deeply"), std::string::npos);
   EXPECT_NE(render_error(std::string(5000, '{') + "% if x %}").size(), 0u);
+  EXPECT_NE(render_error("{{ [1] * 1000000000000 }}").find("too many loop iterations"), std::string::npos);
+  EXPECT_NE(render_error("{{ 2 ** 64 }}").find("integer overflow"), std::string::npos);
+}
+
+TEST(Jinja, PowerByRepeatedSquaring) {
+  EXPECT_EQ(render_ok("{{ (-1) ** 3 }} {{ (-1) ** 1000000000000 }} {{ 3 ** 5 }} {{ 0 ** 0 }} {{ (-2) ** 63 }}"),
+            "-1 1 243 1 -9223372036854775808");
+}
+
+TEST(Jinja, BuiltTextIsBoundedAcrossTheRender) {
+  // each string is small, but together they would be far more than the budget
+  pllm::jinja::Limits limits;
+  limits.max_built_bytes = 1 << 20;
+  auto r = pllm::render_template("{% set s = 'x' * 60000 %}{% for i in range(100) %}{% set t = s|upper %}{% endfor %}",
+                                 ordered_json::object(), std::nullopt, limits);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("built too much text"), std::string::npos) << r.error().message;
 }
 
 }  // namespace

@@ -47,7 +47,10 @@ Value repeat(Interpreter& in, const Value& seq, int64_t n) {
     return Value::string(std::move(out));
   }
   const auto& items = seq.as_list();
-  if (!items.empty()) in.count_iterations(static_cast<size_t>(n) * items.size());
+  if (!items.empty()) {
+    if (static_cast<uint64_t>(n) > in.limits().max_loop_iterations) in.count_iterations(in.limits().max_loop_iterations + 1);
+    in.count_iterations(static_cast<size_t>(n) * items.size());
+  }
   ValueList out;
   for (int64_t i = 0; i < n; ++i) out.insert(out.end(), items.begin(), items.end());
   return Value::list(std::move(out));
@@ -146,11 +149,14 @@ Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Va
     return Value::floating(op == "//" ? q : x - q * y);
   }
   if (op == "**") {
-    if (ints && as_i64(b) >= 0) {
+    if (ints && as_i64(b) >= 0) {  // by squaring; |base| <= 1 never overflows
       int64_t r = 1, base = as_i64(a);
-      for (int64_t e = as_i64(b); e > 0; --e) {
-        if (__builtin_mul_overflow(r, base, &r)) fail("integer overflow");
-        if (r == 0 || r == 1) break;
+      for (int64_t e = as_i64(b); e > 0; e >>= 1) {
+        if ((e & 1) && __builtin_mul_overflow(r, base, &r)) fail("integer overflow");
+        if (e > 1 && __builtin_mul_overflow(base, base, &base)) {
+          if (r == 0) break;
+          fail("integer overflow");
+        }
       }
       return Value::integer(r);
     }

@@ -24,6 +24,7 @@ std::string undefined_message(const Value& v) {
 }  // namespace
 
 Interpreter::Interpreter(const Limits& limits, ValueDict globals) : limits_(limits) {
+  built_bytes() = 0;
   auto top = std::make_shared<Frame>();
   for (auto& [k, v] : builtin_globals().items) (*top)[k] = v;
   for (auto& [k, v] : globals.items) (*top)[k] = std::move(v);
@@ -316,6 +317,8 @@ Value Interpreter::eval_binary(const Expr& e) {
 
 Value Interpreter::eval(const Expr& e) {
   DepthGuard guard(&eval_depth_, kMaxEvalDepth, "expressions");
+  if (built_bytes() > limits_.max_built_bytes)
+    fail("the template built too much text (limit " + std::to_string(limits_.max_built_bytes) + " bytes)");
   switch (e.kind) {
     case Expr::literal:
       return e.value;

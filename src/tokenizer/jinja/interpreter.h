@@ -16,6 +16,7 @@ struct Limits {
   size_t max_output_bytes = 8u << 20;     // the rendered text, and any one string built on the way
   size_t max_loop_iterations = 1u << 20;  // all loops of one render together
   int max_call_depth = 64;                // nested macro calls (recursion)
+  size_t max_built_bytes = 256u << 20;    // all strings and lists made during the render together
 };
 
 class Interpreter {

@@ -10,7 +10,20 @@ namespace pllm::jinja {
 
 void fail(const std::string& message) { throw TemplateError(message); }
 
-Value Value::list(ValueList items) { return Value{std::make_shared<const ValueList>(std::move(items))}; }
+size_t& built_bytes() {
+  thread_local size_t bytes = 0;
+  return bytes;
+}
+
+Value Value::string(std::string s) {
+  built_bytes() += s.size();
+  return Value{std::make_shared<const std::string>(std::move(s))};
+}
+
+Value Value::list(ValueList items) {
+  built_bytes() += items.size() * sizeof(Value);
+  return Value{std::make_shared<const ValueList>(std::move(items))};
+}
 Value Value::tuple_of(ValueList items) {
   Value v = list(std::move(items));
   v.tuple = true;

@@ -19,6 +19,10 @@ struct TemplateError : std::runtime_error {
 };
 [[noreturn]] void fail(const std::string& message);
 
+// Bytes of the strings and list slots made on this thread since the interpreter last reset it:
+// what bounds a render's memory and time together (Limits::max_built_bytes).
+size_t& built_bytes();
+
 struct Value;
 using ValueList = std::vector<Value>;
 struct ValueDict;
@@ -35,7 +39,8 @@ struct None {};
 struct Value {
   using List = std::shared_ptr<const ValueList>;
   using Dict = std::shared_ptr<const ValueDict>;
-  std::variant<Undefined, None, bool, int64_t, double, std::string, List, Dict, std::shared_ptr<Callable>,
+  using Str = std::shared_ptr<const std::string>;  // shared: copying a value never copies its text
+  std::variant<Undefined, None, bool, int64_t, double, Str, List, Dict, std::shared_ptr<Callable>,
                std::shared_ptr<Namespace>>
       v;
   bool tuple = false;  // a list that Python would hold as a tuple: printed as (a, b)
@@ -45,7 +50,7 @@ struct Value {
   static Value boolean(bool b) { return Value{b}; }
   static Value integer(int64_t i) { return Value{i}; }
   static Value floating(double d) { return Value{d}; }
-  static Value string(std::string s) { return Value{std::move(s)}; }
+  static Value string(std::string s);
   static Value list(ValueList items);
   static Value tuple_of(ValueList items);
   static Value dict(ValueDict d);
@@ -65,7 +70,7 @@ struct Value {
   bool as_bool() const { return std::get<2>(v); }
   int64_t as_int() const { return std::get<3>(v); }
   double as_float() const { return std::get<4>(v); }
-  const std::string& as_string() const { return std::get<5>(v); }
+  const std::string& as_string() const { return *std::get<5>(v); }
   const ValueList& as_list() const { return *std::get<6>(v); }
   const ValueDict& as_dict() const { return *std::get<7>(v); }
   const Callable& as_callable() const { return *std::get<8>(v); }
