@@ -299,3 +299,59 @@ def test_snippet_matches_jinja2(pllm_bin, tmp_path, index):
     else:
         assert r.returncode == 0, f"{source!r}: {r.stderr.decode()}"
         assert r.stdout.decode("utf-8") == expected, source
+
+
+# Random conversations (fixed seed): roles in any order, empty/None/list contents, tool calls with
+# object or string arguments, reasoning_content, tools, documents and flags in any combination;
+# about a third make a template raise, and then ours must fail as well.
+RANDOM_CONTENTS = ["", "hi", "  spaced  \n", "<think>r</think>a", "<think>\nx\n</think>\n\ny", "/no_think please",
+                   "ünï 😀 \t tab", "<tool_response>x</tool_response>", "a</think>b</think>c", "line1\nline2", None,
+                   [{"type": "text", "text": "part"}], [{"type": "text", "text": "p1"}, {"type": "image"}],
+                   "<tool_sep>x", "{\"json\": true}"]
+RANDOM_CALLS = [CALL, {"id": "c2", "type": "function", "function": {"name": "get_time", "arguments": "{\"zone\": \"UTC\"}"}},
+                {"type": "function", "function": {"name": "x", "arguments": {"a": {"b": [1, "2"]}, "s": "<&\n>"}}}]
+
+
+def random_case(rng):
+    def message():
+        role = rng.choice(["system", "user", "assistant", "tool", "user", "assistant"])
+        m = {"role": role, "content": rng.choice(RANDOM_CONTENTS)}
+        if role == "assistant" and rng.random() < 0.4:
+            m["tool_calls"] = [rng.choice(RANDOM_CALLS) for _ in range(rng.randint(1, 2))]
+        if role == "assistant" and rng.random() < 0.3:
+            m["reasoning_content"] = rng.choice(["why", "", None])
+        if role == "tool" and rng.random() < 0.5:
+            m["tool_call_id"] = "call_1"
+        return m
+    ctx = {"messages": [message() for _ in range(rng.randint(0, 5))],
+           "tools": rng.choice([None, [], [WEATHER_TOOL], [WEATHER_TOOL, TIME_TOOL]]),
+           "documents": rng.choice([None, [{"title": "a", "text": "b"}]]),
+           "add_generation_prompt": rng.random() < 0.5, "bos_token": "<s>", "eos_token": "</s>"}
+    if rng.random() < 0.5:
+        ctx["enable_thinking"] = rng.random() < 0.5
+    if rng.random() < 0.2:
+        ctx["keep_past_thinking"] = True
+    return ctx
+
+
+@pytest.mark.parametrize("seed", range(150))
+def test_random_conversation_matches_jinja2(pllm_bin, seed):
+    import random
+    templates = sorted(TEMPLATES.glob("*.jinja")) if TEMPLATES.is_dir() else []
+    if not templates:
+        pytest.skip(f"no templates at {TEMPLATES}")
+    rng = random.Random(seed)
+    path = templates[seed % len(templates)]
+    ctx = random_case(rng)
+    try:
+        expected, expected_error = reference_render(path.read_bytes().decode("utf-8"), ctx), None
+    except Exception as e:  # noqa: BLE001
+        expected, expected_error = None, (str(e) if type(e) is jinja2.exceptions.TemplateError else "")
+    r = subprocess.run([str(pllm_bin), "template", str(path), "--now", str(NOW)],
+                       input=json.dumps(ctx).encode(), capture_output=True, timeout=60)
+    if expected_error is not None:
+        assert r.returncode != 0, f"jinja2 raised {expected_error!r}, ours rendered {r.stdout.decode()!r}"
+        assert expected_error in r.stderr.decode(), r.stderr.decode()
+    else:
+        assert r.returncode == 0, r.stderr.decode()
+        assert r.stdout.decode("utf-8") == expected
