@@ -69,6 +69,5 @@ Value get_slice(const Value& obj, const Value& start, const Value& stop, const V
 ValueList iterate(const Value& v);
 Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Value& b);
 ValueDict builtin_globals();
-std::string percent_format(const std::string& fmt, const ValueList& args);  // Python's str % args
 
 }  // namespace pllm::jinja
