@@ -2,6 +2,11 @@
 // comparison with Python jinja2 over real templates is tests/py/test_chat_templates.py).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "test_paths.h"
 #include "tokenizer/jinja/render.h"
 
 namespace {
@@ -128,6 +133,28 @@ TEST(Jinja, BuiltTextIsBoundedAcrossTheRender) {
                                  ordered_json::object(), std::nullopt, limits);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("built too much text"), std::string::npos) << r.error().message;
+}
+
+TEST(Jinja, ChatContextDrivesARealTemplate) {
+  // The variables ChatContext sets reach the template: Qwen3's thinking switch and its tools block.
+  const std::string path = std::string(pllm::test::kSharedTestdata) + "/templates/Qwen-Qwen3-0.6B.jinja";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no " << path << " (shared/testdata beside the checkout)";
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream source;
+  source << f.rdbuf();
+  pllm::ChatContext ctx;
+  ctx.messages = pllm::chat_messages_json({{"system", "Be brief."}, {"user", "Hi"}});
+  ctx.add_generation_prompt = true;
+  auto plain = pllm::render_chat_template(source.str(), ctx);
+  ctx.enable_thinking = false;
+  auto no_think = pllm::render_chat_template(source.str(), ctx);
+  ctx.tools = ordered_json::array({{{"type", "function"}, {"function", {{"name", "lookup"}}}}});
+  auto tools = pllm::render_chat_template(source.str(), ctx);
+  ASSERT_TRUE(plain.ok() && no_think.ok() && tools.ok());
+  EXPECT_EQ(no_think.value(), plain.value() + "<think>\n\n</think>\n\n");
+  EXPECT_NE(tools.value().find("{\"type\": \"function\", \"function\": {\"name\": \"lookup\"}}"),
+            std::string::npos);
+  EXPECT_NE(plain.value().find("Be brief."), std::string::npos);
 }
 
 }  // namespace

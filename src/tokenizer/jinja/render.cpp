@@ -71,4 +71,10 @@ Result<std::string> render_chat_template(const std::string& source, const ChatCo
   return render_template(source, vars, ctx.now);
 }
 
+nlohmann::ordered_json chat_messages_json(const std::vector<ChatMessage>& messages) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& m : messages) out.push_back({{"role", m.role}, {"content", m.content}});
+  return out;
+}
+
 }  // namespace pllm

@@ -7,8 +7,10 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/result.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/jinja/interpreter.h"
 
 namespace pllm {
@@ -30,5 +32,8 @@ Result<std::string> render_template(const std::string& source, const nlohmann::o
                                     const jinja::Limits& limits = jinja::Limits{});
 
 Result<std::string> render_chat_template(const std::string& source, const ChatContext& ctx);
+
+// The messages of the engine's chat path ({role, content} each) as a ChatContext's messages.
+nlohmann::ordered_json chat_messages_json(const std::vector<ChatMessage>& messages);
 
 }  // namespace pllm
