@@ -8,7 +8,8 @@ deeper on a few KB than on a real model. fuzz_gguf: tiny models of every archite
 engine loads (the tests' generator with shrunk dimensions), a byte-level BPE and a SentencePiece
 vocabulary, and a file holding every metadata value type and tensor type. fuzz_tokenizer: byte 0 picks the
 tokenizer, byte 1 the flags (fuzz_tokenizer.cpp), then UTF-8 edge cases. fuzz_chat_template:
-each family's template as text. fuzz_kv_snapshot: written by the fuzzer binary itself from a
+each family's template as text. fuzz_jinja: the real chat templates and a few language pieces.
+fuzz_kv_snapshot: written by the fuzzer binary itself from a
 real KV cache (make_kv_snapshot), so only with --kv-fuzzer.
 
 Files found by fuzzing (crash-*, regressions) live next to the seeds and are kept: this
@@ -176,6 +177,24 @@ def chat_seeds() -> None:
     write("fuzz_chat_template", "gemma_with_messages", b"\0".join([CHAT_TEMPLATES["gemma"].encode()] + msgs[:6]))
 
 
+# fuzz_jinja: the real chat templates of shared/testdata/templates (when the checkout has them
+# beside it) and a few language pieces they do not use.
+JINJA_SNIPPETS = {
+    "raw_and_comments": "{# c -#}\n{%- raw %}{{ x }}{% endraw %}{{ 'a' ~ 1 }}",
+    "macro_call_block": "{% macro m(a, b=2) %}{{ caller(a) }}{% endmacro %}{% call(x) m(1) %}{{ x }}{% endcall %}",
+    "filters": "{{ [3, 1]|sort|map('string')|join(',') }}{{ {'b': 1}|dictsort|tojson(indent=2) }}{{ '%s'|format(1) }}",
+    "loops": "{% for k, v in {'a': 1}.items() if v %}{{ loop.index }}{% break %}{% else %}e{% endfor %}",
+}
+
+
+def jinja_seeds() -> None:
+    for name, tmpl in JINJA_SNIPPETS.items():
+        write("fuzz_jinja", name, tmpl.encode())
+    templates = ROOT.parent / "shared" / "testdata" / "templates"
+    for path in sorted(templates.glob("*.jinja")) if templates.is_dir() else []:
+        write("fuzz_jinja", path.stem, path.read_bytes())
+
+
 def kv_seeds(fuzzer: Path) -> None:
     d = CORPUS / "fuzz_kv_snapshot"
     d.mkdir(parents=True, exist_ok=True)
@@ -189,6 +208,7 @@ def main() -> None:
     gguf_seeds()
     tokenizer_seeds()
     chat_seeds()
+    jinja_seeds()
     if a.kv_fuzzer:
         kv_seeds(a.kv_fuzzer)
 

@@ -12,7 +12,8 @@
 #      callers on one engine, cancellation and pre-warm through the C API, prefix cache, the
 #      runtime's driver thread, the trace ring, the server soak on the tiny model) and the
 #      scheduler's and governor's suites;
-#   4. the libFuzzer targets (scripts/fuzz.sh: GGUF files, tokenizer input, chat templates, KV
+#   4. the libFuzzer targets (scripts/fuzz.sh: GGUF files, tokenizer input, chat templates (the
+#      native families and the Jinja interpreter), KV
 #      snapshots, completion request bodies), 20 s each on their seed corpora;
 #   5. the ARM kernel tests under qemu.
 # scripts/test.sh --long additionally runs every case of the ASan suites, a shorter server soak
@@ -54,7 +55,7 @@ log "AddressSanitizer + UBSan build (the suites that parse input or touch memory
 # arguments, sysfs thermal files, stop strings over streamed text), the KV cache and engine memory, and the kernels' bounds on small inputs. Test
 # cases that only re-run the real model's numerics are left to the release build: under ASan
 # each costs minutes and checks no input handling the cases kept here do not.
-ASAN_TESTS=(test_gguf test_gguf_writer test_tokenizer test_chat_template test_sampler test_kv_cache test_kv_memory
+ASAN_TESTS=(test_gguf test_gguf_writer test_tokenizer test_chat_template test_jinja test_sampler test_kv_cache test_kv_memory
             test_kv_snapshot test_prefix_cache test_api test_engine test_model_override test_kernels
             test_matvec_rows test_gemm test_attention_kv test_quant test_thermal_sysfs test_trace_log
             test_scheduled_runtime test_runtime_api test_server_soak test_prune_compensate test_frame_policy
@@ -84,7 +85,7 @@ done
 if [ "$LONG" = 1 ]; then
   PLLM_SOAK_REQUESTS=4 "$ROOT/build-asan/tests/cpp/test_server_soak" --gtest_brief=1
 fi
-PARSING_SUITES=(test_malformed_gguf.py test_cli_errors.py test_tokenize.py test_chat_repl.py
+PARSING_SUITES=(test_malformed_gguf.py test_cli_errors.py test_tokenize.py test_chat_repl.py test_chat_templates.py
                 "test_simulate.py::test_bad_scenario_is_one_clear_error" "test_simulate.py::test_bad_command_lines"
                 "test_server.py::test_bad_requests_get_openai_errors" "test_server.py::test_oversized_body_and_unknown_route"
                 "test_server.py::test_tokenize_round_trip" "test_server.py::test_disconnect_cancels_and_metrics_parse"

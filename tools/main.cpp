@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   reg(cli::add_calibrate_act(app));
   reg(cli::add_simulate(app));
   reg(cli::add_serve(app));
+  reg(cli::add_template(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
