@@ -238,7 +238,8 @@ void int8_gemm_panels(const Group& g, int i, int64_t r0, int64_t r1) {
 void unpack_panels(const Group& g, int i, int64_t r0, int64_t r1, uint8_t* tile) {
   const Matrix& W = *g.targets[i].W;
   for (int64_t q0 = r0; q0 < r1; q0 += kPanelRows) {
-    for (int j = 0; j < kPanelRows; ++j) unpack_panel_row(W.type, W.panel(q0 / kPanelRows), g.cols, j, tile + j * W.row_bytes);
+    const uint8_t* panel = W.panel(q0 / kPanelRows);
+    for (int j = 0; j < kPanelRows; ++j) unpack_panel_row(W.type, panel, g.cols, j, tile + j * W.row_bytes);
     file_rows(g.p.file_path[i], g, i, tile, W.row_bytes, q0, q0 + kPanelRows);
   }
 }
