@@ -266,7 +266,7 @@ void matmul_group(std::span<const MatmulTarget> targets, const float* X, int n_t
   const int64_t n_chunks_target = int64_t(pool.size()) * (n_tok > kMultiRowDecode ? 16 : 4);
   int64_t chunk = std::max<int64_t>(16, (total_rows + n_chunks_target - 1) / n_chunks_target);
   // Prefill in int8 mode runs the tiled GEMM, which works on 16-row panels.
-  const bool int8 = mode == ActMode::int8 || mode == ActMode::int8_static;
+  const bool int8 = is_int8(mode);
   bool any_panels = false;
   for (const MatmulTarget& t : targets) any_panels = any_panels || t.W->panels;
   if ((int8 && n_tok > 1) || any_panels) chunk = (chunk + kPanelRows - 1) / kPanelRows * kPanelRows;
