@@ -62,11 +62,11 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::work() {
+void ThreadPool::work(int thread) {
   for (;;) {
     const int64_t i = next_.fetch_add(1, std::memory_order_relaxed);
     if (i >= n_tasks_) break;
-    tramp_(ctx_, i);
+    tramp_(ctx_, i, thread);
   }
 }
 
@@ -85,7 +85,7 @@ void ThreadPool::dispatch(int64_t n_tasks, Trampoline tramp, void* ctx) {
     std::lock_guard<std::mutex> lk(mu_);
     cv_start_.notify_all();
   }
-  work();
+  work(0);
   // Wait for stragglers; yield now and then so an oversubscribed CPU can run them.
   for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
     if ((spins & 255) == 255) std::this_thread::yield();
@@ -115,7 +115,7 @@ void ThreadPool::worker_loop(int index, uint64_t seen) {
     if (stop_.load()) return;
     seen = generation_.load(std::memory_order_acquire);
     if (uint64_t(index) > (seen & kParticipantMask)) continue;  // not in this job
-    work();
+    work(index);
     pending_.fetch_sub(1, std::memory_order_release);
   }
 }

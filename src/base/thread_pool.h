@@ -1,5 +1,6 @@
 // A persistent pool of worker threads. run(n, fn) calls fn(i) for i in [0, n) spread
-// over the workers and the calling thread, and returns when all calls are done.
+// over the workers and the calling thread, and returns when all calls are done
+// (run_indexed also tells each call which thread runs it).
 // No allocation per run: the callable is passed by reference through a trampoline.
 // A decode step issues a few hundred small jobs, so hand-off latency matters: workers
 // spin briefly on the job counter before sleeping on a condition variable, and the
@@ -35,13 +36,21 @@ class ThreadPool {
 
   template <class F>
   void run(int64_t n_tasks, F&& fn) {
+    run_indexed(n_tasks, [&](int64_t i, int) { fn(i); });
+  }
+
+  // As run(), but fn(i, thread) also gets the index of the thread that runs it, in
+  // [0, size()): 0 is the calling thread. Two tasks running at once never share an index, so
+  // a task may use per-thread scratch memory indexed by it.
+  template <class F>
+  void run_indexed(int64_t n_tasks, F&& fn) {
     if (n_tasks <= 0) return;
     if (n_threads_ == 1 || n_tasks == 1 || active() == 1) {
-      for (int64_t i = 0; i < n_tasks; ++i) fn(i);
+      for (int64_t i = 0; i < n_tasks; ++i) fn(i, 0);
       return;
     }
     using Fn = std::remove_reference_t<F>;
-    dispatch(n_tasks, [](void* ctx, int64_t i) { (*static_cast<Fn*>(ctx))(i); },
+    dispatch(n_tasks, [](void* ctx, int64_t i, int thread) { (*static_cast<Fn*>(ctx))(i, thread); },
              const_cast<void*>(static_cast<const void*>(&fn)));
   }
 
@@ -57,10 +66,10 @@ class ThreadPool {
   }
 
  private:
-  using Trampoline = void (*)(void*, int64_t);
+  using Trampoline = void (*)(void*, int64_t, int);
   void dispatch(int64_t n_tasks, Trampoline tramp, void* ctx);
   void worker_loop(int index, uint64_t seen);
-  void work();
+  void work(int thread);
 
   int n_threads_;
   std::atomic<int> active_;

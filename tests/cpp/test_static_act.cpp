@@ -8,11 +8,11 @@
 #include <random>
 #include <vector>
 
+#include "backends/cpu/matmul.h"
 #include "base/aligned_buffer.h"
 #include "base/fp16.h"
 #include "base/thread_pool.h"
 #include "kernels/kernels.h"
-#include "model/matmul.h"
 #include "quant/blocks.h"
 #include "quant/reference.h"
 #include "quant/types.h"

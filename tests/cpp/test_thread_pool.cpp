@@ -69,6 +69,49 @@ TEST(ThreadPool, ActiveThreadsLimitWhoRuns) {
   EXPECT_EQ(pool.active(), 4);
 }
 
+// run_indexed: each task learns its thread's index, in [0, size()), 0 for the calling thread;
+// a task running while another does never holds its index (per-thread scratch relies on it),
+// and one index always names the same thread. Checked with every count of active threads.
+TEST(ThreadPool, RunIndexedGivesEachRunningThreadItsOwnIndex) {
+  for (int threads : {1, 2, 3, 5}) {
+    ThreadPool pool(threads);
+    std::vector<std::atomic<int>> busy(static_cast<size_t>(threads));
+    std::vector<std::thread::id> owner(static_cast<size_t>(threads));
+    std::mutex mu;
+    for (int job = 0; job < 200; ++job) {
+      pool.set_active(1 + job % threads);
+      const int n = 1 + job % 29;
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      std::atomic<int> out_of_range{0}, shared{0}, renamed{0}, caller_not_zero{0};
+      const std::thread::id caller = std::this_thread::get_id();
+      pool.run_indexed(n, [&](int64_t i, int t) {
+        hits[size_t(i)].fetch_add(1);
+        if (t < 0 || t >= threads) {
+          out_of_range.fetch_add(1);
+          return;
+        }
+        if (busy[size_t(t)].fetch_add(1) != 0) shared.fetch_add(1);
+        {
+          std::lock_guard lk(mu);
+          std::thread::id& o = owner[size_t(t)];
+          if (o == std::thread::id()) o = std::this_thread::get_id();
+          else if (o != std::this_thread::get_id()) renamed.fetch_add(1);
+        }
+        if ((std::this_thread::get_id() == caller) != (t == 0)) caller_not_zero.fetch_add(1);
+        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+        while (std::chrono::steady_clock::now() < until) {
+        }
+        busy[size_t(t)].fetch_sub(1);
+      });
+      for (int i = 0; i < n; ++i) ASSERT_EQ(hits[size_t(i)].load(), 1) << "threads " << threads << " job " << job;
+      ASSERT_EQ(out_of_range.load(), 0) << "threads " << threads << " job " << job;
+      ASSERT_EQ(shared.load(), 0) << "threads " << threads << " job " << job;
+      ASSERT_EQ(renamed.load(), 0) << "threads " << threads << " job " << job;
+      ASSERT_EQ(caller_not_zero.load(), 0) << "threads " << threads << " job " << job;
+    }
+  }
+}
+
 TEST(ThreadPool, SurvivesSleepingWorkers) {
   ThreadPool pool(3);
   std::atomic<long> sum{0};

@@ -12,7 +12,7 @@ Result<void> cpu_forward(const Model& m, StepScratch& s, ThreadPool& pool, std::
   if (m.vocab_only()) return make_error(Status::invalid_argument, "model was loaded vocab-only");
   PLLM_ASSIGN(const StepShape shape, check_step(seqs));
   const int rows = shape.rows, out_rows = shape.out_rows;
-  s.reserve(m.config(), rows, seqs.size() > 1 ? out_rows : 0);
+  s.reserve(m.config(), rows, seqs.size() > 1 ? out_rows : 0, pool.size());
   int r = 0;
   for (const SeqStep& q : seqs) {
     const int pos0 = q.kv->end(), n = int(q.tokens.size());

@@ -4,10 +4,10 @@
 #include <climits>
 #include <cstring>
 
+#include "backends/cpu/matmul.h"
 #include "base/trace.h"
 #include "kernels/kernels.h"
 #include "kernels/ops_f32.h"
-#include "model/matmul.h"
 
 namespace pllm {
 

@@ -4,7 +4,7 @@
 
 namespace pllm {
 
-void StepScratch::reserve(const ModelConfig& c, int rows, int gathered) {
+void StepScratch::reserve(const ModelConfig& c, int rows, int gathered, int threads) {
   const bool fits = rows <= rows_cap && c.n_embd <= n_embd && c.q_dim() <= q_dim && c.kv_dim() <= kv_dim &&
                     c.n_ff <= n_ff && c.n_head <= n_head;
   if (!fits) {
@@ -40,6 +40,13 @@ void StepScratch::reserve(const ModelConfig& c, int rows, int gathered) {
     out_cap = std::max(out_cap, gathered);
     n_vocab = std::max(n_vocab, c.n_vocab);
     logits.resize(size_t(out_cap) * size_t(n_vocab), /*zero=*/false);
+  }
+  if (threads > threads_cap) {
+    // Untouched until a product unpacks panels, so a model without panels costs no memory.
+    threads_cap = threads;
+    unpack_tiles.resize(size_t(threads_cap) * kUnpackTileBytes, /*zero=*/false);
+    mm.unpack_tiles = unpack_tiles.data();
+    mm.n_unpack_tiles = threads_cap;
   }
 }
 

@@ -1,23 +1,24 @@
 // Scratch memory of one forward step on the CPU: the named activations (model/layer_ops.h)
-// for up to `rows` rows, the quantised activations, the per-row tables and the split
-// attention states. Owned by an engine lane and shared by every session stepped there;
-// it only grows (at a step larger than any before), so steady-state steps allocate nothing.
+// for up to `rows` rows, the quantised activations, the per-row tables, the split attention
+// states and matmul's per-thread unpacking tiles. Owned by an engine lane and shared by every
+// session stepped there; it only grows (at a step larger than any before), so steady-state
+// steps allocate nothing.
 #pragma once
 #include <cstdint>
 #include <vector>
 
+#include "backends/cpu/matmul.h"
 #include "base/aligned_buffer.h"
 #include "kernels/kv_format.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
-#include "model/matmul.h"
 
 namespace pllm {
 
 struct StepScratch {
   // Room for `rows` rows of a model with config c, `gathered` of them producing logits
-  // through the gather buffer (multi-sequence steps). Grows only.
-  void reserve(const ModelConfig& c, int rows, int gathered);
+  // through the gather buffer (multi-sequence steps), on a pool of `threads` threads. Grows only.
+  void reserve(const ModelConfig& c, int rows, int gathered, int threads);
 
   // Decode attention split over the visible positions, for steps of at most kMaxSplitRows
   // single-row sequences: [row][kv head][part][query head of the group] partial states.
@@ -36,7 +37,8 @@ struct StepScratch {
   AlignedBuffer<float> proj;     // [rows][n_embd] output of wo / w_down
   AlignedBuffer<uint8_t> act_q;  // [kMaxActFormats][rows][act_row_stride] quantised activations
   AlignedBuffer<float> logits;   // [out_rows][n_vocab]: logits of several sequences before they are handed out
-  MatmulScratch mm{};            // view of act_q for matmul()
+  AlignedBuffer<uint8_t> unpack_tiles;  // [threads][kUnpackTileBytes]: matmul's panel unpacking
+  MatmulScratch mm{};            // view of act_q and unpack_tiles for matmul()
 
   // Per row of the step: its sequence's cache, position and token.
   std::vector<KvCache*> row_kv;
@@ -45,7 +47,7 @@ struct StepScratch {
   std::vector<int> out_rows;  // rows whose logits are wanted, in output order
   std::vector<int> attn_tiles;  // first row of each attention tile of prompt rows, then n rows
 
-  int rows_cap = 0, out_cap = 0;
+  int rows_cap = 0, out_cap = 0, threads_cap = 0;
   int n_embd = 0, q_dim = 0, kv_dim = 0, n_ff = 0, n_head = 0, n_vocab = 0;
 };
 

@@ -16,12 +16,20 @@ namespace pllm {
 // scale) pair, so at most one per target (kMaxTargets in matmul.cpp).
 inline constexpr int kMaxActFormats = 4;
 
+// Bytes of one unpacking tile: a 16-row panel (kPanelRows) back in the file's row layout.
+inline constexpr size_t kUnpackTileBytes = 16 * kMaxPanelRowBytes;
+
 struct MatmulScratch {
   uint8_t* act_q;         // [kMaxActFormats][n_batch][act_row_stride] quantised activations
                           // (f16 mode: slot 0 holds the half rows)
   size_t act_row_stride;
   int n_batch;
   ActObserver* observer = nullptr;  // sees every product's input first (calibration); null: none
+  // [n_unpack_tiles][kUnpackTileBytes], 64-byte aligned: one tile per pool thread, for
+  // products whose panels no kernel reads directly. Needed (n_unpack_tiles >= pool.size())
+  // only when some W has panels.
+  uint8_t* unpack_tiles = nullptr;
+  int n_unpack_tiles = 0;
 };
 
 // One product of a group: Y = X · Wᵀ, Y laid out [n_tok][W->rows].
