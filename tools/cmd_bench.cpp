@@ -192,7 +192,7 @@ std::function<int()> add_bench(CLI::App& app) {
     double tg0_mean = 0, tg0_sd = 0;
     double cold_ttft = 0, warm_ttft = 0;
     int cached_tokens = 0;
-    int repacked = 0;
+    int repacked = 0, copied = 0;
     pllm_prefix_cache_counters counters{};
     std::vector<double> pp, tg, ttft, tg0;
     ParallelBench par;
@@ -201,6 +201,7 @@ std::function<int()> add_bench(CLI::App& app) {
       weight_bytes = pllm_model_weight_bytes(model.p);
       token_bytes = pllm_model_weight_bytes_per_token(model.p);
       repacked = pllm_model_n_repacked(model.p);
+      copied = pllm_model_n_copied(model.p);
       const int32_t n_vocab = pllm_model_n_vocab(model.p);
       const int n_ctx_train = pllm_model_n_ctx_train(model.p);
       const long need = long(o->n_prompt) + long(o->n_gen);
@@ -308,6 +309,7 @@ std::function<int()> add_bench(CLI::App& app) {
                           {"reps", o->reps},
                           {"act", o->sess.act.name()},
                           {"repacked_tensors", repacked},
+                          {"copied_tensors", copied},
                           {"fuse", !o->sess.no_fuse},
                           {"kv_type", o->sess.kv_type},
                           {"kv_window", o->sess.kv_window},
@@ -350,8 +352,9 @@ std::function<int()> add_bench(CLI::App& app) {
     }
     std::printf("model            %s\n", path.c_str());
     const std::string act = std::string(" (") + o->sess.act.name() + " activations)";
-    std::printf("isa / threads    %s / %d%s%s\n", pllm_isa(), threads, act.c_str(),
-                repacked ? (", " + std::to_string(repacked) + " tensors repacked").c_str() : "");
+    std::printf("isa / threads    %s / %d%s%s%s\n", pllm_isa(), threads, act.c_str(),
+                repacked ? (", " + std::to_string(repacked) + " tensors repacked").c_str() : "",
+                copied ? (", " + std::to_string(copied) + " copied to huge pages").c_str() : "");
     std::printf("reps             %d (after one warm-up)\n", o->reps);
     std::printf("%-16s %12s %10s\n", "test", "tok/s", "sd");
     std::printf("%-16s %12.2f %10.2f\n", ("pp" + std::to_string(o->n_prompt)).c_str(), pp_mean, pp_sd);

@@ -85,6 +85,10 @@ PLLM_API int32_t pllm_model_n_vocab(const pllm_model* model);
 PLLM_API int32_t pllm_model_n_ctx_train(const pllm_model* model);
 /* Tensors held as repacked panels (0 without repack_weights or on CPUs without panel kernels). */
 PLLM_API int32_t pllm_model_n_repacked(const pllm_model* model);
+/* Matrices whose type no panel kernel reads (K-quants, a Q6_K output head...) that repacking
+ * copied, in the file's layout, into the same huge-page memory as the panels: a decode step
+ * streams them without a TLB miss every 4 KiB. 0 without repack_weights. */
+PLLM_API int32_t pllm_model_n_copied(const pllm_model* model);
 PLLM_API pllm_token pllm_model_bos(const pllm_model* model); /* -1 if none */
 PLLM_API pllm_token pllm_model_eos(const pllm_model* model); /* -1 if none */
 PLLM_API int pllm_model_is_eog(const pllm_model* model, pllm_token token);

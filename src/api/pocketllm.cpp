@@ -148,6 +148,7 @@ void pllm_model_free(pllm_model* model) { delete model; }
 int32_t pllm_model_n_vocab(const pllm_model* m) { return m ? m->model->config().n_vocab : 0; }
 int32_t pllm_model_n_ctx_train(const pllm_model* m) { return m ? m->model->config().n_ctx_train : 0; }
 int32_t pllm_model_n_repacked(const pllm_model* m) { return m ? m->model->repacked_tensors() : 0; }
+int32_t pllm_model_n_copied(const pllm_model* m) { return m ? m->model->copied_tensors() : 0; }
 pllm_token pllm_model_bos(const pllm_model* m) { return m ? m->model->tokenizer().bos() : -1; }
 pllm_token pllm_model_eos(const pllm_model* m) { return m ? m->model->tokenizer().eos() : -1; }
 int pllm_model_is_eog(const pllm_model* m, pllm_token t) {

@@ -134,6 +134,7 @@ Result<std::shared_ptr<Model>> Model::load_file(std::shared_ptr<GgufFile> file, 
   if (repack != RepackMode::none && !vocab_only) {
     const RepackResult r = repack_weights(m->weights_, kernels(), *file, m->repacked_, repack);
     m->repacked_tensors_ = r.tensors;
+    m->copied_tensors_ = r.copied;
   }
   if (!report(1.0f)) return make_error(Status::cancelled, path + ": load cancelled");
   return m;

