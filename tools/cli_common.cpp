@@ -59,10 +59,11 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-Model::Model(const std::string& path, bool vocab_only, int repack) {
+Model::Model(const std::string& path, bool vocab_only, int repack, int chat_template) {
   pllm_model_params mp = pllm_model_default_params();
   mp.vocab_only = vocab_only ? 1 : 0;
   mp.repack_weights = repack;
+  mp.chat_template = chat_template;
   check(pllm_model_load(path.c_str(), &mp, &p), "loading the model");
 }
 

@@ -33,7 +33,9 @@ std::string read_file(const std::string& path);
 // RAII owners for the C handles.
 struct Model {
   pllm_model* p = nullptr;
-  Model(const std::string& path, bool vocab_only, int repack = PLLM_REPACK_OFF);  // PLLM_REPACK_*
+  // repack: PLLM_REPACK_*; chat_template: PLLM_CHAT_TEMPLATE_*
+  Model(const std::string& path, bool vocab_only, int repack = PLLM_REPACK_OFF,
+        int chat_template = PLLM_CHAT_TEMPLATE_FILE);
   ~Model() { pllm_model_free(p); }
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;

@@ -13,7 +13,7 @@ std::function<int()> add_chat(CLI::App& app) {
   auto o = std::make_shared<GenerationOptions>();
   o->add_to(cmd);
   return [o]() {
-    Model model(resolve_model_path(o->model), false, o->session.repack_weights());
+    Model model = o->load_model();
     Session session(model, o->session);
     PrefixCache cache(model, o->cache);
     cache.attach(session);

@@ -24,7 +24,7 @@ std::function<int()> add_run(CLI::App& app) {
   return [o, p, f]() {
     if (!*p && !*f) fail("no prompt: pass -p TEXT or -f FILE");
     const std::string text = *f ? read_file(o->file) : o->prompt;
-    Model model(resolve_model_path(o->gen.model), false, o->gen.session.repack_weights());
+    Model model = o->gen.load_model();
     std::string rendered = text;
     if (!o->raw) {
       std::vector<std::pair<std::string, std::string>> msgs;

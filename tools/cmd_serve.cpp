@@ -17,6 +17,7 @@ struct Options {
   std::string model, host = "127.0.0.1", api_key, cache_dir, kv_type = "f16";
   int port = 8080, parallel = 4, ctx = 4096, threads = 0;
   std::string backend = "cpu";
+  std::string chat_template = "file";  // --chat-template file|native
   double cache_ram_mb = 256;
   ActChoice act;
 };
@@ -38,6 +39,7 @@ int serve(const Options& o) {
   else if (o.kv_type == "q8") so.session.kv.type = pllm::KvType::q8;
   else if (o.kv_type == "q4") so.session.kv.type = pllm::KvType::q4;
   so.model_id = path.substr(path.find_last_of('/') + 1);
+  so.chat_template = *pllm::parse_chat_template_mode(o.chat_template);  // CLI11 checked the word
   auto server = pllm::server::HttpServer::create(so);
   if (!server.ok()) fail(server.error().message);
   std::fprintf(stderr, "pocketllm serve: listening on http://%s:%d (loading %s)\n", o.host.c_str(), (*server)->port(),
@@ -100,6 +102,10 @@ std::function<int()> add_serve(CLI::App& app) {
   cmd->add_option("--backend", o->backend, "what runs the model: cpu (default), vulkan, auto (see pocketllm run --help)")
       ->check(CLI::IsMember({"cpu", "auto", "vulkan"}));
   cmd->add_option("--api-key", o->api_key, "require Authorization: Bearer KEY on /v1/*");
+  cmd->add_option("--chat-template", o->chat_template,
+                  "file (default: the model's own tokenizer.chat_template, rendered) or native (the built-in layout "
+                  "of its family)")
+      ->check(CLI::IsMember({"file", "native"}));
   cmd->add_option("--cache-dir", o->cache_dir, "prefix cache directory (default: RAM only)");
   cmd->add_option("--cache-ram", o->cache_ram_mb, "prefix cache RAM budget in MiB (default 256)")->check(CLI::Range(0.0, 1e7));
   cmd->add_option("--kv-type", o->kv_type, "KV cache storage")->check(CLI::IsMember({"f16", "q8", "q4", "f32"}));

@@ -15,6 +15,7 @@
 
 #include "cli_cpp_api.h"
 #include "commands.h"
+#include "model/chat_prompt.h"
 #include "model/model.h"
 #include "runtime/scheduled_runtime.h"
 #include "runtime/trace_log.h"
@@ -58,10 +59,9 @@ std::string model_path_for(const std::string& override_path, const std::string& 
 }
 
 std::vector<int32_t> chat_tokens(const pllm::Model& m, const std::string& user) {
-  const pllm::ChatFamily fam = pllm::detect_chat_family(m.chat_template());
-  auto text = pllm::render_chat(fam, m.chat_template(), {{"user", user}}, true);
-  if (!text.ok()) fail("chat template: " + text.error().message);
-  auto ids = m.tokenizer().encode(*text, true, true);
+  auto text = pllm::apply_chat_template(m, {{"user", user}}, true);
+  if (!text.ok()) fail(text.error().message);
+  auto ids = pllm::encode_chat_prompt(m.tokenizer(), *text);
   if (!ids.ok()) fail("tokenizer: " + ids.error().message);
   return *ids;
 }

@@ -6,10 +6,19 @@
 
 namespace cli {
 
+Model GenerationOptions::load_model() const {
+  return Model(resolve_model_path(model), false, session.repack_weights(),
+               chat_template == "native" ? PLLM_CHAT_TEMPLATE_NATIVE : PLLM_CHAT_TEMPLATE_FILE);
+}
+
 void GenerationOptions::add_to(CLI::App* cmd) {
   cmd_ = cmd;
   cmd->add_option("-m,--model", model, "GGUF model file (default: the SmolLM2-135M-Instruct Q4_1 download)");
   cmd->add_option("--system", system, "system prompt");
+  cmd->add_option("--chat-template", chat_template,
+                  "file (default: the model's own tokenizer.chat_template, rendered) or native (the built-in "
+                  "layout of its family: ChatML, Llama 3, Gemma, ...)")
+      ->check(CLI::IsMember({"file", "native"}));
   cmd->add_option("-n,--n-predict", n_predict, "maximum tokens to generate")->check(CLI::Range(0, 1 << 24));
   cmd->add_flag("--ignore-eos", ignore_eos, "keep generating past end-of-generation tokens");
   // Unset sampling flags take the model's values: its file's general.sampling.* keys, else

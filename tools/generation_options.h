@@ -20,10 +20,13 @@ struct GenerationOptions {
   uint64_t seed = 0;
   bool seed_given = false;
   bool ignore_eos = false;
+  std::string chat_template = "file";  // --chat-template file|native
   SessionOptions session;  // -t, -c, --int8-act, --no-fuse, --profile
   CacheOptions cache;      // --cache-dir, --cache-ram, --cache-disk, --no-cache
 
   void add_to(CLI::App* cmd);
+  // The model as these options load it (--repack, --chat-template).
+  Model load_model() const;
   // The model's sampling (pllm_model_sampling_params: its file's general.sampling.* keys over
   // the defaults) with the flags the user gave on top.
   pllm_sampling_params sampling(const pllm_model* model) const;

@@ -75,7 +75,16 @@ typedef struct pllm_model_params {
    * int8-activation sessions. PLLM_REPACK_OFF (-1): keep the file's layout (for exact or f16
    * sessions). */
   int repack_weights;
+  /* How pllm_chat_apply_template renders a conversation. PLLM_CHAT_TEMPLATE_FILE (0, the
+   * default): the file's own tokenizer.chat_template, by the Jinja interpreter; a template it
+   * cannot render is an error. PLLM_CHAT_TEMPLATE_NATIVE (1): the built-in layout of the family
+   * the template is recognised as (ChatML, Llama 3, Gemma, ...). A file without a template takes
+   * the built-in layout either way. */
+  int chat_template;
 } pllm_model_params;
+
+#define PLLM_CHAT_TEMPLATE_FILE 0
+#define PLLM_CHAT_TEMPLATE_NATIVE 1
 
 PLLM_API pllm_model_params pllm_model_default_params(void);
 PLLM_API pllm_status pllm_model_load(const char* path, const pllm_model_params* params, pllm_model** out);

@@ -9,6 +9,7 @@
 #include <new>
 #include <string>
 
+#include "model/chat_prompt.h"
 #include "pocketllm/pocketllm.h"
 #include "runtime/engine.h"
 #include "runtime/prefix_cache.h"
@@ -17,6 +18,7 @@
 
 struct pllm_model {
   std::shared_ptr<const pllm::Model> model;
+  pllm::ChatTemplateMode chat_template = pllm::ChatTemplateMode::file;  // pllm_model_params::chat_template
 };
 
 struct pllm_session {

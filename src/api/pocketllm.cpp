@@ -138,7 +138,9 @@ pllm_status pllm_model_load(const char* path, const pllm_model_params* params, p
                                                             : pllm::RepackMode::none;
     auto m = pllm::Model::load(path, p.vocab_only != 0, progress, repack);
     if (!m.ok()) return fail(m.error());
-    *out = new pllm_model{std::move(m).value()};
+    *out = new pllm_model{std::move(m).value(), p.chat_template == PLLM_CHAT_TEMPLATE_NATIVE
+                                                   ? pllm::ChatTemplateMode::native
+                                                   : pllm::ChatTemplateMode::file};
     return PLLM_OK;
   });
 }
@@ -212,7 +214,7 @@ pllm_status pllm_chat_apply_template(const pllm_model* m, const pllm_chat_messag
         return fail(PLLM_ERR_INVALID_ARGUMENT, "chat message with null role or content");
       msgs.push_back({messages[i].role, messages[i].content});
     }
-    auto r = pllm::render_chat(m->model->chat_family(), m->model->chat_template(), msgs, add_generation_prompt != 0);
+    auto r = pllm::apply_chat_template(*m->model, msgs, add_generation_prompt != 0, m->chat_template);
     if (!r.ok()) return fail(r.error());
     *text_out = dup_string(r.value());
     return PLLM_OK;

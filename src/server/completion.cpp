@@ -7,6 +7,7 @@
 #include <ctime>
 #include <optional>
 
+#include "model/chat_prompt.h"
 #include "runtime/stop_matcher.h"
 #include "server/server_impl.h"
 #include "tokenizer/chat_template.h"
@@ -112,11 +113,11 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
   // The prompt, exactly as the model sees it.
   std::string text = r.prompt;
   if (chat) {
-    auto rendered = render_chat(detect_chat_family(model->chat_template()), model->chat_template(), r.messages, true);
+    auto rendered = apply_chat_template(*model, r.messages, true, opt.chat_template);
     if (!rendered.ok()) return send_error(res, {400, "invalid_request_error", "messages", "", rendered.error().message}, endpoint);
     text = std::move(*rendered);
   }
-  auto ids = model->tokenizer().encode(text, true, chat);
+  auto ids = chat ? encode_chat_prompt(model->tokenizer(), text) : model->tokenizer().encode(text, true, false);
   if (!ids.ok()) return send_error(res, {400, "invalid_request_error", chat ? "messages" : "prompt", "", ids.error().message}, endpoint);
   const int n_prompt = int(ids->size());
   const int room = opt.n_ctx - n_prompt;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "base/result.h"
+#include "model/chat_prompt.h"
 #include "model/model.h"
 #include "runtime/session.h"
 
@@ -28,6 +29,7 @@ struct ServerOptions {
   EngineBackend backend = EngineBackend::cpu;  // what runs the steps (runtime/engine.h)
   size_t max_body_bytes = 1 << 20;
   SessionConfig session;           // KV type, activation mode (n_ctx is set from above)
+  ChatTemplateMode chat_template = ChatTemplateMode::file;  // how /v1/chat/completions renders messages
 };
 
 class HttpServer {

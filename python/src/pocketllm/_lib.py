@@ -23,7 +23,7 @@ TOKEN_FN = C.CFUNCTYPE(c_int, c_i32, C.POINTER(C.c_char), c_size, c_void_p)
 
 class ModelParams(C.Structure):
     _fields_ = [("vocab_only", c_int), ("progress", PROGRESS_FN), ("progress_user_data", c_void_p),
-                ("repack_weights", c_int)]
+                ("repack_weights", c_int), ("chat_template", c_int)]
 
 
 class SessionParams(C.Structure):
