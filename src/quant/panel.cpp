@@ -10,27 +10,74 @@ namespace {
 
 constexpr int kBlock = 32;
 
-// Nibble layout shared by Q4_0 and Q4_1: file byte k of a row holds element k (low) and
-// element k + 16 (high); the panel's vector v byte 4i + j holds element 4v + j (low) and
-// 4(v + 4) + j (high) of row i.
-inline uint8_t nibble(const uint8_t* qs, int e) { return e < 16 ? qs[e] & 0x0F : qs[e - 16] >> 4; }
-
-void pack_q4(const uint8_t* qs[kPanelRows], uint8_t* out) {
+// The panel's nibble vectors (one 32-element unit of 16 rows, 4 x 64 B): vector v byte 4i + j
+// holds element 4v + j (low) and 4(v + 4) + j (high) of row i. e[i][k]: element k of row i.
+void pack_q4_codes(const uint8_t e[kPanelRows][kBlock], uint8_t* out) {
   for (int v = 0; v < 4; ++v)
     for (int i = 0; i < kPanelRows; ++i)
-      for (int j = 0; j < 4; ++j)
-        out[v * 64 + 4 * i + j] = uint8_t(nibble(qs[i], 4 * v + j) | nibble(qs[i], 4 * (v + 4) + j) << 4);
+      for (int j = 0; j < 4; ++j) out[v * 64 + 4 * i + j] = uint8_t(e[i][4 * v + j] | e[i][4 * (v + 4) + j] << 4);
 }
 
-void unpack_q4(const uint8_t* in, int i, uint8_t* qs) {
-  uint8_t e[kBlock];
+void unpack_q4_codes(const uint8_t* in, int i, uint8_t e[kBlock]) {
   for (int v = 0; v < 4; ++v)
     for (int j = 0; j < 4; ++j) {
       const uint8_t b = in[v * 64 + 4 * i + j];
       e[4 * v + j] = b & 0x0F;
       e[4 * (v + 4) + j] = b >> 4;
     }
+}
+
+// Q4_0 and Q4_1 rows: file byte k of a block holds element k (low) and element k + 16 (high).
+void pack_q4(const uint8_t* qs[kPanelRows], uint8_t* out) {
+  uint8_t e[kPanelRows][kBlock];
+  for (int i = 0; i < kPanelRows; ++i)
+    for (int k = 0; k < 16; ++k) {
+      e[i][k] = qs[i][k] & 0x0F;
+      e[i][k + 16] = qs[i][k] >> 4;
+    }
+  pack_q4_codes(e, out);
+}
+
+void unpack_q4(const uint8_t* in, int i, uint8_t* qs) {
+  uint8_t e[kBlock];
+  unpack_q4_codes(in, i, e);
   for (int k = 0; k < 16; ++k) qs[k] = uint8_t(e[k] | e[k + 16] << 4);
+}
+
+// Q4_K: one panel super-block per 256 elements (the layout in panel.h). Unit u of a file block
+// is the low (even u) or high (odd u) nibbles of qs[32 * (u / 2) ...].
+constexpr size_t kQ4KHead = 4 * kPanelRows + 12 * kPanelRows;  // d, dmin, transposed scales: 256 B
+static_assert(kQ4KHead + 8 * 4 * 64 == kPanelRows * sizeof(block_q4_K), "a Q4_K panel super-block is its rows' bytes");
+
+void pack_q4_K(const uint8_t* rows, size_t row_stride, int64_t sb, uint8_t* out) {
+  const block_q4_K* blk[kPanelRows];
+  for (int i = 0; i < kPanelRows; ++i) blk[i] = reinterpret_cast<const block_q4_K*>(rows + i * row_stride) + sb;
+  for (int i = 0; i < kPanelRows; ++i) {
+    std::memcpy(out + 2 * i, &blk[i]->d, 2);
+    std::memcpy(out + 2 * (kPanelRows + i), &blk[i]->dmin, 2);
+    for (int k = 0; k < 12; ++k) out[4 * kPanelRows + k * kPanelRows + i] = blk[i]->scales[k];
+  }
+  for (int u = 0; u < 8; ++u) {
+    uint8_t e[kPanelRows][kBlock];
+    for (int i = 0; i < kPanelRows; ++i)
+      for (int k = 0; k < kBlock; ++k) {
+        const uint8_t b = blk[i]->qs[32 * (u / 2) + k];
+        e[i][k] = u % 2 ? b >> 4 : b & 0x0F;
+      }
+    pack_q4_codes(e, out + kQ4KHead + 256 * u);
+  }
+}
+
+void unpack_q4_K(const uint8_t* in, int i, block_q4_K* blk) {
+  std::memcpy(&blk->d, in + 2 * i, 2);
+  std::memcpy(&blk->dmin, in + 2 * (kPanelRows + i), 2);
+  for (int k = 0; k < 12; ++k) blk->scales[k] = in[4 * kPanelRows + k * kPanelRows + i];
+  for (int u = 0; u < 8; u += 2) {
+    uint8_t lo[kBlock], hi[kBlock];
+    unpack_q4_codes(in + kQ4KHead + 256 * u, i, lo);
+    unpack_q4_codes(in + kQ4KHead + 256 * (u + 1), i, hi);
+    for (int k = 0; k < kBlock; ++k) blk->qs[32 * (u / 2) + k] = uint8_t(lo[k] | hi[k] << 4);
+  }
 }
 
 }  // namespace
@@ -40,11 +87,16 @@ size_t panel_block_bytes(TensorType t) {
     case TensorType::Q4_0: return kPanelRows * sizeof(block_q4_0);
     case TensorType::Q4_1: return kPanelRows * sizeof(block_q4_1);
     case TensorType::Q8_0: return kPanelRows * sizeof(block_q8_0);
+    case TensorType::Q4_K: return kPanelRows * sizeof(block_q4_K) / 8;  // a super-block is 8 such blocks
     default: return 0;
   }
 }
 
 void pack_panel(TensorType t, const uint8_t* rows, size_t row_stride, int64_t n, uint8_t* dst) {
+  if (t == TensorType::Q4_K) {
+    for (int64_t sb = 0; sb < n / 256; ++sb) pack_q4_K(rows, row_stride, sb, dst + size_t(sb) * kPanelRows * sizeof(block_q4_K));
+    return;
+  }
   const int64_t nb = n / kBlock;
   const size_t pbb = panel_block_bytes(t);
   for (int64_t b = 0; b < nb; ++b) {
@@ -83,6 +135,11 @@ void pack_panel(TensorType t, const uint8_t* rows, size_t row_stride, int64_t n,
 }
 
 void unpack_panel_row(TensorType t, const uint8_t* panel, int64_t n, int i, uint8_t* dst_row) {
+  if (t == TensorType::Q4_K) {
+    for (int64_t sb = 0; sb < n / 256; ++sb)
+      unpack_q4_K(panel + size_t(sb) * kPanelRows * sizeof(block_q4_K), i, reinterpret_cast<block_q4_K*>(dst_row) + sb);
+    return;
+  }
   const int64_t nb = n / kBlock;
   const size_t pbb = panel_block_bytes(t);
   for (int64_t b = 0; b < nb; ++b) {

@@ -30,6 +30,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "base/fp16.h"
@@ -400,30 +401,43 @@ TEST_P(I16ActIsa, GemmEqualsTileBitForBit) {
 // 16-row panels (quant/panel.h) gives the tile's results bit for bit: one panel and several,
 // every activation-row count from a decode step through register tiles, passes of 32 and
 // beyond, n within one slice of kI16Slice units and beyond it, Gaussian and raw rows and
-// extreme codes, and nothing written outside the output.
+// extreme codes, and nothing written outside the output. Q4_K (super-block panels): rows of
+// 1, 2, 6 and 35 super-blocks (the last two slices long), random scale bytes and fp16 d / dmin
+// (raw rows) and every scale and min at 63 with the largest codes (extreme), n_x 1-9, 16, 33.
 TEST_P(I16ActIsa, PanelGemmEqualsTileBitForBit) {
   constexpr int kRows = 48, kX = 70;
   std::mt19937 rng(5);
   int checked = 0;
-  for (TensorType t : {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q8_0}) {
+  using Shapes = std::vector<std::pair<int, int>>;  // (n_panels, n_x)
+  const Shapes shapes32 = {{3, kX}, {1, 1}, {2, 2}, {3, 3}, {1, 4}, {3, 5}, {2, 8}, {1, 33}, {3, 64}};
+  const Shapes shapes_k = {{3, kX}, {1, 1}, {2, 2}, {3, 3}, {1, 4}, {2, 5}, {3, 6},
+                           {1, 7}, {2, 8}, {3, 9}, {1, 16}, {2, 16}, {3, 33}};
+  for (TensorType t : {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q8_0, TensorType::Q4_K}) {
     const TypeKernels& k = table_->for_type(t);
     if (!k.gemm_i16_panels) continue;
     ASSERT_NE(k.vec_dot_i16act_tile, nullptr) << name(t);
-    for (int64_t n : {32, 224, 640, 8224})
-      for (int kind = 0; kind < 3; ++kind) {
+    const bool kq = t == TensorType::Q4_K;
+    for (int64_t n : kq ? std::vector<int64_t>{256, 512, 1536, 8960} : std::vector<int64_t>{32, 224, 640, 8224})
+      for (int kind = 0; kind < (kq ? 4 : 3); ++kind) {
         SCOPED_TRACE(::testing::Message() << name(t) << " n=" << n << " kind=" << kind);
         const size_t ws = *row_bytes(uint32_t(t), n), as = n / 32 * sizeof(block_q16) + 8;
         std::vector<uint8_t> w(ws * kRows), pan(ws * kRows), a(as * kX);
         for (int r = 0; r < kRows; ++r) {
           make_row(t, n, rng, kind > 0, &w[r * ws]);
           if (kind == 2) set_extreme_codes(t, &w[r * ws], ws);
+          if (kind == 3)  // Q4_K: extreme fp16 d and dmin (largest, subnormal, +-0, negative)
+            for (size_t off = 0; off < ws; off += sizeof(block_q4_K)) {
+              static constexpr uint16_t kExtreme[] = {0x7BFF, 0xFBFF, 0x0001, 0x8001, 0x0000, 0x8000, 0x3C00, 0x0400};
+              const uint16_t h[2] = {kExtreme[rng() % 8], kExtreme[rng() % 8]};
+              std::memcpy(&w[r * ws + off], h, 4);
+            }
         }
         for (int p = 0; p < kRows / kPanelRows; ++p)
           pack_panel(t, &w[p * kPanelRows * ws], ws, n, &pan[p * kPanelRows * ws]);
         for (int x = 0; x < kX; ++x) table_->quantize_row_q16(make_act(rng, n, x + kind).data(), &a[x * as], n);
         std::vector<float> tile(kX * kRows);
         k.vec_dot_i16act_tile(n, w.data(), ws, kRows, a.data(), as, kX, tile.data(), kRows);
-        for (auto [np, nx] : {std::pair{3, kX}, {1, 1}, {2, 2}, {3, 3}, {1, 4}, {3, 5}, {2, 8}, {1, 33}, {3, 64}}) {
+        for (auto [np, nx] : kq ? shapes_k : shapes32) {
           SCOPED_TRACE(::testing::Message() << "n_panels=" << np << " n_x=" << nx);
           const int nr = np * kPanelRows;
           const int64_t os = nr + 3, lead = 5;
@@ -445,6 +459,7 @@ TEST_P(I16ActIsa, PanelGemmEqualsTileBitForBit) {
   }
   if (GetParam() == Isa::avx2 || GetParam() == Isa::avxvnni || GetParam() == Isa::avx512) {
     EXPECT_GT(checked, 0) << "every x86 SIMD table has int16 panel kernels";
+    EXPECT_NE(table_->for_type(TensorType::Q4_K).gemm_i16_panels, nullptr) << "Q4_K panels on every x86 SIMD table";
   } else if (checked == 0) {
     GTEST_SKIP() << "no int16 panel kernels in this table";
   }

@@ -1,5 +1,5 @@
 // Driver of int16 activations over load-time repacked 16-row panels (quant/panel.h):
-// TypeKernels::gemm_i16_panels for Q4_0, Q4_1 and Q8_0, every activation-row count (decode,
+// TypeKernels::gemm_i16_panels for Q4_0, Q4_1, Q8_0 and Q4_K, every activation-row count (decode,
 // batched decode, prefill). Written once here; an ISA instantiates i16_panels<T, P> with its
 // vector traits T (x86/i16panel_avx512.cpp, x86/i16panel_avx2.cpp).
 //
@@ -33,7 +33,11 @@
 //   flip(V) bytes ^ 0x80
 //   izero(), iadd(a, b), dp(acc, w, const int16_t* a): lane i += w.lo_i * a[0] + w.hi_i * a[1]
 //   zero(), cvt, add, mul, fma(acc, a, b) = acc + a * b (fused), loadf, storef, bcast,
-//   scales(const uint8_t* p): kLanes fp16 at p as f32
+//   scales(const uint8_t* p): kLanes fp16 at p as f32; u8f(const uint8_t* p): kLanes bytes at p
+//   as f32; sub(a, b)
+// Contract of P (a panel type): kUnits (1, or 8 for a K-quant super-block), kBlock (bytes of
+// kUnits units of 16 rows), kMin, kOne (codes <= 15); for kUnits = 1 decode(block, codes); for
+// 8 head(block, Head<T>&) once per super-block, then unit(block, head, j, codes) per unit j.
 //
 // ODR: templates over the ISA's types only (see fused_dot.h).
 #pragma once
@@ -89,8 +93,15 @@ PLLM_I16P_AI void panel_q4_codes(const uint8_t* qs, PanelCodes<T>& c) {
     }
 }
 
+// The 32-element types: a panel block is one unit.
+struct PanelUnit32 {
+  static constexpr int kUnits = 1;
+  template <class T>
+  struct Head {};
+};
+
 // The weight types. x = d * (q - 8) = d * q + (-8 d)
-struct PanelQ4_0 {
+struct PanelQ4_0 : PanelUnit32 {
   static constexpr size_t kBlock = kPanelRows * sizeof(block_q4_0);
   static constexpr bool kMin = true, kOne = true;
   template <class T>
@@ -104,7 +115,7 @@ struct PanelQ4_0 {
 };
 
 // x = d * q + m
-struct PanelQ4_1 {
+struct PanelQ4_1 : PanelUnit32 {
   static constexpr size_t kBlock = kPanelRows * sizeof(block_q4_1);
   static constexpr bool kMin = true, kOne = true;
   template <class T>
@@ -119,7 +130,7 @@ struct PanelQ4_1 {
 
 // x = d * q; the panel stores q + 128: flipped back to q, placed in the words' high bytes and
 // shifted down arithmetically (sign-extended).
-struct PanelQ8_0 {
+struct PanelQ8_0 : PanelUnit32 {
   static constexpr size_t kBlock = kPanelRows * sizeof(block_q8_0);
   static constexpr bool kMin = false, kOne = false;
   template <class T>
@@ -134,6 +145,52 @@ struct PanelQ8_0 {
         c.w[2 * g + 1][s] = T::sar8(T::shuffle(q, p1));
       }
     }
+  }
+};
+
+// Unit j of a super-block: x = (d * sc_j) * q + (-dmin * m_j), q a nibble. The factors as the
+// tile computes them (drivers/i16_groups.h, I16Groups::Q4_K: sc * d and m * (0 - dmin), exact:
+// 11-bit by 6-bit), here for 16 rows at once. The header (quant/panel.h) is decoded once per
+// super-block: d, -dmin as f32 and the 16 6-bit values of every row (unpack_k4_scales' word
+// operations, whose shifts and masks never mix bytes, run over the transposed scale bytes: lane
+// i of vector k = byte k of row i).
+struct PanelQ4_K {
+  static constexpr int kUnits = 8;
+  static constexpr size_t kBlock = kPanelRows * sizeof(block_q4_K);  // a super-block of 16 rows
+  static constexpr size_t kHead = 16 * kPanelRows;                   // d, dmin, 12 scale bytes
+  static constexpr bool kMin = true, kOne = true;
+  template <class T>
+  struct Head {
+    typename T::VF d[T::kVecs], mdmin[T::kVecs];
+    alignas(16) uint8_t sm[16][kPanelRows];  // [scale j (0-7) or min j - 8 (8-15)][row]
+  };
+  template <class T>
+  static PLLM_I16P_AI void head(const uint8_t* p, Head<T>& h) {
+    for (int s = 0; s < T::kVecs; ++s) {
+      h.d[s] = T::scales(p + 2 * T::kLanes * s);
+      h.mdmin[s] = T::sub(T::zero(), T::scales(p + 2 * kPanelRows + 2 * T::kLanes * s));
+    }
+    typedef uint32_t u32x4 __attribute__((vector_size(16)));
+    u32x4 b[12], o[16];
+    __builtin_memcpy(b, p + 4 * kPanelRows, sizeof(b));
+    const u32x4 m6 = {0x3f3f3f3fu, 0x3f3f3f3fu, 0x3f3f3f3fu, 0x3f3f3f3fu};
+    const u32x4 m4 = {0x0f0f0f0fu, 0x0f0f0f0fu, 0x0f0f0f0fu, 0x0f0f0f0fu};
+    const u32x4 hi = {0x30303030u, 0x30303030u, 0x30303030u, 0x30303030u};
+    for (int k = 0; k < 4; ++k) {
+      o[k] = b[k] & m6;
+      o[4 + k] = (b[8 + k] & m4) | ((b[k] >> 2) & hi);
+      o[8 + k] = b[4 + k] & m6;
+      o[12 + k] = ((b[8 + k] >> 4) & m4) | ((b[4 + k] >> 2) & hi);
+    }
+    __builtin_memcpy(h.sm, o, sizeof(o));
+  }
+  template <class T>
+  static PLLM_I16P_AI void unit(const uint8_t* p, const Head<T>& h, int j, PanelCodes<T>& c) {
+    for (int s = 0; s < T::kVecs; ++s) {
+      c.sc[s] = T::mul(T::u8f(h.sm[j] + T::kLanes * s), h.d[s]);
+      c.mn[s] = T::mul(T::u8f(h.sm[8 + j] + T::kLanes * s), h.mdmin[s]);
+    }
+    panel_q4_codes<T>(p + kHead + 4 * 64 * j, c);
   }
 };
 
@@ -183,14 +240,16 @@ PLLM_I16P_AI void panel_tile_any(int nx, const PanelCodes<T>& c, const block_q16
 }
 
 inline constexpr int kPanelPass = 32;  // activation rows per pass (unit accumulators: 32 x 8 x 16 f32, 16 KiB)
-inline constexpr int kPanelAhead = 8;  // software prefetch distance, panel blocks
+inline constexpr int kPanelAhead = 8;  // software prefetch distance, units
 
 // TypeKernels::gemm_i16_panels.
 template <class T, class P>
 void i16_panels(int64_t n, const void* w, int n_panels, const void* xq, size_t xs, int n_x, float* out,
                 int64_t os) {
-  constexpr int R = kPanelRows, L = T::kLanes, NX = T::tile_x(P::kOne);
-  const int64_t nb = n / 32;
+  constexpr int R = kPanelRows, L = T::kLanes, NX = T::tile_x(P::kOne), K = P::kUnits;
+  constexpr size_t kUnitBytes = P::kBlock / K;  // a unit's share of the panel (prefetch stride)
+  static_assert((K == 1 || K == 8) && kI16Slice % 8 == 0, "slices start on super-blocks");
+  const int64_t nb = n / 32;  // units
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   const uint8_t* xb = static_cast<const uint8_t*>(xq);
   alignas(64) float ua[kPanelPass * 8 * R];  // (activation row, unit % 8, row)
@@ -199,7 +258,8 @@ void i16_panels(int64_t n, const void* w, int n_panels, const void* xq, size_t x
   for (int x0 = 0; x0 < n_x; x0 += kPanelPass) {
     const int nxp = n_x - x0 < kPanelPass ? n_x - x0 : kPanelPass;
     for (int pn = 0; pn < n_panels; ++pn) {
-      const uint8_t* panel = wb + size_t(pn) * size_t(nb) * P::kBlock;
+      const uint8_t* panel = wb + size_t(pn) * size_t(nb) * kUnitBytes;
+      typename P::template Head<T> hd;
       for (int64_t s0 = 0; s0 < nb; s0 += kI16Slice) {
         const int64_t s1 = nb - s0 < kI16Slice ? nb : s0 + kI16Slice;
         for (int x = 0; x < nxp; ++x)  // the unit slots a short slice leaves untouched
@@ -208,10 +268,19 @@ void i16_panels(int64_t n, const void* w, int n_panels, const void* xq, size_t x
         for (int64_t b = s0; b < s1; ++b) {
           // A decode step streams the weights from DRAM once; the hardware prefetcher alone
           // left half of this loop waiting on the block loads (perf, --parallel 8, AVX-512).
-          const uint8_t* ahead = panel + size_t(b + kPanelAhead) * P::kBlock;
-          for (size_t o = 0; o < P::kBlock; o += 64) __builtin_prefetch(ahead + o);
+          // A super-block is prefetched a unit's share at a time, kPanelAhead units' bytes ahead.
+          const uint8_t* ahead = panel + size_t(b + kPanelAhead) * kUnitBytes;
+          for (size_t o = 0; o < kUnitBytes; o += 64) __builtin_prefetch(ahead + o);
+          // Unit b is unit b % K of super-block b / K; slices start on super-blocks (kI16Slice
+          // is a multiple of 8), and b % 8 stays the unit's accumulator, as in the tile.
+          const uint8_t* blk = panel + size_t(b / K) * P::kBlock;
           PanelCodes<T> c;
-          P::decode(panel + size_t(b) * P::kBlock, c);
+          if constexpr (K == 1) {
+            P::decode(blk, c);
+          } else {
+            if (b % K == 0) P::template head<T>(blk, hd);
+            P::unit(blk, hd, int(b % K), c);
+          }
           for (int x = 0; x < nxp; x += NX) {
             const int nx = nxp - x < NX ? nxp - x : NX;
             const block_q16* a[NX];

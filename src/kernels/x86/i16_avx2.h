@@ -296,6 +296,10 @@ struct P256 : T256 {
   static PLLM_AI VF loadu(const float* p) { return _mm256_loadu_ps(p); }
   static PLLM_AI void storeu(float* p, VF v) { _mm256_storeu_ps(p, v); }
   static PLLM_AI VF scales(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static PLLM_AI VF u8f(const uint8_t* p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
+  static PLLM_AI VF sub(VF a, VF b) { return _mm256_sub_ps(a, b); }
 };
 
 // ------------------------------------------------------------------ table entries
@@ -324,6 +328,7 @@ void fill_i16_panels(KernelTable& t) {
   t.types[int(TensorType::Q4_0)].gemm_i16_panels = drivers::i16_panels<P, drivers::PanelQ4_0>;
   t.types[int(TensorType::Q4_1)].gemm_i16_panels = drivers::i16_panels<P, drivers::PanelQ4_1>;
   t.types[int(TensorType::Q8_0)].gemm_i16_panels = drivers::i16_panels<P, drivers::PanelQ8_0>;
+  t.types[int(TensorType::Q4_K)].gemm_i16_panels = drivers::i16_panels<P, drivers::PanelQ4_K>;
 }
 
 }  // namespace

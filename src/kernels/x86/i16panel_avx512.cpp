@@ -1,6 +1,6 @@
 // int16 activations over load-time repacked 16-row panels on AVX-512 VNNI: the vector traits of
 // drivers/i16_panels.h (one zmm per panel vector, lane i = row i; vpdpwssd with the activation
-// pair as an embedded broadcast) and TypeKernels::gemm_i16_panels for Q4_0, Q4_1, Q8_0.
+// pair as an embedded broadcast) and TypeKernels::gemm_i16_panels for Q4_0, Q4_1, Q8_0, Q4_K.
 // Compiled with the avx512.cpp flags; used only after dispatch.cpp has checked the CPU.
 //
 // Measured on Zen 5 (bench_kernels, one thread, Q4_0 576x1536): 8.2 us for one activation row
@@ -44,6 +44,7 @@ struct P512 {
   static PLLM_AI VF cvt(V v) { return _mm512_cvtepi32_ps(v); }
   static PLLM_AI VF add(VF a, VF b) { return _mm512_add_ps(a, b); }
   static PLLM_AI VF mul(VF a, VF b) { return _mm512_mul_ps(a, b); }
+  static PLLM_AI VF sub(VF a, VF b) { return _mm512_sub_ps(a, b); }
   static PLLM_AI VF fma(VF acc, VF a, VF b) { return _mm512_fmadd_ps(a, b, acc); }
   static PLLM_AI VF loadf(const float* p) { return _mm512_load_ps(p); }
   static PLLM_AI void storef(float* p, VF v) { _mm512_store_ps(p, v); }
@@ -53,6 +54,9 @@ struct P512 {
   static PLLM_AI VF scales(const uint8_t* p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }
+  static PLLM_AI VF u8f(const uint8_t* p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
 };
 
 }  // namespace
@@ -61,6 +65,7 @@ void fill_i16panel_avx512(KernelTable& t) {
   t.types[int(TensorType::Q4_0)].gemm_i16_panels = drivers::i16_panels<P512, drivers::PanelQ4_0>;
   t.types[int(TensorType::Q4_1)].gemm_i16_panels = drivers::i16_panels<P512, drivers::PanelQ4_1>;
   t.types[int(TensorType::Q8_0)].gemm_i16_panels = drivers::i16_panels<P512, drivers::PanelQ8_0>;
+  t.types[int(TensorType::Q4_K)].gemm_i16_panels = drivers::i16_panels<P512, drivers::PanelQ4_K>;
 }
 
 }  // namespace pllm::kern
