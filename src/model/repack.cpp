@@ -56,17 +56,19 @@ RepackResult repack_weights(ModelWeights& w, const KernelTable& kt, const GgufFi
     items.push_back({src, bytes, total, m});
     total += round64(bytes);
   };
+  // An untied embedding table stays in the file: a step reads only its token's rows, so
+  // holding all of it would cost its whole size in memory (131 MB at a 152k vocabulary).
+  const bool tied = w.output.data == w.token_embd.data;
+  auto streamed = [&](const Matrix* m) { return m->data && (m != &w.token_embd || tied); };
   for (const Matrix* m : all)
-    if (repackable(*m, kt, mode)) add(m->data, size_t(m->rows) * m->row_bytes, m);
+    if (streamed(m) && repackable(*m, kt, mode)) add(m->data, size_t(m->rows) * m->row_bytes, m);
   RepackResult r;
   // The matrices no panel kernel reads (K-quants, a Q6_K head, Q5_x, F16...) are copied into
   // the arena in the file's layout: a decode step streams them too, and from the file's 4 KiB
   // page-cache pages it paid a TLB miss every 4 KiB (relocate_measure in docs/PERFORMANCE.md).
-  // Same bytes, same kernels: results unchanged. An untied embedding table stays in the file:
-  // a step reads only its token's rows.
-  const bool tied = w.output.data == w.token_embd.data;
+  // Same bytes, same kernels: results unchanged.
   for (const Matrix* m : all)
-    if (m->data && !m->panels && !repackable(*m, kt, mode) && (m != &w.token_embd || tied)) {
+    if (streamed(m) && !m->panels && !repackable(*m, kt, mode)) {
       const size_t before = total;
       add(m->data, size_t(m->rows) * m->row_bytes, nullptr);
       if (total != before) {
@@ -95,22 +97,28 @@ RepackResult repack_weights(ModelWeights& w, const KernelTable& kt, const GgufFi
   for (size_t i = 0; i < items.size(); ++i) {
     const Item& it = items[i];
     uint8_t* dst = arena.data() + it.offset;
+    size_t released = 0;
+    auto consumed = [&](size_t done) {  // bytes of the source done: release all but the tail
+      if (done >= released + 2 * kTail) {
+        f.release_pages(it.src, done - kTail);
+        released = done - kTail;
+      }
+    };
     if (it.m) {
       const Matrix& m = *it.m;
       const size_t panel_bytes = kPanelRows * m.row_bytes;
-      size_t released = 0;
       for (int64_t p = 0; p < m.rows / kPanelRows; ++p) {
         pack_panel(m.type, m.row(p * kPanelRows), m.row_bytes, m.cols, dst + size_t(p) * panel_bytes);
-        const size_t done = size_t(p + 1) * panel_bytes;
-        if (done >= released + 2 * kTail) {
-          f.release_pages(it.src, done - kTail);
-          released = done - kTail;
-        }
+        consumed(size_t(p + 1) * panel_bytes);
       }
       ++r.tensors;
       r.bytes += it.bytes;
     } else {
-      std::copy(it.src, it.src + it.bytes, dst);
+      for (size_t o = 0; o < it.bytes; o += kTail) {
+        const size_t n = std::min(kTail, it.bytes - o);
+        std::copy(it.src + o, it.src + o + n, dst + o);
+        consumed(o + n);
+      }
     }
     if (i > 0) f.release_pages(items[i - 1].src, items[i - 1].bytes);
   }
