@@ -63,10 +63,10 @@ RepackResult repack_weights(ModelWeights& w, const KernelTable& kt, const GgufFi
   for (const Matrix* m : all)
     if (streamed(m) && repackable(*m, kt, mode)) add(m->data, size_t(m->rows) * m->row_bytes, m);
   RepackResult r;
-  // The matrices no panel kernel reads (K-quants, a Q6_K head, Q5_x, F16...) are copied into
-  // the arena in the file's layout: a decode step streams them too, and from the file's 4 KiB
-  // page-cache pages it paid a TLB miss every 4 KiB (relocate_measure in docs/PERFORMANCE.md).
-  // Same bytes, same kernels: results unchanged.
+  // The matrices no panel kernel reads (Q5_x, F16; K-quants where the table has no int16 panel
+  // kernel...) are copied into the arena in the file's layout: a decode step streams them too, and
+  // from the file's 4 KiB page-cache pages it paid a TLB miss every 4 KiB (relocate_measure in
+  // docs/PERFORMANCE.md). Same bytes, same kernels: results unchanged.
   for (const Matrix* m : all)
     if (streamed(m) && !m->panels && !repackable(*m, kt, mode)) {
       const size_t before = total;

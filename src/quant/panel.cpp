@@ -80,6 +80,64 @@ void unpack_q4_K(const uint8_t* in, int i, block_q4_K* blk) {
   }
 }
 
+// Q6_K: one panel super-block per 256 elements (the layout in panel.h). Element l (0..31) of
+// unit u = 4h + k of a file block: 4 low bits in the low (k < 2) or high nibble of
+// ql[64h + 32(k & 1) + l], 2 high bits at bit 2k of qh[32h + l] (ggml's dequantize_row_q6_K).
+constexpr size_t kQ6KHead = 2 * kPanelRows + 16 * kPanelRows;  // d, transposed scales: 288 B
+constexpr size_t kQ6KUnit = 6 * 64;                             // 4 low-bit vectors, 2 high-bit ones
+static_assert(kQ6KHead + 8 * kQ6KUnit == kPanelRows * sizeof(block_q6_K), "a Q6_K panel super-block is its rows' bytes");
+
+// High-bit vector hv, byte 4i + m: field f (bits 2f, 2f + 1) = element 4g + m of row i, group
+// g = 2 hv + (f & 1) + 4 (f >> 1): the groups of low-bit vectors 2 hv and 2 hv + 1.
+constexpr int q6_group(int hv, int f) { return 2 * hv + (f & 1) + 4 * (f >> 1); }
+
+void pack_q6_K(const uint8_t* rows, size_t row_stride, int64_t sb, uint8_t* out) {
+  const block_q6_K* blk[kPanelRows];
+  for (int i = 0; i < kPanelRows; ++i) blk[i] = reinterpret_cast<const block_q6_K*>(rows + i * row_stride) + sb;
+  for (int i = 0; i < kPanelRows; ++i) {
+    std::memcpy(out + 2 * i, &blk[i]->d, 2);
+    for (int k = 0; k < 16; ++k) out[2 * kPanelRows + k * kPanelRows + i] = uint8_t(blk[i]->scales[k]);
+  }
+  for (int u = 0; u < 8; ++u) {
+    const int h = u / 4, k = u % 4;
+    uint8_t lo[kPanelRows][kBlock], hi[kPanelRows][kBlock];
+    for (int i = 0; i < kPanelRows; ++i)
+      for (int l = 0; l < kBlock; ++l) {
+        lo[i][l] = (blk[i]->ql[64 * h + 32 * (k & 1) + l] >> (4 * (k >> 1))) & 0x0F;
+        hi[i][l] = (blk[i]->qh[32 * h + l] >> (2 * k)) & 3;
+      }
+    uint8_t* o = out + kQ6KHead + kQ6KUnit * u;
+    pack_q4_codes(lo, o);
+    for (int hv = 0; hv < 2; ++hv)
+      for (int i = 0; i < kPanelRows; ++i)
+        for (int m = 0; m < 4; ++m) {
+          uint8_t b = 0;
+          for (int f = 0; f < 4; ++f) b |= uint8_t(hi[i][4 * q6_group(hv, f) + m] << (2 * f));
+          o[256 + 64 * hv + 4 * i + m] = b;
+        }
+  }
+}
+
+void unpack_q6_K(const uint8_t* in, int i, block_q6_K* blk) {
+  std::memcpy(&blk->d, in + 2 * i, 2);
+  for (int k = 0; k < 16; ++k) blk->scales[k] = int8_t(in[2 * kPanelRows + k * kPanelRows + i]);
+  std::memset(blk->ql, 0, sizeof(blk->ql));  // every bit of ql and qh is or'ed in below
+  std::memset(blk->qh, 0, sizeof(blk->qh));
+  for (int u = 0; u < 8; ++u) {
+    const int h = u / 4, k = u % 4;
+    const uint8_t* o = in + kQ6KHead + kQ6KUnit * u;
+    uint8_t lo[kBlock];
+    unpack_q4_codes(o, i, lo);
+    for (int hv = 0; hv < 2; ++hv)
+      for (int m = 0; m < 4; ++m)
+        for (int f = 0; f < 4; ++f) {
+          const int l = 4 * q6_group(hv, f) + m;
+          blk->ql[64 * h + 32 * (k & 1) + l] |= uint8_t(lo[l] << (4 * (k >> 1)));
+          blk->qh[32 * h + l] |= uint8_t(((o[256 + 64 * hv + 4 * i + m] >> (2 * f)) & 3) << (2 * k));
+        }
+  }
+}
+
 }  // namespace
 
 size_t panel_block_bytes(TensorType t) {
@@ -88,6 +146,7 @@ size_t panel_block_bytes(TensorType t) {
     case TensorType::Q4_1: return kPanelRows * sizeof(block_q4_1);
     case TensorType::Q8_0: return kPanelRows * sizeof(block_q8_0);
     case TensorType::Q4_K: return kPanelRows * sizeof(block_q4_K) / 8;  // a super-block is 8 such blocks
+    case TensorType::Q6_K: return kPanelRows * sizeof(block_q6_K) / 8;
     default: return 0;
   }
 }
@@ -95,6 +154,10 @@ size_t panel_block_bytes(TensorType t) {
 void pack_panel(TensorType t, const uint8_t* rows, size_t row_stride, int64_t n, uint8_t* dst) {
   if (t == TensorType::Q4_K) {
     for (int64_t sb = 0; sb < n / 256; ++sb) pack_q4_K(rows, row_stride, sb, dst + size_t(sb) * kPanelRows * sizeof(block_q4_K));
+    return;
+  }
+  if (t == TensorType::Q6_K) {
+    for (int64_t sb = 0; sb < n / 256; ++sb) pack_q6_K(rows, row_stride, sb, dst + size_t(sb) * kPanelRows * sizeof(block_q6_K));
     return;
   }
   const int64_t nb = n / kBlock;
@@ -138,6 +201,11 @@ void unpack_panel_row(TensorType t, const uint8_t* panel, int64_t n, int i, uint
   if (t == TensorType::Q4_K) {
     for (int64_t sb = 0; sb < n / 256; ++sb)
       unpack_q4_K(panel + size_t(sb) * kPanelRows * sizeof(block_q4_K), i, reinterpret_cast<block_q4_K*>(dst_row) + sb);
+    return;
+  }
+  if (t == TensorType::Q6_K) {
+    for (int64_t sb = 0; sb < n / 256; ++sb)
+      unpack_q6_K(panel + size_t(sb) * kPanelRows * sizeof(block_q6_K), i, reinterpret_cast<block_q6_K*>(dst_row) + sb);
     return;
   }
   const int64_t nb = n / kBlock;

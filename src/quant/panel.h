@@ -18,6 +18,16 @@
 //   lane-wise over 16 rows) | units 0..7: 4 Q4 vectors of 64 B each
 // where unit u holds the block's elements 32u..32u+31 (the file's low nibbles of
 // qs[32 * (u / 2) ...] for even u, high for odd).
+// Q6_K is packed per super-block too (16 rows x 256 elements, 3360 B = the 16 file blocks):
+//   d[16] (fp16), scales: 16 x 16 B (int8 scale k of each row together, lane i = row i: unit
+//   u's two, 2u for its elements 0-15 and 2u + 1 for 16-31, are 32 consecutive bytes) |
+//   units 0..7 (384 B each): 4 Q4 vectors of 64 B holding the 4 low bits of each 6-bit q, then
+//   2 high-bit vectors of 64 B
+// High-bit vector h (0, 1), byte 4*i + j: bits 2f, 2f + 1 = the 2 high bits of element
+// 4g + j of row i, g = 2h + (f & 1) + 4 (f >> 1): the groups of Q4 vectors 2h and 2h + 1, so one
+// byte shuffle serves both (the kernel then moves field f to bits 4-5 by one word shift).
+// The header is 288 B, so the units of every super-block start 32-byte aligned (a super-block
+// is 52.5 cache lines: every other one starts mid-line).
 // Q4 vector v (0..3), byte 4*i + j: low nibble = element 4v + j of row i, high nibble =
 // element 4(v + 4) + j (so v & 0xF gives element group v, v >> 4 group v + 4).
 // Q8_0 vector g (0..7), byte 4*i + j: element 4g + j of row i, stored as q + 128 (an
@@ -34,8 +44,8 @@ namespace pllm {
 inline constexpr int kPanelRows = 16;
 
 // Bytes of one panel block (16 rows x 32 elements) for a type, 0 if the type has no
-// panel layout (for Q4_K an eighth of a super-block: the panel's size is still this times
-// n / 32, and n is a multiple of 256).
+// panel layout (for Q4_K and Q6_K an eighth of a super-block: the panel's size is still this
+// times n / 32, and n is a multiple of 256).
 size_t panel_block_bytes(TensorType t);
 inline bool panel_supported(TensorType t) { return panel_block_bytes(t) != 0; }
 

@@ -404,6 +404,9 @@ TEST_P(I16ActIsa, GemmEqualsTileBitForBit) {
 // extreme codes, and nothing written outside the output. Q4_K (super-block panels): rows of
 // 1, 2, 6 and 35 super-blocks (the last two slices long), random scale bytes and fp16 d / dmin
 // (raw rows) and every scale and min at 63 with the largest codes (extreme), n_x 1-9, 16, 33.
+// Q6_K (super-block panels, two int32 halves): the same shapes, random scales and codes (raw),
+// codes -32 at scale -128 (extreme: the largest int16 codes), and blocks whose codes are all -32
+// or all 31 with scales of -128 or 127 and extreme fp16 d.
 TEST_P(I16ActIsa, PanelGemmEqualsTileBitForBit) {
   constexpr int kRows = 48, kX = 70;
   std::mt19937 rng(5);
@@ -412,11 +415,11 @@ TEST_P(I16ActIsa, PanelGemmEqualsTileBitForBit) {
   const Shapes shapes32 = {{3, kX}, {1, 1}, {2, 2}, {3, 3}, {1, 4}, {3, 5}, {2, 8}, {1, 33}, {3, 64}};
   const Shapes shapes_k = {{3, kX}, {1, 1}, {2, 2}, {3, 3}, {1, 4}, {2, 5}, {3, 6},
                            {1, 7}, {2, 8}, {3, 9}, {1, 16}, {2, 16}, {3, 33}};
-  for (TensorType t : {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q8_0, TensorType::Q4_K}) {
+  for (TensorType t : {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K}) {
     const TypeKernels& k = table_->for_type(t);
     if (!k.gemm_i16_panels) continue;
     ASSERT_NE(k.vec_dot_i16act_tile, nullptr) << name(t);
-    const bool kq = t == TensorType::Q4_K;
+    const bool kq = is_k(t);
     for (int64_t n : kq ? std::vector<int64_t>{256, 512, 1536, 8960} : std::vector<int64_t>{32, 224, 640, 8224})
       for (int kind = 0; kind < (kq ? 4 : 3); ++kind) {
         SCOPED_TRACE(::testing::Message() << name(t) << " n=" << n << " kind=" << kind);
@@ -425,11 +428,20 @@ TEST_P(I16ActIsa, PanelGemmEqualsTileBitForBit) {
         for (int r = 0; r < kRows; ++r) {
           make_row(t, n, rng, kind > 0, &w[r * ws]);
           if (kind == 2) set_extreme_codes(t, &w[r * ws], ws);
-          if (kind == 3)  // Q4_K: extreme fp16 d and dmin (largest, subnormal, +-0, negative)
+          static constexpr uint16_t kExtreme[] = {0x7BFF, 0xFBFF, 0x0001, 0x8001, 0x0000, 0x8000, 0x3C00, 0x0400};
+          if (kind == 3 && t == TensorType::Q4_K)  // extreme fp16 d and dmin (largest, subnormal, +-0, negative)
             for (size_t off = 0; off < ws; off += sizeof(block_q4_K)) {
-              static constexpr uint16_t kExtreme[] = {0x7BFF, 0xFBFF, 0x0001, 0x8001, 0x0000, 0x8000, 0x3C00, 0x0400};
               const uint16_t h[2] = {kExtreme[rng() % 8], kExtreme[rng() % 8]};
               std::memcpy(&w[r * ws + off], h, 4);
+            }
+          if (kind == 3 && t == TensorType::Q6_K)  // codes all -32 or all 31, scales -128 / 127, extreme d
+            for (size_t off = 0; off < ws; off += sizeof(block_q6_K)) {
+              auto* b = reinterpret_cast<block_q6_K*>(&w[r * ws + off]);
+              const uint8_t q = rng() % 2 ? 0xFF : 0x00;
+              std::memset(b->ql, q, sizeof(b->ql));
+              std::memset(b->qh, q, sizeof(b->qh));
+              for (int8_t& sc : b->scales) sc = rng() % 2 ? 127 : -128;
+              b->d = kExtreme[rng() % 8];
             }
         }
         for (int p = 0; p < kRows / kPanelRows; ++p)
@@ -460,6 +472,7 @@ TEST_P(I16ActIsa, PanelGemmEqualsTileBitForBit) {
   if (GetParam() == Isa::avx2 || GetParam() == Isa::avxvnni || GetParam() == Isa::avx512) {
     EXPECT_GT(checked, 0) << "every x86 SIMD table has int16 panel kernels";
     EXPECT_NE(table_->for_type(TensorType::Q4_K).gemm_i16_panels, nullptr) << "Q4_K panels on every x86 SIMD table";
+    EXPECT_NE(table_->for_type(TensorType::Q6_K).gemm_i16_panels, nullptr) << "Q6_K panels on every x86 SIMD table";
   } else if (checked == 0) {
     GTEST_SKIP() << "no int16 panel kernels in this table";
   }

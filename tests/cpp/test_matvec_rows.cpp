@@ -308,6 +308,44 @@ TEST(PanelLayout, Q4KRoundTripsExactly) {
   }
 }
 
+// Q6_K panels (super-blocks of 16 rows x 256 elements, quant/panel.h) give the file's bytes back
+// exactly: raw random bytes (every scale, 6-bit code and fp16 pattern), rows of 1, 2, 3, 6 and
+// 35 super-blocks, 3 panels. The panel is as large as its rows.
+TEST(PanelLayout, Q6KRoundTripsExactly) {
+  std::mt19937 rng(98);
+  const TensorType t = TensorType::Q6_K;
+  ASSERT_TRUE(panel_supported(t));
+  for (int64_t k : {1, 2, 3, 6, 35}) {
+    const int64_t n = 256 * k;
+    const size_t rb = *row_bytes(static_cast<uint32_t>(t), n);
+    constexpr int kPanels = 3, kRows = kPanels * kPanelRows;
+    const size_t panel_bytes = panel_block_bytes(t) * size_t(n / 32);
+    ASSERT_EQ(panel_bytes, rb * kPanelRows);
+    std::vector<uint8_t> w(rb * kRows), packed(w.size(), 0xA5), back(rb, 0x5A);
+    for (uint8_t& b : w) b = uint8_t(rng());
+    for (int p = 0; p < kPanels; ++p) pack_panel(t, w.data() + p * kPanelRows * rb, rb, n, packed.data() + p * panel_bytes);
+    for (int r = 0; r < kRows; ++r) {
+      unpack_panel_row(t, packed.data() + (r / kPanelRows) * panel_bytes, n, r % kPanelRows, back.data());
+      ASSERT_EQ(0, std::memcmp(back.data(), w.data() + r * rb, rb)) << "n=" << n << " row " << r;
+    }
+    // Spot-check the layout itself: row i's d and scale 5 in the header, and element l = 4g + j,
+    // g = 6, j = 2, of unit 5 (h = 1, k = 1: low bits in ql[96 + l]'s low nibble, high bits in
+    // qh[32 + l]'s bits 2-3) in the unit's Q4 vector 2 (high nibble: group 2 + 4) and high-bit
+    // vector 1, field 2 (group 2 * 1 + 0 + 4).
+    for (int i = 0; i < kPanelRows; ++i) {
+      const auto* blk = reinterpret_cast<const block_q6_K*>(w.data() + i * rb);
+      uint16_t d;
+      std::memcpy(&d, packed.data() + 2 * i, 2);
+      EXPECT_EQ(d, blk->d);
+      EXPECT_EQ(int8_t(packed[32 + 5 * kPanelRows + i]), blk->scales[5]);
+      const uint8_t* unit = packed.data() + 288 + 384 * 5;
+      const int l = 4 * 6 + 2;
+      EXPECT_EQ(unit[64 * 2 + 4 * i + 2] >> 4, blk->ql[96 + l] & 0x0F);
+      EXPECT_EQ((unit[256 + 64 * 1 + 4 * i + 2] >> 4) & 3, (blk->qh[32 + l] >> 2) & 3);
+    }
+  }
+}
+
 // Which tables read load-time panels in int8 mode (the model repacks for RepackMode::all only
 // where vec_dot_panels is set): AVX-512 VNNI and the ARM SDOT levels (dotprod, i8mm) have the
 // decode and the prefill kernel for Q4_0, Q4_1 and Q8_0; AVX2 and baseline NEON (no int8 dot

@@ -1,5 +1,5 @@
 // Driver of int16 activations over load-time repacked 16-row panels (quant/panel.h):
-// TypeKernels::gemm_i16_panels for Q4_0, Q4_1, Q8_0 and Q4_K, every activation-row count (decode,
+// TypeKernels::gemm_i16_panels for Q4_0, Q4_1, Q8_0, Q4_K and Q6_K, every activation-row count (decode,
 // batched decode, prefill). Written once here; an ISA instantiates i16_panels<T, P> with its
 // vector traits T (x86/i16panel_avx512.cpp, x86/i16panel_avx2.cpp).
 //
@@ -35,6 +35,9 @@
 //   zero(), cvt, add, mul, fma(acc, a, b) = acc + a * b (fused), loadf, storef, bcast,
 //   scales(const uint8_t* p): kLanes fp16 at p as f32; u8f(const uint8_t* p): kLanes bytes at p
 //   as f32; sub(a, b)
+//   (Q6_K) bcast16(p): the 16 bytes at p in every 16-byte lane; sllw<N>, srlw<N> (16-bit word
+//   shifts), orhi(a, b) = a | (b & 0x30), subw, mulw (16-bit words, the low half of the
+//   product), bcastw(int16)
 // Contract of P (a panel type): kUnits (1, or 8 for a K-quant super-block), kBlock (bytes of
 // kUnits units of 16 rows), kMin, kOne (codes <= 15); for kUnits = 1 decode(block, codes); for
 // 8 head(block, Head<T>&) once per super-block, then unit(block, head, j, codes) per unit j.
@@ -191,6 +194,80 @@ struct PanelQ4_K {
       c.mn[s] = T::mul(T::u8f(h.sm[8 + j] + T::kLanes * s), h.mdmin[s]);
     }
     panel_q4_codes<T>(p + kHead + 4 * 64 * j, c);
+  }
+};
+
+// vpshufb controls for Q6_K's scales (16 bytes, lane i = row i, in every 16-byte lane): byte
+// kLanes * s + i into both high bytes of dword i of slice s, so an arithmetic word shift by 8
+// gives the words (sc_i, sc_i) a code pair is multiplied by. Index [s] (AVX2's two slices;
+// AVX-512 has one, 16 rows over its four 16-byte lanes).
+struct PanelScaleControls {
+  alignas(64) int8_t c[2][64];
+  constexpr PanelScaleControls() : c{} {
+    for (int s = 0; s < 2; ++s)
+      for (int i = 0; i < 64; ++i) {
+        const int lane = i / 16, j = (i % 16) / 4;
+        c[s][i] = i % 2 ? int8_t((8 * s + 4 * lane + j) % 16) : int8_t(-128);
+      }
+  }
+};
+inline constexpr PanelScaleControls kPanelScales;
+
+// Unit j of a super-block: x = d * code, code = (q - 32) * sc, q = 4 low bits | 2 high bits << 4,
+// sc = scale 2j for the unit's elements 0-15 (groups 0-3), 2j + 1 for 16-31 (groups 4-7): the
+// tile's codes (x86 MQ6_K: |code| <= 32 * 128, exact in int16), its factor d and no min. Codes
+// are not <= 15, so the driver keeps the tile's two int32 halves (kOne false). The low bits
+// decode as Q4 vectors; a high-bit vector's bytes go through the same pair shuffles, so word
+// lane (row i, element e) holds the 4 fields of e's byte, and field f is moved to bits 4-5 by
+// one word shift (f = 2: none) and or'ed under the mask 0x30 (T::orhi).
+struct PanelQ6_K {
+  static constexpr int kUnits = 8;
+  static constexpr size_t kBlock = kPanelRows * sizeof(block_q6_K);  // a super-block of 16 rows
+  static constexpr size_t kHead = 18 * kPanelRows;                   // d, 16 scale bytes
+  static constexpr size_t kUnit = 6 * 64;
+  static constexpr bool kMin = false, kOne = false;
+  template <class T>
+  struct Head {
+    typename T::VF d[T::kVecs];
+  };
+  template <class T>
+  static PLLM_I16P_AI void head(const uint8_t* p, Head<T>& h) {
+    for (int s = 0; s < T::kVecs; ++s) h.d[s] = T::scales(p + 2 * T::kLanes * s);
+  }
+  // Field f of each word of hb at bits 4-5 (the other bits are masked by orhi).
+  template <class T>
+  static PLLM_I16P_AI typename T::V field(typename T::V hb, int f) {
+    return f == 0 ? T::template sllw<4>(hb) : f == 1 ? T::template sllw<2>(hb) : f == 2 ? hb : T::template srlw<2>(hb);
+  }
+  template <class T>
+  static PLLM_I16P_AI void unit(const uint8_t* p, const Head<T>& h, int j, PanelCodes<T>& c) {
+    using V = typename T::V;
+    const V p0 = T::ctl(kPanelPairs.c[0]), p1 = T::ctl(kPanelPairs.c[1]), k32 = T::bcastw(32);
+    const uint8_t* q = p + kHead + kUnit * j;
+    for (int s = 0; s < T::kVecs; ++s) {
+      c.sc[s] = h.d[s];
+      c.mn[s] = T::zero();
+      const V sctl = T::ctl(kPanelScales.c[s]);
+      const V sc[2] = {T::sar8(T::shuffle(T::bcast16(p + 2 * kPanelRows + kPanelRows * (2 * j)), sctl)),
+                       T::sar8(T::shuffle(T::bcast16(p + 2 * kPanelRows + kPanelRows * (2 * j + 1)), sctl))};
+#pragma GCC unroll 2
+      for (int hv = 0; hv < 2; ++hv) {
+        const V hq = T::loadb(q + 256 + 64 * hv + 4 * T::kLanes * s);
+        const V hb[2] = {T::shuffle(hq, p0), T::shuffle(hq, p1)};
+#pragma GCC unroll 2
+        for (int f = 0; f < 2; ++f) {  // Q4 vector v = 2 hv + f: groups v (field f) and v + 4 (f + 2)
+          const int v = 2 * hv + f;
+          const V n = T::loadb(q + 64 * v + 4 * T::kLanes * s);
+#pragma GCC unroll 2
+          for (int k = 0; k < 2; ++k) {
+            const V b = T::shuffle(n, k ? p1 : p0);
+            const V lo = T::orhi(T::low4(b), field<T>(hb[k], f)), hi = T::orhi(T::shr4(b), field<T>(hb[k], f + 2));
+            c.w[2 * v + k][s] = T::mulw(T::subw(lo, k32), sc[0]);
+            c.w[2 * (v + 4) + k][s] = T::mulw(T::subw(hi, k32), sc[1]);
+          }
+        }
+      }
+    }
   }
 };
 

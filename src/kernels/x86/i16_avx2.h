@@ -300,6 +300,16 @@ struct P256 : T256 {
     return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
   }
   static PLLM_AI VF sub(VF a, VF b) { return _mm256_sub_ps(a, b); }
+  // Q6_K: word operations.
+  static PLLM_AI V bcast16(const uint8_t* p) { return _mm256_broadcastsi128_si256(load128(p)); }
+  template <int N>
+  static PLLM_AI V sllw(V w) { return _mm256_slli_epi16(w, N); }
+  template <int N>
+  static PLLM_AI V srlw(V w) { return _mm256_srli_epi16(w, N); }
+  static PLLM_AI V orhi(V a, V b) { return _mm256_or_si256(a, _mm256_and_si256(b, _mm256_set1_epi16(0x30))); }
+  static PLLM_AI V subw(V a, V b) { return _mm256_sub_epi16(a, b); }
+  static PLLM_AI V mulw(V a, V b) { return _mm256_mullo_epi16(a, b); }
+  static PLLM_AI V bcastw(int16_t x) { return _mm256_set1_epi16(x); }
 };
 
 // ------------------------------------------------------------------ table entries
@@ -329,6 +339,7 @@ void fill_i16_panels(KernelTable& t) {
   t.types[int(TensorType::Q4_1)].gemm_i16_panels = drivers::i16_panels<P, drivers::PanelQ4_1>;
   t.types[int(TensorType::Q8_0)].gemm_i16_panels = drivers::i16_panels<P, drivers::PanelQ8_0>;
   t.types[int(TensorType::Q4_K)].gemm_i16_panels = drivers::i16_panels<P, drivers::PanelQ4_K>;
+  t.types[int(TensorType::Q6_K)].gemm_i16_panels = drivers::i16_panels<P, drivers::PanelQ6_K>;
 }
 
 }  // namespace

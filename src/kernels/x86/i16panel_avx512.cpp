@@ -1,6 +1,6 @@
 // int16 activations over load-time repacked 16-row panels on AVX-512 VNNI: the vector traits of
 // drivers/i16_panels.h (one zmm per panel vector, lane i = row i; vpdpwssd with the activation
-// pair as an embedded broadcast) and TypeKernels::gemm_i16_panels for Q4_0, Q4_1, Q8_0, Q4_K.
+// pair as an embedded broadcast) and TypeKernels::gemm_i16_panels for Q4_0, Q4_1, Q8_0, Q4_K, Q6_K.
 // Compiled with the avx512.cpp flags; used only after dispatch.cpp has checked the CPU.
 //
 // Measured on Zen 5 (bench_kernels, one thread, Q4_0 576x1536): 8.2 us for one activation row
@@ -57,6 +57,18 @@ struct P512 {
   static PLLM_AI VF u8f(const uint8_t* p) {
     return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
   }
+  // Q6_K: word operations; orhi is one vpternlogd (AVX2: vpand + vpor).
+  static PLLM_AI V bcast16(const uint8_t* p) {
+    return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  template <int N>
+  static PLLM_AI V sllw(V w) { return _mm512_slli_epi16(w, N); }
+  template <int N>
+  static PLLM_AI V srlw(V w) { return _mm512_srli_epi16(w, N); }
+  static PLLM_AI V orhi(V a, V b) { return _mm512_ternarylogic_epi32(a, b, _mm512_set1_epi16(0x30), 0xF8); }
+  static PLLM_AI V subw(V a, V b) { return _mm512_sub_epi16(a, b); }
+  static PLLM_AI V mulw(V a, V b) { return _mm512_mullo_epi16(a, b); }
+  static PLLM_AI V bcastw(int16_t x) { return _mm512_set1_epi16(x); }
 };
 
 }  // namespace
@@ -66,6 +78,7 @@ void fill_i16panel_avx512(KernelTable& t) {
   t.types[int(TensorType::Q4_1)].gemm_i16_panels = drivers::i16_panels<P512, drivers::PanelQ4_1>;
   t.types[int(TensorType::Q8_0)].gemm_i16_panels = drivers::i16_panels<P512, drivers::PanelQ8_0>;
   t.types[int(TensorType::Q4_K)].gemm_i16_panels = drivers::i16_panels<P512, drivers::PanelQ4_K>;
+  t.types[int(TensorType::Q6_K)].gemm_i16_panels = drivers::i16_panels<P512, drivers::PanelQ6_K>;
 }
 
 }  // namespace pllm::kern
