@@ -8,11 +8,10 @@ vocabularies; Q4_0, Q4_K_M and Q8_0 by llama-quantize). For each file and round 
 run, the same thread count and lengths, the order flipped on odd rounds (bench/compare.py's
 runner: it also waits for idle CPUs before each run and records other load).
 
-The read bandwidth is measured in each of our runs, right after its timed tests, by `pocketllm
-bench --bw-mib 1024` (each of the -t threads sums its slice of a 1 GiB buffer on transparent huge
+The read bandwidth is measured right after each of our runs, by `pocketllm bench --bw-mib 1024` (each of the -t threads sums its slice of a 1 GiB buffer on transparent huge
 pages, far larger than the last-level cache; best of 5): on a shared VM it moves between runs
 (31-64 GB/s seen on a 2-vCPU Zen 4), so each run's decode is taken as a fraction of the
-bandwidth its own process measured, and the table gives the median of those fractions and the
+bandwidth measured right after it, and the table gives the median of those fractions and the
 range of the bandwidths. "decode GB/s" is the weight bytes a token streams (the file's
 matrices, as `bench` counts them) times tokens per second.
 
@@ -50,13 +49,13 @@ def cpu_name():
 
 
 def run_ours(args, model, mode):
-    """compare.run_ours, with the bandwidth measured in the same process after the timed tests."""
-    cmd = [args.pocketllm, "bench", "-m", model, "-p", str(args.p), "-n", str(args.n), "-t", str(args.t),
-           "-r", "1", "--json", "--bw-mib", "1024", "--tg-empty"] + compare.MODE_FLAGS[mode]
-    text, rss, other = compare.run_measured(cmd, compare.ours_env(args))
-    j = json.loads(text)
-    return {"pp": j["pp_tps"], "tg0": j["tg0_tps"], "rss": rss, "other_load": other, "isa": j["isa"],
-            "bytes_per_token": j["bytes_per_token_mb"] * 1e6, "bandwidth_gbs": j["bandwidth_gbs"]}
+    """compare.run_ours, then the read bandwidth measured right after it (a process of its own, so
+    the 1 GiB buffer stays out of the run's peak RSS)."""
+    res = compare.run_ours(args, model, mode)
+    text, _, _ = compare.run_measured([args.pocketllm, "bench", "-m", model, "-p", "1", "-n", "1", "-r", "1",
+                                       "-t", str(args.t), "--bw-mib", "1024", "--json"], compare.ours_env(args))
+    res["bandwidth_gbs"] = json.loads(text)["bandwidth_gbs"]
+    return res
 
 
 def med(xs):
