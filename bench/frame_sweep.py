@@ -162,19 +162,27 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--duration", type=float, default=5.0, help="seconds per run")
     ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--cells", default="", help="only these cells, e.g. 120:7,120:3 (Hz:UI ms); default all")
+    ap.add_argument("--log", default=str(CACHE / "runs.jsonl"), help="where every run's report goes")
     ap.add_argument("--summarize-only", action="store_true")
     ap.add_argument("--md", default=str(CACHE / "summary.md"))
     ap.add_argument("--png", default=str(ROOT / "docs" / "img" / "frame_sweep.png"))
     a = ap.parse_args()
     CACHE.mkdir(parents=True, exist_ok=True)
-    log = CACHE / "runs.jsonl"
+    log = Path(a.log)
+    cells = CELLS
+    if a.cells:
+        cells = [tuple(int(v) for v in c.split(":")) for c in a.cells.split(",")]
+        unknown = [c for c in cells if c not in CELLS]
+        if unknown:
+            sys.exit(f"--cells: {unknown} not among {CELLS}")
     if not a.summarize_only:
         log.write_text("")
         cpu = cpu_line()
         modes = a.modes.split(",")
         for rnd in range(a.rounds):
             for mode in modes:
-                for ci, (hz, ui) in enumerate(CELLS):
+                for ci, (hz, ui) in enumerate(cells):
                     order = KINDS[(rnd + ci) % 3:] + KINDS[:(rnd + ci) % 3]  # alternated
                     for kind in order:
                         r = run_one(a.pocketllm, hz, ui, mode, kind, a.duration)

@@ -30,22 +30,59 @@ SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|
 N_SPECIAL = 256
 
 
+def fetch_wheel():
+    """Path of the llama-models wheel in bench/.cache/, downloading it (pip download, no install) if
+    needed; a failed download raises subprocess.CalledProcessError."""
+    wheels = sorted(glob.glob(os.path.join(CACHE, "llama_models-*.whl")))
+    if not wheels:
+        os.makedirs(CACHE, exist_ok=True)
+        subprocess.check_call([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary", ":all:",
+                               "llama-models", "-d", CACHE])
+        wheels = sorted(glob.glob(os.path.join(CACHE, "llama_models-*.whl")))
+    return wheels[0]
+
+
 def fetch_rank_file():
-    """Path of llama3/tokenizer.model, downloading the llama-models wheel if needed."""
+    """Path of llama3/tokenizer.model, taken from the llama-models wheel if needed."""
     path = os.path.join(CACHE, "llama3-tokenizer.model")
     if os.path.exists(path):
         return path
-    os.makedirs(CACHE, exist_ok=True)
-    wheels = glob.glob(os.path.join(CACHE, "llama_models-*.whl"))
-    if not wheels:
-        subprocess.check_call([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary", ":all:",
-                               "llama-models", "-d", CACHE])
-        wheels = glob.glob(os.path.join(CACHE, "llama_models-*.whl"))
-    with zipfile.ZipFile(wheels[0]) as z:
+    with zipfile.ZipFile(fetch_wheel()) as z:
         with open(path + ".part", "wb") as f:
             f.write(z.read("llama_models/llama3/tokenizer.model"))
     os.replace(path + ".part", path)
     return path
+
+
+def load_ranks():
+    """token bytes -> rank, read from the rank file as llama-models' load_bpe_file does (tiktoken's
+    mergeable_ranks)."""
+    ranks = {}
+    with open(fetch_rank_file(), "rb") as f:
+        for line in f:
+            if line.strip():
+                tok, rank = line.split()
+                ranks[base64.b64decode(tok)] = int(rank)
+    return ranks
+
+
+def special_tokens():
+    """The 256 special tokens in id order (they follow the ranked tokens), as llama-models lists them."""
+    return SPECIALS + [f"<|reserved_special_token_{2 + i}|>" for i in range(N_SPECIAL - len(SPECIALS))]
+
+
+def tiktoken_pattern():
+    """The pre-tokenizer regex (Tokenizer.pat_str) of llama-models' llama3/tokenizer.py, read from the
+    wheel's source rather than copied here."""
+    import ast
+    with zipfile.ZipFile(fetch_wheel()) as z:
+        tree = ast.parse(z.read("llama_models/llama3/tokenizer.py").decode("utf-8"))
+    for cls in tree.body:
+        if isinstance(cls, ast.ClassDef) and cls.name == "Tokenizer":
+            for node in cls.body:
+                if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "pat_str" for t in node.targets):
+                    return ast.literal_eval(node.value)
+    raise ValueError("llama3/tokenizer.py has no Tokenizer.pat_str")
 
 
 def bytes_to_unicode():
@@ -72,19 +109,14 @@ def merges_of(ranks, by_rank):
 
 def build(out):
     import gguf
-    ranks = {}
-    with open(fetch_rank_file(), "rb") as f:
-        for line in f:
-            if line.strip():
-                tok, rank = line.split()
-                ranks[base64.b64decode(tok)] = int(rank)
+    ranks = load_ranks()
     by_rank = sorted(ranks, key=ranks.get)
     assert [ranks[t] for t in by_rank] == list(range(len(by_rank))), "ranks are not 0..n-1"
     table = bytes_to_unicode()
     spell = lambda b: "".join(table[x] for x in b)
     tokens = [spell(t) for t in by_rank]
     merges = [f"{spell(a)} {spell(b)}" for a, b in merges_of(ranks, by_rank)]
-    specials = SPECIALS + [f"<|reserved_special_token_{2 + i}|>" for i in range(N_SPECIAL - len(SPECIALS))]
+    specials = special_tokens()
     n_base = len(tokens)
     tokens += specials
     types = [gguf.TokenType.NORMAL] * n_base + [gguf.TokenType.CONTROL] * N_SPECIAL

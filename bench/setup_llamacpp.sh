@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build llama.cpp's llama-bench, llama-batched-bench, llama-quantize and llama-server for the
-# side-by-side comparisons (llama-server: bench/server_compare.py).
+# side-by-side comparisons (llama-server: bench/server_compare.py), and llama-debug, whose
+# --save-logits gives the reference logits of bench/arch_vs_llamacpp.py.
 #
 # The source comes from the PyPI sdist of llama-cpp-python (it vendors llama.cpp under
 # vendor/llama.cpp). Everything is cached:
@@ -26,7 +27,8 @@ log() { printf '[bench-setup] %s\n' "$*" >&2; }
 LLAMA_ISA="${LLAMA_ISA:-native}"
 case "$LLAMA_ISA" in
   native) BIN="$CACHE/bin"; BUILD="$CACHE/llama.cpp-build"; NATIVE=ON
-          TOOLS=(llama-bench llama-quantize llama-batched-bench llama-completion llama-perplexity llama-server) ;;
+          TOOLS=(llama-bench llama-quantize llama-batched-bench llama-completion llama-perplexity llama-server
+                 llama-debug) ;;
   avx2) BIN="$CACHE/bin-avx2"; BUILD="$CACHE/llama.cpp-build-avx2"; NATIVE=OFF
         TOOLS=(llama-bench llama-batched-bench) ;;
   *) log "LLAMA_ISA must be native or avx2, not $LLAMA_ISA"; exit 2 ;;
@@ -71,7 +73,7 @@ LLAMA_SRC="$SRC_ROOT/vendor/llama.cpp"
 log "configuring llama.cpp in $BUILD"
 cmake -S "$LLAMA_SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DGGML_NATIVE=$NATIVE -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF \
-  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON \
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON \
   -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF \
   -DLLAMA_BUILD_APP=OFF >/dev/null
 log "building ${missing[*]} with -j$JOBS (takes a while on few cores)"

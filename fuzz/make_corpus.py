@@ -65,6 +65,21 @@ def gguf_seeds() -> None:
         name="seed-deci", arch="deci", wtype="Q4_0",
         dims=tm.Dims(n_embd=32, n_ff=96, n_layer=2, n_head=2, n_head_kv=1, head_dim=16, n_ctx=32,
                      n_ff_layers=(64, 96)))))
+    # The llama block's variants and gemma2, each with the keys and tensors it adds.
+    four = tm.Dims(n_embd=32, n_ff=64, n_layer=4, n_head=2, n_head_kv=1, head_dim=16, n_ctx=32)
+    variants = {
+        "qwen3": dict(tied=False, specials_first=False, pre="qwen2",
+                      dims=tm.Dims(n_embd=32, n_ff=64, n_layer=2, n_head=2, n_head_kv=1, head_dim=32, n_ctx=32)),
+        "smollm3": dict(dims=four),
+        "granite": dict(dims=four, extra_kvs=tm.GRANITE_KVS),
+        "minicpm": dict(dims=four),
+        "phi3": dict(tied=False, dims=four, n_rot=12, extra_kvs=(
+            ("rope.scaling.attn_factor", gb.F32, 1.19), ("rope.scaling.original_context_length", gb.U32, 16))),
+        "gemma2": dict(sliding_window=8, dims=tm.Dims(n_embd=32, n_ff=64, n_layer=2, n_head=2, n_head_kv=1,
+                                                      head_dim=32, n_ctx=32)),
+    }
+    for arch, kw in variants.items():
+        write(t, f"{arch}_q4_0.gguf", model_seed(tm.ModelConfig(name=f"seed-{arch}", arch=arch, wtype="Q4_0", **kw)))
     write(t, "spm_vocab.gguf", gb.build_gguf(spm_vocab_kvs(), []).data)
     # The tests' byte-level BPE vocabulary alone (a vocab-only load): mutations reach the
     # tokenizer's set-up without the weight bytes in the way.

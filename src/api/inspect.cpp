@@ -55,6 +55,19 @@ Result<std::string> inspect_file_json(const std::string& path) {
         j["hparams"]["rope_freq_base_local"] = c->rope_base_local;
       }
       if (c->attn_scale > 0.0f) j["hparams"]["attn_scale"] = c->attn_scale;
+      // What an architecture adds to the llama block (only where it differs from none).
+      if (c->embed_scale != 1.0f) j["hparams"]["embedding_scale"] = c->embed_scale;
+      if (c->residual_scale != 1.0f) j["hparams"]["residual_scale"] = c->residual_scale;
+      if (c->logit_mul != 1.0f) j["hparams"]["logit_scale"] = 1.0f / c->logit_mul;
+      if (c->rope_off) j["hparams"]["rope"] = "off";
+      if (c->no_rope_step > 0) j["hparams"]["no_rope_every"] = c->no_rope_step;
+      if (c->rope_orig_ctx > 0) j["hparams"]["rope_original_context"] = c->rope_orig_ctx;
+      if (c->rope_attn_factor != 1.0f) j["hparams"]["rope_attn_factor"] = c->rope_attn_factor;
+      if (c->longrope) j["hparams"]["rope_scaling"] = "longrope";
+      if (c->attn_softcap > 0.0f) j["hparams"]["attn_logit_softcapping"] = c->attn_softcap;
+      if (c->final_softcap > 0.0f) j["hparams"]["final_logit_softcapping"] = c->final_softcap;
+      if (f->tensor("blk.0.attn_qkv.weight")) j["hparams"]["fused_qkv"] = true;
+      if (f->tensor("blk.0.attn_q_norm.weight")) j["hparams"]["q_k_norm"] = true;
       if (!c->n_ff_uniform()) j["hparams"]["n_ff_per_layer"] = c->n_ff_layer;  // n_ff is the widest
     }
     j["supported_architecture"] = true;

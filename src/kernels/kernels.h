@@ -168,7 +168,7 @@ struct KernelTable {
   // states of the n_q query heads that share it (grouped-query attention; 1 <= n_q <= 16):
   // query j is q + j * hd (contiguous), its state a[j]. Head dim hd <= 256, multiple of 16
   // (multiple of 64 for q8/q4). Per head, independently of the others:
-  //   s_t = scale * q.k_t;  m' = max(m, s_t...);  l, acc rescaled by exp(m - m') and
+  //   s_t = scale * q.k_t (then soft-capped: AttnScore);  m' = max(m, s_t...);  l, acc rescaled by exp(m - m') and
   //   l += exp(s_t - m'), acc += exp(s_t - m') * v_t,
   // i.e. the same result (up to f32 rounding) as n_q calls with one head each; the point of
   // several heads per call is that each chunk of keys and values is loaded and decoded once
@@ -176,19 +176,19 @@ struct KernelTable {
   // attn_accum_finish. Token t of a segment is at k + t * stride (elements), likewise v.
   // No heap allocation.
   void (*attn_seg_f32)(const float* q, int n_q, const float* k, const float* v, int64_t stride, int n, int hd,
-                       float scale, AttnAccum* a) = nullptr;
+                       AttnScore score, AttnAccum* a) = nullptr;
   void (*attn_seg_f16)(const float* q, int n_q, const uint16_t* k, const uint16_t* v, int64_t stride, int n,
-                       int hd, float scale, AttnAccum* a) = nullptr;
+                       int hd, AttnScore score, AttnAccum* a) = nullptr;
   // q8 (kv_format.h): codes at k + t * stride (int8), scales at k_scale + t * scale_stride (hd / 64
   // f32 each), same for v. Each query is quantised inside the kernel exactly like the cache (int8
   // per group of 64, scale amax/127, round to nearest even) so q.k is an exact integer sum per group:
   //   s_t = scale * sum_g dq_g * dk_{t,g} * sum_{i in g} qi * ki.
   void (*attn_seg_q8)(const float* q, int n_q, const int8_t* k, const float* k_scale, const int8_t* v,
-                      const float* v_scale, int64_t stride, int64_t scale_stride, int n, int hd, float scale,
+                      const float* v_scale, int64_t stride, int64_t scale_stride, int n, int hd, AttnScore score,
                       AttnAccum* a) = nullptr;
   // q4 (kv_format.h): tokens t0 <= t < t1 of one group (0 <= t0 <= t1 <= kKvQ4GroupTokens);
   // keys and values decoded to f32 in registers, q stays f32.
-  void (*attn_seg_q4)(const float* q, int n_q, const KvQ4GroupView& g, int t0, int t1, int hd, float scale,
+  void (*attn_seg_q4)(const float* q, int n_q, const KvQ4GroupView& g, int t0, int t1, int hd, AttnScore score,
                       AttnAccum* a) = nullptr;
   // --- end KV-cache attention ---
 

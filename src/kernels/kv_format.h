@@ -37,6 +37,15 @@ struct KvQ4GroupView {
 // segment split at a multiple of it folds in the same steps, bit for bit (KvCache::attend_rows).
 inline constexpr int kAttnChunk = 64;
 
+// How a raw score q.k becomes the softmax's input: s = scale * q.k, then, when softcap > 0,
+// softcap * tanh(s / softcap) (Gemma 2's attention logit soft-capping). Built from a bare
+// scale where there is no cap.
+struct AttnScore {
+  float scale;
+  float softcap = 0.0f;
+  AttnScore(float s, float cap = 0.0f) : scale(s), softcap(cap) {}  // NOLINT(google-explicit-constructor)
+};
+
 // Online-softmax state of ONE query head, carried across the segments of the cache
 // a query attends to (sinks, then the window, which may wrap around its ring).
 struct AttnAccum {

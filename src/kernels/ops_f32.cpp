@@ -15,12 +15,12 @@ void rmsnorm_f32(const float* x, const float* w, float* y, int64_t n, float eps)
   }
 }
 
-void rope_angles(int64_t n_rot, const float* inv_freq, double pos, float* cs) {
+void rope_angles(int64_t n_rot, const float* inv_freq, double pos, float* cs, float mscale) {
   const int64_t half = n_rot / 2;
   for (int64_t i = 0; i < half; ++i) {
     const double theta = pos * double(inv_freq[i]);
-    cs[i] = float(std::cos(theta));
-    cs[half + i] = float(std::sin(theta));
+    cs[i] = float(std::cos(theta) * mscale);
+    cs[half + i] = float(std::sin(theta) * mscale);
   }
 }
 

@@ -19,8 +19,9 @@ inline constexpr int64_t kMaxRopeDims = 512;
 void rope_f32(float* x, int64_t n_rot, const float* inv_freq, double pos, bool neox);
 // rope_f32 in two steps, so that the heads of one token share the sin/cos work:
 // cs[i] = cos, cs[n_rot/2 + i] = sin of the angle of pair i (n_rot floats), then the
-// rotation of one head. Together they give exactly rope_f32's result.
-void rope_angles(int64_t n_rot, const float* inv_freq, double pos, float* cs);
+// rotation of one head. Together they give exactly rope_f32's result. mscale multiplies
+// cos and sin (LongRoPE's attn_factor; rope_f32 has none).
+void rope_angles(int64_t n_rot, const float* inv_freq, double pos, float* cs, float mscale = 1.0f);
 void rope_apply(float* x, int64_t n_rot, const float* cs, bool neox);
 
 // SwiGLU (out = silu(g) * u) is KernelTable::swiglu_f32.

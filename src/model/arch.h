@@ -40,6 +40,16 @@ extern const ArchDescriptor kArchLlama;
 // attention or FFN (a count of 0) are not supported.
 extern const ArchDescriptor kArchDeci;
 extern const ArchDescriptor kArchQwen2;
-extern const ArchDescriptor kArchGemma3;  // arch_gemma3.cpp
+// Gemma 2 and 3 (arch_gemma3.cpp, arch_gemma2.cpp): scaled embeddings, sliding-window local
+// layers with their own RoPE table, GeGLU, post-norms; soft-capping where the config has it.
+Result<void> gemma_family_forward(const Model& m, LayerOps& ops);
+extern const ArchDescriptor kArchGemma3;
+extern const ArchDescriptor kArchGemma2;
+// Over llama_family_forward, one file each: what their config and weights add.
+extern const ArchDescriptor kArchQwen3;    // arch_qwen3.cpp
+extern const ArchDescriptor kArchSmolLM3;  // arch_smollm3.cpp
+extern const ArchDescriptor kArchGranite;  // arch_granite.cpp
+extern const ArchDescriptor kArchMiniCPM;  // arch_granite.cpp
+extern const ArchDescriptor kArchPhi3;     // arch_phi3.cpp
 
 }  // namespace pllm

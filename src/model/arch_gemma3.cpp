@@ -44,24 +44,25 @@ Result<void> load_gemma3_weights(const GgufFile& f, const ModelConfig& c, ModelW
   return {};
 }
 
-Result<void> gemma3_forward(const Model& m, LayerOps& ops) {
+}  // namespace
+
+Result<void> gemma_family_forward(const Model& m, LayerOps& ops) {
   const ModelConfig& c = m.config();
   const ModelWeights& w = m.weights();
   PLLM_TRY(ops.embed(w.token_embd, std::sqrt(float(c.n_embd))));
   for (int l = 0; l < c.n_layer; ++l) {
     if (ops.cancelled()) return make_error(Status::cancelled, "cancelled");
     // Local layers see the last sliding_window positions (the KV cache gives them their own
-    // ring of that size) and use their own RoPE base.
+    // ring of that size) and use their own RoPE table.
     const float* inv_freq = c.is_local_layer(l) ? w.rope_inv_freq_local.data() : w.rope_inv_freq.data();
-    attention_block(ops, l, w.layers[size_t(l)], {c.attn_scale, RopeSpec{inv_freq, c.n_rot, /*neox=*/true}});
+    attention_block(ops, l, w.layers[size_t(l)],
+                    {AttnScore(c.attn_scale, c.attn_softcap), RopeSpec{inv_freq, c.n_rot, /*neox=*/true}});
     ffn_block(ops, l, w.layers[size_t(l)], c.n_ff_at(l), Glu::gelu_tanh);
   }
-  ops.head(w.output_norm, w.output);
+  ops.head(w.output_norm, w.output, {.softcap = c.final_softcap});
   return {};
 }
 
-}  // namespace
-
-const ArchDescriptor kArchGemma3 = {kArch, read_gemma3_config, load_gemma3_weights, gemma3_forward};
+const ArchDescriptor kArchGemma3 = {kArch, read_gemma3_config, load_gemma3_weights, gemma_family_forward};
 
 }  // namespace pllm

@@ -1,8 +1,9 @@
-// The llama-family transformer (llama, SmolLM2, TinyLlama, Llama 3.x; qwen2 reuses it):
-//   x = embed(token)
-//   per layer:  x += Wo · attention(rope(Wq·rmsnorm(x)), rope(Wk·…), Wv·…)
-//               x += Wdown · (silu(Wgate·rmsnorm(x)) * (Wup·rmsnorm(x)))
-//   logits = Wout · rmsnorm(x)
+// The llama-family transformer (llama, SmolLM2, TinyLlama, Llama 3.x; qwen2, qwen3, smollm3,
+// granite, minicpm and phi3 reuse it with what their config and weights add):
+//   x = embed(token) * embed_scale
+//   per layer:  x += residual_scale * Wo · attention(rope(Wq·rmsnorm(x)), rope(Wk·…), Wv·…)
+//               x += residual_scale * Wdown · (silu(Wgate·rmsnorm(x)) * (Wup·rmsnorm(x)))
+//   logits = logit_mul * Wout · rmsnorm(x)
 #include <cmath>
 
 #include "model/arch.h"
@@ -36,14 +37,13 @@ Result<void> llama_family_forward(const Model& m, LayerOps& ops) {
   const ModelConfig& c = m.config();
   const ModelWeights& w = m.weights();
   const float scale = c.attn_scale > 0.0f ? c.attn_scale : 1.0f / std::sqrt(float(c.head_dim));
-  const AttnBlockSpec attn{scale, RopeSpec{w.rope_inv_freq.data(), c.n_rot, c.rope_order == RopeOrder::neox}};
-  PLLM_TRY(ops.embed(w.token_embd, 1.0f));
+  PLLM_TRY(ops.embed(w.token_embd, c.embed_scale));
   for (int l = 0; l < c.n_layer; ++l) {
     if (ops.cancelled()) return make_error(Status::cancelled, "cancelled");
-    attention_block(ops, l, w.layers[size_t(l)], attn);
-    ffn_block(ops, l, w.layers[size_t(l)], c.n_ff_at(l), Glu::silu);
+    attention_block(ops, l, w.layers[size_t(l)], {scale, layer_rope(c, w, l), c.residual_scale});
+    ffn_block(ops, l, w.layers[size_t(l)], c.n_ff_at(l), Glu::silu, c.residual_scale);
   }
-  ops.head(w.output_norm, w.output);
+  ops.head(w.output_norm, w.output, {.mul = c.logit_mul});
   return {};
 }
 

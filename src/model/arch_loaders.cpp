@@ -36,13 +36,34 @@ Result<void> load_attention(const GgufFile& f, const ModelConfig& c, int layer, 
                             const AttnTensors& t) {
   const std::string p = layer_prefix(layer);
   const int E = c.n_embd;
+  const int QD = c.q_dim(), KD = c.kv_dim();
   PLLM_ASSIGN(L.attn_norm, get_vector(f, p + "attn_norm.weight", E));
-  PLLM_ASSIGN(L.wq, get_matrix(f, p + "attn_q.weight", c.q_dim(), E));
-  PLLM_ASSIGN(L.wk, get_matrix(f, p + "attn_k.weight", c.kv_dim(), E));
-  PLLM_ASSIGN(L.wv, get_matrix(f, p + "attn_v.weight", c.kv_dim(), E));
-  PLLM_ASSIGN(L.bq, get_vector_as(f, t.qkv_bias, p + "attn_q.bias", c.q_dim()));
-  PLLM_ASSIGN(L.bk, get_vector_as(f, t.qkv_bias, p + "attn_k.bias", c.kv_dim()));
-  PLLM_ASSIGN(L.bv, get_vector_as(f, t.qkv_bias, p + "attn_v.bias", c.kv_dim()));
+  if (f.tensor(p + "attn_qkv.weight")) {
+    // One fused [q_dim + 2 kv_dim] tensor (phi3; any file llama.cpp's create_tensor_qkv reads):
+    // its three row ranges are the three products, and a fused bias splits the same way.
+    PLLM_ASSIGN(Matrix qkv, get_matrix(f, p + "attn_qkv.weight", QD + 2 * int64_t(KD), E));
+    L.wq = row_slice(qkv, 0, QD);
+    L.wk = row_slice(qkv, QD, KD);
+    L.wv = row_slice(qkv, QD + KD, KD);
+    PLLM_ASSIGN(const float* b, get_vector_as(f, t.qkv_bias, p + "attn_qkv.bias", QD + 2 * int64_t(KD)));
+    if (b) {
+      L.bq = b;
+      L.bk = b + QD;
+      L.bv = b + QD + KD;
+    }
+  } else {
+    PLLM_ASSIGN(L.wq, get_matrix(f, p + "attn_q.weight", QD, E));
+    PLLM_ASSIGN(L.wk, get_matrix(f, p + "attn_k.weight", KD, E));
+    PLLM_ASSIGN(L.wv, get_matrix(f, p + "attn_v.weight", KD, E));
+  }
+  if (!L.bq) {
+    PLLM_ASSIGN(L.bq, get_vector_as(f, t.qkv_bias, p + "attn_q.bias", QD));
+    PLLM_ASSIGN(L.bk, get_vector_as(f, t.qkv_bias, p + "attn_k.bias", KD));
+    PLLM_ASSIGN(L.bv, get_vector_as(f, t.qkv_bias, p + "attn_v.bias", KD));
+    if (!L.bq != !L.bk || !L.bq != !L.bv)
+      return make_error(Status::bad_format, f.path() + ": layer " + std::to_string(layer) +
+                                                " has some of the attn_q/k/v biases but not all three");
+  }
   PLLM_ASSIGN(L.attn_q_norm, get_vector_as(f, t.q_k_norm, p + "attn_q_norm.weight", c.head_dim));
   PLLM_ASSIGN(L.attn_k_norm, get_vector_as(f, t.q_k_norm, p + "attn_k_norm.weight", c.head_dim));
   PLLM_ASSIGN(L.wo, get_matrix(f, p + "attn_output.weight", E, c.q_dim()));
@@ -56,8 +77,14 @@ Result<void> load_gated_ffn(const GgufFile& f, const ModelConfig& c, int layer, 
   const std::string p = layer_prefix(layer);
   const int E = c.n_embd, F = c.n_ff_at(layer);
   PLLM_ASSIGN(L.ffn_norm, get_vector(f, p + "ffn_norm.weight", E));
-  PLLM_ASSIGN(L.w_gate, get_matrix(f, p + "ffn_gate.weight", F, E));
-  PLLM_ASSIGN(L.w_up, get_matrix(f, p + "ffn_up.weight", F, E));
+  if (t.fused_gate_up) {  // ffn_up [2 n_ff x n_embd]: the gate's rows, then the up rows
+    PLLM_ASSIGN(Matrix gu, get_matrix(f, p + "ffn_up.weight", 2 * int64_t(F), E));
+    L.w_gate = row_slice(gu, 0, F);
+    L.w_up = row_slice(gu, F, F);
+  } else {
+    PLLM_ASSIGN(L.w_gate, get_matrix(f, p + "ffn_gate.weight", F, E));
+    PLLM_ASSIGN(L.w_up, get_matrix(f, p + "ffn_up.weight", F, E));
+  }
   PLLM_ASSIGN(L.w_down, get_matrix(f, p + "ffn_down.weight", E, F));
   PLLM_ASSIGN(L.b_down, get_vector_as(f, t.down_bias, p + "ffn_down.bias", E));
   PLLM_ASSIGN(L.post_ffn_norm, get_vector_as(f, t.post_norm, p + "post_ffw_norm.weight", E));
@@ -85,7 +112,26 @@ std::vector<float> rope_inv_freq(float base, int n_rot, float linear_scale, cons
 }
 
 Result<const float*> load_rope_factors(const GgufFile& f, const ModelConfig& c) {
+  if (c.longrope)
+    return make_error(Status::unsupported, f.path() + ": LongRoPE scaling is not supported for " + c.arch);
   return get_vector_as(f, Presence::optional, "rope_freqs.weight", c.n_rot / 2);
+}
+
+Result<void> load_longrope(const GgufFile& f, const ModelConfig& c, ModelWeights& w) {
+  PLLM_ASSIGN(const float* shrt, get_vector_as(f, Presence::optional, "rope_factors_short.weight", c.n_rot / 2));
+  PLLM_ASSIGN(const float* lng, get_vector_as(f, Presence::optional, "rope_factors_long.weight", c.n_rot / 2));
+  if (!shrt != !lng)
+    return make_error(Status::bad_format, f.path() + ": rope_factors_short and rope_factors_long come together");
+  if (f.tensor("rope_freqs.weight"))
+    return make_error(Status::bad_format, f.path() + ": rope_freqs.weight beside LongRoPE factors");
+  w.rope_inv_freq = rope_inv_freq(c.rope_base, c.n_rot, c.rope_linear_scale, shrt);
+  if (lng) {
+    if (c.rope_orig_ctx <= 0)
+      return make_error(Status::bad_format, f.path() + ": rope_factors_long without " + c.arch +
+                                                ".rope.scaling.original_context_length");
+    w.rope_inv_freq_long = rope_inv_freq(c.rope_base, c.n_rot, c.rope_linear_scale, lng);
+  }
+  return {};
 }
 
 }  // namespace pllm

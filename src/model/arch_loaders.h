@@ -32,14 +32,16 @@ struct AttnTensors {
 struct FfnTensors {
   Presence down_bias = Presence::absent;  // ffn_down.bias [n_embd]
   Presence post_norm = Presence::absent;  // post_ffw_norm [n_embd]: RMSNorm of the output
+  bool fused_gate_up = false;  // phi3: one ffn_up [2 n_ff x n_embd] holds the gate, then up
 };
 
 // token_embd [n_vocab x n_embd] (n_vocab: its rows), output_norm [n_embd], and output
 // [n_vocab x n_embd], or the embedding itself when the file has no output (tied).
 Result<void> load_embeddings(const GgufFile& f, const ModelConfig& c, ModelWeights& w);
 
-// Layer `layer`'s attn_norm [n_embd], attn_q [q_dim x n_embd], attn_k, attn_v [kv_dim x n_embd],
-// attn_output [n_embd x q_dim] and the tensors of `t`, into L.
+// Layer `layer`'s attn_norm [n_embd], attn_q [q_dim x n_embd], attn_k, attn_v [kv_dim x n_embd]
+// (or one fused attn_qkv [q_dim + 2 kv_dim x n_embd], read as the three), attn_output
+// [n_embd x q_dim] and the tensors of `t`, into L.
 Result<void> load_attention(const GgufFile& f, const ModelConfig& c, int layer, LayerWeights& L,
                             const AttnTensors& t);
 
@@ -57,7 +59,12 @@ Result<void> load_layers(const GgufFile& f, const ModelConfig& c, ModelWeights& 
 std::vector<float> rope_inv_freq(float base, int n_rot, float linear_scale, const float* factors = nullptr);
 
 // rope_freqs.weight [n_rot / 2], the per-frequency divisors Llama 3.x files carry, when the
-// file has it; null otherwise.
+// file has it; null otherwise. An error for a LongRoPE file (c.longrope).
 Result<const float*> load_rope_factors(const GgufFile& f, const ModelConfig& c);
+
+// LongRoPE (phi3): w.rope_inv_freq from rope_factors_short [n_rot / 2] and, when the file has
+// rope_factors_long, w.rope_inv_freq_long (c.rope_orig_ctx must then be set). Without
+// factors, plain frequencies.
+Result<void> load_longrope(const GgufFile& f, const ModelConfig& c, ModelWeights& w);
 
 }  // namespace pllm

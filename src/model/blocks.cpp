@@ -6,17 +6,27 @@ void attention_block(LayerOps& ops, int l, const LayerWeights& L, const AttnBloc
   ops.norm("attn_norm", l, Act::x, L.attn_norm, Act::h);
   ops.project("qkv", l, {{&L.wq, Act::q}, {&L.wk, Act::k}, {&L.wv, Act::v}}, Act::h);
   ops.qkv_to_cache(l, QkvSpec{L.bq, L.bk, L.bv, L.attn_q_norm, L.attn_k_norm, s.rope});
-  ops.attend(l, s.scale, s.rope);
+  ops.attend(l, s.score, s.rope);
   ops.project("attn_out", l, {{&L.wo, Act::proj}}, Act::att);
-  ops.residual(l, Act::proj, L.bo, L.post_attn_norm);
+  ops.residual(l, Act::proj, L.bo, L.post_attn_norm, s.residual_scale);
 }
 
-void ffn_block(LayerOps& ops, int l, const LayerWeights& L, int n_ff, Glu glu) {
+void ffn_block(LayerOps& ops, int l, const LayerWeights& L, int n_ff, Glu glu, float residual_scale) {
   ops.norm("ffn_norm", l, Act::x, L.ffn_norm, Act::h);
   ops.project("gate_up", l, {{&L.w_gate, Act::gate}, {&L.w_up, Act::up}}, Act::h);
   ops.glu(l, glu, n_ff);
   ops.project("ffn_down", l, {{&L.w_down, Act::proj}}, Act::gate);
-  ops.residual(l, Act::proj, L.b_down, L.post_ffn_norm);
+  ops.residual(l, Act::proj, L.b_down, L.post_ffn_norm, residual_scale);
+}
+
+RopeSpec layer_rope(const ModelConfig& c, const ModelWeights& w, int l) {
+  RopeSpec r{w.rope_inv_freq.data(), c.has_rope(l) ? c.n_rot : 0, c.rope_order == RopeOrder::neox};
+  r.mscale = c.rope_attn_factor;
+  if (!w.rope_inv_freq_long.empty()) {
+    r.inv_freq_long = w.rope_inv_freq_long.data();
+    r.long_above = c.rope_orig_ctx;
+  }
+  return r;
 }
 
 }  // namespace pllm

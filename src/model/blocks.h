@@ -8,8 +8,9 @@ namespace pllm {
 
 // How one layer's attention block differs between architectures.
 struct AttnBlockSpec {
-  float scale;      // multiplies q·k before the softmax
-  RopeSpec rope;    // the layer's RoPE (frequencies differ on gemma3's local layers)
+  AttnScore score;  // q·k times its scale (then soft-capped: gemma2) before the softmax
+  RopeSpec rope;    // the layer's RoPE (frequencies differ on gemma3's local layers; n_rot 0: none)
+  float residual_scale = 1.0f;  // multiplies the block's output (granite)
 };
 
 // x += Wo · attention(rope(Wq·h), rope(Wk·h), Wv·h) with h = rmsnorm(x) * attn_norm; biases,
@@ -17,6 +18,10 @@ struct AttnBlockSpec {
 void attention_block(LayerOps& ops, int l, const LayerWeights& L, const AttnBlockSpec& s);
 // x += Wdown · (act(Wgate·h) * (Wup·h)) with h = rmsnorm(x) * ffn_norm; the post-FFN norm
 // when the layer has one.
-void ffn_block(LayerOps& ops, int l, const LayerWeights& L, int n_ff, Glu glu);
+void ffn_block(LayerOps& ops, int l, const LayerWeights& L, int n_ff, Glu glu, float residual_scale = 1.0f);
+
+// The RoPE of layer l of a model with one set of frequencies (every arch but gemma3's local
+// layers): none on NoPE layers (c.has_rope), LongRoPE's tables and attn_factor when loaded.
+RopeSpec layer_rope(const ModelConfig& c, const ModelWeights& w, int l);
 
 }  // namespace pllm

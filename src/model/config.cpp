@@ -94,6 +94,10 @@ Result<ModelConfig> read_transformer_config(const GgufFile& f, const std::string
     if (!(factor >= 1.0))
       return make_error(Status::bad_format, f.path() + ": rope.scaling.factor must be >= 1");
     c.rope_linear_scale = static_cast<float>(factor);
+  } else if (scaling == "longrope") {
+    // The factors are tensors (rope_factors_long / _short): an architecture that reads them
+    // loads them (load_longrope); the others reject the file (load_rope_factors).
+    c.longrope = true;
   } else if (scaling != "none" && !scaling.empty()) {
     return make_error(Status::unsupported,
                       f.path() + ": rope scaling type '" + scaling + "' is not supported");
@@ -107,9 +111,13 @@ Result<float> read_positive_or(const GgufFile& f, const ModelConfig& c, const st
   return static_cast<float>(v);
 }
 
-Result<void> read_sliding_window(const GgufFile& f, ModelConfig& c, int default_pattern) {
+Result<void> read_sliding_window(const GgufFile& f, ModelConfig& c, int default_pattern, int default_window,
+                                 double default_local_base) {
   const std::string p = c.arch + ".";
-  PLLM_ASSIGN(uint64_t window, f.get_u64(p + "attention.sliding_window"));
+  uint64_t window = uint64_t(default_window);
+  if (default_window == 0 || f.find(p + "attention.sliding_window")) {
+    PLLM_ASSIGN(window, f.get_u64(p + "attention.sliding_window"));
+  }
   if (window == 0 || window > (1u << 24))
     return make_error(Status::bad_format, f.path() + ": attention.sliding_window out of range");
   c.sliding_window = static_cast<int>(window);
@@ -122,7 +130,7 @@ Result<void> read_sliding_window(const GgufFile& f, ModelConfig& c, int default_
       return make_error(Status::bad_format, f.path() + ": attention.sliding_window_pattern out of range");
     c.swa_pattern = static_cast<int>(pat);
   }
-  PLLM_ASSIGN(c.rope_base_local, read_positive_or(f, c, "rope.freq_base_swa", 10000.0));
+  PLLM_ASSIGN(c.rope_base_local, read_positive_or(f, c, "rope.freq_base_swa", default_local_base));
   return {};
 }
 

@@ -39,6 +39,28 @@ struct ModelConfig {
   float rope_base_local = 10000.0f;  // {arch}.rope.freq_base_swa (gemma3: 10000)
   bool is_local_layer(int l) const { return sliding_window > 0 && swa_pattern > 0 && (l + 1) % swa_pattern != 0; }
 
+  // Scales of the granite / minicpm graph (1: none): the embedding is multiplied by
+  // embed_scale, every block's output by residual_scale before it joins the residual stream,
+  // and the logits by logit_mul (granite's 1 / logit_scale).
+  float embed_scale = 1.0f;
+  float residual_scale = 1.0f;
+  float logit_mul = 1.0f;
+  // Layers without RoPE: every no_rope_step-th one ((l + 1) % no_rope_step == 0, SmolLM3's
+  // NoPE layers), or all of them (rope_off: granite's rope.scaling.finetuned = false).
+  int no_rope_step = 0;
+  bool rope_off = false;
+  bool has_rope(int l) const { return !rope_off && (no_rope_step == 0 || (l + 1) % no_rope_step != 0); }
+  // LongRoPE (phi3): the rope_factors_long table replaces rope_factors_short in a session
+  // whose context is longer than rope_orig_ctx; rotated dims are multiplied by
+  // rope_attn_factor ({arch}.rope.scaling.attn_factor; 1 when absent).
+  // Gemma 2's soft-capping (0: none): attention scores become attn_softcap * tanh(s /
+  // attn_softcap) after scaling, logits final_softcap * tanh(z / final_softcap).
+  float attn_softcap = 0.0f;
+  float final_softcap = 0.0f;
+  bool longrope = false;  // {arch}.rope.scaling.type = "longrope"
+  int rope_orig_ctx = 0;
+  float rope_attn_factor = 1.0f;
+
   int n_ff_at(int l) const { return n_ff_layer[size_t(l)]; }
   bool n_ff_uniform() const;  // every layer has the same feed-forward size
   int q_dim() const { return n_head * head_dim; }
@@ -50,10 +72,11 @@ struct ModelConfig {
 // architecture adds (e.g. the sliding window below) its arch file reads after this.
 Result<ModelConfig> read_transformer_config(const GgufFile& f, const std::string& arch);
 
-// Sliding-window attention ("{arch}.attention.sliding_window", required; the pattern and the
-// local RoPE base "{arch}.rope.freq_base_swa" when present, else default_pattern and 10000).
-// A per-layer pattern (an array) is not supported.
-Result<void> read_sliding_window(const GgufFile& f, ModelConfig& c, int default_pattern);
+// Sliding-window attention ("{arch}.attention.sliding_window", required unless default_window
+// > 0; the pattern and the local RoPE base "{arch}.rope.freq_base_swa" when present, else
+// default_pattern and default_local_base). A per-layer pattern (an array) is not supported.
+Result<void> read_sliding_window(const GgufFile& f, ModelConfig& c, int default_pattern, int default_window = 0,
+                                 double default_local_base = 10000.0);
 
 // "{c.arch}.<key>" as a float > 0, or dflt when absent; an error naming the key otherwise.
 Result<float> read_positive_or(const GgufFile& f, const ModelConfig& c, const std::string& key, double dflt);

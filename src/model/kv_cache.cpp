@@ -305,7 +305,7 @@ void KvCache::store(int l, int pos, const float* k, const float* v) {
 // (q4) split further into quantised groups and the f16 tail; for the n_q query heads sharing
 // kv_head (q + j * head_dim, a[j]) in one kernel call per piece, so the piece is read once.
 void KvCache::attend_range(const Layer& L, int pos, int lo, int hi, int kv_head, int n_q, const float* q,
-                           float scale, AttnAccum* a) const {
+                           AttnScore scale, AttnAccum* a) const {
   if (hi <= lo) return;
   const KernelTable& kt = kernels();
   const int hd = head_dim_;
@@ -400,7 +400,7 @@ int KvCache::n_visible(int l, int pos) const {
   return std::min(L.sinks, pos + 1) + std::max(0, pos + 1 - std::max(window_lo(L, pos), L.sinks));
 }
 
-void KvCache::attend_rows(int l, int pos0, int n_rows, int kv_head, int n_q, const float* q, float scale,
+void KvCache::attend_rows(int l, int pos0, int n_rows, int kv_head, int n_q, const float* q, AttnScore scale,
                           const RopeSpec& rope, AttnAccum* a) const {
   const Layer& L = layers_[size_t(l)];
   const size_t hq = size_t(n_q) * size_t(head_dim_);
@@ -421,7 +421,7 @@ void KvCache::attend_rows(int l, int pos0, int n_rows, int kv_head, int n_q, con
     attend_range(L, pos0 + r, S + m, pos0 + r + 1, kv_head, n_q, q + size_t(r) * hq, scale, a + r * n_q);
 }
 
-void KvCache::attend_part(int l, int pos, int kv_head, int n_q, const float* q, float scale, const RopeSpec& rope,
+void KvCache::attend_part(int l, int pos, int kv_head, int n_q, const float* q, AttnScore scale, const RopeSpec& rope,
                           int part, int n_parts, AttnAccum* a) const {
   const Layer& L = layers_[size_t(l)];
   const int lo = window_lo(L, pos);
@@ -436,7 +436,7 @@ void KvCache::attend_part(int l, int pos, int kv_head, int n_q, const float* q, 
       alignas(64) float qr[kMaxGroup * 256];
       std::memcpy(qr, q, size_t(n_q) * size_t(head_dim_) * sizeof(float));
       for (int j = 0; j < n_q; ++j)
-        rope_f32(qr + size_t(j) * size_t(head_dim_), rope.n_rot, rope.inv_freq, -double(lo - L.sinks), rope.neox);
+        rope_f32(qr + size_t(j) * size_t(head_dim_), rope.n_rot, rope.table(n_ctx_), -double(lo - L.sinks), rope.neox);
       attend_range(L, pos, b, hi, kv_head, n_q, qr, scale, a);
     } else {
       attend_range(L, pos, b, hi, kv_head, n_q, q, scale, a);

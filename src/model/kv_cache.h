@@ -63,8 +63,13 @@ void merge_accum(AttnAccum& into, const AttnAccum& from, int head_dim);
 // How a layer's query heads are rotated (to re-place the sinks before the window).
 struct RopeSpec {
   const float* inv_freq;  // [n_rot / 2]
-  int n_rot;
+  int n_rot;              // 0: no rotation (a NoPE layer)
   bool neox;
+  float mscale = 1.0f;    // multiplies cos and sin (LongRoPE's attn_factor)
+  // LongRoPE: the table of a sequence whose context (its cache's n_ctx) exceeds long_above.
+  const float* inv_freq_long = nullptr;
+  int long_above = 0;
+  const float* table(int n_ctx) const { return inv_freq_long && n_ctx > long_above ? inv_freq_long : inv_freq; }
 };
 
 class KvCache {
@@ -104,7 +109,7 @@ class KvCache {
   // head kv_head fold slice `part` of `n_parts` equal slices of the visible positions into
   // a[j] (attn_accum_init'ed by the caller). Slices merge with merge_accum.
   static constexpr int kMaxGroup = 16;
-  void attend_part(int l, int pos, int kv_head, int n_q, const float* q, float scale, const RopeSpec& rope,
+  void attend_part(int l, int pos, int kv_head, int n_q, const float* q, AttnScore scale, const RopeSpec& rope,
                    int part, int n_parts, AttnAccum* a) const;
   // attend_part(l, pos0 + r, kv_head, n_q, q + r * n_q * head_dim, ..., 0, 1, a + r * n_q) for
   // the n_rows consecutive positions pos0 .. pos0 + n_rows - 1 of a prompt (n_rows * n_q <=
@@ -112,7 +117,7 @@ class KvCache {
   // whole chunks of the online softmax (drivers/online_softmax.h) shared, so every row's chunk
   // boundaries and sums stay its own call's. Plain f16 / f32 caches without a window; the
   // others fall back to one attend_part per row.
-  void attend_rows(int l, int pos0, int n_rows, int kv_head, int n_q, const float* q, float scale,
+  void attend_rows(int l, int pos0, int n_rows, int kv_head, int n_q, const float* q, AttnScore scale,
                    const RopeSpec& rope, AttnAccum* a) const;
   // Positions a query at pos sees in layer l.
   int n_visible(int l, int pos) const;
@@ -197,7 +202,7 @@ class KvCache {
   // quantised groups: the group it is in is incomplete for it, whatever the batch stored.
   static int q4_tail_for(const Layer& L, int pos);
   // Positions [lo, hi), all in one storage area, for n_q query heads (q + j * head_dim, a[j]).
-  void attend_range(const Layer& L, int pos, int lo, int hi, int kv_head, int n_q, const float* q, float scale,
+  void attend_range(const Layer& L, int pos, int lo, int hi, int kv_head, int n_q, const float* q, AttnScore scale,
                     AttnAccum* a) const;
 
   KvType type_;

@@ -35,6 +35,13 @@ struct QkvSpec {
   RopeSpec rope;
 };
 
+// What becomes of the logits after the output product: z = softcap > 0 ? softcap *
+// tanh(mul * z / softcap) : mul * z (granite's 1 / logit_scale; gemma2's final soft-capping).
+struct HeadSpec {
+  float mul = 1.0f;
+  float softcap = 0.0f;
+};
+
 class LayerOps {
  public:
   virtual ~LayerOps() = default;
@@ -51,14 +58,14 @@ class LayerOps {
   virtual void qkv_to_cache(int l, const QkvSpec& s) = 0;
   // att = attention of each row's query heads over what its position sees in its own
   // sequence's cache at layer l (the cache re-rotates sinks with `rope`).
-  virtual void attend(int l, float scale, const RopeSpec& rope) = 0;
+  virtual void attend(int l, AttnScore score, const RopeSpec& rope) = 0;
   // gate = act(gate) * up over the layer's n_ff columns.
   virtual void glu(int l, Glu kind, int n_ff) = 0;
-  // x += from + bias, or x += rmsnorm(from + bias) * post_norm when post_norm is set
-  // (bias, post_norm: [n_embd] or null).
-  virtual void residual(int l, Act from, const float* bias, const float* post_norm) = 0;
-  // The logits of the rows that want them: out · (rmsnorm(x) * norm).
-  virtual void head(const float* norm, const Matrix& out) = 0;
+  // x += y * scale with y = from + bias, or y = rmsnorm(from + bias) * post_norm when
+  // post_norm is set (bias, post_norm: [n_embd] or null; scale: granite's residual_scale, else 1).
+  virtual void residual(int l, Act from, const float* bias, const float* post_norm, float scale) = 0;
+  // The logits of the rows that want them: out · (rmsnorm(x) * norm), then as `spec` says.
+  virtual void head(const float* norm, const Matrix& out, const HeadSpec& spec) = 0;
 };
 
 }  // namespace pllm

@@ -51,6 +51,7 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;    // [n_layer]
   std::vector<float> rope_inv_freq;    // [n_rot/2]: base^(-2i/n_rot) / rope_freqs[i]
   std::vector<float> rope_inv_freq_local;  // [n_rot/2] for sliding-window layers (gemma3), else empty
+  std::vector<float> rope_inv_freq_long;   // [n_rot/2] LongRoPE's long-context table (phi3), else empty
 };
 
 struct ArchDescriptor;

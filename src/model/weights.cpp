@@ -35,6 +35,13 @@ Result<Matrix> get_matrix(const GgufFile& f, const std::string& name, int64_t ro
   return m;
 }
 
+Matrix row_slice(const Matrix& m, int64_t first, int64_t n) {
+  Matrix s = m;
+  s.data = m.row(first);
+  s.rows = n;
+  return s;
+}
+
 const uint8_t* file_row(const Matrix& m, int64_t r, uint8_t* buf) {
   if (!m.panels) return m.row(r);
   unpack_panel_row(m.type, m.panel(r / kPanelRows), m.cols, int(r % kPanelRows), buf);

@@ -45,6 +45,9 @@ const uint8_t* file_row(const Matrix& m, int64_t r, uint8_t* buf);
 // Looks up `name`, checks its shape is exactly [cols, rows] and that the kernels support
 // its type. Errors name the tensor and the file.
 Result<Matrix> get_matrix(const GgufFile& f, const std::string& name, int64_t rows, int64_t cols);
+// Rows [first, first + n) of m (file layout) as a matrix of its own: a fused tensor
+// (attn_qkv, phi3's gate‖up ffn_up) read as the products it holds.
+Matrix row_slice(const Matrix& m, int64_t first, int64_t n);
 // A 1-D F32 vector of n elements (norm weights, biases).
 Result<const float*> get_vector(const GgufFile& f, const std::string& name, int64_t n);
 

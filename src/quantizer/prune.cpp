@@ -241,6 +241,11 @@ Result<PrunePlan> plan_prune(const Model& model, const PruneOptions& opts) {
   PLLM_TRY(check_compensation(model, opts));
   const ModelConfig& c = model.config();
   const ModelWeights& w = model.weights();
+  // The pruned file is written tensor by tensor under these archs' names and keys; the others
+  // (fused tensors, scales tied to sizes) are not handled yet.
+  if (c.arch != "llama" && c.arch != "deci" && c.arch != "qwen2" && c.arch != "gemma3")
+    return make_error(Status::unsupported, "prune: the " + c.arch + " architecture is not supported yet "
+                                           "(llama, deci, qwen2, gemma3 are)");
   PrunePlan plan;
   plan.from_activations = opts.stats != nullptr;
   plan.group = c.n_head / c.n_head_kv;

@@ -156,7 +156,7 @@ Cache build(Fmt fmt, int hd, int n, const std::vector<float>& rk, const std::vec
 
 // Folds tokens [s0, s1) of head 1 into a[0..n_q) (query j at q + j * hd); returns the
 // number of online-softmax chunks.
-int run_seg(const KernelTable& T, const Cache& C, const float* q, int n_q, float scale, int s0, int s1,
+int run_seg(const KernelTable& T, const Cache& C, const float* q, int n_q, AttnScore scale, int s0, int s1,
             AttnAccum* a) {
   const int hd = C.hd;
   const size_t row = 2 * size_t(hd), off = size_t(s0) * row + hd;
@@ -182,7 +182,7 @@ int run_seg(const KernelTable& T, const Cache& C, const float* q, int n_q, float
 }
 
 // Runs the segments [cuts[i], cuts[i+1]) into n_q states; out = finish, head j at j * hd.
-std::vector<float> run(const KernelTable& T, const Cache& C, const float* q, int n_q, float scale,
+std::vector<float> run(const KernelTable& T, const Cache& C, const float* q, int n_q, AttnScore scale,
                        const std::vector<int>& cuts, int* chunks) {
   std::vector<AttnAccum> a(static_cast<size_t>(n_q));
   for (AttnAccum& x : a) attn_accum_init(x, C.hd);
@@ -351,6 +351,50 @@ void sweep(const KernelTable& T, const KernelTable& S, Fmt fmt) {
         }
     std::printf("[ %s %s n_q=%d ] max |err|/tol %.3g\n", isa_name(T.isa), fmt_name(fmt), n_q, worst);
   }
+}
+
+// Gemma 2's soft-capping (AttnScore::softcap): each format against the scalar twin, the f32
+// format against an f64 reference of the capped softmax, and the cap must matter here.
+TEST_P(KvIsa, SoftcapMatchesScalarTwinAndReference) {
+  std::mt19937 rng(77 + int(table_->isa));
+  const int hd = 128, n_q = 3;
+  const AttnScore capped(0.25f, 3.0f);  // scaled scores ~N(0, 2.8): deep in tanh's bend
+  for (Fmt fmt : {Fmt::f32, Fmt::f16, Fmt::q8, Fmt::q4})
+    for (int n : {1, 33, 200}) {
+      Data D = make_raw(hd, n, Pat::random, rng);
+      const Cache C = build(fmt, hd, n, D.k, D.v);
+      int ch = 0;
+      const std::vector<int> cuts{0, n / 3, n};
+      const std::vector<float> got = run(*table_, C, D.q.data(), n_q, capped, cuts, &ch);
+      const std::vector<float> twin = run(*scalar_, C, D.q.data(), n_q, capped, cuts, &ch);
+      const std::vector<float> plain = run(*scalar_, C, D.q.data(), n_q, 0.25f, cuts, &ch);
+      double rms = 0.0, diff_plain = 0.0;
+      for (size_t i = 0; i < twin.size(); ++i) rms += double(twin[i]) * twin[i];
+      rms = std::sqrt(rms / double(twin.size()));
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_NEAR(got[i], twin[i], 2e-5 * (rms + std::fabs(twin[i])))
+            << isa_name(table_->isa) << " " << fmt_name(fmt) << " n=" << n << " i=" << i;
+        diff_plain = std::max(diff_plain, std::fabs(double(twin[i]) - plain[i]));
+      }
+      if (n > 1) EXPECT_GT(diff_plain, 0.05 * rms) << fmt_name(fmt) << " n=" << n << ": the cap changed nothing";
+      if (fmt != Fmt::f32) continue;
+      for (int j = 0; j < n_q; ++j) {  // f64: s = 3 tanh(0.25 q.k / 3) over head 1's keys, softmax, values
+        std::vector<double> s(static_cast<size_t>(n));
+        double m = -INFINITY, l = 0.0;
+        for (int t = 0; t < n; ++t) {
+          double dot = 0.0;
+          for (int c = 0; c < hd; ++c) dot += double(D.q[size_t(j) * hd + c]) * C.kd[size_t(t) * hd + c];
+          s[size_t(t)] = 3.0 * std::tanh(0.25 * dot / 3.0);
+          m = std::max(m, s[size_t(t)]);
+        }
+        for (int t = 0; t < n; ++t) l += std::exp(s[size_t(t)] - m);
+        for (int c = 0; c < hd; ++c) {
+          double o = 0.0;
+          for (int t = 0; t < n; ++t) o += std::exp(s[size_t(t)] - m) / l * C.vd[size_t(t) * hd + c];
+          ASSERT_NEAR(twin[size_t(j) * hd + c], o, 1e-5 * (rms + std::fabs(o))) << "n=" << n << " head " << j;
+        }
+      }
+    }
 }
 
 TEST_P(KvIsa, F32) { sweep(*table_, *scalar_, Fmt::f32); }

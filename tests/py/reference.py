@@ -29,6 +29,22 @@ The model (what llama.cpp computes for these archs):
     logits = (rmsnorm(x) * output_norm) @ Wout.T      (Wout = token_embd when output.weight is absent)
     rmsnorm(x) = x / sqrt(mean(x^2) + eps)
 
+Variants of that block (llama.cpp's src/models/<arch>.cpp):
+    qwen3:   NEOX RoPE, per-head rmsnorm of q and k (attn_q_norm / attn_k_norm) before RoPE
+    smollm3: no RoPE on layers with (il + 1) % 4 == 0; no rope_freqs
+    granite, minicpm: x = embed * embedding_scale; each block's output (attention after Wo,
+             FFN after Wd) times residual_scale before it is added; q.k times attention.scale;
+             logits / logit_scale (minicpm defaults: 12, 1.4 / sqrt(n_layer), n_embd / 256)
+    phi3:    attn_qkv holds the q, k, v rows; ffn_up holds the gate rows then the up rows;
+             NEOX RoPE over the first rope.dimension_count dims, frequencies divided by
+             rope_factors_long when the context exceeds rope.scaling.original_context_length,
+             else by rope_factors_short; cos and sin times rope.scaling.attn_factor
+
+Gemma 2 is the Gemma 3 below without q/k norms, with the local layers' RoPE base equal to
+the global one (unless rope.freq_base_swa), the linear scaling on both, scores soft-capped
+after scaling (s -> 50 tanh(s / 50), attn_logit_softcapping) and logits too (30,
+final_logit_softcapping), window 4096 and pattern 2 by default.
+
 Gemma 3 (what llama.cpp's gemma3 graph and HF Gemma3 compute; the GGUF norm weights
 already hold Gemma's 1 + w):
     x = token_embd[ids] * sqrt(n_embd)
@@ -88,7 +104,9 @@ from pathlib import Path
 
 import numpy as np
 
-SUPPORTED_ARCHS = {"llama": "normal", "deci": "normal", "qwen2": "neox", "gemma3": "neox"}
+SUPPORTED_ARCHS = {"llama": "normal", "deci": "normal", "qwen2": "neox", "gemma3": "neox",
+                   "qwen3": "neox", "smollm3": "normal", "granite": "normal", "minicpm": "normal",
+                   "phi3": "neox", "gemma2": "neox"}
 FLOAT_TYPES = {"F32", "F16", "BF16"}
 K_TYPES = {"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"}
 # Weight types with W4A16 kernels (fp16 activations); the rest keep f32 activations.
@@ -117,6 +135,16 @@ class HParams:
     rope_base_local: float = 10000.0
     rope_linear: float = 1.0
     n_ff_layers: list = None      # per layer ({arch}.feed_forward_length may be an array)
+    # the llama block's variants (module doc)
+    no_rope_step: int = 0         # smollm3: no RoPE where (il + 1) % step == 0
+    embed_scale: float = 1.0      # granite / minicpm
+    residual_scale: float = 1.0
+    logit_mul: float = 1.0
+    attn_scale: float = 0.0       # 0: 1 / sqrt(head_dim)
+    attn_factor: float = 1.0      # phi3 LongRoPE: rotated dims times this
+    orig_ctx: int = 0             # phi3 LongRoPE: long factors for a context above this
+    attn_softcap: float = 0.0     # gemma2: scores -> cap * tanh(s / cap)
+    final_softcap: float = 0.0    # gemma2: logits -> cap * tanh(z / cap)
 
 
 def _field(reader, key, default=None):
@@ -192,15 +220,55 @@ class Reference:
             self.hp.sliding_window = int(_field(reader, f"{a}.attention.sliding_window"))
             self.hp.swa_pattern = int(_field(reader, f"{a}.attention.sliding_window_pattern", 6))
             self.hp.rope_base_local = float(_field(reader, f"{a}.rope.freq_base_swa", 10000.0))
+        if arch == "gemma2":  # llama.cpp's defaults: window 4096, pattern 2, one RoPE base, caps 50 / 30
+            self.hp.sliding_window = int(_field(reader, f"{a}.attention.sliding_window", 4096))
+            self.hp.swa_pattern = int(_field(reader, f"{a}.attention.sliding_window_pattern", 2))
+            self.hp.rope_base_local = float(_field(reader, f"{a}.rope.freq_base_swa", self.hp.rope_base))
+            self.hp.attn_softcap = float(_field(reader, f"{a}.attn_logit_softcapping", 50.0))
+            self.hp.final_softcap = float(_field(reader, f"{a}.final_logit_softcapping", 30.0))
+        if arch in ("gemma2", "gemma3"):
             if _field(reader, f"{a}.rope.scaling.type", "none") == "linear":
                 self.hp.rope_linear = float(_field(reader, f"{a}.rope.scaling.factor"))
         self.hp.n_ff_layers = n_ff_layers
+        self._read_variants(reader, a)
         assert embd.shape[1] == n_embd
         for il, ff in enumerate(n_ff_layers):
             p = f"blk.{il}."
             assert self.w[p + "ffn_gate.weight"].shape == (ff, n_embd), p
             assert self.w[p + "ffn_up.weight"].shape == (ff, n_embd), p
             assert self.w[p + "ffn_down.weight"].shape == (n_embd, ff), p
+
+    def _read_variants(self, reader, a: str) -> None:
+        """What qwen3, smollm3, granite, minicpm and phi3 add to the llama block, as llama.cpp's
+        src/models/<arch>.cpp reads it; fused tensors are split into the separate ones."""
+        hp = self.hp
+        for il in range(hp.n_layer):
+            p = f"blk.{il}."
+            if p + "attn_qkv.weight" in self.w:  # rows: q, then k, then v
+                qd, kd = hp.n_head * hp.head_dim, hp.n_head_kv * hp.head_dim
+                fused, t = self.w.pop(p + "attn_qkv.weight"), self.wtype.pop(p + "attn_qkv.weight")
+                for name, lo, hi in (("attn_q", 0, qd), ("attn_k", qd, qd + kd), ("attn_v", qd + kd, qd + 2 * kd)):
+                    self.w[p + name + ".weight"], self.wtype[p + name + ".weight"] = fused[lo:hi], t
+            if a == "phi3":  # ffn_up holds the gate's rows, then the up rows
+                gu, t = self.w[p + "ffn_up.weight"], self.wtype[p + "ffn_up.weight"]
+                ff = gu.shape[0] // 2
+                self.w[p + "ffn_gate.weight"], self.w[p + "ffn_up.weight"] = gu[:ff], gu[ff:]
+                self.wtype[p + "ffn_gate.weight"] = t
+        if a == "smollm3":
+            hp.no_rope_step = 4
+        if a in ("granite", "minicpm"):
+            mini = a == "minicpm"
+            hp.embed_scale = float(_field(reader, f"{a}.embedding_scale", 12.0 if mini else 1.0))
+            hp.residual_scale = float(_field(reader, f"{a}.residual_scale",
+                                             1.4 / math.sqrt(hp.n_layer) if mini else 1.0))
+            logit_scale = _field(reader, f"{a}.logit_scale", hp.n_embd / 256.0 if mini else None)
+            if logit_scale is None:
+                raise ValueError("reference: granite needs logit_scale")
+            hp.logit_mul = 1.0 / float(logit_scale)
+            hp.attn_scale = float(_field(reader, f"{a}.attention.scale", 0.0))
+        if a == "phi3":
+            hp.attn_factor = float(_field(reader, f"{a}.rope.scaling.attn_factor", 1.0))
+            hp.orig_ctx = int(_field(reader, f"{a}.rope.scaling.original_context_length", 0))
 
     # -- pieces -------------------------------------------------------------
 
@@ -233,7 +301,7 @@ class Reference:
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight
 
     def _rope(self, x: np.ndarray, pos: np.ndarray, mode: str, base: float,
-              factors: np.ndarray | None, linear: float = 1.0) -> np.ndarray:
+              factors: np.ndarray | None, linear: float = 1.0, mscale: float = 1.0) -> np.ndarray:
         # x: [n_tok, n_heads, head_dim]
         n_rot = self.hp.n_rot
         half = n_rot // 2
@@ -242,8 +310,8 @@ class Reference:
             inv = inv / factors.astype(np.float64)
         inv = inv / linear
         theta = pos[:, None].astype(np.float64) * inv[None, :]          # [n_tok, half]
-        cos = np.cos(theta)[:, None, :]
-        sin = np.sin(theta)[:, None, :]
+        cos = np.cos(theta)[:, None, :] * mscale
+        sin = np.sin(theta)[:, None, :] * mscale
         out = x.copy()
         if mode == "normal":
             x0 = x[..., 0:n_rot:2]
@@ -267,9 +335,13 @@ class Reference:
                 use_bias: bool = True, output_name: str | None = None,
                 kv_dtype: str = "f16", window: int = 0, sinks: int = 0,
                 act_static: dict | None = None, observe=None,
-                q4_codes=None, act_i16: bool = False) -> np.ndarray:
+                q4_codes=None, act_i16: bool = False, n_ctx: int | None = None) -> np.ndarray:
         """Logits (float64) for every position of `ids` (from position 0), or only
         the last one. The keyword overrides exist for sensitivity checks.
+
+        n_ctx: the session's context (default: len(ids), the context `pocketllm logits` gives
+        a run without -c); phi3 takes rope_factors_long when it exceeds
+        rope.scaling.original_context_length.
 
         kv_dtype: "f16" rounds the cached keys (after RoPE) and values to half precision
         as the engine's default cache does; "f32" rounds them to single precision.
@@ -287,12 +359,12 @@ class Reference:
                                     rope_base=rope_base, rope_mode=rope_mode,
                                     use_rope_freqs=use_rope_freqs, use_bias=use_bias,
                                     output_name=output_name, kv_dtype=kv_dtype, window=window,
-                                    sinks=sinks)
+                                    sinks=sinks, n_ctx=n_ctx)
             finally:
                 self._act_static, self._observe, self._q4_codes = None, None, None
                 self._act_i16 = False
 
-        if self.hp.arch == "gemma3":
+        if self.hp.arch in ("gemma2", "gemma3"):
             return self._forward_gemma3(ids, last_only=last_only, act_quant=act_quant,
                                         f32_matmul=f32_matmul, rms_eps=rms_eps,
                                         rope_base=rope_base, rope_mode=rope_mode,
@@ -303,16 +375,24 @@ class Reference:
         eps = hp.rms_eps if rms_eps is None else rms_eps
         base = hp.rope_base if rope_base is None else rope_base
         mode = SUPPORTED_ARCHS[hp.arch] if rope_mode is None else rope_mode
-        factors = self.w.get("rope_freqs.weight") if use_rope_freqs else None
+        factors = self.w.get("rope_freqs.weight") if use_rope_freqs and hp.arch != "smollm3" else None
+        if "rope_factors_short.weight" in self.w:  # LongRoPE
+            ctx = n if n_ctx is None else n_ctx
+            factors = self.w["rope_factors_long.weight" if ctx > hp.orig_ctx else "rope_factors_short.weight"]
         pos = np.arange(n)
         hd = hp.head_dim
         group = hp.n_head // hp.n_head_kv
         mask = np.triu(np.full((n, n), -np.inf), k=1)
-        scale = 1.0 / math.sqrt(hd)
+        scale = hp.attn_scale if hp.attn_scale > 0 else 1.0 / math.sqrt(hd)
+        rs = hp.residual_scale
 
-        x = self.w["token_embd.weight"][ids].astype(np.float64)
+        x = self.w["token_embd.weight"][ids].astype(np.float64) * hp.embed_scale
         for il in range(hp.n_layer):
             p = f"blk.{il}."
+            nope = hp.no_rope_step and (il + 1) % hp.no_rope_step == 0
+
+            def rope(t, positions, nope=nope):
+                return t if nope else self._rope(t, positions, mode, base, factors, mscale=hp.attn_factor)
             h = self._rmsnorm(x, self.w[p + "attn_norm.weight"], eps)
             q = self._mm(h, p + "attn_q.weight", act_quant, f32_matmul, act_f16)
             k = self._mm(h, p + "attn_k.weight", act_quant, f32_matmul, act_f16)
@@ -324,16 +404,20 @@ class Reference:
                     k = k + self.w[p + "attn_k.bias"]
                 if p + "attn_v.bias" in self.w:
                     v = v + self.w[p + "attn_v.bias"]
-            q = self._rope(q.reshape(n, hp.n_head, hd), pos, mode, base, factors)
+            q = q.reshape(n, hp.n_head, hd)
             k_raw = k.reshape(n, hp.n_head_kv, hd)
+            if p + "attn_q_norm.weight" in self.w:  # qwen3: per-head RMSNorm before RoPE
+                q = self._rmsnorm(q, self.w[p + "attn_q_norm.weight"], eps)
+                k_raw = self._rmsnorm(k_raw, self.w[p + "attn_k_norm.weight"], eps)
+            q = rope(q, pos)
             quantised = kv_dtype in ("q8", "q4")
             if quantised:
                 if window:
                     raise ValueError("the q8/q4 emulation has no window")
-                att = _quantised_attention(q, self._rope(k_raw, pos, mode, base, factors),
+                att = _quantised_attention(q, rope(k_raw, pos),
                                            v.reshape(n, hp.n_head_kv, hd), kv_dtype, scale, group,
                                            self._q4_codes, il)
-            k = _kv_round(self._rope(k_raw, pos, mode, base, factors), kv_dtype)
+            k = _kv_round(rope(k_raw, pos), kv_dtype)
             v = _kv_round(v.reshape(n, hp.n_head_kv, hd), kv_dtype)
             if window == 0 and not quantised:
                 att = np.empty((n, hp.n_head, hd))
@@ -347,24 +431,26 @@ class Reference:
                 pr = np.exp(s)
                 pr /= pr.sum(axis=1, keepdims=True)
                 att[:, hq, :] = pr @ v[:, kvh, :]
-            x = x + self._mm(att.reshape(n, hp.n_head * hd), p + "attn_output.weight",
-                             act_quant, f32_matmul, act_f16)
+            o = self._mm(att.reshape(n, hp.n_head * hd), p + "attn_output.weight",
+                         act_quant, f32_matmul, act_f16)
             if use_bias and p + "attn_output.bias" in self.w:  # compensated pruning (llama/deci)
-                x = x + self.w[p + "attn_output.bias"]
+                o = o + self.w[p + "attn_output.bias"]
+            x = x + o * rs
             h = self._rmsnorm(x, self.w[p + "ffn_norm.weight"], eps)
             g = self._mm(h, p + "ffn_gate.weight", act_quant, f32_matmul, act_f16)
             u = self._mm(h, p + "ffn_up.weight", act_quant, f32_matmul, act_f16)
-            x = x + self._mm(g / (1.0 + np.exp(-g)) * u, p + "ffn_down.weight",
-                             act_quant, f32_matmul, act_f16)
+            y = self._mm(g / (1.0 + np.exp(-g)) * u, p + "ffn_down.weight",
+                         act_quant, f32_matmul, act_f16)
             if use_bias and p + "ffn_down.bias" in self.w:
-                x = x + self.w[p + "ffn_down.bias"]
+                y = y + self.w[p + "ffn_down.bias"]
+            x = x + y * rs
         if last_only:
             x = x[-1:]
         x = self._rmsnorm(x, self.w["output_norm.weight"], eps)
         out_name = "output.weight" if "output.weight" in self.w else "token_embd.weight"
         if output_name is not None:
             out_name = output_name
-        return self._mm(x, out_name, act_quant, f32_matmul, act_f16)
+        return self._mm(x, out_name, act_quant, f32_matmul, act_f16) * hp.logit_mul
 
     def _windowed_attention(self, q, k, v, k_raw, window, sinks, scale, mode, base, factors,
                             kv_dtype):
@@ -402,6 +488,12 @@ class Reference:
         mode = "neox" if rope_mode is None else rope_mode
         win = hp.sliding_window if window is None else window
         lin = hp.rope_linear if linear is None else linear
+        gemma2 = hp.arch == "gemma2"
+        linear_local = linear_local or gemma2  # gemma2 scales both kinds of layer
+        qk_norm = qk_norm and not gemma2
+
+        def cap(s, c):
+            return c * np.tanh(s / c) if c > 0 else s
         pos = np.arange(n)
         hd = hp.head_dim
         group = hp.n_head // hp.n_head_kv
@@ -440,7 +532,7 @@ class Reference:
             att = np.empty((n, hp.n_head, hd))
             for hq in range(hp.n_head):
                 kvh = hq // group
-                s = (q[:, hq, :] @ k[:, kvh, :].T) * scale + mask
+                s = cap((q[:, hq, :] @ k[:, kvh, :].T) * scale, hp.attn_softcap) + mask
                 s = s - s.max(axis=1, keepdims=True)
                 pr = np.exp(s)
                 pr /= pr.sum(axis=1, keepdims=True)
@@ -457,7 +549,7 @@ class Reference:
             x = x[-1:]
         x = norm(x, "output_norm.weight")
         out_name = "output.weight" if "output.weight" in self.w else "token_embd.weight"
-        return mm(x, out_name)
+        return cap(mm(x, out_name), hp.final_softcap)
 
     def greedy(self, ids, n_new: int, stop_ids=()) -> list[int]:
         """Greedy continuation (recomputes the whole sequence each step)."""

@@ -96,6 +96,10 @@ GEMMA = Dims(n_embd=256, n_ff=512, n_layer=6, n_head=2, n_head_kv=1, head_dim=64
 FFNVAR = Dims(n_ff=448, n_ff_layers=(288, 448))
 GEMMA_FFNVAR = Dims(n_embd=256, n_ff=512, n_layer=6, n_head=2, n_head_kv=1, head_dim=64, n_ctx=128,
                     n_ff_layers=(512, 224, 384, 160, 480, 320))
+# The llama block's variants (qwen3, smollm3, minicpm: 4 layers, so that smollm3's layer 3 has
+# no RoPE; granite and phi3 the tiny 2); qwen3's head size is its own key (128 != 256 / 4).
+VARIANT = Dims(n_layer=4)
+QWEN3 = Dims(n_layer=4, head_dim=128)
 # Even smaller, F32 only: the base file of the malformed-GGUF corpus.
 MINI = Dims(n_embd=64, n_ff=128, n_layer=1, n_head=2, n_head_kv=1, head_dim=32, n_ctx=64)
 
@@ -118,10 +122,12 @@ class ModelConfig:
     swa_pattern: int = 0          # attention.sliding_window_pattern written when > 0
     rope_linear: float = 0.0      # rope.scaling (linear) factor written when > 0
     type_overrides: tuple = ()    # (tensor name suffix, type) pairs overriding wtype
+    n_rot: int = 0                # rope.dimension_count (0: the head size)
+    extra_kvs: tuple = ()         # ("{arch}." key suffix, gb type, value) written as they are
 
     @property
     def gemma(self) -> bool:
-        return self.arch == "gemma3"
+        return self.arch in ("gemma2", "gemma3")
 
     @property
     def seed(self) -> int:
@@ -149,7 +155,39 @@ def model_configs() -> dict[str, ModelConfig]:
                                 rms_eps=1e-3))
         cfgs.append(ModelConfig(name=f"llama-ffnvar-{t}", wtype=t, dims=FFNVAR))
     cfgs.append(ModelConfig(name="gemma3-ffnvar-F32", wtype="F32", **{**gemma, "dims": GEMMA_FFNVAR}))
+    cfgs += variant_configs()
     return {c.name: c for c in cfgs}
+
+
+# What each variant arch writes besides the llama block's keys (llama.cpp's key names).
+GRANITE_KVS = (("embedding_scale", gb.F32, 0.5), ("residual_scale", gb.F32, 0.7),
+               ("attention.scale", gb.F32, 0.08), ("logit_scale", gb.F32, 4.0))
+PHI3_KVS = (("rope.scaling.attn_factor", gb.F32, 1.19), ("rope.scaling.original_context_length", gb.U32, 64))
+VARIANT_TYPES = ["F32", "F16", "Q8_0", "Q4_K"]
+
+
+def variant_configs() -> list[ModelConfig]:
+    """qwen3, smollm3, granite, minicpm and phi3 in VARIANT_TYPES (minicpm: F32, its defaults)."""
+    out = []
+    for t in VARIANT_TYPES:
+        out += [
+            ModelConfig(name=f"qwen3-{t}", arch="qwen3", wtype=t, tied=False, rope_base=1000000.0, rms_eps=1e-6,
+                        dims=QWEN3, specials_first=False, pre="qwen2"),
+            ModelConfig(name=f"granite-{t}", arch="granite", wtype=t, extra_kvs=GRANITE_KVS),
+            ModelConfig(name=f"phi3-{t}", arch="phi3", wtype=t, tied=False, n_rot=48,
+                        extra_kvs=PHI3_KVS),
+        ]
+    # smollm3 without Q4_K: 4 layers of 256-blocks round more than the int8 bound's derivation
+    # (tolerances.py, 2 layers) allows; its Q4_K_M file is checked against llama.cpp instead.
+    out += [ModelConfig(name=f"smollm3-{t}", arch="smollm3", wtype=t, dims=VARIANT) for t in VARIANT_TYPES[:3]]
+    out.append(ModelConfig(name="minicpm-F32", arch="minicpm", wtype="F32", dims=VARIANT))
+    # Gemma 2: caps small enough to bend the tiny model's scores (std ~1) and logits (std ~3);
+    # the window and pattern 2 from the defaults, window 8 written so 16-token tests cross it.
+    gemma2 = dict(arch="gemma2", rope_base=10000.0, rms_eps=1e-6, dims=GEMMA, sliding_window=8,
+                  extra_kvs=(("attn_logit_softcapping", gb.F32, 2.0), ("final_logit_softcapping", gb.F32, 5.0)))
+    for t in ["F32", "F16", "Q8_0"]:
+        out.append(ModelConfig(name=f"gemma2-{t}", wtype=t, **gemma2))
+    return out
 
 
 def extra_configs() -> dict[str, ModelConfig]:
@@ -338,7 +376,7 @@ def build_spec(cfg: ModelConfig) -> ModelSpec:
         gb.KV(f"{a}.attention.head_count_kv", gb.U32, d.n_head_kv),
         gb.KV(f"{a}.rope.freq_base", gb.F32, cfg.rope_base),
         gb.KV(f"{a}.attention.layer_norm_rms_epsilon", gb.F32, cfg.rms_eps),
-        gb.KV(f"{a}.rope.dimension_count", gb.U32, d.head_dim),
+        gb.KV(f"{a}.rope.dimension_count", gb.U32, cfg.n_rot or d.head_dim),
         gb.KV(f"{a}.vocab_size", gb.U32, n_vocab),
         gb.KV("tokenizer.ggml.model", gb.STRING, "gpt2"),
         gb.KV("tokenizer.ggml.pre", gb.STRING, cfg.pre),
@@ -362,13 +400,34 @@ def build_spec(cfg: ModelConfig) -> ModelSpec:
                     gb.KV(f"{a}.rope.scaling.factor", gb.F32, cfg.rope_linear)]
     else:
         kvs.append(gb.KV("tokenizer.chat_template", gb.STRING, CHATML_TEMPLATE))
+    if d.head_dim * d.n_head != d.n_embd and not cfg.gemma:
+        kvs.append(gb.KV(f"{a}.attention.key_length", gb.U32, d.head_dim))
+    kvs += [gb.KV(f"{a}.{key}", vt, v) for key, vt, v in cfg.extra_kvs]
 
     tensors: list[gb.Tensor] = []
+
+    fused: dict[str, list] = {}  # phi3: parts of a fused tensor, in row order
 
     def mat(name: str, ne0: int, ne1: int, std: float, wtype: str | None = None):
         wt = wtype or next((t for sfx, t in cfg.type_overrides if name.endswith(sfx)), cfg.wtype)
         raw = encode_matrix(rng, wt, ne1, ne0, std)
+        into = fuse_into(name)
+        if into:  # rows are encoded on their own, so the parts' rows simply follow each other
+            fused.setdefault(into, []).append(raw)
+            if len(fused[into]) == (3 if into.endswith("attn_qkv.weight") else 2):
+                parts = np.concatenate(fused.pop(into), axis=0)
+                tensors.append(gb.Tensor(into, wt, [ne0, parts.shape[0]], parts.tobytes()))
+            return
         tensors.append(gb.Tensor(name, wt, [ne0, ne1], raw.tobytes()))
+
+    def fuse_into(name: str) -> str | None:
+        if a != "phi3" or not name.startswith("blk."):
+            return None
+        for part, whole in (("attn_q.", "attn_qkv."), ("attn_k.", "attn_qkv."), ("attn_v.", "attn_qkv."),
+                            ("ffn_gate.", "ffn_up."), ("ffn_up.", "ffn_up.")):
+            if name.split(".")[2] + "." == part:
+                return name.replace(part, whole)
+        return None
 
     def vec(name: str, values: np.ndarray):
         tensors.append(gb.Tensor(name, "F32", [len(values)],
@@ -389,8 +448,9 @@ def build_spec(cfg: ModelConfig) -> ModelSpec:
             mat(p + "attn_q.weight", d.n_embd, q_dim, 0.07)
             mat(p + "attn_k.weight", d.n_embd, kv_dim, 0.07)
             mat(p + "attn_v.weight", d.n_embd, kv_dim, 0.06)
-            norm(p + "attn_q_norm.weight", 1.0, d.head_dim)
-            norm(p + "attn_k_norm.weight", 1.0, d.head_dim)
+            if a == "gemma3":
+                norm(p + "attn_q_norm.weight", 1.0, d.head_dim)
+                norm(p + "attn_k_norm.weight", 1.0, d.head_dim)
             mat(p + "attn_output.weight", q_dim, d.n_embd, 0.06)
             norm(p + "post_attention_norm.weight", 0.5)
             norm(p + "ffn_norm.weight", 1.0)
@@ -402,12 +462,19 @@ def build_spec(cfg: ModelConfig) -> ModelSpec:
         return ModelSpec(cfg, kvs, tensors)
     if cfg.rope_freqs:
         vec("rope_freqs.weight", llama3_rope_factors(cfg.rope_base, d.head_dim))
+    if a == "phi3":  # LongRoPE: the two tables differ enough to move the logits
+        n_half = (cfg.n_rot or d.head_dim) // 2
+        vec("rope_factors_short.weight", 1.0 + 0.5 * rng.random(n_half))
+        vec("rope_factors_long.weight", 1.0 + 8.0 * rng.random(n_half))
     for i in range(d.n_layer):
         p = f"blk.{i}."
         norm(p + "attn_norm.weight", 1.0)
         mat(p + "attn_q.weight", d.n_embd, q_dim, 0.07)
         mat(p + "attn_k.weight", d.n_embd, kv_dim, 0.07)
         mat(p + "attn_v.weight", d.n_embd, kv_dim, 0.06)
+        if a == "qwen3":  # per-head norms; scores std ~1 after them
+            norm(p + "attn_q_norm.weight", 1.0, d.head_dim)
+            norm(p + "attn_k_norm.weight", 1.0, d.head_dim)
         if cfg.bias:
             vec(p + "attn_q.bias", 0.3 * rng.standard_normal(q_dim))
             vec(p + "attn_k.bias", 0.3 * rng.standard_normal(kv_dim))

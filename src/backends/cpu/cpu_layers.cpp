@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstring>
 
 #include "backends/cpu/matmul.h"
@@ -138,7 +139,7 @@ void CpuLayers::qkv_to_cache(int l, const QkvSpec& sp) {
     }
     const int pos = s_.row_pos[size_t(r)];
     float cs[kMaxRopeDims];
-    rope_angles(sp.rope.n_rot, sp.rope.inv_freq, double(pos), cs);
+    rope_angles(sp.rope.n_rot, sp.rope.table(s_.row_kv[size_t(r)]->n_ctx()), double(pos), cs, sp.rope.mscale);
     for (int h = 0; h < c_.n_head; ++h) {
       if (sp.q_norm) rmsnorm_f32(q + h * HD, sp.q_norm, q + h * HD, HD, c_.rms_eps);
       rope_apply(q + h * HD, sp.rope.n_rot, cs, sp.rope.neox);
@@ -168,7 +169,7 @@ int CpuLayers::attention_parts(int l) const {
   return n_parts;
 }
 
-void CpuLayers::attend(int l, float scale, const RopeSpec& rope) {
+void CpuLayers::attend(int l, AttnScore scale, const RopeSpec& rope) {
   TraceScope ts(opt_.tracer, "attention", l);
   const int n_kv = c_.n_head_kv, HD = c_.head_dim, QD = c_.q_dim(), group = c_.n_head / c_.n_head_kv;
   const int n_parts = attention_parts(l);
@@ -242,7 +243,7 @@ void CpuLayers::glu(int l, Glu kind, int n_ff) {
   for_rows([&](int64_t r) { f(g + r * n_ff, u + r * n_ff, g + r * n_ff, n_ff); });
 }
 
-void CpuLayers::residual(int l, Act from, const float* bias, const float* post_norm) {
+void CpuLayers::residual(int l, Act from, const float* bias, const float* post_norm, float scale) {
   TraceScope ts(opt_.tracer, "residual", l);
   const int E = c_.n_embd;
   float* y = buf(from);
@@ -250,11 +251,24 @@ void CpuLayers::residual(int l, Act from, const float* bias, const float* post_n
     float* yr = y + r * E;
     if (bias) add_f32(yr, bias, E);
     if (post_norm) rmsnorm_f32(yr, post_norm, yr, E, c_.rms_eps);
+    if (scale != 1.0f)
+      for (int j = 0; j < E; ++j) yr[j] *= scale;
     add_f32(s_.x.data() + r * E, yr, E);
   });
 }
 
-void CpuLayers::head(const float* norm, const Matrix& out) {
+namespace {
+void finish_logits(float* z, size_t n, const HeadSpec& spec) {
+  if (spec.softcap > 0.0f) {
+    const float m = spec.mul / spec.softcap;
+    for (size_t i = 0; i < n; ++i) z[i] = spec.softcap * std::tanh(z[i] * m);
+  } else if (spec.mul != 1.0f) {
+    for (size_t i = 0; i < n; ++i) z[i] *= spec.mul;
+  }
+}
+}  // namespace
+
+void CpuLayers::head(const float* norm, const Matrix& out, const HeadSpec& spec) {
   // The rows whose logits are wanted: all of a sequence's rows or its last one.
   int n_out = 0, row = 0;
   for (const SeqStep& q : seqs_) {
@@ -271,6 +285,7 @@ void CpuLayers::head(const float* norm, const Matrix& out) {
   const size_t V = size_t(out.rows);
   if (seqs_.size() == 1) {  // straight into the caller's buffer
     matmul(out, s_.h.data(), n_out, seqs_[0].logits, mode_of(seqs_[0]), s_.mm, pool_);
+    finish_logits(seqs_[0].logits, size_t(n_out) * V, spec);
     return;
   }
   auto rows_of = [](const SeqStep& q) { return q.logits ? int(q.all_logits ? q.tokens.size() : 1) : 0; };
@@ -282,6 +297,7 @@ void CpuLayers::head(const float* norm, const Matrix& out) {
     if (!q.logits) continue;
     const size_t n = q.all_logits ? q.tokens.size() : 1;
     std::memcpy(q.logits, s_.logits.data() + size_t(at) * V, n * V * sizeof(float));
+    finish_logits(q.logits, n * V, spec);
     at += int(n);
   }
 }

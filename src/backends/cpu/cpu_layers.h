@@ -21,10 +21,10 @@ class CpuLayers final : public LayerOps {
   void norm(const char* name, int layer, Act src, const float* w, Act dst) override;
   void project(const char* name, int layer, std::initializer_list<Product> products, Act in) override;
   void qkv_to_cache(int l, const QkvSpec& s) override;
-  void attend(int l, float scale, const RopeSpec& rope) override;
+  void attend(int l, AttnScore scale, const RopeSpec& rope) override;
   void glu(int l, Glu kind, int n_ff) override;
-  void residual(int l, Act from, const float* bias, const float* post_norm) override;
-  void head(const float* norm, const Matrix& out) override;
+  void residual(int l, Act from, const float* bias, const float* post_norm, float scale) override;
+  void head(const float* norm, const Matrix& out, const HeadSpec& spec) override;
 
  private:
   float* buf(Act a);

@@ -37,6 +37,7 @@ class VulkanBackendImpl final : public VulkanBackend {
     if (opt.observer) return "calibration observers run on the CPU";
     const ModelConfig& c = m.config();
     if (c.head_dim > 256) return "head_dim > 256";
+    if (std::string f = unmirrored_feature(m); !f.empty()) return f;
     if (std::string t = unsupported_weight(m); !t.empty()) return t;
     for (const SeqStep& q : seqs) {
       if (!q.kv) continue;
@@ -103,6 +104,16 @@ class VulkanBackendImpl final : public VulkanBackend {
   }
 
  private:
+  // What the device graph does not compute yet (these models run on the CPU), as a reason.
+  static std::string unmirrored_feature(const Model& m) {
+    const ModelConfig& c = m.config();
+    if (c.residual_scale != 1.0f || c.logit_mul != 1.0f) return c.arch + "'s residual and logit scales are not on the device";
+    if (c.rope_off || c.no_rope_step > 0) return c.arch + "'s layers without RoPE are not on the device";
+    if (c.n_rot != c.head_dim) return "partial RoPE (rope.dimension_count < head size) is not on the device";
+    if (c.rope_attn_factor != 1.0f || !m.weights().rope_inv_freq_long.empty()) return "LongRoPE is not on the device";
+    return "";
+  }
+
   // The first weight without a device matmul, as a reason; "" when all have one.
   static std::string unsupported_weight(const Model& m) {
     const ModelWeights& w = m.weights();

@@ -128,6 +128,8 @@ void VulkanLayers::qkv_to_cache(int l, const QkvSpec& sp) {
   if (sp.q_norm) ops.rmsnorm(rec, act(Act::q), weight_vector(sp.q_norm, HD), act(Act::q), n * c_.n_head, HD, c_.rms_eps);
   if (sp.k_norm)
     ops.rmsnorm(rec, act(Act::k), weight_vector(sp.k_norm, HD), act(Act::k), n * c_.n_head_kv, HD, c_.rms_eps);
+  if (sp.rope.mscale != 1.0f || sp.rope.inv_freq_long || sp.rope.n_rot != HD)
+    return fail(make_error(Status::unsupported, "Vulkan: LongRoPE, partial or no RoPE"));
   const View cs = rope_table(sp.rope.inv_freq, sp.rope.n_rot);
   if (!err_.ok()) return;
   ops.rope(rec, act(Act::q), cs, n, c_.n_head, HD, sp.rope.n_rot, sp.rope.neox);
@@ -145,7 +147,9 @@ void VulkanLayers::qkv_to_cache(int l, const QkvSpec& sp) {
   rec.copy({b_.bufs.v.handle(), 0, bytes}, {b_.bufs.kv_out.handle(), uint64_t(l) * layer + layer / 2, bytes});
 }
 
-void VulkanLayers::attend(int l, float scale, const RopeSpec&) {
+void VulkanLayers::attend(int l, AttnScore score, const RopeSpec&) {
+  if (score.softcap > 0.0f) return fail(make_error(Status::unsupported, "Vulkan: attention soft-capping"));
+  const float scale = score.scale;
   for (size_t s = 0; s < seqs_.size(); ++s) {
     const SeqStep& q = seqs_[s];
     const int r0 = seq_row0_[s], ns = int(q.tokens.size());
@@ -163,12 +167,15 @@ void VulkanLayers::glu(int, Glu kind, int n_ff) {
               kind == Glu::gelu_tanh);
 }
 
-void VulkanLayers::residual(int, Act from, const float* bias, const float* post_norm) {
+void VulkanLayers::residual(int, Act from, const float* bias, const float* post_norm, float scale) {
+  // unsupported_reason (vk_backend.cpp) keeps such models on the CPU; this is the safety net.
+  if (scale != 1.0f) return fail(make_error(Status::unsupported, "Vulkan: residual scaling"));
   b_.ops->residual(*b_.rec, act(Act::x), act(from), weight_vector(bias, c_.n_embd), weight_vector(post_norm, c_.n_embd),
                    int(rows_.size()), c_.n_embd, c_.rms_eps);
 }
 
-void VulkanLayers::head(const float* norm, const Matrix& out) {
+void VulkanLayers::head(const float* norm, const Matrix& out, const HeadSpec& spec) {
+  if (spec.mul != 1.0f || spec.softcap > 0.0f) return fail(make_error(Status::unsupported, "Vulkan: logit scaling"));
   const int n_out = int(out_rows_.size());
   if (n_out == 0) return;
   const uint64_t row = uint64_t(c_.n_embd) * 4;

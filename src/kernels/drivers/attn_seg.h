@@ -118,10 +118,10 @@ inline __attribute__((always_inline)) void q4_scores_tiled(const uint8_t* const*
 
 // attn_seg_f32 (T = float) and attn_seg_f16 (T = uint16_t halves).
 template <class S, class T>
-void attn_seg_plain(const float* q, int n_q, const T* k, const T* v, int64_t stride, int n, int hd, float scale,
+void attn_seg_plain(const float* q, int n_q, const T* k, const T* v, int64_t stride, int n, int hd, AttnScore score,
                     AttnAccum* a) {
   if (n <= 0) return;
-  fold_segment<S>(PlainRows<S, T>{q, k, v, stride, hd}, n_q, n, hd, scale, a);
+  fold_segment<S>(PlainRows<S, T>{q, k, v, stride, hd}, n_q, n, hd, score, a);
 }
 
 // What attn_seg_q4 hands the ISA's q4 source (which derives from it and adds scores and
@@ -137,7 +137,7 @@ struct Q4Data {
 
 // attn_seg_q4 with the ISA's source Q4 (a Q4Data): q' and bias once per call and head.
 template <class S, class Q4>
-void attn_seg_q4(const float* q, int n_q, const KvQ4GroupView& g, int t0, int t1, int hd, float scale,
+void attn_seg_q4(const float* q, int n_q, const KvQ4GroupView& g, int t0, int t1, int hd, AttnScore score,
                  AttnAccum* a) {
   using V = typename S::V;
   if (t1 <= t0) return;
@@ -152,7 +152,7 @@ void attn_seg_q4(const float* q, int n_q, const KvQ4GroupView& g, int t0, int t1
     }
     bias[h] = S::hsum(vb);
   }
-  fold_segment<S>(Q4{{qp, bias, &g, hd, t0}}, n_q, t1 - t0, hd, scale, a);
+  fold_segment<S>(Q4{{qp, bias, &g, hd, t0}}, n_q, t1 - t0, hd, score, a);
 }
 
 // The KernelTable entries of an ISA: f32, f16 and q4 from here, q8 its own.

@@ -24,12 +24,13 @@ inline constexpr int kAttnMaxQ = 16;   // query heads per call
 // fill) (lanes >= k replaced by fill). Src: scores(t0, const int row[kLanes], n_q, float* s)
 // writes s[h * kAttnChunk + i] = q_h . k_{t0 + row[i]}; accumulate(t0, p, cn, n_q, a).
 template <class S, class Src>
-void fold_segment(const Src& src, int n_q, int n, int hd, float scale, AttnAccum* a) {
+void fold_segment(const Src& src, int n_q, int n, int hd, AttnScore score, AttnAccum* a) {
   using V = typename S::V;
   constexpr int kL = S::kLanes;
   static_assert(kAttnChunk % kL == 0, "a chunk is whole score blocks");
   alignas(64) float s[kAttnMaxQ * kAttnChunk];
-  const V vscale = S::set1(scale), ninf = S::set1(-INFINITY);
+  const V vscale = S::set1(score.scale), ninf = S::set1(-INFINITY);
+  const float cap = score.softcap;
   for (int t0 = 0; t0 < n; t0 += kAttnChunk) {
     const int cn = n - t0 < kAttnChunk ? n - t0 : kAttnChunk;
     for (int j = 0; j < cn; j += kL) {
@@ -42,7 +43,13 @@ void fold_segment(const Src& src, int n_q, int n, int hd, float scale, AttnAccum
       float* sh = s + h * kAttnChunk;
       V vm = ninf;
       for (int j = 0; j < cn; j += kL) {
-        const V sc = S::keep_first(S::mul(S::load(sh + j), vscale), cn - j, ninf);
+        V sc = S::mul(S::load(sh + j), vscale);
+        if (cap > 0.0f) {  // Gemma 2's soft-capping, as the scalar twin computes it (double tanh)
+          S::store(sh + j, sc);
+          for (int i = 0; i < kL; ++i) sh[j + i] = float(double(cap) * std::tanh(double(sh[j + i]) / double(cap)));
+          sc = S::load(sh + j);
+        }
+        sc = S::keep_first(sc, cn - j, ninf);
         S::store(sh + j, sc);
         vm = S::max(vm, sc);
       }

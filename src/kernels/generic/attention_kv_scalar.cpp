@@ -19,12 +19,13 @@ namespace {
 
 constexpr int kChunk = kAttnChunk;  // tokens per online-softmax step (kv_format.h)
 
-// Folds n tokens into `a`. Src provides score(t) -> f32 scaled score and
+// Folds n tokens into `a`. Src provides score(t) -> f32 scaled score (soft-capped here when
+// softcap > 0, in double, then rounded to f32) and
 // add_value(t, p, acc): acc[d] += p * v_t[d] in double. The state is rounded to `a`'s floats
 // after every chunk, as the SIMD kernels keep it: a segment split at a chunk boundary into two
 // calls then gives the same result (KvCache::attend_rows).
 template <class Src>
-void fold_segment(const Src& src, int n, int hd, AttnAccum& a) {
+void fold_segment(const Src& src, int n, int hd, float softcap, AttnAccum& a) {
   float s[kChunk];
   for (int t0 = 0; t0 < n; t0 += kChunk) {
     double acc[256];
@@ -35,6 +36,7 @@ void fold_segment(const Src& src, int n, int hd, AttnAccum& a) {
     float cm = -INFINITY;
     for (int j = 0; j < cn; ++j) {
       s[j] = src.score(t0 + j);
+      if (softcap > 0.0f) s[j] = float(double(softcap) * std::tanh(double(s[j]) / double(softcap)));
       if (s[j] > cm) cm = s[j];
     }
     if (cm > m) {  // new running maximum: rescale once per chunk (exp(-inf) = 0 at the start)
@@ -127,30 +129,32 @@ struct Q4Src {
 // Several query heads: each is folded on its own, exactly as one call per head would
 // (the SIMD kernels share the loads and decoding of the cache between the heads).
 void attn_seg_f32(const float* q, int n_q, const float* k, const float* v, int64_t stride, int n, int hd,
-                  float scale, AttnAccum* a) {
-  for (int h = 0; h < n_q; ++h) fold_segment(PlainSrc<float>{q + h * hd, k, v, stride, hd, scale}, n, hd, a[h]);
+                  AttnScore sc, AttnAccum* a) {
+  for (int h = 0; h < n_q; ++h)
+    fold_segment(PlainSrc<float>{q + h * hd, k, v, stride, hd, sc.scale}, n, hd, sc.softcap, a[h]);
 }
 
 void attn_seg_f16(const float* q, int n_q, const uint16_t* k, const uint16_t* v, int64_t stride, int n, int hd,
-                  float scale, AttnAccum* a) {
-  for (int h = 0; h < n_q; ++h) fold_segment(PlainSrc<uint16_t>{q + h * hd, k, v, stride, hd, scale}, n, hd, a[h]);
+                  AttnScore sc, AttnAccum* a) {
+  for (int h = 0; h < n_q; ++h)
+    fold_segment(PlainSrc<uint16_t>{q + h * hd, k, v, stride, hd, sc.scale}, n, hd, sc.softcap, a[h]);
 }
 
 void attn_seg_q8(const float* q, int n_q, const int8_t* k, const float* k_scale, const int8_t* v,
-                 const float* v_scale, int64_t stride, int64_t scale_stride, int n, int hd, float scale,
+                 const float* v_scale, int64_t stride, int64_t scale_stride, int n, int hd, AttnScore sc,
                  AttnAccum* a) {
   if (n <= 0) return;
   for (int h = 0; h < n_q; ++h) {
     int8_t qi[256];
     float dq[256 / kKvQ8Group];
     kv_quantize_q8(q + h * hd, hd, qi, dq);  // the query in the cache's own format (same rounding rule)
-    fold_segment(Q8Src{qi, dq, k, k_scale, v, v_scale, stride, scale_stride, hd, scale}, n, hd, a[h]);
+    fold_segment(Q8Src{qi, dq, k, k_scale, v, v_scale, stride, scale_stride, hd, sc.scale}, n, hd, sc.softcap, a[h]);
   }
 }
 
-void attn_seg_q4(const float* q, int n_q, const KvQ4GroupView& g, int t0, int t1, int hd, float scale,
+void attn_seg_q4(const float* q, int n_q, const KvQ4GroupView& g, int t0, int t1, int hd, AttnScore sc,
                  AttnAccum* a) {
-  for (int h = 0; h < n_q; ++h) fold_segment(Q4Src{q + h * hd, &g, t0, hd, scale}, t1 - t0, hd, a[h]);
+  for (int h = 0; h < n_q; ++h) fold_segment(Q4Src{q + h * hd, &g, t0, hd, sc.scale}, t1 - t0, hd, sc.softcap, a[h]);
 }
 
 }  // namespace

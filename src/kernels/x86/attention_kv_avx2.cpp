@@ -210,7 +210,7 @@ struct Q4Src : drivers::Q4Data {
 };
 
 void attn_seg_q8(const float* q, int n_q, const int8_t* k, const float* k_scale, const int8_t* v,
-                 const float* v_scale, int64_t stride, int64_t scale_stride, int n, int hd, float scale,
+                 const float* v_scale, int64_t stride, int64_t scale_stride, int n, int hd, AttnScore score,
                  AttnAccum* a) {
   if (n <= 0) return;
   // Each query in the cache's format, as kv_quantize_q8 does it: scale amax / 127 (a true
@@ -243,7 +243,7 @@ void attn_seg_q8(const float* q, int n_q, const int8_t* k, const float* k_scale,
         _mm_store_si128(reinterpret_cast<__m128i*>(qi + h * 256 + g * kKvQ8Group + 8 * c), b);
       }
     }
-  drivers::fold_segment<AttnSimd>(Q8Src{qi, dq, k, k_scale, v, v_scale, stride, scale_stride, hd}, n_q, n, hd, scale, a);
+  drivers::fold_segment<AttnSimd>(Q8Src{qi, dq, k, k_scale, v, v_scale, stride, scale_stride, hd}, n_q, n, hd, score, a);
 }
 
 #undef PLLM_AI

@@ -207,7 +207,7 @@ struct Q4Src : drivers::Q4Data {
 };
 
 void attn_seg_q8(const float* q, int n_q, const int8_t* k, const float* k_scale, const int8_t* v,
-                 const float* v_scale, int64_t stride, int64_t scale_stride, int n, int hd, float scale,
+                 const float* v_scale, int64_t stride, int64_t scale_stride, int n, int hd, AttnScore score,
                  AttnAccum* a) {
   if (n <= 0) return;
   // Each query in the cache's format, as kv_quantize_q8 does it: scale amax / 127 (a true
@@ -238,7 +238,7 @@ void attn_seg_q8(const float* q, int n_q, const int8_t* k, const float* k_scale,
       }
       corr[h * 4 + g] = 128 * _mm512_reduce_add_epi32(sum);
     }
-  drivers::fold_segment<AttnSimd>(Q8Src{qi, dq, corr, k, k_scale, v, v_scale, stride, scale_stride, hd}, n_q, n, hd, scale, a);
+  drivers::fold_segment<AttnSimd>(Q8Src{qi, dq, corr, k, k_scale, v, v_scale, stride, scale_stride, hd}, n_q, n, hd, score, a);
 }
 
 #undef PLLM_AI
