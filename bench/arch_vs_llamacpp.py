@@ -10,8 +10,9 @@ Q4_K_M made from the F32 file by llama-quantize) and each prompt:
   * `pocketllm logits` on the same ids, exact (f32 activations) and default (int16) modes;
   * the numpy reference on the same ids.
 Distances: max_rel = max |a - b| / rms(b), rms_rel = rms(a - b) / rms(b), and whether the
-argmax agrees. phi3 runs at -c 64 (rope_factors_short: the context is not above
-original_context_length 64) and -c 128 (rope_factors_long).
+argmax agrees. phi3 runs at -c 256 (rope_factors_short: the context is not above
+original_context_length 256; llama.cpp pads its context to a multiple of 256, so a smaller
+one would not stay short there) and -c 512 (rope_factors_long).
 
   bench/setup_llamacpp.sh                           # builds llama-debug and llama-quantize
   .venv/bin/python bench/arch_vs_llamacpp.py [--archs qwen3,phi3] [--md out.md]
@@ -35,7 +36,7 @@ from reference import Reference  # noqa: E402
 BIN = ROOT / "bench" / ".cache" / "bin"
 PROMPTS = ["hello world and the other things in the world",
            "the cat sat on the mat; it is what it is, and so on and on"]
-ARCHS = ["llama", "qwen2", "gemma3", "qwen3", "smollm3", "granite", "minicpm", "phi3"]
+ARCHS = ["llama", "qwen2", "gemma3", "qwen3", "smollm3", "granite", "minicpm", "phi3", "gemma2"]
 
 
 def dist(a: np.ndarray, b: np.ndarray) -> tuple[float, float, bool]:
@@ -99,7 +100,7 @@ def main():
         tmp = Path(tmp)
         for name, path in fixtures(a.archs.split(","), work):
             ref = Reference(path)
-            for ctx in ((64, 128) if name.startswith("phi3") else (128,)):
+            for ctx in ((256, 512) if name.startswith("phi3") else (128,)):
                 for prompt in PROMPTS:
                     ids, lc = llama_debug(path, prompt, ctx, tmp)
                     ex = ours(path, ids, ctx, "exact", ref.hp.n_vocab, tmp / "o.f32")

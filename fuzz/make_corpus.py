@@ -74,7 +74,7 @@ def gguf_seeds() -> None:
         "granite": dict(dims=four, extra_kvs=tm.GRANITE_KVS),
         "minicpm": dict(dims=four),
         "phi3": dict(tied=False, dims=four, n_rot=12, extra_kvs=(
-            ("rope.scaling.attn_factor", gb.F32, 1.19), ("rope.scaling.original_context_length", gb.U32, 16))),
+            ("rope.scaling.attn_factor", gb.F32, 1.19), ("rope.scaling.original_context_length", gb.U32, 256))),
         "gemma2": dict(sliding_window=8, dims=tm.Dims(n_embd=32, n_ff=64, n_layer=2, n_head=2, n_head_kv=1,
                                                       head_dim=32, n_ctx=32)),
     }

@@ -63,11 +63,14 @@ Result<ModelConfig> read_transformer_config(const GgufFile& f, const std::string
   if (f.find(p + "attention.key_length")) {
     PLLM_ASSIGN(c.head_dim, get_dim(f, p + "attention.key_length", 1024));
   }
+  // llama.cpp's value head defaults to n_embd / n_head, not to key_length.
+  int vl = c.n_embd / c.n_head;
   if (f.find(p + "attention.value_length")) {
-    PLLM_ASSIGN(int vl, get_dim(f, p + "attention.value_length", 1024));
-    if (vl != c.head_dim)
-      return make_error(Status::unsupported, f.path() + ": value_length != key_length is not supported");
+    PLLM_ASSIGN(vl, get_dim(f, p + "attention.value_length", 1024));
   }
+  if (vl != c.head_dim)
+    return make_error(Status::unsupported, f.path() + ": value_length " + std::to_string(vl) + " != key_length " +
+                                               std::to_string(c.head_dim) + " is not supported");
   // The attention kernels take head sizes that are multiples of 16, up to 256.
   if (c.head_dim % 16 != 0 || c.head_dim > 256)
     return make_error(Status::unsupported, f.path() + ": head size " + std::to_string(c.head_dim) +

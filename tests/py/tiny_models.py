@@ -126,6 +126,10 @@ class ModelConfig:
     extra_kvs: tuple = ()         # ("{arch}." key suffix, gb type, value) written as they are
 
     @property
+    def extra_specials(self) -> tuple:
+        return PHI3_SPECIALS if self.arch == "phi3" else ()
+
+    @property
     def gemma(self) -> bool:
         return self.arch in ("gemma2", "gemma3")
 
@@ -162,7 +166,7 @@ def model_configs() -> dict[str, ModelConfig]:
 # What each variant arch writes besides the llama block's keys (llama.cpp's key names).
 GRANITE_KVS = (("embedding_scale", gb.F32, 0.5), ("residual_scale", gb.F32, 0.7),
                ("attention.scale", gb.F32, 0.08), ("logit_scale", gb.F32, 4.0))
-PHI3_KVS = (("rope.scaling.attn_factor", gb.F32, 1.19), ("rope.scaling.original_context_length", gb.U32, 64))
+PHI3_KVS = (("rope.scaling.attn_factor", gb.F32, 1.19), ("rope.scaling.original_context_length", gb.U32, 256))
 VARIANT_TYPES = ["F32", "F16", "Q8_0", "Q4_K"]
 
 
@@ -227,6 +231,7 @@ def bytes_to_unicode() -> dict[int, str]:
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 GEMMA_SPECIALS = ["<start_of_turn>", "<end_of_turn>"]
+PHI3_SPECIALS = ("<s>", "</s>", "<unk>", "<|end|>", "<|user|>", "<|assistant|>")
 
 # (left, right) pairs in priority order; each merged token is left+right.
 _MERGE_PAIRS = [
@@ -241,8 +246,9 @@ _MERGE_PAIRS = [
 ]
 
 
-def tiny_vocab(specials_first: bool, gemma: bool = False) -> tuple[list[str], list[int], list[str]]:
-    """Returns (tokens, token_types, merges); gemma adds the turn markers as specials."""
+def tiny_vocab(specials_first: bool, gemma: bool = False, extra_specials: tuple = ()) -> tuple[list[str], list[int], list[str]]:
+    """Returns (tokens, token_types, merges); gemma adds the turn markers as specials, and
+    extra_specials more (phi3's, which llama.cpp's vocabulary loader looks up by name)."""
     b2u = bytes_to_unicode()
     normal = [b2u[b] for b in range(256)]
     merges = []
@@ -251,7 +257,7 @@ def tiny_vocab(specials_first: bool, gemma: bool = False) -> tuple[list[str], li
         merges.append(f"{left} {right}")
         if left + right not in normal:
             normal.append(left + right)
-    specials = SPECIALS + (GEMMA_SPECIALS if gemma else [])
+    specials = SPECIALS + (GEMMA_SPECIALS if gemma else []) + list(extra_specials)
     if specials_first:
         tokens = specials + normal
         types = [3] * len(specials) + [1] * len(normal)
@@ -360,7 +366,7 @@ def build_spec(cfg: ModelConfig) -> ModelSpec:
     rng = np.random.default_rng(cfg.seed)
     d = cfg.dims
     a = cfg.arch
-    tokens, types, merges = tiny_vocab(cfg.specials_first, cfg.gemma)
+    tokens, types, merges = tiny_vocab(cfg.specials_first, cfg.gemma, cfg.extra_specials)
     ids = {t: i for i, t in enumerate(tokens)}
     n_vocab = len(tokens)
 
@@ -401,7 +407,8 @@ def build_spec(cfg: ModelConfig) -> ModelSpec:
     else:
         kvs.append(gb.KV("tokenizer.chat_template", gb.STRING, CHATML_TEMPLATE))
     if d.head_dim * d.n_head != d.n_embd and not cfg.gemma:
-        kvs.append(gb.KV(f"{a}.attention.key_length", gb.U32, d.head_dim))
+        kvs += [gb.KV(f"{a}.attention.key_length", gb.U32, d.head_dim),
+                gb.KV(f"{a}.attention.value_length", gb.U32, d.head_dim)]
     kvs += [gb.KV(f"{a}.{key}", vt, v) for key, vt, v in cfg.extra_kvs]
 
     tensors: list[gb.Tensor] = []
@@ -570,7 +577,7 @@ def generate_all(out_dir: Path, names: list[str] | None = None) -> dict[str, Pat
 
 def sample_ids(cfg: ModelConfig, n: int, seed: int = 0) -> list[int]:
     """Deterministic token ids for a logits test: random normal/merge tokens, no specials."""
-    tokens, types, _ = tiny_vocab(cfg.specials_first, cfg.gemma)
+    tokens, types, _ = tiny_vocab(cfg.specials_first, cfg.gemma, cfg.extra_specials)
     normal = [i for i, t in enumerate(types) if t == 1]
     rng = np.random.default_rng(cfg.seed + 7919 * seed)
     return [int(x) for x in rng.choice(normal, size=n, replace=True)]
