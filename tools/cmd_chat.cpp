@@ -38,7 +38,7 @@ std::function<int()> add_chat(CLI::App& app) {
       }
       if (line.empty()) continue;
       history.emplace_back("user", line);
-      const std::vector<pllm_token> ids = tokenize_prompt(model, apply_template(model, history));
+      const std::vector<pllm_token> ids = tokenize_prompt(model, apply_template(model, history, o->template_vars));
       if (ids.size() + 1 >= size_t(pllm_session_n_ctx(session.p))) {
         std::fprintf(stderr, "the conversation no longer fits the context; /reset to start over\n");
         history.pop_back();

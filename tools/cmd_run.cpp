@@ -30,9 +30,9 @@ std::function<int()> add_run(CLI::App& app) {
       std::vector<std::pair<std::string, std::string>> msgs;
       if (!o->gen.system.empty()) msgs.emplace_back("system", o->gen.system);
       msgs.emplace_back("user", text);
-      rendered = apply_template(model, msgs);
-    } else if (!o->gen.system.empty()) {
-      fail("--system needs the chat template (drop --raw)");
+      rendered = apply_template(model, msgs, o->gen.template_vars);
+    } else if (!o->gen.system.empty() || !o->gen.template_vars.empty()) {
+      fail("--system and --chat-template-kwargs need the chat template (drop --raw)");
     }
     const std::vector<pllm_token> ids = tokenize_prompt(model, rendered);
     Session session(model, o->gen.session);

@@ -19,6 +19,9 @@ void GenerationOptions::add_to(CLI::App* cmd) {
                   "file (default: the model's own tokenizer.chat_template, rendered) or native (the built-in "
                   "layout of its family: ChatML, Llama 3, Gemma, ...)")
       ->check(CLI::IsMember({"file", "native"}));
+  cmd->add_option("--chat-template-kwargs", template_vars,
+                  "variables for the model's template, a JSON object: '{\"enable_thinking\": false}' turns Qwen3's "
+                  "thinking off");
   cmd->add_option("-n,--n-predict", n_predict, "maximum tokens to generate")->check(CLI::Range(0, 1 << 24));
   cmd->add_flag("--ignore-eos", ignore_eos, "keep generating past end-of-generation tokens");
   // Unset sampling flags take the model's values: its file's general.sampling.* keys, else

@@ -21,6 +21,7 @@ struct GenerationOptions {
   bool seed_given = false;
   bool ignore_eos = false;
   std::string chat_template = "file";  // --chat-template file|native
+  std::string template_vars;           // --chat-template-kwargs JSON
   SessionOptions session;  // -t, -c, --int8-act, --no-fuse, --profile
   CacheOptions cache;      // --cache-dir, --cache-ram, --cache-disk, --no-cache
 

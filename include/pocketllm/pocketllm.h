@@ -133,6 +133,15 @@ typedef struct pllm_chat_message {
 /* Render messages with the model's chat template. Free *text_out with pllm_string_free. */
 PLLM_API pllm_status pllm_chat_apply_template(const pllm_model* model, const pllm_chat_message* messages,
                                               size_t n_messages, int add_generation_prompt, char** text_out);
+/* The same with variables the template reads besides the conversation: variables_json is a
+ * JSON object such as {"enable_thinking": false} (Qwen3's thinking switch), or NULL for none.
+ * Not JSON, not an object, or a name the engine sets itself (messages, tools,
+ * add_generation_prompt, bos_token, ...) is PLLM_ERR_INVALID_ARGUMENT; variables with the
+ * built-in layouts (PLLM_CHAT_TEMPLATE_NATIVE, or a file without a template) are
+ * PLLM_ERR_UNSUPPORTED. */
+PLLM_API pllm_status pllm_chat_apply_template_vars(const pllm_model* model, const pllm_chat_message* messages,
+                                                   size_t n_messages, int add_generation_prompt,
+                                                   const char* variables_json, char** text_out);
 
 /* ---- Sessions ------------------------------------------------------------ */
 

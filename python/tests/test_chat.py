@@ -95,3 +95,15 @@ def test_every_activation_word(model):
         model.session(activations="static")
     with pytest.raises(pocketllm.InvalidArgument, match="int16.exact.int8.f16.static"):
         model.session(activations="fp32")
+
+
+def test_chat_template_kwargs_reach_the_template(model):
+    """SmolLM2's template reads no variables (the prompt is unchanged); bad ones are refused."""
+    q = CAPITAL
+    assert model.apply_chat_template(q, chat_template_kwargs={"enable_thinking": False}) == model.apply_chat_template(q)
+    with pytest.raises(pocketllm.InvalidArgument):
+        model.apply_chat_template(q, chat_template_kwargs={"messages": []})
+    with pytest.raises(pocketllm.InvalidArgument):
+        model.apply_chat_template(q, chat_template_kwargs=["enable_thinking"])
+    reply = model.chat(q, chat_template_kwargs={"enable_thinking": False})
+    assert "Paris" in reply, reply

@@ -204,6 +204,11 @@ pllm_status pllm_detokenize(const pllm_model* m, const pllm_token* tokens, size_
 
 pllm_status pllm_chat_apply_template(const pllm_model* m, const pllm_chat_message* messages, size_t n_messages,
                                      int add_generation_prompt, char** text_out) {
+  return pllm_chat_apply_template_vars(m, messages, n_messages, add_generation_prompt, nullptr, text_out);
+}
+
+pllm_status pllm_chat_apply_template_vars(const pllm_model* m, const pllm_chat_message* messages, size_t n_messages,
+                                          int add_generation_prompt, const char* variables_json, char** text_out) {
   return guarded([&] {
     if (!m || !text_out || (!messages && n_messages))
       return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_chat_apply_template: null argument");
@@ -214,7 +219,13 @@ pllm_status pllm_chat_apply_template(const pllm_model* m, const pllm_chat_messag
         return fail(PLLM_ERR_INVALID_ARGUMENT, "chat message with null role or content");
       msgs.push_back({messages[i].role, messages[i].content});
     }
-    auto r = pllm::apply_chat_template(*m->model, msgs, add_generation_prompt != 0, m->chat_template);
+    pllm::ChatTemplateVars vars;
+    if (variables_json) {
+      auto v = pllm::parse_chat_template_vars(variables_json);
+      if (!v.ok()) return fail(v.error());
+      vars = std::move(*v);
+    }
+    auto r = pllm::apply_chat_template(*m->model, msgs, add_generation_prompt != 0, m->chat_template, vars);
     if (!r.ok()) return fail(r.error());
     *text_out = dup_string(r.value());
     return PLLM_OK;

@@ -15,20 +15,47 @@ std::optional<ChatTemplateMode> parse_chat_template_mode(std::string_view word) 
   return std::nullopt;
 }
 
+Result<void> check_chat_template_vars(const ChatTemplateVars& vars) {
+  if (vars.is_null()) return {};
+  if (!vars.is_object()) return make_error(Status::invalid_argument, "chat template variables must be a JSON object");
+  for (const char* own : {"messages", "tools", "documents", "add_generation_prompt", "bos_token", "eos_token",
+                          "raise_exception", "strftime_now"})
+    if (vars.contains(own))
+      return make_error(Status::invalid_argument, std::string("chat template variable '") + own +
+                                                      "' is set by the engine, not by the caller");
+  return {};
+}
+
+Result<ChatTemplateVars> parse_chat_template_vars(std::string_view text) {
+  ChatTemplateVars v = ChatTemplateVars::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (v.is_discarded()) return make_error(Status::invalid_argument, "chat template variables are not valid JSON");
+  PLLM_TRY(check_chat_template_vars(v));
+  return v;
+}
+
 Result<std::string> apply_chat_template(const Model& m, const std::vector<ChatMessage>& messages,
-                                        bool add_generation_prompt, ChatTemplateMode mode) {
+                                        bool add_generation_prompt, ChatTemplateMode mode, const ChatTemplateVars& vars) {
   return apply_chat_template(m.chat_template(), m.chat_family(), m.tokenizer(), messages, add_generation_prompt,
-                             mode);
+                             mode, vars);
 }
 
 Result<std::string> apply_chat_template(const std::string& tmpl, ChatFamily family, const Tokenizer& tok,
                                         const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                                        ChatTemplateMode mode) {
-  if (mode == ChatTemplateMode::native || tmpl.empty())
+                                        ChatTemplateMode mode, const ChatTemplateVars& vars) {
+  PLLM_TRY(check_chat_template_vars(vars));
+  const bool has_vars = vars.is_object() && !vars.empty();
+  if (mode == ChatTemplateMode::native || tmpl.empty()) {
+    if (has_vars)
+      return make_error(Status::unsupported, std::string("chat template variables need the model's own template; the "
+                                                         "built-in ") + chat_family_name(family) +
+                                                 " layout " + (tmpl.empty() ? "(this file has no template) " : "") +
+                                                 "reads none");
     return render_chat(family, tmpl, messages, add_generation_prompt);
+  }
   ChatContext ctx;
   ctx.messages = chat_messages_json(messages);
   ctx.add_generation_prompt = add_generation_prompt;
+  if (has_vars) ctx.extra = vars;
   // As Hugging Face passes them: the tokens' text (encode_chat_prompt keeps one BOS).
   if (tok.bos() >= 0) ctx.bos_token = tok.token_to_piece(tok.bos(), /*render_special=*/true);
   if (tok.eos() >= 0) ctx.eos_token = tok.token_to_piece(tok.eos(), /*render_special=*/true);

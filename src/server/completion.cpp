@@ -113,7 +113,7 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
   // The prompt, exactly as the model sees it.
   std::string text = r.prompt;
   if (chat) {
-    auto rendered = apply_chat_template(*model, r.messages, true, opt.chat_template);
+    auto rendered = apply_chat_template(*model, r.messages, true, opt.chat_template, r.template_vars);
     if (!rendered.ok()) return send_error(res, {400, "invalid_request_error", "messages", "", rendered.error().message}, endpoint);
     text = std::move(*rendered);
   }

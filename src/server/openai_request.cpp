@@ -145,6 +145,11 @@ CompletionRequest parse(const json& j, bool chat, const SamplingConfig& defaults
   } else if (logprobs) {
     r.top_logprobs = int(integer(j, "logprobs", 0, 5));  // completions: logprobs is the count
   }
+  if (j.contains("chat_template_kwargs") && !j["chat_template_kwargs"].is_null()) {
+    if (!chat) bad("chat_template_kwargs", "'chat_template_kwargs' is for chat completions");
+    r.template_vars = j["chat_template_kwargs"];
+    if (auto ok = check_chat_template_vars(r.template_vars); !ok.ok()) bad("chat_template_kwargs", ok.error().message);
+  }
   for (const char* key : {"tools", "functions", "tool_choice", "function_call"})
     if (j.contains(key) && !j[key].is_null()) bad(key, std::string("'") + key + "' is not supported");
   if (j.contains("response_format") && !j["response_format"].is_null()) {

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "model/chat_prompt.h"
 #include "model/sampling_config.h"
 #include "tokenizer/chat_template.h"
 
@@ -32,6 +33,7 @@ struct CompletionRequest {
   SamplingConfig sampling;            // the model's defaults, overridden by the request
   std::vector<std::string> stop;      // at most 4
   int top_logprobs = -1;              // -1: no logprobs; else 0..20 alternatives per token
+  ChatTemplateVars template_vars;     // chat_template_kwargs (llama.cpp's name), e.g. enable_thinking
 };
 
 // defaults: the model's sampling defaults (seed included). Limits: at most 4 stop strings of

@@ -97,6 +97,38 @@ TEST(ChatPrompt, ABrokenTemplateIsOneErrorAndNativeStillRenders) {
   EXPECT_NE(native->find("<|im_start|>user\nWhat is the capital of France?<|im_end|>"), std::string::npos) << *native;
 }
 
+// Template variables: Qwen3's own template over the Qwen2 vocabulary SmolLM2 shares the ChatML
+// markers with; enable_thinking false closes an empty think block, unset or true does not.
+TEST(ChatPrompt, TemplateVariablesReachTheTemplate) {
+  std::shared_ptr<const Model> m = vocab_of("SmolLM2-135M-Instruct.Q4_1.gguf");
+  if (!m) GTEST_SKIP() << "SmolLM2-135M-Instruct.Q4_1.gguf not found ($POCKETLLM_MODELS or models/)";
+  const fs::path t = fs::path(pllm::test::kSourceDir) / ".." / "shared" / "testdata" / "templates" /
+                     "Qwen-Qwen3-0.6B.jinja";
+  if (!fs::exists(t)) GTEST_SKIP() << t << " not found (../shared/testdata/templates)";
+  std::ifstream in(t);
+  const std::string tmpl((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const ChatFamily fam = detect_chat_family(tmpl);
+  const std::string think = "<think>\n\n</think>";
+  auto plain = apply_chat_template(tmpl, fam, m->tokenizer(), kConversations[0], true);
+  ASSERT_TRUE(plain.ok()) << plain.error().message;
+  EXPECT_EQ(plain->find(think), std::string::npos) << *plain;
+  auto off = apply_chat_template(tmpl, fam, m->tokenizer(), kConversations[0], true, ChatTemplateMode::file,
+                                 ChatTemplateVars{{"enable_thinking", false}});
+  ASSERT_TRUE(off.ok()) << off.error().message;
+  EXPECT_EQ(*off, *plain + think + "\n\n");
+  auto on = apply_chat_template(tmpl, fam, m->tokenizer(), kConversations[0], true, ChatTemplateMode::file,
+                                ChatTemplateVars{{"enable_thinking", true}});
+  ASSERT_TRUE(on.ok()) << on.error().message;
+  EXPECT_EQ(*on, *plain);
+  // Not an object, a name the engine sets, not JSON: one error each; the built-in layouts read none.
+  for (const char* bad : {"[1]", "{\"messages\": []}", "{\"add_generation_prompt\": false}", "{nope"})
+    EXPECT_FALSE(parse_chat_template_vars(bad).ok()) << bad;
+  auto native = apply_chat_template(tmpl, fam, m->tokenizer(), kConversations[0], true, ChatTemplateMode::native,
+                                    ChatTemplateVars{{"enable_thinking", false}});
+  ASSERT_FALSE(native.ok());
+  EXPECT_EQ(native.error().code, Status::unsupported) << native.error().message;
+}
+
 TEST(ChatPromptModes, WordsRoundTripAndUnknownIsRejected) {
   for (ChatTemplateMode m : {ChatTemplateMode::file, ChatTemplateMode::native})
     EXPECT_EQ(parse_chat_template_mode(chat_template_mode_name(m)), m);

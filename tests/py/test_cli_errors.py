@@ -52,6 +52,12 @@ def _cases(m_ok, m_gptj, m_q5k, missing, work):
         "no_prompt_tokenize": ["tokenize", "-m", m_ok],
         "prompt_and_file_both": ["run", "-m", m_ok, "-p", "hi", "-f", work / "p.txt", "-n", "1"],
         "prompt_file_missing": ["run", "-m", m_ok, "-f", work / "no-such-prompt.txt", "-n", "1"],
+        # chat template variables: a JSON object of names the engine does not set itself
+        "template_vars_not_json": ["run", "-m", m_ok, "-p", "hi", "-n", "1", "--chat-template-kwargs", "{nope"],
+        "template_vars_engine_name": ["run", "-m", m_ok, "-p", "hi", "-n", "1", "--chat-template-kwargs",
+                                      '{"messages": []}'],
+        "template_vars_with_native": ["run", "-m", m_ok, "-p", "hi", "-n", "1", "--chat-template", "native",
+                                      "--chat-template-kwargs", '{"enable_thinking": false}'],
         # activation modes are exclusive
         "int8_and_f16_act": ["run", "-m", m_ok, "-p", "hi", "-n", "1", "--int8-act", "--f16-act"],
         "logits_int8_and_f16_act": ["logits", "-m", m_ok, "--ids", "1 2", "--out", work / "o.f32",

@@ -83,6 +83,8 @@ def test_logprobs(server):
     ({"messages": QUESTION, "max_tokens": 100000}, 400, "context_length_exceeded"),
     ({"messages": [{"role": "user", "content": "word " * 2000}]}, 400, "context_length_exceeded"),
     ({"messages": [{"role": "wizard", "content": "hi"}]}, 400, None),
+    ({"messages": QUESTION, "chat_template_kwargs": "think"}, 400, None),
+    ({"messages": QUESTION, "chat_template_kwargs": {"messages": []}}, 400, None),
 ])
 def test_bad_requests_get_openai_errors(server, body, status, code):
     got, data = server.post("/v1/chat/completions", body)
@@ -91,6 +93,16 @@ def test_bad_requests_get_openai_errors(server, body, status, code):
     assert err["message"] and err["type"]
     if code:
         assert err["code"] == code
+
+
+def test_chat_template_kwargs_are_accepted(server):
+    """Variables reach the file's template (tests/cpp/test_chat_prompt.cpp shows Qwen3's
+    enable_thinking at work); SmolLM2's template reads none, so the prompt is unchanged."""
+    body = {"messages": QUESTION, "max_tokens": 4, "temperature": 0}
+    plain = json.loads(server.post("/v1/chat/completions", body)[1])
+    got, data = server.post("/v1/chat/completions", {**body, "chat_template_kwargs": {"enable_thinking": False}})
+    assert got == 200, data
+    assert json.loads(data)["usage"]["prompt_tokens"] == plain["usage"]["prompt_tokens"]
 
 
 def test_oversized_body_and_unknown_route(server):

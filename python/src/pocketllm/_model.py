@@ -79,9 +79,11 @@ class Model:
         """The text of token ids (special tokens written out with ``render_special``)."""
         return _text.detokenize(self._ptr(), ids, render_special)
 
-    def apply_chat_template(self, messages: Sequence[_text.Message], add_generation_prompt: bool = True) -> str:
-        """``messages`` rendered with the model's chat template (what ``chat`` generates from)."""
-        return _text.apply_template(self._ptr(), messages, add_generation_prompt)
+    def apply_chat_template(self, messages: Sequence[_text.Message], add_generation_prompt: bool = True,
+                            chat_template_kwargs: Optional[Mapping[str, Any]] = None) -> str:
+        """``messages`` rendered with the model's chat template (what ``chat`` generates from);
+        ``chat_template_kwargs`` are variables the template reads, e.g. ``{"enable_thinking": False}``."""
+        return _text.apply_template(self._ptr(), messages, add_generation_prompt, chat_template_kwargs)
 
     # ---- generation on the default session ----------------------------------------------
 

@@ -98,13 +98,15 @@ class Session:
              min_p: Optional[float] = ..., repeat_penalty: Optional[float] = ..., seed: Optional[int] = ...,
              stop: Union[str, Sequence[str], None] = ...) -> Stream: ...
 
-    def chat(self, messages, *, stream=False, **sampling_args):
+    def chat(self, messages, *, stream=False, chat_template_kwargs=None, **sampling_args):
         """Reply to ``messages`` ([{"role": "system"|"user"|"assistant", "content": str}, ...])
-        with the model's chat template. Sampling is the model's own (greedy unless its file
-        says otherwise) with the given fields replaced; ``seed`` None keeps the engine's 0.
+        with the model's chat template (``chat_template_kwargs``: variables it reads, e.g.
+        ``{"enable_thinking": False}`` for Qwen3). Sampling is the model's own (greedy unless its
+        file says otherwise) with the given fields replaced; ``seed`` None keeps the engine's 0.
         Returns a Completion (a str with ``.stats``) or, with ``stream=True``, a Stream."""
         model = self._model_ptr()
-        ids = _text.prompt_ids(model, _text.apply_template(model, messages, add_generation_prompt=True))
+        ids = _text.prompt_ids(model, _text.apply_template(model, messages, add_generation_prompt=True,
+                                                           template_vars=chat_template_kwargs))
         return self._generate(ids, stream, **sampling_args)
 
     @overload

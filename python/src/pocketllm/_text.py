@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import ctypes as C
+import json
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Optional
 
 from ._errors import InvalidArgument, check
 from ._lib import ChatMessage, lib, take_string
@@ -53,7 +55,8 @@ def _c_text(value: object, what: str) -> bytes:
     return value.encode("utf-8")
 
 
-def apply_template(model: int, messages: Sequence[Message], add_generation_prompt: bool) -> str:
+def apply_template(model: int, messages: Sequence[Message], add_generation_prompt: bool,
+                   template_vars: Optional[Mapping] = None) -> str:
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise InvalidArgument("messages must be a list of {'role': ..., 'content': ...} dicts")
     arr = (ChatMessage * max(len(messages), 1))()
@@ -63,7 +66,11 @@ def apply_template(model: int, messages: Sequence[Message], add_generation_promp
         role, content = _c_text(m["role"], f"message {i}'s role"), _c_text(m["content"], f"message {i}'s content")
         arr[i].role, arr[i].content = role, content
     out = C.c_void_p()
-    check(lib.pllm_chat_apply_template(model, arr, len(messages), int(add_generation_prompt), C.byref(out)))
+    if template_vars is not None and not isinstance(template_vars, Mapping):
+        raise InvalidArgument("chat_template_kwargs must be a dict of template variables")
+    vars_json = None if template_vars is None else _c_text(json.dumps(template_vars), "chat_template_kwargs")
+    check(lib.pllm_chat_apply_template_vars(model, arr, len(messages), int(add_generation_prompt), vars_json,
+                                            C.byref(out)))
     return take_string(out.value)
 
 
