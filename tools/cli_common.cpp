@@ -253,17 +253,33 @@ pllm_prefix_cache_counters PrefixCache::stats() const {
   return st;
 }
 
-std::vector<pllm_token> tokenize(const Model& m, const std::string& text, bool add_special, bool parse_special) {
+namespace {
+// Calls fill(out, capacity, &n) once more with the size it asked for when the first guess was short.
+template <typename Fill>
+std::vector<pllm_token> grow_tokens(size_t guess, Fill fill) {
   size_t n = 0;
-  std::vector<pllm_token> ids(text.size() + 8);
-  pllm_status s = pllm_tokenize(m.p, text.data(), text.size(), add_special, parse_special, ids.data(), ids.size(), &n);
+  std::vector<pllm_token> ids(guess);
+  pllm_status s = fill(ids.data(), ids.size(), &n);
   if (s == PLLM_ERR_OUT_OF_RANGE) {
     ids.resize(n);
-    s = pllm_tokenize(m.p, text.data(), text.size(), add_special, parse_special, ids.data(), ids.size(), &n);
+    s = fill(ids.data(), ids.size(), &n);
   }
   check(s, "tokenizing");
   ids.resize(n);
   return ids;
+}
+}  // namespace
+
+std::vector<pllm_token> tokenize(const Model& m, const std::string& text, bool add_special, bool parse_special) {
+  return grow_tokens(text.size() + 8, [&](pllm_token* out, size_t cap, size_t* n) {
+    return pllm_tokenize(m.p, text.data(), text.size(), add_special, parse_special, out, cap, n);
+  });
+}
+
+std::vector<pllm_token> tokenize_prompt(const Model& m, const std::string& text) {
+  return grow_tokens(text.size() + 8, [&](pllm_token* out, size_t cap, size_t* n) {
+    return pllm_tokenize_prompt(m.p, text.data(), text.size(), out, cap, n);
+  });
 }
 
 std::string apply_template(const Model& m, const std::vector<std::pair<std::string, std::string>>& messages,

@@ -128,6 +128,8 @@ struct PrefixCache {
 std::vector<std::pair<const char*, uint64_t>> counter_fields(const pllm_prefix_cache_counters& c);
 
 std::vector<pllm_token> tokenize(const Model& m, const std::string& text, bool add_special, bool parse_special);
+// A prompt's tokens (pllm_tokenize_prompt: specials parsed, one BOS).
+std::vector<pllm_token> tokenize_prompt(const Model& m, const std::string& text);
 // vars_json: the template's extra variables as a JSON object (--chat-template-kwargs), or "".
 std::string apply_template(const Model& m, const std::vector<std::pair<std::string, std::string>>& messages,
                            const std::string& vars_json = "");

@@ -82,11 +82,4 @@ GenerationResult generate(Session& s, const std::vector<pllm_token>& prompt, con
   return r;
 }
 
-std::vector<pllm_token> tokenize_prompt(const Model& m, const std::string& text) {
-  std::vector<pllm_token> ids = tokenize(m, text, /*add_special=*/true, /*parse_special=*/true);
-  const pllm_token bos = pllm_model_bos(m.p);
-  if (ids.size() >= 2 && bos >= 0 && ids[0] == bos && ids[1] == bos) ids.erase(ids.begin());
-  return ids;
-}
-
 }  // namespace cli

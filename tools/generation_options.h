@@ -49,6 +49,5 @@ GenerationResult generate(Session& s, const std::vector<pllm_token>& prompt, con
 
 // Tokenises a rendered chat prompt: special tokens parsed, BOS added if the model wants
 // one and the template did not already write it.
-std::vector<pllm_token> tokenize_prompt(const Model& m, const std::string& text);
 
 }  // namespace cli

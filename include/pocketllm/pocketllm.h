@@ -121,6 +121,11 @@ PLLM_API void pllm_string_free(char* s);
  * call fails with PLLM_ERR_OUT_OF_RANGE and *n_out tells the size needed. */
 PLLM_API pllm_status pllm_tokenize(const pllm_model* model, const char* text, size_t text_len, int add_special,
                                    int parse_special, pllm_token* out, size_t capacity, size_t* n_out);
+/* A prompt's tokens the way the CLI, the server and the bindings make them: special tokens
+ * parsed (a chat template writes them as text), BOS added when the model wants one, and a
+ * second BOS dropped when the text already begins with it. Same capacity rules. */
+PLLM_API pllm_status pllm_tokenize_prompt(const pllm_model* model, const char* text, size_t text_len,
+                                          pllm_token* out, size_t capacity, size_t* n_out);
 /* Text of the tokens (special tokens rendered when render_special). Same capacity rules. */
 PLLM_API pllm_status pllm_detokenize(const pllm_model* model, const pllm_token* tokens, size_t n_tokens,
                                      int render_special, char* out, size_t capacity, size_t* n_out);

@@ -10,6 +10,7 @@
 
 #include "api/api_internal.h"
 #include "api/inspect.h"
+#include "model/chat_prompt.h"
 #include "kernels/kernels.h"
 #include "runtime/generator.h"
 #include "runtime/prefix_cache.h"
@@ -183,6 +184,17 @@ pllm_status pllm_tokenize(const pllm_model* m, const char* text, size_t text_len
       return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_tokenize: null argument");
     auto r = m->model->tokenizer().encode(std::string_view(text ? text : "", text_len), add_special != 0,
                                           parse_special != 0);
+    if (!r.ok()) return fail(r.error());
+    return copy_out(r->data(), r->size(), sizeof(pllm_token), out, capacity, n_out);
+  });
+}
+
+pllm_status pllm_tokenize_prompt(const pllm_model* m, const char* text, size_t text_len, pllm_token* out,
+                                 size_t capacity, size_t* n_out) {
+  return guarded([&] {
+    if (!m || (!text && text_len) || (!out && capacity))
+      return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_tokenize_prompt: null argument");
+    auto r = pllm::encode_chat_prompt(m->model->tokenizer(), std::string_view(text ? text : "", text_len));
     if (!r.ok()) return fail(r.error());
     return copy_out(r->data(), r->size(), sizeof(pllm_token), out, capacity, n_out);
   });

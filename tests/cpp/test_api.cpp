@@ -80,6 +80,36 @@ TEST_F(Api, GreedyStreamsTextThatMatchesDetokenize) {
   EXPECT_EQ(detok, c.text);
 }
 
+std::vector<pllm_token> prompt_tokens(const pllm_model* m, const std::string& text) {
+  size_t n = 0;
+  EXPECT_EQ(pllm_tokenize_prompt(m, text.data(), text.size(), nullptr, 0, &n), PLLM_ERR_OUT_OF_RANGE);
+  std::vector<pllm_token> ids(n);
+  EXPECT_EQ(pllm_tokenize_prompt(m, text.data(), text.size(), ids.data(), ids.size(), &n), PLLM_OK)
+      << pllm_last_error();
+  ids.resize(n);
+  return ids;
+}
+
+TEST_F(Api, PromptTokensParseSpecialsAndKeepOneBos) {
+  const std::string text = "<|im_start|>user\nHi<|im_end|>\n";
+  std::vector<pllm_token> expect(64);
+  size_t n = 0;
+  ASSERT_EQ(pllm_tokenize(model_, text.data(), text.size(), pllm_model_add_bos(model_), 1, expect.data(),
+                          expect.size(), &n), PLLM_OK);
+  expect.resize(n);
+  EXPECT_EQ(prompt_tokens(model_, text), expect);  // specials parsed, BOS as the model wants
+  const pllm_token bos = pllm_model_bos(model_);
+  ASSERT_GE(bos, 0);
+  char piece[64];
+  ASSERT_EQ(pllm_detokenize(model_, &bos, 1, 1, piece, sizeof piece, &n), PLLM_OK);
+  // A template that writes BOS itself: one BOS, not two.
+  const std::vector<pllm_token> with_bos = prompt_tokens(model_, std::string(piece, n) + text);
+  ASSERT_FALSE(with_bos.empty());
+  EXPECT_EQ(with_bos[0], bos);
+  EXPECT_TRUE(with_bos.size() < 2 || with_bos[1] != bos);
+  EXPECT_EQ(pllm_tokenize_prompt(nullptr, "x", 1, nullptr, 0, &n), PLLM_ERR_INVALID_ARGUMENT);
+}
+
 TEST_F(Api, StopStringEndsAndIsNotEmitted) {
   auto ids = chat_prompt("What is the capital of France?");
   Collected c;

@@ -92,6 +92,7 @@ _SIGNATURES = {
     "pllm_model_eos": (c_i32, [c_void_p]),
     "pllm_model_is_eog": (c_int, [c_void_p, c_i32]),
     "pllm_tokenize": (c_int, [c_void_p, c_char_p, c_size, c_int, c_int, P(c_i32), c_size, P(c_size)]),
+    "pllm_tokenize_prompt": (c_int, [c_void_p, c_char_p, c_size, P(c_i32), c_size, P(c_size)]),
     "pllm_detokenize": (c_int, [c_void_p, P(c_i32), c_size, c_int, C.c_char_p, c_size, P(c_size)]),
     "pllm_chat_apply_template": (c_int, [c_void_p, P(ChatMessage), c_size, c_int, P(c_void_p)]),
     "pllm_chat_apply_template_vars": (c_int, [c_void_p, P(ChatMessage), c_size, c_int, c_char_p, P(c_void_p)]),

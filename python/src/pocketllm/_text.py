@@ -12,7 +12,7 @@ from ._lib import ChatMessage, lib, take_string
 Message = Mapping[str, str]
 
 
-def tokenize(model: int, text: str, add_special: bool, parse_special: bool) -> list[int]:
+def _grow_tokens(text: str, call) -> list[int]:
     data = text.encode("utf-8")
     # A token covers at least one byte, plus a few specials: one call nearly always suffices;
     # when not, the first one reports the size needed.
@@ -20,14 +20,18 @@ def tokenize(model: int, text: str, add_special: bool, parse_special: bool) -> l
     for _ in range(2):
         out = (C.c_int32 * cap)()
         n = C.c_size_t()
-        st = lib.pllm_tokenize(model, data, len(data), int(add_special), int(parse_special), out, cap,
-                               C.byref(n))
+        st = call(data, out, cap, C.byref(n))
         if st == 5 and n.value > cap:  # PLLM_ERR_OUT_OF_RANGE: buffer too small
             cap = n.value
             continue
         check(st)
         return list(out[:n.value])
     raise AssertionError("unreachable: the second call had the size the first one asked for")
+
+
+def tokenize(model: int, text: str, add_special: bool, parse_special: bool) -> list[int]:
+    return _grow_tokens(text, lambda data, out, cap, n: lib.pllm_tokenize(
+        model, data, len(data), int(add_special), int(parse_special), out, cap, n))
 
 
 def detokenize(model: int, ids: Iterable[int], render_special: bool) -> str:
@@ -75,11 +79,6 @@ def apply_template(model: int, messages: Sequence[Message], add_generation_promp
 
 
 def prompt_ids(model: int, text: str) -> list[int]:
-    """A prompt's tokens the way the CLI makes them (tools/generation_options.cpp): specials
-    parsed (the template writes them as text), BOS added when the model wants one, and a
-    second BOS dropped when the template already wrote it."""
-    ids = tokenize(model, text, add_special=True, parse_special=True)
-    bos = lib.pllm_model_bos(model)
-    if len(ids) >= 2 and bos >= 0 and ids[0] == bos and ids[1] == bos:
-        del ids[0]
-    return ids
+    """A prompt's tokens the way the CLI makes them (pllm_tokenize_prompt): specials parsed
+    (the template writes them as text), one BOS."""
+    return _grow_tokens(text, lambda data, out, cap, n: lib.pllm_tokenize_prompt(model, data, len(data), out, cap, n))
