@@ -66,9 +66,19 @@ Result<std::string> inspect_file_json(const std::string& path) {
       if (c->longrope) j["hparams"]["rope_scaling"] = "longrope";
       if (c->attn_softcap > 0.0f) j["hparams"]["attn_logit_softcapping"] = c->attn_softcap;
       if (c->final_softcap > 0.0f) j["hparams"]["final_logit_softcapping"] = c->final_softcap;
-      if (f->tensor("blk.0.attn_qkv.weight")) j["hparams"]["fused_qkv"] = true;
-      if (f->tensor("blk.0.attn_q_norm.weight")) j["hparams"]["q_k_norm"] = true;
+      int first_attn = 0;  // the first attention layer (a hybrid model's layer 0 may be a convolution)
+      while (first_attn + 1 < c->n_layer && c->is_recurrent(first_attn)) ++first_attn;
+      const std::string blk = "blk." + std::to_string(first_attn) + ".";
+      if (f->tensor(blk + "attn_qkv.weight")) j["hparams"]["fused_qkv"] = true;
+      if (f->tensor(blk + "attn_q_norm.weight")) j["hparams"]["q_k_norm"] = true;
       if (!c->n_ff_uniform()) j["hparams"]["n_ff_per_layer"] = c->n_ff_layer;  // n_ff is the widest
+      if (c->conv_taps > 0) {  // a hybrid model's convolution layers (no attention there)
+        std::vector<int> conv;
+        for (int l = 0; l < c->n_layer; ++l)
+          if (c->is_recurrent(l)) conv.push_back(l);
+        j["hparams"]["conv_layers"] = conv;
+        j["hparams"]["conv_taps"] = c->conv_taps;
+      }
     }
     j["supported_architecture"] = true;
   } else {

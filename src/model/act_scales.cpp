@@ -19,6 +19,8 @@ std::vector<std::vector<Matrix*>> product_groups(ModelWeights& w) {
     g.push_back({&L.wo});
     g.push_back({&L.w_gate, &L.w_up});
     g.push_back({&L.w_down});
+    g.push_back({&L.conv_b, &L.conv_c, &L.conv_x});
+    g.push_back({&L.conv_out});
   }
   g.push_back({&w.output});
   return g;

@@ -51,5 +51,6 @@ extern const ArchDescriptor kArchSmolLM3;  // arch_smollm3.cpp
 extern const ArchDescriptor kArchGranite;  // arch_granite.cpp
 extern const ArchDescriptor kArchMiniCPM;  // arch_granite.cpp
 extern const ArchDescriptor kArchPhi3;     // arch_phi3.cpp
+extern const ArchDescriptor kArchLfm2;     // arch_lfm2.cpp: convolution layers besides attention
 
 }  // namespace pllm

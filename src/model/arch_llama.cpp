@@ -1,7 +1,8 @@
 // The llama-family transformer (llama, SmolLM2, TinyLlama, Llama 3.x; qwen2, qwen3, smollm3,
-// granite, minicpm and phi3 reuse it with what their config and weights add):
+// granite, minicpm, phi3 and lfm2 reuse it with what their config and weights add):
 //   x = embed(token) * embed_scale
 //   per layer:  x += residual_scale * Wo · attention(rope(Wq·rmsnorm(x)), rope(Wk·…), Wv·…)
+//                 (lfm2's convolution layers: short_conv_block instead)
 //               x += residual_scale * Wdown · (silu(Wgate·rmsnorm(x)) * (Wup·rmsnorm(x)))
 //   logits = logit_mul * Wout · rmsnorm(x)
 #include <cmath>
@@ -40,7 +41,11 @@ Result<void> llama_family_forward(const Model& m, LayerOps& ops) {
   PLLM_TRY(ops.embed(w.token_embd, c.embed_scale));
   for (int l = 0; l < c.n_layer; ++l) {
     if (ops.cancelled()) return make_error(Status::cancelled, "cancelled");
-    attention_block(ops, l, w.layers[size_t(l)], {scale, layer_rope(c, w, l), c.residual_scale});
+    if (c.is_recurrent(l)) {
+      short_conv_block(ops, l, w.layers[size_t(l)]);
+    } else {
+      attention_block(ops, l, w.layers[size_t(l)], {scale, layer_rope(c, w, l), c.residual_scale});
+    }
     ffn_block(ops, l, w.layers[size_t(l)], c.n_ff_at(l), Glu::silu, c.residual_scale);
   }
   ops.head(w.output_norm, w.output, {.mul = c.logit_mul});

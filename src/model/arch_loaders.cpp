@@ -16,14 +16,14 @@ std::string layer_prefix(int layer) { return "blk." + std::to_string(layer) + ".
 
 }  // namespace
 
-Result<void> load_embeddings(const GgufFile& f, const ModelConfig& c, ModelWeights& w) {
+Result<void> load_embeddings(const GgufFile& f, const ModelConfig& c, ModelWeights& w, const char* output_norm) {
   const TensorInfo* emb = f.tensor("token_embd.weight");
   if (!emb) return make_error(Status::bad_format, f.path() + ": missing tensor 'token_embd.weight'");
   if (emb->dims.size() != 2 || emb->dims[1] == 0 || emb->dims[1] > (1u << 24))
     return make_error(Status::bad_format, f.path() + ": tensor 'token_embd.weight' has a bad shape");
   const int64_t n_vocab = int64_t(emb->dims[1]);
   PLLM_ASSIGN(w.token_embd, get_matrix(f, "token_embd.weight", n_vocab, c.n_embd));
-  PLLM_ASSIGN(w.output_norm, get_vector(f, "output_norm.weight", c.n_embd));
+  PLLM_ASSIGN(w.output_norm, get_vector(f, output_norm, c.n_embd));
   if (f.tensor("output.weight")) {
     PLLM_ASSIGN(w.output, get_matrix(f, "output.weight", n_vocab, c.n_embd));
   } else {
@@ -91,11 +91,31 @@ Result<void> load_gated_ffn(const GgufFile& f, const ModelConfig& c, int layer, 
   return {};
 }
 
+Result<void> load_short_conv(const GgufFile& f, const ModelConfig& c, int layer, LayerWeights& L) {
+  const std::string p = layer_prefix(layer);
+  const int E = c.n_embd;
+  PLLM_ASSIGN(L.attn_norm, get_vector(f, p + "attn_norm.weight", E));
+  PLLM_ASSIGN(Matrix in, get_matrix(f, p + "shortconv.in_proj.weight", 3 * int64_t(E), E));
+  L.conv_b = row_slice(in, 0, E);
+  L.conv_c = row_slice(in, E, E);
+  L.conv_x = row_slice(in, 2 * int64_t(E), E);
+  PLLM_ASSIGN(Matrix k, get_matrix(f, p + "shortconv.conv.weight", E, c.conv_taps));
+  if (k.type != TensorType::F32)
+    return make_error(Status::unsupported, f.path() + ": tensor '" + p + "shortconv.conv.weight' must be F32");
+  L.conv_kernel = reinterpret_cast<const float*>(k.data);
+  PLLM_ASSIGN(L.conv_out, get_matrix(f, p + "shortconv.out_proj.weight", E, E));
+  return {};
+}
+
 Result<void> load_layers(const GgufFile& f, const ModelConfig& c, ModelWeights& w, const AttnTensors& attn,
                          const FfnTensors& ffn) {
   w.layers.resize(size_t(c.n_layer));
   for (int l = 0; l < c.n_layer; ++l) {
-    PLLM_TRY(load_attention(f, c, l, w.layers[size_t(l)], attn));
+    if (c.is_recurrent(l)) {
+      PLLM_TRY(load_short_conv(f, c, l, w.layers[size_t(l)]));
+    } else {
+      PLLM_TRY(load_attention(f, c, l, w.layers[size_t(l)], attn));
+    }
     PLLM_TRY(load_gated_ffn(f, c, l, w.layers[size_t(l)], ffn));
   }
   return {};

@@ -37,7 +37,9 @@ struct FfnTensors {
 
 // token_embd [n_vocab x n_embd] (n_vocab: its rows), output_norm [n_embd], and output
 // [n_vocab x n_embd], or the embedding itself when the file has no output (tied).
-Result<void> load_embeddings(const GgufFile& f, const ModelConfig& c, ModelWeights& w);
+// output_norm: the final norm's name (lfm2 writes token_embd_norm.weight).
+Result<void> load_embeddings(const GgufFile& f, const ModelConfig& c, ModelWeights& w,
+                             const char* output_norm = "output_norm.weight");
 
 // Layer `layer`'s attn_norm [n_embd], attn_q [q_dim x n_embd], attn_k, attn_v [kv_dim x n_embd]
 // (or one fused attn_qkv [q_dim + 2 kv_dim x n_embd], read as the three), attn_output
@@ -50,7 +52,13 @@ Result<void> load_attention(const GgufFile& f, const ModelConfig& c, int layer, 
 Result<void> load_gated_ffn(const GgufFile& f, const ModelConfig& c, int layer, LayerWeights& L,
                             const FfnTensors& t);
 
-// Every layer (c.n_layer of them, into w.layers): load_attention, then load_gated_ffn.
+// Convolution layer `layer` of a hybrid model (lfm2): attn_norm [n_embd] (the block's input
+// norm), shortconv.in_proj [3 n_embd x n_embd] (read as b, c, x), shortconv.conv
+// [n_embd][conv_taps] (F32, as llama.cpp writes and keeps it) and shortconv.out_proj.
+Result<void> load_short_conv(const GgufFile& f, const ModelConfig& c, int layer, LayerWeights& L);
+
+// Every layer (c.n_layer of them, into w.layers): load_attention (load_short_conv on a
+// recurrent layer), then load_gated_ffn.
 Result<void> load_layers(const GgufFile& f, const ModelConfig& c, ModelWeights& w, const AttnTensors& attn,
                          const FfnTensors& ffn);
 

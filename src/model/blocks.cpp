@@ -19,6 +19,14 @@ void ffn_block(LayerOps& ops, int l, const LayerWeights& L, int n_ff, Glu glu, f
   ops.residual(l, Act::proj, L.b_down, L.post_ffn_norm, residual_scale);
 }
 
+void short_conv_block(LayerOps& ops, int l, const LayerWeights& L) {
+  ops.norm("attn_norm", l, Act::x, L.attn_norm, Act::h);
+  ops.project("conv_in", l, {{&L.conv_b, Act::gate}, {&L.conv_c, Act::q}, {&L.conv_x, Act::up}}, Act::h);
+  ops.short_conv(l, L.conv_kernel, Act::gate, Act::q, Act::up, Act::att);
+  ops.project("conv_out", l, {{&L.conv_out, Act::proj}}, Act::att);
+  ops.residual(l, Act::proj, nullptr, nullptr, 1.0f);
+}
+
 RopeSpec layer_rope(const ModelConfig& c, const ModelWeights& w, int l) {
   RopeSpec r{w.rope_inv_freq.data(), c.has_rope(l) ? c.n_rot : 0, c.rope_order == RopeOrder::neox};
   r.mscale = c.rope_attn_factor;

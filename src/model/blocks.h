@@ -20,6 +20,10 @@ void attention_block(LayerOps& ops, int l, const LayerWeights& L, const AttnBloc
 // when the layer has one.
 void ffn_block(LayerOps& ops, int l, const LayerWeights& L, int n_ff, Glu glu, float residual_scale = 1.0f);
 
+// x += Wout · (c * conv(b * x)) with [b, c, x] = Win · rmsnorm(x) * attn_norm: a hybrid
+// model's convolution layer (lfm2; LayerOps::short_conv).
+void short_conv_block(LayerOps& ops, int l, const LayerWeights& L);
+
 // The RoPE of layer l of a model with one set of frequencies (every arch but gemma3's local
 // layers): none on NoPE layers (c.has_rope), LongRoPE's tables and attn_factor when loaded.
 RopeSpec layer_rope(const ModelConfig& c, const ModelWeights& w, int l);

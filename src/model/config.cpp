@@ -36,13 +36,42 @@ Result<std::vector<int>> get_dim_per_layer(const GgufFile& f, const std::string&
   return out;
 }
 
+// head_count_kv as an array: one count for every attention layer, 0 for a layer without
+// attention where the arch has such layers (lfm2's convolutions).
+Result<void> read_kv_heads_per_layer(const GgufFile& f, const std::string& key, bool recurrent_layers,
+                                     ModelConfig& c) {
+  PLLM_ASSIGN(std::vector<int64_t> a, f.get_i64_array(key));
+  if (a.size() != size_t(c.n_layer))
+    return make_error(Status::bad_format, f.path() + ": metadata '" + key + "' has " + std::to_string(a.size()) +
+                                              " values, expected one per layer (" + std::to_string(c.n_layer) + ")");
+  c.n_head_kv = 0;
+  c.recurrent_layer.assign(a.size(), 0);
+  for (size_t l = 0; l < a.size(); ++l) {
+    const std::string at = f.path() + ": metadata '" + key + "'[" + std::to_string(l) + "] = " + std::to_string(a[l]);
+    if (a[l] < 0 || a[l] > 1024) return make_error(Status::bad_format, at + " is out of range");
+    if (a[l] == 0) {
+      if (!recurrent_layers)
+        return make_error(Status::unsupported, at + ": layers without attention are not supported for " + c.arch);
+      c.recurrent_layer[l] = 1;
+    } else if (c.n_head_kv != 0 && a[l] != c.n_head_kv) {
+      return make_error(Status::unsupported, at + ": different KV head counts per layer are not supported");
+    } else {
+      c.n_head_kv = int(a[l]);
+    }
+  }
+  if (c.n_head_kv == 0) return make_error(Status::unsupported, f.path() + ": a model without attention layers");
+  if (std::find(c.recurrent_layer.begin(), c.recurrent_layer.end(), 1) == c.recurrent_layer.end())
+    c.recurrent_layer.clear();
+  return {};
+}
+
 }  // namespace
 
 bool ModelConfig::n_ff_uniform() const {
   return std::all_of(n_ff_layer.begin(), n_ff_layer.end(), [&](int v) { return v == n_ff_layer.front(); });
 }
 
-Result<ModelConfig> read_transformer_config(const GgufFile& f, const std::string& arch) {
+Result<ModelConfig> read_transformer_config(const GgufFile& f, const std::string& arch, bool recurrent_layers) {
   ModelConfig c;
   c.arch = arch;
   const std::string p = arch + ".";
@@ -52,7 +81,9 @@ Result<ModelConfig> read_transformer_config(const GgufFile& f, const std::string
   c.n_ff = *std::max_element(c.n_ff_layer.begin(), c.n_ff_layer.end());
   PLLM_ASSIGN(c.n_head, get_dim(f, p + "attention.head_count", 1024));
   c.n_head_kv = c.n_head;
-  if (f.find(p + "attention.head_count_kv")) {
+  if (const GgufValue* v = f.find(p + "attention.head_count_kv"); v && v->type == GgufType::array) {
+    PLLM_TRY(read_kv_heads_per_layer(f, p + "attention.head_count_kv", recurrent_layers, c));
+  } else if (v) {
     PLLM_ASSIGN(c.n_head_kv, get_dim(f, p + "attention.head_count_kv", 1024));
   }
   if (c.n_head % c.n_head_kv != 0)

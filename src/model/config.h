@@ -61,6 +61,13 @@ struct ModelConfig {
   int rope_orig_ctx = 0;
   float rope_attn_factor = 1.0f;
 
+  // Hybrid models (lfm2): a layer whose head_count_kv is 0 has no attention but a gated short
+  // convolution over the last conv_taps positions ({arch}.shortconv.l_cache), whose state
+  // the sequence's cache keeps beside the attention layers' keys and values (KvCache).
+  std::vector<uint8_t> recurrent_layer;  // [n_layer] 1 for a convolution layer; empty: none
+  int conv_taps = 0;
+  bool is_recurrent(int l) const { return !recurrent_layer.empty() && recurrent_layer[size_t(l)] != 0; }
+
   int n_ff_at(int l) const { return n_ff_layer[size_t(l)]; }
   bool n_ff_uniform() const;  // every layer has the same feed-forward size
   int q_dim() const { return n_head * head_dim; }
@@ -70,7 +77,11 @@ struct ModelConfig {
 // Reads and validates the hyper-parameters every architecture has (llama.cpp's key names
 // under the "{arch}." prefix): sizes, head counts, head size, RoPE, norm epsilon. What an
 // architecture adds (e.g. the sliding window below) its arch file reads after this.
-Result<ModelConfig> read_transformer_config(const GgufFile& f, const std::string& arch);
+// head_count_kv may be an array of n_layer values, all equal but for zeros; a zero marks a
+// layer without attention (recurrent_layer), which only an arch that builds such layers
+// accepts (recurrent_layers); the others get one error.
+Result<ModelConfig> read_transformer_config(const GgufFile& f, const std::string& arch,
+                                            bool recurrent_layers = false);
 
 // Sliding-window attention ("{arch}.attention.sliding_window", required unless default_window
 // > 0; the pattern and the local RoPE base "{arch}.rope.freq_base_swa" when present, else

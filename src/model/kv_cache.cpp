@@ -63,6 +63,11 @@ Result<void> KvCache::validate(const ModelConfig& c, const KvOptions& o) {
 KvCache::KvCache(const ModelConfig& c, const KvOptions& o, int n_ctx, int n_batch,
                  const std::vector<int>& layer_window)
     : type_(o.type), kv_dim_(c.kv_dim()), head_dim_(c.head_dim), n_ctx_(n_ctx) {
+  if (c.conv_taps > 0) {
+    conv_dim_ = c.n_embd;
+    conv_taps_ = c.conv_taps;
+    conv_hist_ = c.conv_taps - 1 + kConvRollback;
+  }
   static std::atomic<uint32_t> next_id{1};  // ids only: caches share nothing else
   stamp_ = uint64_t(next_id.fetch_add(1, std::memory_order_relaxed)) << 32;
   layers_.resize(size_t(c.n_layer));
@@ -82,6 +87,11 @@ KvCache::KvCache(const ModelConfig& c, const KvOptions& o, int n_ctx, int n_batc
   regions_.reserve(size_t(c.n_layer) * 5);
   for (int l = 0; l < c.n_layer; ++l) {
     Layer& L = layers_[size_t(l)];
+    if (c.is_recurrent(l)) {
+      L.conv = true;
+      L.k = place(size_t(conv_dim_) * 4, conv_hist_, 0, 1);
+      continue;
+    }
     const int own = size_t(l) < layer_window.size() ? layer_window[size_t(l)] : 0;
     if (o.window > 0 && (own == 0 || o.window < own)) {
       L.window = o.window;
@@ -216,7 +226,9 @@ int KvCache::truncate(int n) {
   ++stamp_;
   int m = std::clamp(n, 0, end_);
   for (int pass = 0; pass < 2; ++pass) {
+    if (!conv_resumable(m)) m = 0;
     for (const Layer& L : layers_) {
+      if (L.conv) continue;
       // Resuming inside a quantised group needs that group's f16 rows before m (its later
       // queries read them until the group is complete again): else resume at its start.
       const int g0 = m > L.sinks ? L.sinks + (m - L.sinks) / G * G : m;
@@ -224,6 +236,8 @@ int KvCache::truncate(int n) {
       if (m > L.sinks && window_lo(L, m) < oldest_kept(L)) m = L.sinks;  // overwritten already
     }
   }
+  if (!conv_resumable(m)) m = 0;
+  if (m == 0) conv_lo_ = 0;  // the state at 0 is zeros: nothing to read
   end_ = m;
   shrink_to(m);
   return m;

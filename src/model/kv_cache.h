@@ -21,6 +21,14 @@
 // incomplete group from those, so what it sees never depends on later positions or on
 // how the prompt was split into batches).
 //
+// A hybrid model's convolution layers (ModelConfig::is_recurrent, lfm2) keep no keys or
+// values but the convolution's state: the conv inputs [n_embd] (f32) of the newest positions,
+// in a ring of conv_taps - 1 + kConvRollback rows per layer. A step reads the conv_taps - 1
+// rows before its first position and writes its own; the ring's extra rows let truncate()
+// and the snapshots go back up to kConvRollback positions from end() (a chat turn that
+// re-renders the end of the last answer differently) and still resume exactly; further back
+// the only exact point is 0, where the state is zeros.
+//
 // Each layer's arrays start on their own page and a decode step reads each once, front to
 // back. Stores are single-threaded (the forward pass writes a batch's keys and values before
 // its attention); attend_part() is const and runs on many threads at once.
@@ -34,6 +42,7 @@
 // reads a slot before it was written since the last release (a query sees only positions it
 // stored; q4 reads only complete groups), so released memory is never taken for data.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -92,6 +101,7 @@ class KvCache {
   Result<void> begin_batch(int pos0, int n) {
     if (pos0 + n > grow_at_) PLLM_TRY(grow_to(pos0 + n));
     end_ = pos0 + n;
+    if (conv_hist_ > 0) conv_lo_ = std::max(conv_lo_, end_ - conv_hist_);  // the batch's rows take these slots
     ++stamp_;
     return {};
   }
@@ -121,6 +131,15 @@ class KvCache {
                    const RopeSpec& rope, AttnAccum* a) const;
   // Positions a query at pos sees in layer l.
   int n_visible(int l, int pos) const;
+
+  // Convolution layers: the conv input row [n_embd] of position pos in layer l. A step writes
+  // the rows of its positions >= end() - conv_history() after it has read the rows before its
+  // first position; a row may be read while conv_kept() <= pos < end().
+  static constexpr int kConvRollback = 64;
+  float* conv_row(int l, int pos) { return conv_row_at(l, pos); }
+  const float* conv_row(int l, int pos) const { return conv_row_at(l, pos); }
+  int conv_history() const { return conv_hist_; }
+  int conv_kept() const { return conv_lo_; }
 
   // Positions per KV block, the unit memory is committed and released in.
   static constexpr int kBlock = 64;
@@ -162,6 +181,7 @@ class KvCache {
     int window = 0;  // 0: none
     int ring = 0;    // R, ring slots (a multiple of kKvQ4GroupTokens for q4)
     int recent = 0;  // q4: f16 rows of the newest positions (a multiple of the group, >= group + batch)
+    bool conv = false;  // a convolution layer: k is its ring of conv_hist_ f32 rows [n_embd]
     uint8_t* base = nullptr;  // start of memory_ (the offsets below are from it)
     // Offsets in bytes from base; which are used depends on the type.
     size_t k = 0, v = 0;                    // f32/f16/q8 rows [slots][kv_dim]; q4: f16 sinks [S][kv_dim]
@@ -193,8 +213,21 @@ class KvCache {
   // The oldest window position still stored when end() == end (what truncate may rely on).
   int oldest_kept(const Layer& L) const;
   size_t group_bytes() const;
-  // Snapshot bytes of positions [0, n) of one layer (no window).
-  size_t layer_prefix_bytes(int n) const;
+  // Snapshot bytes of positions [0, n) of one layer (no window), of every layer.
+  size_t layer_prefix_bytes(const Layer& L, int n) const;
+  size_t payload_bytes(int n) const;
+  // q4: the f16 rows every attention layer keeps of the newest positions.
+  int q4_recent() const {
+    for (const Layer& L : layers_)
+      if (!L.conv) return L.recent;
+    return 0;
+  }
+  // Whether the convolution layers can resume at n (rows [n - taps + 1, n) still held).
+  bool conv_resumable(int n) const { return conv_hist_ == 0 || n == 0 || std::max(0, n - conv_taps_ + 1) >= conv_lo_; }
+  float* conv_row_at(int l, int pos) const {
+    const Layer& L = layers_[size_t(l)];
+    return reinterpret_cast<float*>(L.base + L.k) + size_t(pos % conv_hist_) * size_t(conv_dim_);
+  }
   // The cache's bytes that hold the snapshot of [0, n) (no window), every layer's in
   // snapshot order: what export_prefix copies out and import_prefix copies back in.
   std::vector<std::span<uint8_t>> prefix_spans(int n) const;
@@ -209,6 +242,8 @@ class KvCache {
   int kv_dim_, head_dim_, n_ctx_;
   bool unbounded_ = false;  // any windowed layer: positions are not limited by n_ctx
   int end_ = 0;
+  int conv_dim_ = 0, conv_taps_ = 0, conv_hist_ = 0;  // convolution layers: row width, taps, ring rows
+  int conv_lo_ = 0;                                   // the oldest position whose conv rows are held
   uint64_t stamp_;  // the cache's id (high 32 bits) and a change count
   std::vector<Layer> layers_;
   std::vector<Region> regions_;  // every layer's arrays

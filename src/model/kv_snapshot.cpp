@@ -5,6 +5,7 @@
 // kv_cache.h), and the envelope around them (header, tokens, checksum).
 #include "model/kv_snapshot.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -44,8 +45,9 @@ Error bad(const std::string& what) { return make_error(Status::bad_format, "KV s
 
 // The cache's slots.
 
-size_t KvCache::layer_prefix_bytes(int n) const {
+size_t KvCache::layer_prefix_bytes(const Layer& L, int n) const {
   const size_t D = size_t(kv_dim_), N = size_t(n);
+  if (L.conv) return size_t(std::min(n, conv_taps_ - 1)) * size_t(conv_dim_) * 4;
   switch (type_) {
     case KvType::f32: return 2 * N * D * 4;
     case KvType::f16: return 2 * N * D * 2;
@@ -53,6 +55,12 @@ size_t KvCache::layer_prefix_bytes(int n) const {
     case KvType::q4: return size_t(n / G) * group_bytes() + 2 * size_t(n % G) * D * 2;
   }
   return 0;
+}
+
+size_t KvCache::payload_bytes(int n) const {
+  size_t total = 0;
+  for (const Layer& L : layers_) total += layer_prefix_bytes(L, n);
+  return total;
 }
 
 Result<size_t> KvCache::prefix_bytes(int n) const {
@@ -64,10 +72,14 @@ Result<size_t> KvCache::prefix_bytes(int n) const {
                                                 std::to_string(end_));
   // q4: the partial group at n is exported from its f16 rows, kept for the newest positions
   // (a group + a batch): the same rule as truncate().
-  if (type_ == KvType::q4 && n % G != 0 && n / G * G < end_ - layers_.front().recent)
+  if (type_ == KvType::q4 && n % G != 0 && n / G * G < end_ - q4_recent())
     return make_error(Status::invalid_argument, "a q4 KV snapshot must end on a group of " + std::to_string(G) +
                                                     " positions or inside a group whose f16 rows are still kept");
-  return layer_prefix_bytes(n) * layers_.size();
+  if (!conv_resumable(n))
+    return make_error(Status::invalid_argument, "the convolution state at position " + std::to_string(n) +
+                                                    " is no longer held (it is kept for the last " +
+                                                    std::to_string(kConvRollback) + " positions)");
+  return payload_bytes(n);
 }
 
 std::vector<std::span<uint8_t>> KvCache::prefix_spans(int n) const {
@@ -76,6 +88,14 @@ std::vector<std::span<uint8_t>> KvCache::prefix_spans(int n) const {
   out.reserve(layers_.size() * 4);
   for (const Layer& L : layers_) {
     auto add = [&](size_t off, size_t bytes) { out.emplace_back(L.base + off, bytes); };
+    if (L.conv) {  // rows [n - taps + 1, n) of the ring: at most one wrap
+      const size_t row = size_t(conv_dim_) * 4;
+      const int p0 = std::max(0, n - conv_taps_ + 1), s0 = p0 % conv_hist_, k = n - p0;
+      const int first = std::min(k, conv_hist_ - s0);
+      add(L.k + size_t(s0) * row, size_t(first) * row);
+      add(L.k, size_t(k - first) * row);
+      continue;
+    }
     switch (type_) {
       case KvType::f32:
         add(L.k, N * D * 4);
@@ -120,15 +140,16 @@ Result<void> KvCache::import_prefix(int n, const uint8_t* in, size_t len) {
   if (n < 0 || n > n_ctx_)
     return make_error(Status::out_of_range, "KV snapshot of " + std::to_string(n) +
                                                 " positions does not fit the context of " + std::to_string(n_ctx_));
-  if (len != layer_prefix_bytes(n) * layers_.size())
+  if (len != payload_bytes(n))
     return make_error(Status::bad_format, "KV snapshot payload has " + std::to_string(len) + " bytes, expected " +
-                                              std::to_string(layer_prefix_bytes(n) * layers_.size()));
+                                              std::to_string(payload_bytes(n)));
   PLLM_TRY(grow_to(n));  // before anything changes: a failure leaves the cache as it was
   for (std::span<uint8_t> s : prefix_spans(n)) {
     if (!s.empty()) std::memcpy(s.data(), in, s.size());
     in += s.size();
   }
   end_ = n;
+  if (conv_hist_ > 0) conv_lo_ = std::max(0, n - conv_taps_ + 1);  // the rows the snapshot held
   shrink_to(n);  // a shorter prefix than the cache held: release the blocks past it
   return {};
 }

@@ -59,6 +59,12 @@ class LayerOps {
   // att = attention of each row's query heads over what its position sees in its own
   // sequence's cache at layer l (the cache re-rotates sinks with `rope`).
   virtual void attend(int l, AttnScore score, const RopeSpec& rope) = 0;
+  // A convolution layer (lfm2): out = c * conv(b * x), elementwise over [n_embd] rows, where
+  // conv is the depthwise causal convolution with kernel [n_embd][conv_taps] over the
+  // sequence's conv inputs b * x at the row's position and the conv_taps - 1 before it
+  // (zeros before position 0; those of earlier steps from the sequence's cache at layer l,
+  // which then keeps the step's own).
+  virtual void short_conv(int l, const float* kernel, Act b, Act c, Act x, Act out) = 0;
   // gate = act(gate) * up over the layer's n_ff columns.
   virtual void glu(int l, Glu kind, int n_ff) = 0;
   // x += y * scale with y = from + bias, or y = rmsnorm(from + bias) * post_norm when

@@ -148,7 +148,7 @@ void for_each_matrix(ModelWeights& w, Fn fn) {
   fn(w.token_embd);
   fn(w.output);
   for (LayerWeights& L : w.layers)
-    for (Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) fn(*m);
+    for (Matrix* m : L.matrices()) fn(*m);
 }
 
 }  // namespace

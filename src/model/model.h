@@ -1,6 +1,7 @@
 // A loaded model: config, weight views into the mapping, tokenizer, and the forward pass
 // of its architecture. Immutable after load; shared by every session.
 #pragma once
+#include <array>
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -42,6 +43,23 @@ struct LayerWeights {
   const float* attn_k_norm = nullptr;    // [head_dim] RMSNorm of every key head
   const float* post_attn_norm = nullptr; // [n_embd] RMSNorm of the attention output
   const float* post_ffn_norm = nullptr;  // [n_embd] RMSNorm of the feed-forward output
+  // A convolution layer of a hybrid model (lfm2; ModelConfig::is_recurrent) instead of wq..wo:
+  // shortconv.in_proj [3 n_embd x n_embd] read as its three products b, c, x, the depthwise
+  // kernel shortconv.conv [n_embd][conv_taps] (f32) and shortconv.out_proj [n_embd x n_embd].
+  Matrix conv_b, conv_c, conv_x;
+  const float* conv_kernel = nullptr;
+  Matrix conv_out;
+
+  // Every matrix view of the layer (those the architecture has no use for have no data), for
+  // the code that visits them all (repacking, overrides, activation scales).
+  std::array<Matrix*, 11> matrices() {
+    return {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down, &conv_b, &conv_c, &conv_x, &conv_out};
+  }
+  // Every 1-D weight of the layer (null where absent).
+  std::array<const float**, 10> vectors() {
+    return {&attn_norm, &bq, &bk, &bv, &ffn_norm, &attn_q_norm, &attn_k_norm, &post_attn_norm, &post_ffn_norm,
+            &conv_kernel};
+  }
 };
 
 struct ModelWeights {

@@ -23,9 +23,7 @@ size_t round64(size_t n) { return (n + 63) / 64 * 64; }
 std::vector<const float**> vector_views(ModelWeights& w) {
   std::vector<const float**> v{&w.output_norm};
   for (LayerWeights& L : w.layers)
-    for (const float** p : {&L.attn_norm, &L.bq, &L.bk, &L.bv, &L.ffn_norm, &L.attn_q_norm, &L.attn_k_norm,
-                            &L.post_attn_norm, &L.post_ffn_norm})
-      v.push_back(p);
+    for (const float** p : L.vectors()) v.push_back(p);
   return v;
 }
 
@@ -35,7 +33,7 @@ RepackResult repack_weights(ModelWeights& w, const KernelTable& kt, const GgufFi
                             std::vector<AlignedBuffer<uint8_t>>& store, RepackMode mode) {
   std::vector<Matrix*> all{&w.token_embd, &w.output};
   for (LayerWeights& L : w.layers)
-    for (Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) all.push_back(m);
+    for (Matrix* m : L.matrices()) all.push_back(m);
 
   // Everything goes into one arena: one allocation of huge pages (aligned_buffer.h) instead
   // of a few hundred sub-2 MiB buffers that would each stay on 4 KiB pages. The 1-D weights

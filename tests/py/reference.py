@@ -106,7 +106,7 @@ import numpy as np
 
 SUPPORTED_ARCHS = {"llama": "normal", "deci": "normal", "qwen2": "neox", "gemma3": "neox",
                    "qwen3": "neox", "smollm3": "normal", "granite": "normal", "minicpm": "normal",
-                   "phi3": "neox", "gemma2": "neox"}
+                   "phi3": "neox", "gemma2": "neox", "lfm2": "neox"}
 FLOAT_TYPES = {"F32", "F16", "BF16"}
 K_TYPES = {"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"}
 # Weight types with W4A16 kernels (fp16 activations); the rest keep f32 activations.
@@ -145,6 +145,8 @@ class HParams:
     orig_ctx: int = 0             # phi3 LongRoPE: long factors for a context above this
     attn_softcap: float = 0.0     # gemma2: scores -> cap * tanh(s / cap)
     final_softcap: float = 0.0    # gemma2: logits -> cap * tanh(z / cap)
+    conv_layers: tuple = ()       # lfm2: layers whose head_count_kv is 0 (short convolutions)
+    conv_taps: int = 0            # lfm2: shortconv.l_cache
 
 
 def _field(reader, key, default=None):
@@ -208,7 +210,7 @@ class Reference:
             n_embd=n_embd,
             n_layer=n_layer,
             n_head=n_head,
-            n_head_kv=int(_field(reader, f"{a}.attention.head_count_kv", n_head)),
+            n_head_kv=max(_per_layer(_field(reader, f"{a}.attention.head_count_kv", n_head), n_layer)),
             head_dim=head_dim,
             n_rot=int(_field(reader, f"{a}.rope.dimension_count", head_dim)),
             n_ff=max(n_ff_layers),
@@ -256,6 +258,11 @@ class Reference:
                 self.wtype[p + "ffn_gate.weight"] = t
         if a == "smollm3":
             hp.no_rope_step = 4
+        if a == "lfm2":  # head_count_kv 0 marks a convolution layer; the final norm's own name
+            kv = _per_layer(_field(reader, f"{a}.attention.head_count_kv"), hp.n_layer)
+            hp.conv_layers = tuple(il for il, h in enumerate(kv) if h == 0)
+            hp.conv_taps = int(_field(reader, f"{a}.shortconv.l_cache"))
+            self.w["output_norm.weight"] = self.w["token_embd_norm.weight"]
         if a in ("granite", "minicpm"):
             mini = a == "minicpm"
             hp.embed_scale = float(_field(reader, f"{a}.embedding_scale", 12.0 if mini else 1.0))
@@ -335,7 +342,8 @@ class Reference:
                 use_bias: bool = True, output_name: str | None = None,
                 kv_dtype: str = "f16", window: int = 0, sinks: int = 0,
                 act_static: dict | None = None, observe=None,
-                q4_codes=None, act_i16: bool = False, n_ctx: int | None = None) -> np.ndarray:
+                q4_codes=None, act_i16: bool = False, n_ctx: int | None = None,
+                conv_history: bool = True) -> np.ndarray:
         """Logits (float64) for every position of `ids` (from position 0), or only
         the last one. The keyword overrides exist for sensitivity checks.
 
@@ -349,7 +357,8 @@ class Reference:
         most recent window - sinks positions; the sinks are placed right before the oldest
         visible window position (their keys are rotated at lo - sinks + j, computed here
         from the un-rotated keys, independently of how the engine does it).
-        q4_codes: a Q4Rounding that sees (and may redirect) every q4 KV rounding decision."""
+        q4_codes: a Q4Rounding that sees (and may redirect) every q4 KV rounding decision.
+        conv_history: False keeps only each position's own tap in lfm2's convolutions."""
         if act_static is not None or observe is not None or q4_codes is not None or act_i16:
             self._act_static, self._observe, self._q4_codes = act_static, observe, q4_codes
             self._act_i16 = act_i16
@@ -359,7 +368,7 @@ class Reference:
                                     rope_base=rope_base, rope_mode=rope_mode,
                                     use_rope_freqs=use_rope_freqs, use_bias=use_bias,
                                     output_name=output_name, kv_dtype=kv_dtype, window=window,
-                                    sinks=sinks, n_ctx=n_ctx)
+                                    sinks=sinks, n_ctx=n_ctx, conv_history=conv_history)
             finally:
                 self._act_static, self._observe, self._q4_codes = None, None, None
                 self._act_i16 = False
@@ -394,6 +403,10 @@ class Reference:
             def rope(t, positions, nope=nope):
                 return t if nope else self._rope(t, positions, mode, base, factors, mscale=hp.attn_factor)
             h = self._rmsnorm(x, self.w[p + "attn_norm.weight"], eps)
+            if il in hp.conv_layers:
+                x = x + self._short_conv(h, p, act_quant, f32_matmul, act_f16, conv_history) * rs
+                x = self._ffn(x, p, eps, act_quant, f32_matmul, act_f16, use_bias, rs)
+                continue
             q = self._mm(h, p + "attn_q.weight", act_quant, f32_matmul, act_f16)
             k = self._mm(h, p + "attn_k.weight", act_quant, f32_matmul, act_f16)
             v = self._mm(h, p + "attn_v.weight", act_quant, f32_matmul, act_f16)
@@ -436,14 +449,7 @@ class Reference:
             if use_bias and p + "attn_output.bias" in self.w:  # compensated pruning (llama/deci)
                 o = o + self.w[p + "attn_output.bias"]
             x = x + o * rs
-            h = self._rmsnorm(x, self.w[p + "ffn_norm.weight"], eps)
-            g = self._mm(h, p + "ffn_gate.weight", act_quant, f32_matmul, act_f16)
-            u = self._mm(h, p + "ffn_up.weight", act_quant, f32_matmul, act_f16)
-            y = self._mm(g / (1.0 + np.exp(-g)) * u, p + "ffn_down.weight",
-                         act_quant, f32_matmul, act_f16)
-            if use_bias and p + "ffn_down.bias" in self.w:
-                y = y + self.w[p + "ffn_down.bias"]
-            x = x + y * rs
+            x = self._ffn(x, p, eps, act_quant, f32_matmul, act_f16, use_bias, rs)
         if last_only:
             x = x[-1:]
         x = self._rmsnorm(x, self.w["output_norm.weight"], eps)
@@ -451,6 +457,31 @@ class Reference:
         if output_name is not None:
             out_name = output_name
         return self._mm(x, out_name, act_quant, f32_matmul, act_f16) * hp.logit_mul
+
+    def _ffn(self, x, p, eps, act_quant, f32_matmul, act_f16, use_bias, rs):
+        """x + rs * Wdown · (silu(Wgate·h) * (Wup·h)), h = rmsnorm(x) * ffn_norm."""
+        h = self._rmsnorm(x, self.w[p + "ffn_norm.weight"], eps)
+        g = self._mm(h, p + "ffn_gate.weight", act_quant, f32_matmul, act_f16)
+        u = self._mm(h, p + "ffn_up.weight", act_quant, f32_matmul, act_f16)
+        y = self._mm(g / (1.0 + np.exp(-g)) * u, p + "ffn_down.weight", act_quant, f32_matmul, act_f16)
+        if use_bias and p + "ffn_down.bias" in self.w:
+            y = y + self.w[p + "ffn_down.bias"]
+        return x + y * rs
+
+    def _short_conv(self, h, p, act_quant, f32_matmul, act_f16, history=True):
+        """lfm2's convolution block: [b, c, x] = Win·h (row thirds), y = c * conv(b * x) with
+        the depthwise causal kernel shortconv.conv [n_embd][taps] (tap taps-1 on the position
+        itself, tap t on taps-1-t positions back, zeros before position 0), then Wout·y."""
+        n, E = h.shape[0], self.hp.n_embd
+        bcx = self._mm(h, p + "shortconv.in_proj.weight", act_quant, f32_matmul, act_f16)
+        bx = bcx[:, :E] * bcx[:, 2 * E:]
+        kern = self.w[p + "shortconv.conv.weight"].astype(np.float64)  # [E, taps]
+        taps = kern.shape[1]
+        conv = np.zeros_like(bx)
+        for t in range(taps) if history else [taps - 1]:
+            back = taps - 1 - t
+            conv[back:] += kern[:, t] * bx[:n - back]
+        return self._mm(bcx[:, E:2 * E] * conv, p + "shortconv.out_proj.weight", act_quant, f32_matmul, act_f16)
 
     def _windowed_attention(self, q, k, v, k_raw, window, sinks, scale, mode, base, factors,
                             kv_dtype):

@@ -1,4 +1,4 @@
-"""The llama block's variants (qwen3, smollm3, granite, minicpm, phi3) and gemma2: their tiny fixtures
+"""The llama block's variants (qwen3, smollm3, granite, minicpm, phi3, lfm2) and gemma2: their tiny fixtures
 exercise every feature they add (each one, switched off in the reference, moves the logits far
 past the bounds the engine is held to), phi3's LongRoPE picks its table by the session's context
 on both sides of rope.scaling.original_context_length, `info` names what an arch adds, and files
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 import pllm_cli
@@ -33,6 +34,11 @@ def _qwen3_no_qk_norm(r):
         del r.w[k]
 
 
+def _lfm2_no_conv_history(r):
+    forward = r.forward
+    r.forward = lambda ids, **kw: forward(ids, conv_history=False, **kw)
+
+
 # (fixture, what is switched off, how) -- each must move the logits.
 FEATURES = [
     ("smollm3-F32", "NoPE layers", lambda r: setattr(r.hp, "no_rope_step", 0)),
@@ -46,6 +52,8 @@ FEATURES = [
     ("qwen3-F32", "q/k norms", _qwen3_no_qk_norm),
     ("gemma2-F32", "attention soft-capping", lambda r: setattr(r.hp, "attn_softcap", 0.0)),
     ("gemma2-F32", "final soft-capping", lambda r: setattr(r.hp, "final_softcap", 0.0)),
+    ("lfm2-F32", "convolution over earlier positions", _lfm2_no_conv_history),
+    ("lfm2-F32", "q/k norms", _qwen3_no_qk_norm),
 ]
 
 
@@ -88,6 +96,7 @@ def test_phi3_longrope_table_follows_the_context(pllm_bin, tiny_models_paths, ti
     ("minicpm-F32", {"embedding_scale": 12.0, "logit_scale": 1.0}),
     ("gemma2-F32", {"attn_logit_softcapping": 2.0, "final_logit_softcapping": 5.0, "sliding_window": 8,
                     "sliding_window_pattern": 2}),
+    ("lfm2-F32", {"conv_layers": [0, 1, 3], "conv_taps": 3, "n_head_kv": 2, "q_k_norm": True}),
 ])
 def test_info_names_what_the_arch_adds(pllm_bin, tiny_models_paths, name, expect):
     proc = pllm_cli.run_cli(pllm_bin, ["info", "-m", tiny_models_paths[name], "--json"])
@@ -113,8 +122,35 @@ def _without(spec, *, kv_suffix=None, tensor=None):
     ("phi3-F32", {"kv_suffix": ".rope.scaling.original_context_length"}, "original_context_length"),
     ("phi3-F32", {"tensor": "rope_factors_short.weight"}, "rope_factors_short"),
     ("phi3-F32", {"tensor": "blk.1.attn_qkv.weight"}, "blk.1.attn_q.weight"),
+    ("lfm2-F32", {"kv_suffix": ".shortconv.l_cache"}, "lfm2.shortconv.l_cache"),
+    ("lfm2-F32", {"tensor": "blk.1.shortconv.conv.weight"}, "blk.1.shortconv.conv.weight"),
+    ("lfm2-F32", {"tensor": "token_embd_norm.weight"}, "token_embd_norm.weight"),
 ])
 def test_a_file_missing_what_the_arch_needs_is_one_error(pllm_bin, work_dir, name, change, needle):
     path = tm.write_with_gguf_writer(_without(tm.build_spec(CONFIGS[name]), **change), work_dir / "broken.gguf")
     proc = pllm_cli.run_cli(pllm_bin, ["logits", "-m", path, "--ids", "5 6 7", "--out", work_dir / "x.f32"])
     assert needle in pllm_cli.assert_clean_error(proc)
+
+
+def _retyped(spec, name, new_type, data):
+    for i, t in enumerate(spec.tensors):
+        if t.name == name:
+            spec.tensors[i] = tm.gb.Tensor(name, new_type, t.dims, data)
+    return spec
+
+
+def test_lfm2_layers_without_attention_only_where_the_arch_builds_them(pllm_bin, work_dir):
+    """A head_count_kv of 0 marks a convolution layer for lfm2 only; elsewhere it is one error,
+    as is an lfm2 convolution kernel that is not F32 (llama.cpp keeps it F32)."""
+    spec = tm.build_spec(CONFIGS["qwen3-F32"])
+    spec.kvs = [tm.gb.KV(kv.key, tm.gb.ARRAY, [0, 2, 2, 2], elem_type=tm.gb.I32)
+                if kv.key.endswith("head_count_kv") else kv for kv in spec.kvs]
+    path = tm.write_with_gguf_writer(spec, work_dir / "qwen3-conv.gguf")
+    proc = pllm_cli.run_cli(pllm_bin, ["logits", "-m", path, "--ids", "5 6 7", "--out", work_dir / "x.f32"])
+    assert "layers without attention are not supported for qwen3" in pllm_cli.assert_clean_error(proc)
+    d = tm.LFM2
+    half = (0.5 * np.ones((d.n_embd, tm.LFM2_TAPS))).astype(np.float16).tobytes()
+    spec = _retyped(tm.build_spec(CONFIGS["lfm2-F32"]), "blk.0.shortconv.conv.weight", "F16", half)
+    path = tm.write_with_gguf_writer(spec, work_dir / "lfm2-f16conv.gguf")
+    proc = pllm_cli.run_cli(pllm_bin, ["logits", "-m", path, "--ids", "5 6 7", "--out", work_dir / "x.f32"])
+    assert "blk.0.shortconv.conv.weight' must be F32" in pllm_cli.assert_clean_error(proc)

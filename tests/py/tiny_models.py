@@ -100,6 +100,8 @@ GEMMA_FFNVAR = Dims(n_embd=256, n_ff=512, n_layer=6, n_head=2, n_head_kv=1, head
 # no RoPE; granite and phi3 the tiny 2); qwen3's head size is its own key (128 != 256 / 4).
 VARIANT = Dims(n_layer=4)
 QWEN3 = Dims(n_layer=4, head_dim=128)
+LFM2 = Dims(n_layer=5)
+LFM2_TAPS = 3  # shortconv.l_cache of every LFM2
 # Even smaller, F32 only: the base file of the malformed-GGUF corpus.
 MINI = Dims(n_embd=64, n_ff=128, n_layer=1, n_head=2, n_head_kv=1, head_dim=32, n_ctx=64)
 
@@ -124,6 +126,7 @@ class ModelConfig:
     type_overrides: tuple = ()    # (tensor name suffix, type) pairs overriding wtype
     n_rot: int = 0                # rope.dimension_count (0: the head size)
     extra_kvs: tuple = ()         # ("{arch}." key suffix, gb type, value) written as they are
+    conv_layers: tuple = ()       # lfm2: layers with a short convolution instead of attention
 
     @property
     def extra_specials(self) -> tuple:
@@ -191,6 +194,15 @@ def variant_configs() -> list[ModelConfig]:
                   extra_kvs=(("attn_logit_softcapping", gb.F32, 2.0), ("final_logit_softcapping", gb.F32, 5.0)))
     for t in ["F32", "F16", "Q8_0"]:
         out.append(ModelConfig(name=f"gemma2-{t}", wtype=t, **gemma2))
+        # LFM2: two convolution layers in a row, attention between and after them (LFM2-1.2B:
+        # conv, conv, attn, conv, conv, attn, ...); tied output as in the real files. Q8_0 in 3
+        # layers (conv, attn, conv): c * conv(b * x) multiplies three rounded activations, and
+        # 5 such layers round more than the int8 bound's 2-layer derivation (tolerances.py)
+        # allows (simulated int8 effect 0.12 max_rel against 0.09 at 3 layers, bound 0.2 / 2).
+        small = t == "Q8_0"
+        out.append(ModelConfig(name=f"lfm2-{t}", arch="lfm2", wtype=t, rope_base=1000000.0,
+                               dims=Dims(n_layer=3) if small else LFM2, conv_layers=(0, 2) if small else (0, 1, 3),
+                               specials_first=False, pre="qwen2"))
     return out
 
 
@@ -379,7 +391,9 @@ def build_spec(cfg: ModelConfig) -> ModelSpec:
         gb.KV(f"{a}.feed_forward_length", gb.ARRAY, list(d.n_ff_layers), elem_type=gb.I32)
         if d.n_ff_layers else gb.KV(f"{a}.feed_forward_length", gb.U32, d.n_ff),
         gb.KV(f"{a}.attention.head_count", gb.U32, d.n_head),
-        gb.KV(f"{a}.attention.head_count_kv", gb.U32, d.n_head_kv),
+        gb.KV(f"{a}.attention.head_count_kv", gb.ARRAY,
+              [0 if i in cfg.conv_layers else d.n_head_kv for i in range(d.n_layer)], elem_type=gb.I32)
+        if cfg.conv_layers else gb.KV(f"{a}.attention.head_count_kv", gb.U32, d.n_head_kv),
         gb.KV(f"{a}.rope.freq_base", gb.F32, cfg.rope_base),
         gb.KV(f"{a}.attention.layer_norm_rms_epsilon", gb.F32, cfg.rms_eps),
         gb.KV(f"{a}.rope.dimension_count", gb.U32, cfg.n_rot or d.head_dim),
@@ -410,6 +424,8 @@ def build_spec(cfg: ModelConfig) -> ModelSpec:
         kvs += [gb.KV(f"{a}.attention.key_length", gb.U32, d.head_dim),
                 gb.KV(f"{a}.attention.value_length", gb.U32, d.head_dim)]
     kvs += [gb.KV(f"{a}.{key}", vt, v) for key, vt, v in cfg.extra_kvs]
+    if cfg.conv_layers:
+        kvs.append(gb.KV(f"{a}.shortconv.l_cache", gb.U32, LFM2_TAPS))
 
     tensors: list[gb.Tensor] = []
 
@@ -442,6 +458,12 @@ def build_spec(cfg: ModelConfig) -> ModelSpec:
 
     def norm(name: str, centre: float, n: int = d.n_embd):
         vec(name, centre * (1.0 + 0.1 * rng.standard_normal(n)))
+
+    def ffn(p: str, i: int):
+        norm(p + "ffn_norm.weight", 1.0)
+        mat(p + "ffn_gate.weight", d.n_embd, d.ff(i), 0.06)
+        mat(p + "ffn_up.weight", d.n_embd, d.ff(i), 0.06)
+        mat(p + "ffn_down.weight", d.ff(i), d.n_embd, 0.004)
 
     q_dim = d.n_head * d.head_dim
     kv_dim = d.n_head_kv * d.head_dim
@@ -476,10 +498,17 @@ def build_spec(cfg: ModelConfig) -> ModelSpec:
     for i in range(d.n_layer):
         p = f"blk.{i}."
         norm(p + "attn_norm.weight", 1.0)
+        if i in cfg.conv_layers:  # lfm2: b, c, x ~ 1; a kernel that weighs each tap differently
+            mat(p + "shortconv.in_proj.weight", d.n_embd, 3 * d.n_embd, 0.07)
+            tensors.append(gb.Tensor(p + "shortconv.conv.weight", "F32", [LFM2_TAPS, d.n_embd],
+                                     (0.5 * rng.standard_normal((d.n_embd, LFM2_TAPS))).astype(np.float32).tobytes()))
+            mat(p + "shortconv.out_proj.weight", d.n_embd, d.n_embd, 0.004)
+            ffn(p, i)
+            continue
         mat(p + "attn_q.weight", d.n_embd, q_dim, 0.07)
         mat(p + "attn_k.weight", d.n_embd, kv_dim, 0.07)
         mat(p + "attn_v.weight", d.n_embd, kv_dim, 0.06)
-        if a == "qwen3":  # per-head norms; scores std ~1 after them
+        if a in ("qwen3", "lfm2"):  # per-head norms; scores std ~1 after them
             norm(p + "attn_q_norm.weight", 1.0, d.head_dim)
             norm(p + "attn_k_norm.weight", 1.0, d.head_dim)
         if cfg.bias:
@@ -487,11 +516,8 @@ def build_spec(cfg: ModelConfig) -> ModelSpec:
             vec(p + "attn_k.bias", 0.3 * rng.standard_normal(kv_dim))
             vec(p + "attn_v.bias", 0.3 * rng.standard_normal(kv_dim))
         mat(p + "attn_output.weight", q_dim, d.n_embd, 0.004)
-        norm(p + "ffn_norm.weight", 1.0)
-        mat(p + "ffn_gate.weight", d.n_embd, d.ff(i), 0.06)
-        mat(p + "ffn_up.weight", d.n_embd, d.ff(i), 0.06)
-        mat(p + "ffn_down.weight", d.ff(i), d.n_embd, 0.004)
-    norm("output_norm.weight", 4.0)
+        ffn(p, i)
+    norm("token_embd_norm.weight" if a == "lfm2" else "output_norm.weight", 4.0)
     if not cfg.tied:
         mat("output.weight", d.n_embd, n_vocab, 0.05)
     return ModelSpec(cfg, kvs, tensors)

@@ -22,6 +22,7 @@ class CpuLayers final : public LayerOps {
   void project(const char* name, int layer, std::initializer_list<Product> products, Act in) override;
   void qkv_to_cache(int l, const QkvSpec& s) override;
   void attend(int l, AttnScore scale, const RopeSpec& rope) override;
+  void short_conv(int l, const float* kernel, Act b, Act c, Act x, Act out) override;
   void glu(int l, Glu kind, int n_ff) override;
   void residual(int l, Act from, const float* bias, const float* post_norm, float scale) override;
   void head(const float* norm, const Matrix& out, const HeadSpec& spec) override;

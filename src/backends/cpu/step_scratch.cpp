@@ -5,14 +5,18 @@
 namespace pllm {
 
 void StepScratch::reserve(const ModelConfig& c, int rows, int gathered, int threads) {
-  const bool fits = rows <= rows_cap && c.n_embd <= n_embd && c.q_dim() <= q_dim && c.kv_dim() <= kv_dim &&
-                    c.n_ff <= n_ff && c.n_head <= n_head;
+  // A convolution layer (model/blocks.h: short_conv_block) holds b, c, x and its output in
+  // gate, q, up and att: [n_embd] each.
+  const int conv = c.conv_taps > 0 ? c.n_embd : 0;
+  const int want_q = std::max(c.q_dim(), conv), want_ff = std::max(c.n_ff, conv);
+  const bool fits = rows <= rows_cap && c.n_embd <= n_embd && want_q <= q_dim && c.kv_dim() <= kv_dim &&
+                    want_ff <= n_ff && c.n_head <= n_head;
   if (!fits) {
     rows_cap = std::max(rows, rows_cap);
     n_embd = std::max(n_embd, c.n_embd);
-    q_dim = std::max(q_dim, c.q_dim());
+    q_dim = std::max(q_dim, want_q);
     kv_dim = std::max(kv_dim, c.kv_dim());
-    n_ff = std::max(n_ff, c.n_ff);
+    n_ff = std::max(n_ff, want_ff);
     n_head = std::max(n_head, c.n_head);
     const size_t R = size_t(rows_cap);
     attn_parts.resize(size_t(kMaxSplitRows) * size_t(n_head) * kMaxAttnParts);

@@ -112,6 +112,7 @@ class VulkanBackendImpl final : public VulkanBackend {
     if (c.n_rot != c.head_dim) return "partial RoPE (rope.dimension_count < head size) is not on the device";
     if (c.rope_attn_factor != 1.0f || !m.weights().rope_inv_freq_long.empty()) return "LongRoPE is not on the device";
     if (c.attn_softcap > 0.0f || c.final_softcap > 0.0f) return c.arch + "'s soft-capping is not on the device";
+    if (c.conv_taps > 0) return c.arch + "'s convolution layers are not on the device";
     return "";
   }
 

@@ -159,6 +159,10 @@ void VulkanLayers::attend(int l, AttnScore score, const RopeSpec&) {
   }
 }
 
+void VulkanLayers::short_conv(int, const float*, Act, Act, Act, Act) {
+  fail(make_error(Status::unsupported, "convolution layers are not on the device"));
+}
+
 void VulkanLayers::glu(int, Glu kind, int n_ff) {
   // gate and up hold n_ff columns per row (the products' row stride).
   const int n = int(rows_.size());
