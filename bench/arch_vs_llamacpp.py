@@ -36,7 +36,7 @@ from reference import Reference  # noqa: E402
 BIN = ROOT / "bench" / ".cache" / "bin"
 PROMPTS = ["hello world and the other things in the world",
            "the cat sat on the mat; it is what it is, and so on and on"]
-ARCHS = ["llama", "qwen2", "gemma3", "qwen3", "smollm3", "granite", "minicpm", "phi3", "gemma2"]
+ARCHS = ["llama", "qwen2", "gemma3", "qwen3", "smollm3", "granite", "minicpm", "phi3", "gemma2", "lfm2"]
 
 
 def dist(a: np.ndarray, b: np.ndarray) -> tuple[float, float, bool]:

@@ -333,6 +333,72 @@ TEST(KvCache, TruncateRules) {
   }
 }
 
+// A hybrid model's cache (lfm2): layers 0 and 2 are convolutions of 3 taps, layer 1 attention.
+TEST(KvCache, ConvolutionStateRollsBackAndSnapshotsWithinItsHistory) {
+  ModelConfig c = tiny_config(3);
+  c.recurrent_layer = {1, 0, 1};
+  c.conv_taps = 3;
+  const int E = c.n_embd, H = c.conv_taps - 1 + KvCache::kConvRollback;
+  auto value = [](int l, int p, int j) { return float(l * 100000 + p * 10 + j % 7); };
+  std::vector<float> k(kDim, 0.5f), v(kDim, 0.25f), conv_in(static_cast<size_t>(E));
+  auto fill = [&](KvCache& kv, int n) {  // batches of 8, as the forward pass writes them
+    while (kv.end() < n) {
+      const int p0 = kv.end(), b = std::min(8, n - p0);
+      ASSERT_TRUE(kv.begin_batch(p0, b).ok());
+      for (int p = p0; p < p0 + b; ++p) {
+        kv.store(1, p, k.data(), v.data());
+        for (int l : {0, 2}) {
+          for (int j = 0; j < E; ++j) conv_in[size_t(j)] = value(l, p, j);
+          std::memcpy(kv.conv_row(l, p), conv_in.data(), conv_in.size() * sizeof(float));
+        }
+      }
+    }
+  };
+  auto rows_hold = [&](const KvCache& kv, int lo, int hi) {
+    for (int l : {0, 2})
+      for (int p = lo; p < hi; ++p)
+        for (int j = 0; j < E; ++j)
+          if (kv.conv_row(l, p)[j] != value(l, p, j)) return false;
+    return true;
+  };
+  KvCache kv(c, {KvType::f16, 0, 4}, 512, 8, {});
+  fill(kv, 200);
+  EXPECT_EQ(kv.conv_kept(), 200 - H);
+  EXPECT_TRUE(rows_hold(kv, 200 - H, 200));
+  EXPECT_EQ(kv.truncate(200 - KvCache::kConvRollback), 200 - KvCache::kConvRollback);  // rows 134, 135 held
+  EXPECT_TRUE(rows_hold(kv, kv.end() - 2, kv.end()));
+  fill(kv, 200);
+  EXPECT_EQ(kv.truncate(200 - KvCache::kConvRollback - 1), 0);  // row 133 is gone: only 0 is exact
+  EXPECT_EQ(kv.conv_kept(), 0);
+
+  fill(kv, 150);
+  auto bytes = kv.prefix_bytes(150);
+  ASSERT_TRUE(bytes.ok()) << bytes.error().message;
+  EXPECT_EQ(*bytes, size_t(150) * kDim * 2 * 2 + size_t(2) * 2 * E * 4);  // layer 1's K and V; 2 rows per conv layer
+  EXPECT_FALSE(kv.prefix_bytes(20).ok());  // its rows 18, 19 were overwritten
+  EXPECT_TRUE(kv.prefix_bytes(150 - KvCache::kConvRollback).ok());
+  std::vector<uint8_t> snap(*bytes);
+  ASSERT_TRUE(kv.export_prefix(150, snap.data()).ok());
+  KvCache other(c, {KvType::f16, 0, 4}, 512, 8, {});
+  fill(other, 3);
+  ASSERT_TRUE(other.import_prefix(150, snap.data(), snap.size()).ok());
+  EXPECT_EQ(other.end(), 150);
+  EXPECT_TRUE(rows_hold(other, 148, 150));
+  EXPECT_EQ(other.conv_kept(), 148);
+  EXPECT_EQ(other.truncate(149), 0);  // the snapshot held only the state at 150
+  EXPECT_FALSE(other.import_prefix(150, snap.data(), snap.size() - 1).ok());
+  // Snapshots at the ring's wrap: rows 127 and 128 sit in the ring's last and first slots.
+  KvCache wrap(c, {KvType::f16, 0, 4}, 512, 8, {});
+  fill(wrap, 129);
+  auto bytes2 = wrap.prefix_bytes(129);
+  ASSERT_TRUE(bytes2.ok());
+  std::vector<uint8_t> snap2(*bytes2);
+  ASSERT_TRUE(wrap.export_prefix(129, snap2.data()).ok());
+  KvCache back(c, {KvType::f16, 0, 4}, 512, 8, {});
+  ASSERT_TRUE(back.import_prefix(129, snap2.data(), snap2.size()).ok());
+  EXPECT_TRUE(rows_hold(back, 127, 129));
+}
+
 TEST(KvCache, ValidateRejectsBadOptions) {
   const ModelConfig c = tiny_config(1);
   EXPECT_FALSE(KvCache::validate(c, {KvType::f16, 4, 4}).ok());   // window not above sinks

@@ -53,7 +53,7 @@ def test_batched_sequences_match_reference(pllm_bin, tiny_models_paths, tiny_ref
                                 what=f"{name} isa={isa} sequence {k} of {len(seqs)}")
 
 
-@pytest.mark.parametrize("name", ["llama-Q4_0", "qwen2-Q8_0", "gemma3-swa2-F32", "llama-ffnvar-F32"])
+@pytest.mark.parametrize("name", ["llama-Q4_0", "qwen2-Q8_0", "gemma3-swa2-F32", "llama-ffnvar-F32", "lfm2-Q8_0"])
 def test_batched_equals_solo_engine_run(pllm_bin, tiny_models_paths, work_dir, name):
     """Against the engine's own solo runs (same chunks, f32 KV so that no value is rounded
     to f16 after a sum whose order changed): only the order of f32 sums differs (several

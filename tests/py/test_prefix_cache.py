@@ -160,3 +160,19 @@ def test_windowed_session_ignores_the_cache(pllm_bin, smollm2_path, tmp_path):
     b, _ = run(pllm_bin, smollm2_path, text, ["--cache-dir", cache, "--kv-window", "512"])
     assert a["cached_tokens"] == b["cached_tokens"] == 0 and a["text"] == b["text"]
     assert entries(cache) == []
+
+
+@pytest.mark.parametrize("name", ["lfm2-F32", "lfm2-Q8_0"])
+def test_hybrid_model_restores_its_convolution_state(pllm_bin, tiny_models_paths, tmp_path, name):
+    """lfm2: a cache entry holds the convolution layers' state at its end besides the attention
+    layers' keys and values; the second process restores it and continues exactly (--ignore-eos:
+    the random model's text is compared token for token)."""
+    model, cache = tiny_models_paths[name], tmp_path / "cache"
+    text = prompt_text(3, words=14)
+    extra = ["-c", "128", "--ignore-eos"]
+    base, _ = run(pllm_bin, model, text, extra + ["--no-cache"], n=16)
+    assert 64 <= base["prompt_tokens"] < 100, base["prompt_tokens"]
+    first, _ = run(pllm_bin, model, text, extra + ["--cache-dir", cache], n=16)
+    second, _ = run(pllm_bin, model, text, extra + ["--cache-dir", cache], n=16)
+    assert first["cached_tokens"] == 0 and second["cached_tokens"] == 64
+    assert first["tokens"] == second["tokens"] == base["tokens"]

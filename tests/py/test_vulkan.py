@@ -129,7 +129,7 @@ def test_probe_without_a_loader_says_so_and_exits_0(pllm_bin):
 # Every weight type the device multiplies, each architecture, prefill in one step; decode
 # one token per step (the 1-row pipelines) on one model of each kind.
 # The archs whose additions the device does not compute yet run on the CPU (test below).
-CPU_ONLY_ARCHS = {"smollm3", "granite", "minicpm", "phi3", "gemma2"}
+CPU_ONLY_ARCHS = {"smollm3", "granite", "minicpm", "phi3", "gemma2", "lfm2"}
 DEVICE_MODELS = [n for n, c in CONFIGS.items() if c.wtype != "BF16" and c.arch not in CPU_ONLY_ARCHS]
 DECODE_MODELS = ["llama-Q4_0", "qwen2-Q4_K", "llama-Q6_K", "gemma3-Q5_1", "gemma3-swa2-F32", "llama-ffnvar-F32",
                  "llama-F16"]
@@ -296,6 +296,7 @@ def test_device_lost_mid_generation_continues_on_cpu(pllm_bin, vk, tiny_models_p
     ("minicpm-F32", (), "residual and logit scales"),
     ("phi3-Q8_0", (), "partial RoPE"),
     ("gemma2-F32", (), "soft-capping"),
+    ("lfm2-Q8_0", (), "convolution layers"),
 ])
 def test_unsupported_steps_run_on_cpu(pllm_bin, vk, tiny_models_paths, work_dir, name, extra, why):
     got, cpu, rep = _cpu_equal(pllm_bin, tiny_models_paths, work_dir, name, None, extra=extra)
