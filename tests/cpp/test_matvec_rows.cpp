@@ -27,6 +27,7 @@
 #include "quant/panel.h"
 #include "quant/reference.h"
 #include "isa_fixture.h"
+#include "lowbit_blocks.h"
 
 namespace pllm {
 
@@ -40,7 +41,8 @@ constexpr uint32_t kGuardBits = 0x7fc0dead;  // a quiet NaN no kernel produces
 
 const TensorType kTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q4_0,
                              TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0,
-                             TensorType::Q4_K, TensorType::Q6_K};
+                             TensorType::Q4_K, TensorType::Q6_K, TensorType::Q2_K, TensorType::Q3_K,
+                             TensorType::Q5_K, TensorType::IQ4_NL, TensorType::IQ4_XS};
 const int kRowCounts[] = {1, 2, 3, 4, 5, 8, 13};
 
 int block_of(TensorType t) { return static_cast<int>(type_traits(static_cast<uint32_t>(t))->block_elems); }
@@ -76,6 +78,10 @@ void fill_row(TensorType t, int64_t n, std::mt19937& rng, bool raw, uint8_t* w) 
     case TensorType::F16: ref::quantize_row_f16(x.data(), reinterpret_cast<uint16_t*>(w), n); return;
     case TensorType::BF16: ref::quantize_row_bf16(x.data(), reinterpret_cast<uint16_t*>(w), n); return;
     default: break;
+  }
+  if (lowbit_test::is_lowbit(t)) {  // no quantiser: random blocks either way
+    lowbit_test::fill_blocks(t, w, bytes, rng, random_scale16);
+    return;
   }
   if (raw) {
     for (size_t i = 0; i < bytes; ++i) w[i] = static_cast<uint8_t>(rng());
@@ -116,6 +122,12 @@ std::vector<double> offsets(TensorType t, const uint8_t* w, int64_t n) {
       uint8_t sc, m;
       ref::get_scale_min_k4(static_cast<int>(i % 256) / 32, b->scales, &sc, &m);
       o[i] = std::fabs(static_cast<double>(fp16_to_fp32(b->dmin)) * m);
+    }
+  } else if (lowbit_test::is_lowbit(t)) {
+    for (int64_t i = 0; i < n; ++i) {
+      double scale;
+      lowbit_test::decode_element(t, w, i, scale, o[i]);
+      o[i] = std::fabs(o[i]);
     }
   }
   return o;

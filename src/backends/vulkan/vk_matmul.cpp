@@ -25,8 +25,8 @@ struct TypeEntry {
 };
 
 // Activation formats as the CPU picks them (kernels/generic/scalar.cpp): Q8_0 for Q4_0, Q5_0
-// and Q8_0; Q8_1 for Q4_1 and Q5_1; Q8_K (256-element blocks) for the K types. The CPU has no
-// Q5_K kernels; it gets Q8_K like Q4_K, whose layout it shares apart from the fifth bit.
+// and Q8_0; Q8_1 for Q4_1 and Q5_1; Q8_K (256-element blocks) for the K types. Q2_K, Q3_K,
+// IQ4_NL and IQ4_XS have no shader: a model holding them runs on the CPU (VulkanBackend says why).
 constexpr TypeEntry kTypes[] = {
     {TensorType::F32, 1, 4, -1, "matmul_f32", ""},
     {TensorType::F16, 1, 2, -1, "matmul_f16", ""},
