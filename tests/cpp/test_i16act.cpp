@@ -458,7 +458,8 @@ TEST_P(I16ActIsa, PanelGemmEqualsTileBitForBit) {
   const Shapes shapes32 = {{3, kX}, {1, 1}, {2, 2}, {3, 3}, {1, 4}, {3, 5}, {2, 8}, {1, 33}, {3, 64}};
   const Shapes shapes_k = {{3, kX}, {1, 1}, {2, 2}, {3, 3}, {1, 4}, {2, 5}, {3, 6},
                            {1, 7}, {2, 8}, {3, 9}, {1, 16}, {2, 16}, {3, 33}};
-  for (TensorType t : {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K}) {
+  for (TensorType t : {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K,
+                       TensorType::Q5_K}) {
     const TypeKernels& k = table_->for_type(t);
     if (!k.gemm_i16_panels) continue;
     ASSERT_NE(k.vec_dot_i16act_tile, nullptr) << name(t);
@@ -472,8 +473,8 @@ TEST_P(I16ActIsa, PanelGemmEqualsTileBitForBit) {
           make_row(t, n, rng, kind > 0, &w[r * ws]);
           if (kind == 2) set_extreme_codes(t, &w[r * ws], ws);
           static constexpr uint16_t kExtreme[] = {0x7BFF, 0xFBFF, 0x0001, 0x8001, 0x0000, 0x8000, 0x3C00, 0x0400};
-          if (kind == 3 && t == TensorType::Q4_K)  // extreme fp16 d and dmin (largest, subnormal, +-0, negative)
-            for (size_t off = 0; off < ws; off += sizeof(block_q4_K)) {
+          if (kind == 3 && (t == TensorType::Q4_K || t == TensorType::Q5_K))  // extreme fp16 d and dmin
+            for (size_t off = 0; off < ws; off += type_traits(uint32_t(t))->block_bytes) {
               const uint16_t h[2] = {kExtreme[rng() % 8], kExtreme[rng() % 8]};
               std::memcpy(&w[r * ws + off], h, 4);
             }
@@ -516,6 +517,7 @@ TEST_P(I16ActIsa, PanelGemmEqualsTileBitForBit) {
     EXPECT_GT(checked, 0) << "every x86 SIMD table has int16 panel kernels";
     EXPECT_NE(table_->for_type(TensorType::Q4_K).gemm_i16_panels, nullptr) << "Q4_K panels on every x86 SIMD table";
     EXPECT_NE(table_->for_type(TensorType::Q6_K).gemm_i16_panels, nullptr) << "Q6_K panels on every x86 SIMD table";
+    EXPECT_NE(table_->for_type(TensorType::Q5_K).gemm_i16_panels, nullptr) << "Q5_K panels on every x86 SIMD table";
   } else if (checked == 0) {
     GTEST_SKIP() << "no int16 panel kernels in this table";
   }

@@ -137,3 +137,23 @@ def test_types_without_shaders_run_on_the_cpu(pllm_bin, vk_device, lowbit_files,
     assert rep["device_steps"] == 0 and rep["cpu_steps"] == 12 and rep["fallbacks"] == 0, rep
     assert why in rep["reason"], rep
     assert np.array_equal(got[0], cpu[0])
+
+
+@pytest.mark.parametrize("mix", ["Q5_K_M", "Q4_K_S", "Q3_K_M"])
+def test_repacked_int16_is_bit_identical(pllm_bin, lowbit_files, lowbit_refs, work_dir, mix):
+    """Q5_K weights held as int16 panels (gemm_i16_panels on AVX2, AVX-VNNI, AVX-512; beside Q4_K /
+    Q6_K ones, the other types copied in the file's layout) give the file layout's int16 logits
+    bit for bit: whole prompts, chunks and token by token."""
+    isas = [i for i in ISAS if i in ("avx2", "avxvnni", "avx512")]
+    if not isas:
+        pytest.skip("no int16 panel kernel on this CPU")
+    ids = tm.sample_ids(tm.model_configs()[BASE], N_IDS)
+    n_vocab = lowbit_refs[mix].hp.n_vocab
+    for isa in isas:
+        env = pllm_cli.isa_env(isa)
+        for chunk in (0, 1, 5):
+            off = pllm_cli.run_logits(pllm_bin, lowbit_files[mix], ids, work_dir / "off.f32", n_vocab, env=env,
+                                      int16_act=True, chunk=chunk, extra=["--repack", "off"])
+            on = pllm_cli.run_logits(pllm_bin, lowbit_files[mix], ids, work_dir / "on.f32", n_vocab, env=env,
+                                     int16_act=True, chunk=chunk, extra=["--repack", "auto"])
+            assert np.array_equal(on, off), f"{mix} {isa} chunk={chunk}"

@@ -1,8 +1,9 @@
 // Baseline-NEON exact-mode kernels of the types read from llama.cpp's files: Q2_K, Q3_K, Q5_K,
 // IQ4_NL, IQ4_XS (drivers::set_exact over the decoders below: one-row, multi-row, batched decode
 // and the prefill GEMM), in every ARM table. Same decoders as x86/lowbit_avx2.cpp's, in 4-lane
-// vectors, and the NEON activation quantisers of their formats. Their int8 dots are the scalar
-// twins on ARM; their int16 tiles are in i16act_neon.cpp.
+// vectors, and the NEON activation quantisers of their formats. Their int8 dots are
+// arm/int8_neon.h's (installed by neon.cpp and neon_dotprod.cpp), their int16 tiles in
+// i16act_neon.cpp.
 #include <arm_neon.h>
 
 #include <cstdint>

@@ -130,6 +130,11 @@ PLLM_AI __m256i scale_pair(int lo, int hi) {
   return _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(hi)), _mm_set1_epi16(static_cast<short>(lo)));
 }
 
+// accm + dmin * (bsums . mins): a super-block's min term, mins as int16 per 16-element bsum.
+PLLM_AI __m256 fold_mins(__m256 accm, float dmin, const int16_t* bsums, __m256i mins) {
+  return _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(_mm256_madd_epi16(load256(bsums), mins)), accm);
+}
+
 float vec_dot_q5_K(int64_t n, const void* w_row, const void* xq) {
   const block_q5_K* w = static_cast<const block_q5_K*>(w_row);
   const block_q8_K* a = static_cast<const block_q8_K*>(xq);
@@ -141,7 +146,7 @@ float vec_dot_q5_K(int64_t n, const void* w_row, const void* xq) {
     // mins: m_j * (bsums[2j] + bsums[2j+1]) in i32 lane j (as Q4_K)
     const __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm + 8)));
     const __m256i mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
-    accm = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(_mm256_madd_epi16(load256(a[b].bsums), mins)), accm);
+    accm = fold_mins(accm, dmin, a[b].bsums, mins);
     const __m256i qh = load256(w[b].qh);
     __m256i sumi = _mm256_setzero_si256();
     for (int p = 0; p < 4; ++p) {
@@ -165,7 +170,7 @@ float vec_dot_q2_K(int64_t n, const void* w_row, const void* xq) {
     const float d = h2f(w[b].d) * a[b].d, dmin = h2f(w[b].dmin) * a[b].d;
     const __m128i sc8 = load128(w[b].scales);
     const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), _mm_set1_epi8(0x0F)));
-    accm = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(_mm256_madd_epi16(load256(a[b].bsums), mins)), accm);
+    accm = fold_mins(accm, dmin, a[b].bsums, mins);
     __m256i sumi = _mm256_setzero_si256();
     for (int u = 0; u < 8; ++u) {
       const __m256i codes = bits8(load256(w[b].qs + 32 * (u / 4)), 2 * (u % 4), 3);
