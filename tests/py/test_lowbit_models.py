@@ -157,3 +157,31 @@ def test_repacked_int16_is_bit_identical(pllm_bin, lowbit_files, lowbit_refs, wo
             on = pllm_cli.run_logits(pllm_bin, lowbit_files[mix], ids, work_dir / "on.f32", n_vocab, env=env,
                                      int16_act=True, chunk=chunk, extra=["--repack", "auto"])
             assert np.array_equal(on, off), f"{mix} {isa} chunk={chunk}"
+
+
+# ---- the real model: SmolLM2 requantised by llama.cpp to the mixes above ----
+
+@pytest.mark.parametrize("mix", ["Q5_K_M", "Q2_K", "IQ4_XS"])
+def test_smollm2_requantised_matches_reference(pllm_bin, smollm2_path, tmp_path_factory, mix):
+    """The real SmolLM2 file (Q4_1) requantised by llama-quantize (--allow-requantize): its Q5_K,
+    Q3_K, Q2_K, IQ4_XS and Q6_K matrices at the real model's shapes (576, 1536, the 49152-row
+    tied head), in exact and int16 mode against the numpy reference within SmolLM2's bounds."""
+    if not QUANTIZE.exists():
+        pytest.skip(f"{QUANTIZE} not found")
+    dst = tmp_path_factory.mktemp("smol") / f"smollm2-{mix}.gguf"
+    proc = subprocess.run([str(QUANTIZE), "--allow-requantize", str(smollm2_path), str(dst), mix],
+                          capture_output=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr.decode()[-800:]
+    ref = Reference(dst)
+    ids = pllm_cli.SMOLLM2_SHORT_IDS
+    kv = ["--kv-type", "f32"]  # as test_real_model.py, whose bounds these are
+    want = ref.forward(ids, kv_dtype="f32")
+    for mode in (tol.EXACT, tol.I16):
+        got = pllm_cli.run_logits(pllm_bin, dst, ids, dst.with_suffix(".f32"), ref.hp.n_vocab,
+                                  int16_act=mode == tol.I16, extra=kv)
+        max_rel, rms_rel = tol.smollm2_tol(mode)
+        min_agree = tol.argmax_min_fraction("Q5_K", mode)
+        tol.assert_logits_close(got, want, max_rel, rms_rel, min_agree, what=f"SmolLM2 {mix} {mode}")
+        if mode == tol.I16:
+            tol.assert_logits_close(got, ref.forward(ids, kv_dtype="f32", act_i16=True), max_rel, rms_rel,
+                                    min_agree, what=f"SmolLM2 {mix} {mode} vs act_i16")

@@ -2,9 +2,9 @@
 // IQ4_XS. Exact mode (drivers::set_exact over the decoders below: one-row, multi-row, batched
 // decode and the prefill GEMM) and the int8 one-row dots (Q8_K activations; Q8_0 for IQ4_NL),
 // which the table's loops (generic/dot_loops.cpp) turn into the multi-row, batched and GEMM
-// entries. Used by the avx2, avxvnni and avx512 tables (the AVX-512 one-row kernels of the
-// other K-quants are not faster than these by enough to matter at decode's memory bound).
-// The int16 tiles and GEMMs of these types are in x86/i16_avx2.h with the others'.
+// entries. Used by the avx2, avxvnni and avx512 tables (the avx512 table has no one-row kernels
+// of its own for these types). Their int16 tiles and GEMMs are in x86/i16_avx2.h and
+// x86/i16act_avx512.cpp with the other types'.
 #include <immintrin.h>
 
 #include <cstdint>
