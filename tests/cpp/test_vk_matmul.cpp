@@ -17,6 +17,7 @@
 #include "backends/vulkan/vk_matmul.h"
 #include "base/fp16.h"
 #include "kernels/kernels.h"
+#include "lowbit_blocks.h"
 #include "quant/reference.h"
 
 namespace pllm::vk {
@@ -31,15 +32,16 @@ namespace {
 constexpr double kMaxNmse = 5e-4;
 constexpr int kMaxN = 17;
 const int kNs[] = {1, 3, 8, 17};
-const TensorType kAll[] = {TensorType::F32,  TensorType::F16,  TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0,
-                           TensorType::Q5_1, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K};
+const TensorType kAll[] = {TensorType::F32,  TensorType::F16,  TensorType::Q4_0, TensorType::Q4_1,   TensorType::Q5_0,
+                           TensorType::Q5_1, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q5_K,   TensorType::Q6_K,
+                           TensorType::Q3_K, TensorType::IQ4_NL, TensorType::IQ4_XS};
 
-bool is_k(TensorType t) { return t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::Q6_K; }
+bool is_k(TensorType t) { return type_traits(uint32_t(t))->block_elems == 256; }
 bool is_float(TensorType t) { return t == TensorType::F32 || t == TensorType::F16; }
 const char* name(TensorType t) { return type_traits(uint32_t(t))->name; }
 
-// Q5_K has no quantiser in src/quant (the engine reads it from llama.cpp's files): its blocks
-// are random valid bytes here.
+// Q5_K, Q3_K, IQ4_NL and IQ4_XS have no quantiser in src/quant (the engine reads them from
+// llama.cpp's files): their blocks are random valid bytes here.
 constexpr size_t kQ5KBytes = 176;
 
 struct Weights {
@@ -78,6 +80,13 @@ Weights make_weights(TensorType t, int rows, int cols, std::mt19937& rng) {
           std::memcpy(dst + b, &d, 2);
           std::memcpy(dst + b + 2, &m, 2);
         }
+        break;
+      case TensorType::Q3_K:
+      case TensorType::IQ4_NL:
+      case TensorType::IQ4_XS:  // no quantiser either: random blocks, scales as Q5_K's d
+        lowbit_test::fill_blocks(t, dst, w.row_bytes, rng, [&](std::mt19937&) {
+          return fp32_to_fp16(0.002f + 0.002f * float(byte(rng)) / 255.0f);
+        });
         break;
       default: break;
     }

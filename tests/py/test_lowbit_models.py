@@ -97,7 +97,7 @@ def test_logits_match_reference(pllm_bin, lowbit_files, lowbit_refs, work_dir, m
                                 what=what + " vs act_i16 reference")
 
 
-# ---- Vulkan: Q5_K (and Q6_K) have shaders; Q2_K, Q3_K, IQ4_NL, IQ4_XS keep the model on the CPU ----
+# ---- Vulkan: Q3_K, Q5_K, IQ4_NL, IQ4_XS have shaders; Q2_K keeps the model on the CPU ----
 
 @pytest.fixture(scope="module")
 def vk_device(pllm_bin) -> dict:
@@ -108,34 +108,37 @@ def vk_device(pllm_bin) -> dict:
     return p
 
 
-def test_q5_k_m_runs_on_the_device(pllm_bin, vk_device, lowbit_files, lowbit_refs, work_dir):
+@pytest.mark.parametrize("mode", (tol.EXACT, tol.INT8))
+@pytest.mark.parametrize("mix", ["Q5_K_M", "Q3_K_M", "Q4_K_S", "IQ4_XS", "IQ4_NL"])
+def test_runs_on_the_device(pllm_bin, vk_device, lowbit_files, lowbit_refs, work_dir, mix, mode):
     import test_vulkan as tv
-    ref = lowbit_refs["Q5_K_M"]
+    ref = lowbit_refs[mix]
     ids = tm.sample_ids(tm.model_configs()[BASE], 12, seed=5)
-    kv = ("--kv-type", "f32")  # the device-vs-CPU bound of an f32 cache (test_vulkan.py)
-    got, rep = tv._logits(pllm_bin, lowbit_files["Q5_K_M"], [ids], work_dir / "vk.f32", ref.hp.n_vocab, chunk=1,
-                          extra=kv)
-    cpu, _ = tv._logits(pllm_bin, lowbit_files["Q5_K_M"], [ids], work_dir / "cpu.f32", ref.hp.n_vocab,
-                        backend="cpu", chunk=1, extra=kv)
-    tv._assert_on_device(rep, "Q5_K_M")
-    tv._assert_vs_cpu(got, cpu, "Q5_K_M")
-    max_rel, rms_rel = _bound(_matrix_types(ref), tol.EXACT)
+    # the device-vs-CPU bound of an f32 cache (test_vulkan.py); int8: the type's int8 bound
+    extra = ["--kv-type", "f32"] + (["--int8-act"] if mode == tol.INT8 else [])
+    got, rep = tv._logits(pllm_bin, lowbit_files[mix], [ids], work_dir / "vk.f32", ref.hp.n_vocab, chunk=1,
+                          extra=extra)
+    cpu, _ = tv._logits(pllm_bin, lowbit_files[mix], [ids], work_dir / "cpu.f32", ref.hp.n_vocab,
+                        backend="cpu", chunk=1, extra=extra)
+    tv._assert_on_device(rep, mix)
+    types = _matrix_types(ref)
+    if mode == tol.EXACT:
+        tv._assert_vs_cpu(got, cpu, mix)
+    else:
+        tv._assert_vs_cpu(got, cpu, mix, wtype=max(types, key=lambda t: tol.tol_for(t, mode)), mode=mode)
+    max_rel, rms_rel = _bound(types, mode)
     tol.assert_logits_close(got[0], ref.forward(ids, kv_dtype="f32"), max_rel, rms_rel,
-                            tol.argmax_min_fraction("Q5_K"), what="Q5_K_M on the device vs reference")
+                            tol.argmax_min_fraction("Q5_K", mode), what=f"{mix} {mode} on the device vs reference")
 
 
-@pytest.mark.parametrize("mix,why", [("Q2_K", "is Q2_K, which has no device matmul"),
-                                     ("Q3_K_M", "is Q3_K, which has no device matmul"),
-                                     ("IQ4_XS", "is IQ4_XS, which has no device matmul"),
-                                     ("IQ4_NL", "is IQ4_NL, which has no device matmul")])
-def test_types_without_shaders_run_on_the_cpu(pllm_bin, vk_device, lowbit_files, lowbit_refs, work_dir, mix, why):
+def test_q2_k_runs_on_the_cpu(pllm_bin, vk_device, lowbit_files, lowbit_refs, work_dir):
     import test_vulkan as tv
     ids = tm.sample_ids(tm.model_configs()[BASE], 12, seed=5)
-    n_vocab = lowbit_refs[mix].hp.n_vocab
-    got, rep = tv._logits(pllm_bin, lowbit_files[mix], [ids], work_dir / "vk.f32", n_vocab, chunk=1)
-    cpu, _ = tv._logits(pllm_bin, lowbit_files[mix], [ids], work_dir / "cpu.f32", n_vocab, backend="cpu", chunk=1)
+    n_vocab = lowbit_refs["Q2_K"].hp.n_vocab
+    got, rep = tv._logits(pllm_bin, lowbit_files["Q2_K"], [ids], work_dir / "vk.f32", n_vocab, chunk=1)
+    cpu, _ = tv._logits(pllm_bin, lowbit_files["Q2_K"], [ids], work_dir / "cpu.f32", n_vocab, backend="cpu", chunk=1)
     assert rep["device_steps"] == 0 and rep["cpu_steps"] == 12 and rep["fallbacks"] == 0, rep
-    assert why in rep["reason"], rep
+    assert "is Q2_K, which has no device matmul" in rep["reason"], rep
     assert np.array_equal(got[0], cpu[0])
 
 
