@@ -34,7 +34,8 @@ inline __attribute__((always_inline)) void unpack_k3_scales(const uint8_t* s, in
   __builtin_memcpy(a, s, 12);
   const uint32_t m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
   const uint32_t v[4] = {(a[0] & m4) | ((a[2] & m2) << 4), (a[1] & m4) | (((a[2] >> 2) & m2) << 4),
-                         ((a[0] >> 4) & m4) | (((a[2] >> 4) & m2) << 4), ((a[1] >> 4) & m4) | (((a[2] >> 6) & m2) << 4)};
+                         ((a[0] >> 4) & m4) | (((a[2] >> 4) & m2) << 4),
+                         ((a[1] >> 4) & m4) | (((a[2] >> 6) & m2) << 4)};
   uint8_t u[16];
   __builtin_memcpy(u, v, 16);
   for (int i = 0; i < 16; ++i) out[i] = static_cast<int8_t>(u[i] - 32);
@@ -42,8 +43,10 @@ inline __attribute__((always_inline)) void unpack_k3_scales(const uint8_t* s, in
 
 // The eight signed sub-block scales (6-bit ls - 32) of an IQ4_XS block.
 inline __attribute__((always_inline)) void unpack_iq4xs_scales(const block_iq4_xs& b, int8_t out[8]) {
-  for (int j = 0; j < 8; ++j)
-    out[j] = static_cast<int8_t>((((b.scales_l[j / 2] >> (4 * (j % 2))) & 0xF) | (((b.scales_h >> (2 * j)) & 3) << 4)) - 32);
+  for (int j = 0; j < 8; ++j) {
+    const int lo = (b.scales_l[j / 2] >> (4 * (j % 2))) & 0xF, hi = (b.scales_h >> (2 * j)) & 3;
+    out[j] = static_cast<int8_t>((lo | (hi << 4)) - 32);
+  }
 }
 
 }  // namespace

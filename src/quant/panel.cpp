@@ -98,9 +98,12 @@ void unpack_k4(const uint8_t* in, int i, B* blk) {
     for (int k = 0; k < kBlock; ++k) blk->qs[32 * (u / 2) + k] = uint8_t(lo[k] | hi[k] << 4);
   }
   if constexpr (kFifth<B>)
-    for (int l = 0; l < kBlock; ++l) {
+    for (int l = 0; l < kBlock; ++l) {  // element l: bit l / 4 of byte 4i + l % 4 of each unit's vector
       uint8_t v = 0;
-      for (int u = 0; u < 8; ++u) v |= uint8_t(((in[kQ4KHead + kKUnit<B> * u + 256 + 4 * i + l % 4] >> (l / 4)) & 1) << u);
+      for (int u = 0; u < 8; ++u) {
+        const uint8_t byte = in[kQ4KHead + kKUnit<B> * u + 256 + 4 * i + l % 4];
+        v |= uint8_t(((byte >> (l / 4)) & 1) << u);
+      }
       blk->qh[l] = v;
     }
 }
