@@ -115,7 +115,7 @@ void SessionOptions::add_to(CLI::App* cmd) {
   cmd->add_option("--kv-sinks", kv_sinks, "tokens at the start kept forever with --kv-window (default 4)")
       ->check(CLI::Range(0, 4096));
   cmd->add_option("--repack", repack,
-                  "hold Q4_0/Q4_1/Q8_0 (int16 kernels: also Q4_K, Q6_K) weights as 16-row panels for the x86 kernels "
+                  "hold Q4_0/Q4_1/Q8_0 (int16 kernels: also Q4_K, Q5_K, Q6_K) weights as 16-row panels for the x86 kernels "
                   "that read them: on, off, auto (default: for the int16 kernels; for the int8 ones with --act "
                   "int8 or static; off with --act exact or f16)")
       ->check(CLI::IsMember({"on", "off", "auto"}));

@@ -119,8 +119,9 @@ constexpr std::array<Filler, A + B> then(const std::array<Filler, A>& a, const s
 
 #if defined(PLLM_HAVE_X86_KERNELS)
 // The avx2 level but for its int16 kernels: the start of the avx2 and avxvnni tables.
-constexpr std::array<Filler, 9> kAvx2Level = {
+constexpr std::array<Filler, 10> kAvx2Level = {
     kern::fill_avx2,
+    kern::fill_lowbit_avx2,
     kern::fill_act_quant_avx2,
     kern::fill_attention_kv_avx2,
     kern::fill_gemm_loops<Isa::avx2>,
@@ -139,8 +140,9 @@ constexpr auto kAvxVnni = then(kAvx2Level, std::array<Filler, 3>{
                                                kern::fill_i16act_avxvnni,
                                                kern::fill_i16panel_avxvnni,
                                            });
-constexpr std::array<Filler, 14> kAvx512 = {
+constexpr std::array<Filler, 15> kAvx512 = {
     kern::fill_avx2,  // the one-row kernels AVX-512 does not replace (K-quant and float exact mode)
+    kern::fill_lowbit_avx2,
     kern::fill_act_quant_avx2,
     kern::fill_avx512,
     kern::fill_attention_kv_avx512,
@@ -158,8 +160,9 @@ constexpr std::array<Filler, 14> kAvx512 = {
 #endif
 
 #if defined(PLLM_HAVE_ARM_KERNELS)
-constexpr std::array<Filler, 8> kNeon = {
+constexpr std::array<Filler, 9> kNeon = {
     kern::fill_neon,
+    kern::fill_lowbit_neon,
     kern::fill_attention_kv_neon,
     kern::fill_gemm_loops<Isa::neon>,
     kern::fill_rows_loops<Isa::neon>,
@@ -168,8 +171,9 @@ constexpr std::array<Filler, 8> kNeon = {
     fill_f16act_fp16_if_present,
     kern::fill_i16act_neon,  // SMULL/SMLAL on every level
 };
-constexpr std::array<Filler, 11> kNeonDotprod = {
+constexpr std::array<Filler, 12> kNeonDotprod = {
     kern::fill_neon,
+    kern::fill_lowbit_neon,
     kern::fill_neon_dotprod,
     kern::fill_attention_kv_neon,
     kern::fill_gemm_loops<Isa::neon_dotprod>,

@@ -29,6 +29,7 @@ void fill_rows_loops(KernelTable& t);
 
 // x86/ (AVX2 flags; the avxvnni table is the avx2 one but for its int16 kernels).
 void fill_avx2(KernelTable& t);               // avx2.cpp: one-row int8 dots, exact mode, dequantisers
+void fill_lowbit_avx2(KernelTable& t);        // lowbit_avx2.cpp: the same for Q2_K, Q3_K, Q5_K, IQ4_NL, IQ4_XS
 void fill_act_quant_avx2(KernelTable& t);     // act_quant_avx2.cpp: activation quantisers
 void fill_attention_kv_avx2(KernelTable& t);  // attention_kv_avx2.cpp
 void fill_gemm_avx2(KernelTable& t);          // gemm_avx2.cpp: tiled gemm_q8
@@ -50,6 +51,7 @@ void fill_i16panel_avx512(KernelTable& t);      // i16panel_avx512.cpp
 
 // arm/ (baseline flags unless the name says otherwise).
 void fill_neon(KernelTable& t);                // neon.cpp
+void fill_lowbit_neon(KernelTable& t);         // lowbit_neon.cpp: exact mode of Q2_K, Q3_K, Q5_K, IQ4_NL, IQ4_XS
 void fill_attention_kv_neon(KernelTable& t);   // attention_kv_neon.cpp
 void fill_act_neon(KernelTable& t);            // act_neon.cpp: SwiGLU, GeGLU (every ARM table)
 void fill_f16act_neon(KernelTable& t);         // f16act_neon.cpp: W4A16, f32 FMA (every ARM table)

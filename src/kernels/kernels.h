@@ -130,7 +130,7 @@ struct TypeKernels {
   // where the tile is.
   void (*gemm_i16)(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t xq_stride,
                    int n_x, float* out, int64_t out_stride) = nullptr;
-  // Over load-time repacked panels (quant/panel.h; Q4_0, Q4_1, Q8_0, Q4_K, Q6_K): n_panels panels of 16 rows
+  // Over load-time repacked panels (quant/panel.h; Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K): n_panels panels of 16 rows
   // back to back at w against n_x activation rows (any n_x >= 1): out[x * out_stride + 16 p + i]
   // = vec_dot_i16act_tile's result for row i of panel p, bit for bit. Null where this ISA has
   // none: the model then keeps those weights in the file's layout for int16 sessions.

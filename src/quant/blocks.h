@@ -1,7 +1,8 @@
 // Block layouts of the quantised formats, byte-compatible with ggml / GGUF.
 //
 // Weight formats (read straight out of GGUF files, must match ggml exactly):
-//   Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (32 elements per block), Q4_K, Q6_K (QK_K = 256 per block).
+//   Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL (32 elements per block), Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
+//   IQ4_XS (QK_K = 256 per block).
 // Activation formats (produced at run time by quantize_act, never stored in files):
 //   block_q8_0 (same as the weight format), block_q8_1 (our own layout: float d and
 //   the precomputed float sum s = d * sum(qs); NOT the 36-byte ggml Q8_1 layout, so
@@ -102,6 +103,63 @@ struct block_q6_K {
   uint16_t d;  // fp16
 };
 static_assert(sizeof(block_q6_K) == 210, "block_q6_K must be 210 bytes");
+
+// 256 elements in 16 sub-blocks of 16; 2-bit q. scales[i] covers elements 16i..16i+15: low
+// nibble the scale, high nibble the min. x = (d * sc_i) * q - dmin * m_i. qs: 32 bytes per
+// 128-element half h; element 128h + 32j + l (j 0..3, l 0..31) is bits 2j..2j+1 of qs[32h + l].
+struct block_q2_K {
+  uint8_t scales[QK_K / 16];
+  uint8_t qs[QK_K / 4];
+  uint16_t d;     // fp16, super-block scale for the scales
+  uint16_t dmin;  // fp16, super-block scale for the mins
+};
+static_assert(sizeof(block_q2_K) == 84, "block_q2_K must be 84 bytes");
+
+// 256 elements in 16 sub-blocks of 16; 3-bit q = (2 low bits as Q2_K's qs) - (hmask bit clear
+// ? 4 : 0), i.e. -4..3; element 128h + 32j + l takes bit 4h + j of hmask[l]. scales: sixteen
+// 6-bit values (stored + 32) packed in 12 bytes (ref::q3_K_scales). x = (d * (sc_i - 32)) * q.
+struct block_q3_K {
+  uint8_t hmask[QK_K / 8];
+  uint8_t qs[QK_K / 4];
+  uint8_t scales[12];
+  uint16_t d;  // fp16
+};
+static_assert(sizeof(block_q3_K) == 110, "block_q3_K must be 110 bytes");
+
+// 256 elements in 8 sub-blocks of 32, Q4_K's scales and nibbles plus a fifth bit: element
+// 64p + l (p 0..3, l 0..31) has bit 2p of qh[l] at 16, element 64p + 32 + l bit 2p + 1.
+// x = (d * sc_j) * q - dmin * m_j with q 0..31.
+struct block_q5_K {
+  uint16_t d;     // fp16
+  uint16_t dmin;  // fp16
+  uint8_t scales[K_SCALE_SIZE];
+  uint8_t qh[QK_K / 8];
+  uint8_t qs[QK_K / 2];
+};
+static_assert(sizeof(block_q5_K) == 176, "block_q5_K must be 176 bytes");
+
+// The 16 non-linear levels of IQ4_NL and IQ4_XS (ggml's kvalues_iq4nl).
+inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+
+// x = d * kIq4nlValues[q], q a nibble in Q4_0's order (element j low nibble of qs[j],
+// element j + 16 its high nibble).
+struct block_iq4_nl {
+  uint16_t d;  // fp16
+  uint8_t qs[QK4_0 / 2];
+};
+static_assert(sizeof(block_iq4_nl) == 18, "block_iq4_nl must be 18 bytes");
+
+// 256 elements in 8 sub-blocks of 32, each laid out as an IQ4_NL block's nibbles (qs + 16 j).
+// Sub-block j's 6-bit scale ls = (nibble j of scales_l) | (bits 2j..2j+1 of scales_h) << 4;
+// x = (d * (ls - 32)) * kIq4nlValues[q].
+struct block_iq4_xs {
+  uint16_t d;  // fp16
+  uint16_t scales_h;
+  uint8_t scales_l[QK_K / 64];
+  uint8_t qs[QK_K / 2];
+};
+static_assert(sizeof(block_iq4_xs) == 136, "block_iq4_xs must be 136 bytes");
 
 // Activation format for K-quant weights: x ~= d * qs[j]; bsums[i] = sum of qs[16i..16i+15].
 struct block_q8_K {

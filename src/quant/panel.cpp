@@ -1,6 +1,7 @@
 #include "quant/panel.h"
 
 #include <cstring>
+#include <type_traits>
 
 #include "quant/blocks.h"
 
@@ -44,14 +45,23 @@ void unpack_q4(const uint8_t* in, int i, uint8_t* qs) {
   for (int k = 0; k < 16; ++k) qs[k] = uint8_t(e[k] | e[k + 16] << 4);
 }
 
-// Q4_K: one panel super-block per 256 elements (the layout in panel.h). Unit u of a file block
-// is the low (even u) or high (odd u) nibbles of qs[32 * (u / 2) ...].
+// Q4_K and Q5_K: one panel super-block per 256 elements (the layout in panel.h). Unit u of a
+// file block is the low (even u) or high (odd u) nibbles of qs[32 * (u / 2) ...]; Q5_K's fifth
+// bit of its element l is bit u of qh[l].
 constexpr size_t kQ4KHead = 4 * kPanelRows + 12 * kPanelRows;  // d, dmin, transposed scales: 256 B
-static_assert(kQ4KHead + 8 * 4 * 64 == kPanelRows * sizeof(block_q4_K), "a Q4_K panel super-block is its rows' bytes");
+template <class B>
+constexpr bool kFifth = std::is_same_v<B, block_q5_K>;
+template <class B>
+constexpr size_t kKUnit = kFifth<B> ? 5 * 64 : 4 * 64;  // 4 Q4 vectors (+ the fifth-bit vector)
+static_assert(kQ4KHead + 8 * kKUnit<block_q4_K> == kPanelRows * sizeof(block_q4_K),
+              "a Q4_K panel super-block is its rows' bytes");
+static_assert(kQ4KHead + 8 * kKUnit<block_q5_K> == kPanelRows * sizeof(block_q5_K),
+              "a Q5_K panel super-block is its rows' bytes");
 
-void pack_q4_K(const uint8_t* rows, size_t row_stride, int64_t sb, uint8_t* out) {
-  const block_q4_K* blk[kPanelRows];
-  for (int i = 0; i < kPanelRows; ++i) blk[i] = reinterpret_cast<const block_q4_K*>(rows + i * row_stride) + sb;
+template <class B>
+void pack_k4(const uint8_t* rows, size_t row_stride, int64_t sb, uint8_t* out) {
+  const B* blk[kPanelRows];
+  for (int i = 0; i < kPanelRows; ++i) blk[i] = reinterpret_cast<const B*>(rows + i * row_stride) + sb;
   for (int i = 0; i < kPanelRows; ++i) {
     std::memcpy(out + 2 * i, &blk[i]->d, 2);
     std::memcpy(out + 2 * (kPanelRows + i), &blk[i]->dmin, 2);
@@ -64,20 +74,38 @@ void pack_q4_K(const uint8_t* rows, size_t row_stride, int64_t sb, uint8_t* out)
         const uint8_t b = blk[i]->qs[32 * (u / 2) + k];
         e[i][k] = u % 2 ? b >> 4 : b & 0x0F;
       }
-    pack_q4_codes(e, out + kQ4KHead + 256 * u);
+    uint8_t* o = out + kQ4KHead + kKUnit<B> * u;
+    pack_q4_codes(e, o);
+    if constexpr (kFifth<B>)
+      for (int i = 0; i < kPanelRows; ++i)
+        for (int m = 0; m < 4; ++m) {
+          uint8_t v = 0;
+          for (int g = 0; g < 8; ++g) v |= uint8_t(((blk[i]->qh[4 * g + m] >> u) & 1) << g);
+          o[256 + 4 * i + m] = v;
+        }
   }
 }
 
-void unpack_q4_K(const uint8_t* in, int i, block_q4_K* blk) {
+template <class B>
+void unpack_k4(const uint8_t* in, int i, B* blk) {
   std::memcpy(&blk->d, in + 2 * i, 2);
   std::memcpy(&blk->dmin, in + 2 * (kPanelRows + i), 2);
   for (int k = 0; k < 12; ++k) blk->scales[k] = in[4 * kPanelRows + k * kPanelRows + i];
   for (int u = 0; u < 8; u += 2) {
     uint8_t lo[kBlock], hi[kBlock];
-    unpack_q4_codes(in + kQ4KHead + 256 * u, i, lo);
-    unpack_q4_codes(in + kQ4KHead + 256 * (u + 1), i, hi);
+    unpack_q4_codes(in + kQ4KHead + kKUnit<B> * u, i, lo);
+    unpack_q4_codes(in + kQ4KHead + kKUnit<B> * (u + 1), i, hi);
     for (int k = 0; k < kBlock; ++k) blk->qs[32 * (u / 2) + k] = uint8_t(lo[k] | hi[k] << 4);
   }
+  if constexpr (kFifth<B>)
+    for (int l = 0; l < kBlock; ++l) {  // element l: bit l / 4 of byte 4i + l % 4 of each unit's vector
+      uint8_t v = 0;
+      for (int u = 0; u < 8; ++u) {
+        const uint8_t byte = in[kQ4KHead + kKUnit<B> * u + 256 + 4 * i + l % 4];
+        v |= uint8_t(((byte >> (l / 4)) & 1) << u);
+      }
+      blk->qh[l] = v;
+    }
 }
 
 // Q6_K: one panel super-block per 256 elements (the layout in panel.h). Element l (0..31) of
@@ -147,13 +175,20 @@ size_t panel_block_bytes(TensorType t) {
     case TensorType::Q8_0: return kPanelRows * sizeof(block_q8_0);
     case TensorType::Q4_K: return kPanelRows * sizeof(block_q4_K) / 8;  // a super-block is 8 such blocks
     case TensorType::Q6_K: return kPanelRows * sizeof(block_q6_K) / 8;
+    case TensorType::Q5_K: return kPanelRows * sizeof(block_q5_K) / 8;
     default: return 0;
   }
 }
 
 void pack_panel(TensorType t, const uint8_t* rows, size_t row_stride, int64_t n, uint8_t* dst) {
   if (t == TensorType::Q4_K) {
-    for (int64_t sb = 0; sb < n / 256; ++sb) pack_q4_K(rows, row_stride, sb, dst + size_t(sb) * kPanelRows * sizeof(block_q4_K));
+    for (int64_t sb = 0; sb < n / 256; ++sb)
+      pack_k4<block_q4_K>(rows, row_stride, sb, dst + size_t(sb) * kPanelRows * sizeof(block_q4_K));
+    return;
+  }
+  if (t == TensorType::Q5_K) {
+    for (int64_t sb = 0; sb < n / 256; ++sb)
+      pack_k4<block_q5_K>(rows, row_stride, sb, dst + size_t(sb) * kPanelRows * sizeof(block_q5_K));
     return;
   }
   if (t == TensorType::Q6_K) {
@@ -200,7 +235,12 @@ void pack_panel(TensorType t, const uint8_t* rows, size_t row_stride, int64_t n,
 void unpack_panel_row(TensorType t, const uint8_t* panel, int64_t n, int i, uint8_t* dst_row) {
   if (t == TensorType::Q4_K) {
     for (int64_t sb = 0; sb < n / 256; ++sb)
-      unpack_q4_K(panel + size_t(sb) * kPanelRows * sizeof(block_q4_K), i, reinterpret_cast<block_q4_K*>(dst_row) + sb);
+      unpack_k4(panel + size_t(sb) * kPanelRows * sizeof(block_q4_K), i, reinterpret_cast<block_q4_K*>(dst_row) + sb);
+    return;
+  }
+  if (t == TensorType::Q5_K) {
+    for (int64_t sb = 0; sb < n / 256; ++sb)
+      unpack_k4(panel + size_t(sb) * kPanelRows * sizeof(block_q5_K), i, reinterpret_cast<block_q5_K*>(dst_row) + sb);
     return;
   }
   if (t == TensorType::Q6_K) {

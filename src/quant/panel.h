@@ -18,6 +18,9 @@
 //   lane-wise over 16 rows) | units 0..7: 4 Q4 vectors of 64 B each
 // where unit u holds the block's elements 32u..32u+31 (the file's low nibbles of
 // qs[32 * (u / 2) ...] for even u, high for odd).
+// Q5_K is packed as Q4_K (its d, dmin and scales the same header; 2816 B = the 16 file blocks),
+//   each unit's 4 Q4 vectors followed by a fifth-bit vector of 64 B: byte 4*i + j, bit g = the
+//   fifth bit of element 4g + j of row i (unit u at 256 + 320 u).
 // Q6_K is packed per super-block too (16 rows x 256 elements, 3360 B = the 16 file blocks):
 //   d[16] (fp16), scales: 16 x 16 B (int8 scale k of each row together, lane i = row i: unit
 //   u's two, 2u for its elements 0-15 and 2u + 1 for 16-31, are 32 consecutive bytes) |
@@ -44,7 +47,7 @@ namespace pllm {
 inline constexpr int kPanelRows = 16;
 
 // Bytes of one panel block (16 rows x 32 elements) for a type, 0 if the type has no
-// panel layout (for Q4_K and Q6_K an eighth of a super-block: the panel's size is still this
+// panel layout (for Q4_K, Q5_K and Q6_K an eighth of a super-block: the panel's size is still this
 // times n / 32, and n is a multiple of 256).
 size_t panel_block_bytes(TensorType t);
 inline bool panel_supported(TensorType t) { return panel_block_bytes(t) != 0; }

@@ -48,6 +48,19 @@ void dequantize_row_q4_K(const block_q4_K* x, float* y, int64_t n);
 void quantize_row_q6_K(const float* x, block_q6_K* y, int64_t n);
 void dequantize_row_q6_K(const block_q6_K* x, float* y, int64_t n);
 
+// Types the engine reads but does not write (llama.cpp's files): dequantisers only, each the
+// operations of ggml's (and gguf-py's) in the same order, so bit for bit its floats
+// (reference_lowbit.cpp; tests/py/test_lowbit_dequant.py checks against gguf.quants).
+// The sixteen signed sub-block scales (6-bit value - 32) of a Q3_K block's 12 scale bytes.
+void q3_K_scales(const uint8_t* scales, int8_t out[16]);
+// The 6-bit scale (0..63, not yet - 32) of sub-block j (0..7) of an IQ4_XS block.
+int iq4_xs_scale(const block_iq4_xs& b, int j);
+void dequantize_row_q2_K(const block_q2_K* x, float* y, int64_t n);
+void dequantize_row_q3_K(const block_q3_K* x, float* y, int64_t n);
+void dequantize_row_q5_K(const block_q5_K* x, float* y, int64_t n);
+void dequantize_row_iq4_nl(const block_iq4_nl* x, float* y, int64_t n);
+void dequantize_row_iq4_xs(const block_iq4_xs* x, float* y, int64_t n);
+
 void quantize_row_f16(const float* x, uint16_t* y, int64_t n);
 void dequantize_row_f16(const uint16_t* x, float* y, int64_t n);
 

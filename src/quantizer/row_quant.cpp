@@ -76,7 +76,17 @@ bool is_output_type(TensorType t) {
   return false;
 }
 
-bool is_input_type(uint32_t ggml_type) { return is_output_type(static_cast<TensorType>(ggml_type)); }
+// Read but never written: llama.cpp's low-bit types (their reference dequantisers only).
+bool is_input_type(uint32_t ggml_type) {
+  switch (static_cast<TensorType>(ggml_type)) {
+    case TensorType::Q2_K:
+    case TensorType::Q3_K:
+    case TensorType::Q5_K:
+    case TensorType::IQ4_NL:
+    case TensorType::IQ4_XS: return true;
+    default: return is_output_type(static_cast<TensorType>(ggml_type));
+  }
+}
 
 void quantize_row_to(TensorType type, const float* x, const float* w, bool search, uint8_t* dst, int64_t n) {
   switch (type) {
@@ -121,6 +131,15 @@ bool dequantize_row_any(uint32_t ggml_type, const uint8_t* src, float* y, int64_
     case TensorType::Q4_0: ref::dequantize_row_q4_0(reinterpret_cast<const block_q4_0*>(src), y, n); return true;
     case TensorType::Q4_1: ref::dequantize_row_q4_1(reinterpret_cast<const block_q4_1*>(src), y, n); return true;
     case TensorType::Q4_K: ref::dequantize_row_q4_K(reinterpret_cast<const block_q4_K*>(src), y, n); return true;
+    case TensorType::Q2_K: ref::dequantize_row_q2_K(reinterpret_cast<const block_q2_K*>(src), y, n); return true;
+    case TensorType::Q3_K: ref::dequantize_row_q3_K(reinterpret_cast<const block_q3_K*>(src), y, n); return true;
+    case TensorType::Q5_K: ref::dequantize_row_q5_K(reinterpret_cast<const block_q5_K*>(src), y, n); return true;
+    case TensorType::IQ4_NL:
+      ref::dequantize_row_iq4_nl(reinterpret_cast<const block_iq4_nl*>(src), y, n);
+      return true;
+    case TensorType::IQ4_XS:
+      ref::dequantize_row_iq4_xs(reinterpret_cast<const block_iq4_xs*>(src), y, n);
+      return true;
     default: return false;
   }
 }

@@ -28,6 +28,7 @@
 
 #include "base/fp16.h"
 #include "isa_fixture.h"
+#include "lowbit_blocks.h"
 #include "kernels/kernels.h"
 #include "quant/panel.h"
 #include "quant/blocks.h"
@@ -40,8 +41,9 @@ void PrintTo(Isa isa, std::ostream* os) { *os << isa_name(isa); }
 namespace {
 
 constexpr double kU = FLT_EPSILON / 2.0;
-const TensorType kTypes[] = {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_1, TensorType::Q5_0,
-                             TensorType::Q5_1, TensorType::Q4_K, TensorType::Q6_K};
+const TensorType kTypes[] = {TensorType::Q4_0, TensorType::Q8_0,   TensorType::Q4_1,  TensorType::Q5_0,
+                             TensorType::Q5_1, TensorType::Q4_K,   TensorType::Q6_K,  TensorType::Q2_K,
+                             TensorType::Q3_K, TensorType::Q5_K,   TensorType::IQ4_NL, TensorType::IQ4_XS};
 
 int block_of(TensorType t) { return static_cast<int>(type_traits(static_cast<uint32_t>(t))->block_elems); }
 size_t block_bytes(TensorType t) { return type_traits(static_cast<uint32_t>(t))->block_bytes; }
@@ -59,6 +61,13 @@ std::vector<uint8_t> make_row(TensorType t, int64_t n, std::mt19937& rng, bool r
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<float> x(n);
   for (auto& v : x) v = nd(rng) * 0.7f;
+  if (lowbit_test::is_lowbit(t)) {  // no quantiser: random blocks either way
+    std::uniform_real_distribution<float> e(-10.0f, -2.0f);
+    lowbit_test::fill_blocks(t, w.data(), w.size(), rng, [&](std::mt19937& g) {
+      return fp32_to_fp16(std::exp2(e(g)) * ((g() & 1) ? 1.0f : -1.0f));
+    });
+    return w;
+  }
   if (raw) {
     std::uniform_real_distribution<float> e(-10.0f, -2.0f);
     auto scale = [&] { return fp32_to_fp16(std::exp2(e(rng)) * ((rng() & 1) ? 1.0f : -1.0f)); };
@@ -89,6 +98,11 @@ double offset_mag(TensorType t, const uint8_t* row, int64_t i) {
   if (t == TensorType::Q4_1) return std::fabs(h16(row + 20 * (i / 32) + 2));
   if (t == TensorType::Q5_1) return std::fabs(h16(row + 24 * (i / 32) + 2));
   if (t == TensorType::Q4_K) return std::fabs(h16(row + 144 * (i / 256) + 2)) * 63.0;
+  if (lowbit_test::is_lowbit(t)) {
+    double scale, offset;
+    lowbit_test::decode_element(t, row, i, scale, offset);
+    return std::fabs(offset);
+  }
   return 0.0;
 }
 

@@ -39,6 +39,7 @@
 #include "quant/panel.h"
 #include "quant/reference.h"
 #include "isa_fixture.h"
+#include "lowbit_blocks.h"
 
 namespace pllm {
 
@@ -50,9 +51,14 @@ using ld = long double;
 constexpr double kU = FLT_EPSILON / 2.0;
 
 const TensorType kTypes[] = {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1,
-                             TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K};
+                             TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K, TensorType::Q2_K,
+                             TensorType::Q3_K, TensorType::Q5_K, TensorType::IQ4_NL, TensorType::IQ4_XS};
 
-bool is_k(TensorType t) { return t == TensorType::Q4_K || t == TensorType::Q6_K; }
+// Types whose only tile is the scalar twin: Q2_K's min changes every 16 elements, the SIMD
+// drivers' unit (32) has one, so SIMD tables run it in exact mode.
+bool twin_only(TensorType t) { return t == TensorType::Q2_K; }
+
+bool is_k(TensorType t) { return type_traits(uint32_t(t))->block_elems == 256; }
 size_t block_bytes(TensorType t) { return type_traits(uint32_t(t))->block_bytes; }
 const char* name(TensorType t) { return type_traits(uint32_t(t))->name; }
 ld h16(const uint8_t* p) {
@@ -61,13 +67,14 @@ ld h16(const uint8_t* p) {
   return fp16_to_fp32(v);
 }
 
-// Unit u (32 elements) of a weight row: w_l = s * c[l] + m, from the block layouts in blocks.h.
+// Unit u (32 elements) of a weight row: w_l = s * c[l] + m[l], from the block layouts in blocks.h.
 struct Unit {
   int c[32];
-  ld s, m;
+  ld s, m[32];
 };
 Unit decode_unit(TensorType t, const uint8_t* row, int64_t u) {
-  Unit r{{}, 0, 0};
+  static const int kLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+  Unit r{{}, 0, {}};
   const int64_t per = is_k(t) ? 8 : 1;  // units per block
   const uint8_t* b = row + (u / per) * block_bytes(t);
   const int j = int(u % per);
@@ -75,17 +82,44 @@ Unit decode_unit(TensorType t, const uint8_t* row, int64_t u) {
   auto bit5 = [](const uint8_t* qh, int l) { return ((qh[l / 8] >> (l % 8)) & 1) << 4; };
   for (int l = 0; l < 32; ++l) {
     switch (t) {
-      case TensorType::Q4_0: r.c[l] = nib(b + 2, l), r.s = h16(b), r.m = -8 * h16(b); break;
-      case TensorType::Q4_1: r.c[l] = nib(b + 4, l), r.s = h16(b), r.m = h16(b + 2); break;
-      case TensorType::Q5_0: r.c[l] = nib(b + 6, l) | bit5(b + 2, l), r.s = h16(b), r.m = -16 * h16(b); break;
-      case TensorType::Q5_1: r.c[l] = nib(b + 8, l) | bit5(b + 4, l), r.s = h16(b), r.m = h16(b + 2); break;
+      case TensorType::Q4_0: r.c[l] = nib(b + 2, l), r.s = h16(b), r.m[l] = -8 * h16(b); break;
+      case TensorType::Q4_1: r.c[l] = nib(b + 4, l), r.s = h16(b), r.m[l] = h16(b + 2); break;
+      case TensorType::Q5_0: r.c[l] = nib(b + 6, l) | bit5(b + 2, l), r.s = h16(b), r.m[l] = -16 * h16(b); break;
+      case TensorType::Q5_1: r.c[l] = nib(b + 8, l) | bit5(b + 4, l), r.s = h16(b), r.m[l] = h16(b + 2); break;
       case TensorType::Q8_0: r.c[l] = int8_t(b[2 + l]), r.s = h16(b); break;
       case TensorType::Q4_K: {  // 12 bytes of 6-bit scales / mins at b + 4, nibbles at b + 16
         const uint8_t* sc = b + 4;
         const int s = j < 4 ? sc[j] & 63 : (sc[j + 4] & 15) | ((sc[j - 4] >> 6) << 4);
         const int m = j < 4 ? sc[j + 4] & 63 : (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
         const uint8_t q = b[16 + 32 * (j / 2) + l];
-        r.c[l] = j % 2 ? q >> 4 : q & 15, r.s = h16(b) * s, r.m = -h16(b + 2) * m;
+        r.c[l] = j % 2 ? q >> 4 : q & 15, r.s = h16(b) * s, r.m[l] = -h16(b + 2) * m;
+        break;
+      }
+      case TensorType::Q2_K: {  // scales[16] (scale | min << 4), qs[64], d, dmin
+        const int e = 32 * j + l, sb = b[e / 16];
+        r.c[l] = ((b[16 + 32 * (e / 128) + l] >> (2 * (j % 4))) & 3) * (sb & 15), r.s = h16(b + 80);
+        r.m[l] = -h16(b + 82) * (sb >> 4);
+        break;
+      }
+      case TensorType::Q3_K: {  // hmask[32], qs[64], scales[12] (6-bit, + 32), d
+        const int e = 32 * j + l, s = e / 16;
+        const int lo = s < 8 ? b[96 + s] & 15 : b[96 + s - 8] >> 4, hi = (b[104 + s % 4] >> (2 * (s / 4))) & 3;
+        const int q = ((b[32 + 32 * (e / 128) + l] >> (2 * (j % 4))) & 3) - ((b[l] >> j) & 1 ? 0 : 4);
+        r.c[l] = q * ((lo | hi << 4) - 32), r.s = h16(b + 108);
+        break;
+      }
+      case TensorType::Q5_K: {  // d, dmin, Q4_K's scales at b + 4, qh[32] at b + 16, nibbles at b + 48
+        const uint8_t* sc = b + 4;
+        const int s = j < 4 ? sc[j] & 63 : (sc[j + 4] & 15) | ((sc[j - 4] >> 6) << 4);
+        const int m = j < 4 ? sc[j + 4] & 63 : (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+        const uint8_t q = b[48 + 32 * (j / 2) + l];
+        r.c[l] = (j % 2 ? q >> 4 : q & 15) | (((b[16 + l] >> j) & 1) << 4), r.s = h16(b) * s, r.m[l] = -h16(b + 2) * m;
+        break;
+      }
+      case TensorType::IQ4_NL: r.c[l] = kLevels[nib(b + 2, l)], r.s = h16(b); break;
+      case TensorType::IQ4_XS: {  // d, scales_h, scales_l[4], 16 bytes of nibbles per unit at b + 8
+        const int sh = b[2] | b[3] << 8, ls = ((b[4 + j / 2] >> (4 * (j % 2))) & 15) | (((sh >> (2 * j)) & 3) << 4);
+        r.c[l] = kLevels[nib(b + 8 + 16 * j, l)], r.s = h16(b) * (ls - 32);
         break;
       }
       default: {  // Q6_K: ql[128], qh[64], scales[16], d; element e of the 256
@@ -107,13 +141,13 @@ Ref reference(TensorType t, const uint8_t* w, const block_q16* a, int64_t n) {
   Ref r{0, 0};
   for (int64_t u = 0; u < n / 32; ++u) {
     const Unit un = decode_unit(t, w, u);
-    ld dot = 0, sum = 0, mag = 0;
+    ld dot = 0, msum = 0, mag = 0;
     for (int l = 0; l < 32; ++l) {
       dot += ld(un.c[l]) * a[u].qs[l];
-      sum += a[u].qs[l];
-      mag += (std::fabs(un.s * un.c[l]) + std::fabs(un.m)) * std::abs(a[u].qs[l]);
+      msum += un.m[l] * a[u].qs[l];
+      mag += (std::fabs(un.s * un.c[l]) + std::fabs(un.m[l])) * std::abs(a[u].qs[l]);
     }
-    r.exact += ld(a[u].d) * (un.s * dot + un.m * sum);
+    r.exact += ld(a[u].d) * (un.s * dot + msum);
     r.S += std::fabs(ld(a[u].d)) * mag;
   }
   return r;
@@ -127,6 +161,10 @@ uint16_t random_scale16(std::mt19937& rng) {
 // One weight row at p: reference-quantised Gaussian data, or raw random bytes (every code,
 // Q6_K scale -128, Q4_K 6-bit scales 63) with sane fp16 scales.
 void make_row(TensorType t, int64_t n, std::mt19937& rng, bool raw, uint8_t* p) {
+  if (lowbit_test::is_lowbit(t)) {  // no quantiser: random blocks either way
+    lowbit_test::fill_blocks(t, p, *row_bytes(uint32_t(t), uint64_t(n)), rng, random_scale16);
+    return;
+  }
   if (raw) {
     const size_t bb = block_bytes(t), bytes = bb * (n / type_traits(uint32_t(t))->block_elems);
     for (size_t i = 0; i < bytes; ++i) p[i] = uint8_t(rng());
@@ -163,7 +201,12 @@ void set_extreme_codes(TensorType t, uint8_t* w, size_t bytes) {
       case TensorType::Q5_1: std::memset(b + 4, 0xFF, 20); break;
       case TensorType::Q8_0: std::memset(b + 2, 0x80, 32); break;  // -128
       case TensorType::Q4_K: std::memset(b + 4, 0xFF, 140); break;  // scales, mins 63; q 15
-      default: std::memset(b, 0x00, 192), std::memset(b + 192, 0x80, 16); break;  // q -32, sc -128
+      case TensorType::Q6_K: std::memset(b, 0x00, 192), std::memset(b + 192, 0x80, 16); break;  // q -32, sc -128
+      case TensorType::Q3_K: std::memset(b, 0x00, 108); break;  // q -4, sc -32
+      case TensorType::Q5_K: std::memset(b + 4, 0xFF, 172); break;  // scales, mins 63; q 31
+      case TensorType::IQ4_NL: std::memset(b + 2, 0x00, 16); break;  // level -127
+      case TensorType::IQ4_XS: std::memset(b + 2, 0x00, 134); break;  // ls - 32 = -32, level -127
+      default: break;
     }
   }
 }
@@ -193,7 +236,7 @@ TEST_P(I16ActIsa, TableEntries) {
     bool listed = false;
     for (TensorType t : kTypes) listed = listed || uint32_t(t) == id;
     const bool has = table_->types[id].vec_dot_i16act_tile != nullptr;
-    if (!listed) {
+    if (!listed || (GetParam() != Isa::scalar && twin_only(TensorType(id)))) {
       EXPECT_FALSE(has) << "type id " << id;
     } else if (all) {
       EXPECT_TRUE(has) << "type id " << id;
@@ -415,7 +458,8 @@ TEST_P(I16ActIsa, PanelGemmEqualsTileBitForBit) {
   const Shapes shapes32 = {{3, kX}, {1, 1}, {2, 2}, {3, 3}, {1, 4}, {3, 5}, {2, 8}, {1, 33}, {3, 64}};
   const Shapes shapes_k = {{3, kX}, {1, 1}, {2, 2}, {3, 3}, {1, 4}, {2, 5}, {3, 6},
                            {1, 7}, {2, 8}, {3, 9}, {1, 16}, {2, 16}, {3, 33}};
-  for (TensorType t : {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K}) {
+  for (TensorType t : {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K,
+                       TensorType::Q5_K}) {
     const TypeKernels& k = table_->for_type(t);
     if (!k.gemm_i16_panels) continue;
     ASSERT_NE(k.vec_dot_i16act_tile, nullptr) << name(t);
@@ -429,8 +473,8 @@ TEST_P(I16ActIsa, PanelGemmEqualsTileBitForBit) {
           make_row(t, n, rng, kind > 0, &w[r * ws]);
           if (kind == 2) set_extreme_codes(t, &w[r * ws], ws);
           static constexpr uint16_t kExtreme[] = {0x7BFF, 0xFBFF, 0x0001, 0x8001, 0x0000, 0x8000, 0x3C00, 0x0400};
-          if (kind == 3 && t == TensorType::Q4_K)  // extreme fp16 d and dmin (largest, subnormal, +-0, negative)
-            for (size_t off = 0; off < ws; off += sizeof(block_q4_K)) {
+          if (kind == 3 && (t == TensorType::Q4_K || t == TensorType::Q5_K))  // extreme fp16 d and dmin
+            for (size_t off = 0; off < ws; off += type_traits(uint32_t(t))->block_bytes) {
               const uint16_t h[2] = {kExtreme[rng() % 8], kExtreme[rng() % 8]};
               std::memcpy(&w[r * ws + off], h, 4);
             }
@@ -473,6 +517,7 @@ TEST_P(I16ActIsa, PanelGemmEqualsTileBitForBit) {
     EXPECT_GT(checked, 0) << "every x86 SIMD table has int16 panel kernels";
     EXPECT_NE(table_->for_type(TensorType::Q4_K).gemm_i16_panels, nullptr) << "Q4_K panels on every x86 SIMD table";
     EXPECT_NE(table_->for_type(TensorType::Q6_K).gemm_i16_panels, nullptr) << "Q6_K panels on every x86 SIMD table";
+    EXPECT_NE(table_->for_type(TensorType::Q5_K).gemm_i16_panels, nullptr) << "Q5_K panels on every x86 SIMD table";
   } else if (checked == 0) {
     GTEST_SKIP() << "no int16 panel kernels in this table";
   }
@@ -516,6 +561,7 @@ void expect_tiles_equal_avx2(Isa isa) {
   constexpr int kRows = 5, kX = 9;
   std::mt19937 rng(77);
   for (TensorType t : kTypes) {
+    if (twin_only(t)) continue;
     const auto f2 = k2->for_type(t).vec_dot_i16act_tile, f5 = k5->for_type(t).vec_dot_i16act_tile;
     ASSERT_TRUE(f2 && f5) << name(t);
     for (int64_t n : is_k(t) ? std::vector<int64_t>{256, 2304} : std::vector<int64_t>{32, 224, 640, 2080})

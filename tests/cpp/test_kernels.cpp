@@ -46,6 +46,7 @@
 #include "quant/blocks.h"
 #include "quant/reference.h"
 #include "isa_fixture.h"
+#include "lowbit_blocks.h"
 
 namespace pllm {
 
@@ -58,7 +59,8 @@ constexpr double kU = FLT_EPSILON / 2.0;
 
 const TensorType kTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q4_0,
                              TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0,
-                             TensorType::Q4_K, TensorType::Q6_K};
+                             TensorType::Q4_K, TensorType::Q6_K, TensorType::Q2_K, TensorType::Q3_K,
+                             TensorType::Q5_K, TensorType::IQ4_NL, TensorType::IQ4_XS};
 
 int block_of(TensorType t) { return static_cast<int>(type_traits(static_cast<uint32_t>(t))->block_elems); }
 bool is_float(TensorType t) { return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::BF16; }
@@ -95,6 +97,10 @@ std::vector<uint8_t> make_weights(TensorType t, int64_t n, std::mt19937& rng, bo
     case TensorType::F16: ref::quantize_row_f16(x.data(), reinterpret_cast<uint16_t*>(w.data()), n); return w;
     case TensorType::BF16: ref::quantize_row_bf16(x.data(), reinterpret_cast<uint16_t*>(w.data()), n); return w;
     default: break;
+  }
+  if (lowbit_test::is_lowbit(t)) {  // no quantiser: random blocks in both variants
+    lowbit_test::fill_blocks(t, w.data(), bytes, rng, random_scale16);
+    return w;
   }
   if (raw) {
     for (auto& b : w) b = static_cast<uint8_t>(rng());
@@ -202,7 +208,9 @@ Decoded decode_weights(TensorType t, const uint8_t* p, int64_t n) {
         r.scale[i] = h(b + 208) * static_cast<int8_t>(b[192 + e / 16]) * (lo + 16 * hi - 32);
         break;
       }
-      default: ADD_FAILURE();
+      default:
+        if (!lowbit_test::is_lowbit(t)) ADD_FAILURE();
+        lowbit_test::decode_element(t, p, i, r.scale[i], r.offset[i]);
     }
   }
   return r;
@@ -325,6 +333,8 @@ TEST_P(KernelIsa, TableIsComplete) {
   EXPECT_EQ(table_->for_type(T::Q5_1).act_type, T::Q8_1);
   EXPECT_EQ(table_->for_type(T::Q4_K).act_type, T::Q8_K);
   EXPECT_EQ(table_->for_type(T::Q6_K).act_type, T::Q8_K);
+  for (T t : {T::Q2_K, T::Q3_K, T::Q5_K, T::IQ4_XS}) EXPECT_EQ(table_->for_type(t).act_type, T::Q8_K);
+  EXPECT_EQ(table_->for_type(T::IQ4_NL).act_type, T::Q8_0);  // as ggml: 32-element blocks
   EXPECT_EQ(table_->for_type(T::F16).act_type, T::F32);
   EXPECT_EQ(table_->for_type(T::Q4_K).act_bytes(512), 2 * sizeof(block_q8_K));
   EXPECT_EQ(table_->for_type(T::Q4_1).act_bytes(64), 2 * sizeof(block_q8_1));
@@ -516,6 +526,22 @@ TEST_P(KernelIsa, IntDotIsVectorisedForBlockTypes) {
   for (TensorType t : {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0}) {
     EXPECT_NE(table_->for_type(t).quantize_act, scalar_->for_type(t).quantize_act) << type_traits(uint32_t(t))->name;
     EXPECT_NE(table_->for_type(t).vec_dot, scalar_->for_type(t).vec_dot) << type_traits(uint32_t(t))->name;
+  }
+}
+
+// llama.cpp's low-bit types: every SIMD table has its own exact-mode kernels (x86/lowbit_avx2.cpp,
+// arm/lowbit_neon.cpp), activation quantisers and int8 one-row dots (arm/int8_neon.h on ARM).
+TEST_P(KernelIsa, LowBitTypesAreVectorised) {
+  if (GetParam() == Isa::scalar) GTEST_SKIP() << "the scalar table is the twin";
+  for (TensorType t : {TensorType::Q2_K, TensorType::Q3_K, TensorType::Q5_K, TensorType::IQ4_NL, TensorType::IQ4_XS}) {
+    const TypeKernels &k = table_->for_type(t), &ks = scalar_->for_type(t);
+    const char* nm = type_traits(uint32_t(t))->name;
+    EXPECT_NE(k.vec_dot_f32, ks.vec_dot_f32) << nm;
+    EXPECT_NE(k.vec_dot_f32_multi, ks.vec_dot_f32_multi) << nm;
+    EXPECT_NE(k.vec_dot_f32_rows_multi, ks.vec_dot_f32_rows_multi) << nm;
+    EXPECT_NE(k.gemm_f32, ks.gemm_f32) << nm;
+    EXPECT_NE(k.quantize_act, ks.quantize_act) << nm;
+    EXPECT_NE(k.vec_dot, ks.vec_dot) << nm;
   }
 }
 

@@ -27,6 +27,7 @@
 #include "quant/panel.h"
 #include "quant/reference.h"
 #include "isa_fixture.h"
+#include "lowbit_blocks.h"
 
 namespace pllm {
 
@@ -40,7 +41,8 @@ constexpr uint32_t kGuardBits = 0x7fc0dead;  // a quiet NaN no kernel produces
 
 const TensorType kTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q4_0,
                              TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0,
-                             TensorType::Q4_K, TensorType::Q6_K};
+                             TensorType::Q4_K, TensorType::Q6_K, TensorType::Q2_K, TensorType::Q3_K,
+                             TensorType::Q5_K, TensorType::IQ4_NL, TensorType::IQ4_XS};
 const int kRowCounts[] = {1, 2, 3, 4, 5, 8, 13};
 
 int block_of(TensorType t) { return static_cast<int>(type_traits(static_cast<uint32_t>(t))->block_elems); }
@@ -76,6 +78,10 @@ void fill_row(TensorType t, int64_t n, std::mt19937& rng, bool raw, uint8_t* w) 
     case TensorType::F16: ref::quantize_row_f16(x.data(), reinterpret_cast<uint16_t*>(w), n); return;
     case TensorType::BF16: ref::quantize_row_bf16(x.data(), reinterpret_cast<uint16_t*>(w), n); return;
     default: break;
+  }
+  if (lowbit_test::is_lowbit(t)) {  // no quantiser: random blocks either way
+    lowbit_test::fill_blocks(t, w, bytes, rng, random_scale16);
+    return;
   }
   if (raw) {
     for (size_t i = 0; i < bytes; ++i) w[i] = static_cast<uint8_t>(rng());
@@ -116,6 +122,12 @@ std::vector<double> offsets(TensorType t, const uint8_t* w, int64_t n) {
       uint8_t sc, m;
       ref::get_scale_min_k4(static_cast<int>(i % 256) / 32, b->scales, &sc, &m);
       o[i] = std::fabs(static_cast<double>(fp16_to_fp32(b->dmin)) * m);
+    }
+  } else if (lowbit_test::is_lowbit(t)) {
+    for (int64_t i = 0; i < n; ++i) {
+      double scale;
+      lowbit_test::decode_element(t, w, i, scale, o[i]);
+      o[i] = std::fabs(o[i]);
     }
   }
   return o;
@@ -275,35 +287,36 @@ TEST_P(MatvecRows, PanelsMatchFileLayout) {
   }
 }
 
-// Q4_K panels (super-blocks of 16 rows x 256 elements, quant/panel.h) give the file's bytes back
-// exactly: raw random bytes (every scale, min, code and fp16 pattern), rows of 1, 2, 3, 6 and 35
-// super-blocks, 3 panels. The panel is as large as its rows.
-TEST(PanelLayout, Q4KRoundTripsExactly) {
+// Q4_K and Q5_K panels (super-blocks of 16 rows x 256 elements, quant/panel.h) give the file's
+// bytes back exactly: raw random bytes (every scale, min, code, fifth bit and fp16 pattern), rows
+// of 1, 2, 3, 6 and 35 super-blocks, 3 panels. The panel is as large as its rows.
+TEST(PanelLayout, Q4KAndQ5KRoundTripExactly) {
   std::mt19937 rng(99);
-  const TensorType t = TensorType::Q4_K;
-  ASSERT_TRUE(panel_supported(t));
-  for (int64_t k : {1, 2, 3, 6, 35}) {
-    const int64_t n = 256 * k;
-    const size_t rb = *row_bytes(static_cast<uint32_t>(t), n);
-    constexpr int kPanels = 3, kRows = kPanels * kPanelRows;
-    const size_t panel_bytes = panel_block_bytes(t) * size_t(n / 32);
-    ASSERT_EQ(panel_bytes, rb * kPanelRows);
-    std::vector<uint8_t> w(rb * kRows), packed(w.size(), 0xA5), back(rb);
-    for (uint8_t& b : w) b = uint8_t(rng());
-    for (int p = 0; p < kPanels; ++p) pack_panel(t, w.data() + p * kPanelRows * rb, rb, n, packed.data() + p * panel_bytes);
-    for (int r = 0; r < kRows; ++r) {
-      unpack_panel_row(t, packed.data() + (r / kPanelRows) * panel_bytes, n, r % kPanelRows, back.data());
-      ASSERT_EQ(0, std::memcmp(back.data(), w.data() + r * rb, rb)) << "n=" << n << " row " << r;
-    }
-    // Spot-check the layout itself: row i's d, dmin and scale byte 5 in the header.
-    for (int i = 0; i < kPanelRows; ++i) {
-      const auto* blk = reinterpret_cast<const block_q4_K*>(w.data() + i * rb);
-      uint16_t d, dmin;
-      std::memcpy(&d, packed.data() + 2 * i, 2);
-      std::memcpy(&dmin, packed.data() + 32 + 2 * i, 2);
-      EXPECT_EQ(d, blk->d);
-      EXPECT_EQ(dmin, blk->dmin);
-      EXPECT_EQ(packed[64 + 5 * kPanelRows + i], blk->scales[5]);
+  for (TensorType t : {TensorType::Q4_K, TensorType::Q5_K}) {
+    ASSERT_TRUE(panel_supported(t));
+    for (int64_t k : {1, 2, 3, 6, 35}) {
+      const int64_t n = 256 * k;
+      const size_t rb = *row_bytes(static_cast<uint32_t>(t), n);
+      constexpr int kPanels = 3, kRows = kPanels * kPanelRows;
+      const size_t panel_bytes = panel_block_bytes(t) * size_t(n / 32);
+      ASSERT_EQ(panel_bytes, rb * kPanelRows);
+      std::vector<uint8_t> w(rb * kRows), packed(w.size(), 0xA5), back(rb);
+      for (uint8_t& b : w) b = uint8_t(rng());
+      for (int p = 0; p < kPanels; ++p) pack_panel(t, w.data() + p * kPanelRows * rb, rb, n, packed.data() + p * panel_bytes);
+      for (int r = 0; r < kRows; ++r) {
+        unpack_panel_row(t, packed.data() + (r / kPanelRows) * panel_bytes, n, r % kPanelRows, back.data());
+        ASSERT_EQ(0, std::memcmp(back.data(), w.data() + r * rb, rb)) << "n=" << n << " row " << r;
+      }
+      // Spot-check the layout itself: row i's d, dmin and scale byte 5 in the header.
+      for (int i = 0; i < kPanelRows; ++i) {
+        const auto* blk = reinterpret_cast<const block_q4_K*>(w.data() + i * rb);  // Q5_K: the same header
+        uint16_t d, dmin;
+        std::memcpy(&d, packed.data() + 2 * i, 2);
+        std::memcpy(&dmin, packed.data() + 32 + 2 * i, 2);
+        EXPECT_EQ(d, blk->d);
+        EXPECT_EQ(dmin, blk->dmin);
+        EXPECT_EQ(packed[64 + 5 * kPanelRows + i], blk->scales[5]);
+      }
     }
   }
 }

@@ -30,8 +30,9 @@ TEST(TypeTraits, GgmlBlockSizes) {
       {0, "F32", 1, 4, true},        {1, "F16", 1, 2, true},        {30, "BF16", 1, 2, true},
       {2, "Q4_0", 32, 18, true},     {3, "Q4_1", 32, 20, true},     {6, "Q5_0", 32, 22, true},
       {7, "Q5_1", 32, 24, true},    {8, "Q8_0", 32, 34, true},     {9, "Q8_1", 32, 36, false},
-      {10, "Q2_K", 256, 84, false},  {11, "Q3_K", 256, 110, false}, {12, "Q4_K", 256, 144, true},
-      {13, "Q5_K", 256, 176, false}, {14, "Q6_K", 256, 210, true},  {15, "Q8_K", 256, 292, false},
+      {10, "Q2_K", 256, 84, true},   {11, "Q3_K", 256, 110, true},  {12, "Q4_K", 256, 144, true},
+      {13, "Q5_K", 256, 176, true},  {14, "Q6_K", 256, 210, true},  {15, "Q8_K", 256, 292, false},
+      {20, "IQ4_NL", 32, 18, true},  {23, "IQ4_XS", 256, 136, true},
   };
   for (const Want& w : want) {
     const auto t = type_traits(w.id);
@@ -47,6 +48,11 @@ TEST(TypeTraits, GgmlBlockSizes) {
   EXPECT_EQ(sizeof(block_q4_0), 18u);
   EXPECT_EQ(sizeof(block_q4_K), 144u);
   EXPECT_EQ(sizeof(block_q6_K), 210u);
+  EXPECT_EQ(sizeof(block_q2_K), 84u);
+  EXPECT_EQ(sizeof(block_q3_K), 110u);
+  EXPECT_EQ(sizeof(block_q5_K), 176u);
+  EXPECT_EQ(sizeof(block_iq4_nl), 18u);
+  EXPECT_EQ(sizeof(block_iq4_xs), 136u);
 }
 
 TEST(TypeTraits, RowBytes) {

@@ -1,8 +1,7 @@
 // Device matrix products (backends/vulkan/vk_matmul.*) against their CPU twins, on whatever
 // Vulkan device is present (lavapipe on CI machines without a GPU).
 //   float path: dequantize_row + a double-precision dot (the CPU's exact mode);
-//   int8 path:  the CPU kernels' quantize_act + vec_dot (ActMode::int8), and for Q5_K (which
-//               the CPU does not compute with) Q8_K activations dotted in double.
+//   int8 path:  the CPU kernels' quantize_act + vec_dot (ActMode::int8).
 // Error measure: NMSE = sum (y - ref)^2 / sum ref^2 per type and path, bound 5e-4.
 #include <gtest/gtest.h>
 
@@ -18,6 +17,7 @@
 #include "backends/vulkan/vk_matmul.h"
 #include "base/fp16.h"
 #include "kernels/kernels.h"
+#include "lowbit_blocks.h"
 #include "quant/reference.h"
 
 namespace pllm::vk {
@@ -32,36 +32,17 @@ namespace {
 constexpr double kMaxNmse = 5e-4;
 constexpr int kMaxN = 17;
 const int kNs[] = {1, 3, 8, 17};
-const TensorType kAll[] = {TensorType::F32,  TensorType::F16,  TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0,
-                           TensorType::Q5_1, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K};
+const TensorType kAll[] = {TensorType::F32,  TensorType::F16,  TensorType::Q4_0, TensorType::Q4_1,   TensorType::Q5_0,
+                           TensorType::Q5_1, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q5_K,   TensorType::Q6_K,
+                           TensorType::Q3_K, TensorType::IQ4_NL, TensorType::IQ4_XS};
 
-bool is_k(TensorType t) { return t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::Q6_K; }
+bool is_k(TensorType t) { return type_traits(uint32_t(t))->block_elems == 256; }
 bool is_float(TensorType t) { return t == TensorType::F32 || t == TensorType::F16; }
 const char* name(TensorType t) { return type_traits(uint32_t(t))->name; }
 
-// Q5_K has no quantiser or dequantiser in src/quant (the CPU does not compute with it): its
-// blocks are random valid bytes here, decoded with ggml's semantics, written out: 8 sub-blocks
-// of 32 with 6-bit scale and min as in Q4_K, low 4 bits in qs (as Q4_K), bit j of qh[l] the
-// fifth bit of element l of sub-block j.
+// Q5_K, Q3_K, IQ4_NL and IQ4_XS have no quantiser in src/quant (the engine reads them from
+// llama.cpp's files): their blocks are random valid bytes here.
 constexpr size_t kQ5KBytes = 176;
-void dequantize_q5_K(const uint8_t* b, float* y, int64_t n) {
-  for (int64_t s = 0; s < n / 256; ++s, b += kQ5KBytes) {
-    uint16_t dh, mh;
-    std::memcpy(&dh, b, 2);
-    std::memcpy(&mh, b + 2, 2);
-    const float d = fp16_to_fp32(dh), dmin = fp16_to_fp32(mh);
-    const uint8_t *scales = b + 4, *qh = b + 16, *qs = b + 48;
-    for (int j = 0; j < 8; ++j) {
-      uint8_t sc, m;
-      ref::get_scale_min_k4(j, scales, &sc, &m);
-      const float d1 = d * float(sc), m1 = dmin * float(m);
-      for (int l = 0; l < 32; ++l) {
-        const int q = ((qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 0xF) | (((qh[l] >> j) & 1) << 4);
-        *y++ = d1 * float(q) - m1;
-      }
-    }
-  }
-}
 
 struct Weights {
   std::vector<uint8_t> bytes;  // rows * row_bytes, the file's layout
@@ -100,10 +81,16 @@ Weights make_weights(TensorType t, int rows, int cols, std::mt19937& rng) {
           std::memcpy(dst + b + 2, &m, 2);
         }
         break;
+      case TensorType::Q3_K:
+      case TensorType::IQ4_NL:
+      case TensorType::IQ4_XS:  // no quantiser either: random blocks, scales as Q5_K's d
+        lowbit_test::fill_blocks(t, dst, w.row_bytes, rng, [&](std::mt19937&) {
+          return fp32_to_fp16(0.002f + 0.002f * float(byte(rng)) / 255.0f);
+        });
+        break;
       default: break;
     }
-    if (t == TensorType::Q5_K) dequantize_q5_K(dst, deq, cols);
-    else kernels().for_type(t).dequantize_row(dst, deq, cols);
+    kernels().for_type(t).dequantize_row(dst, deq, cols);
   }
   return w;
 }
@@ -112,17 +99,10 @@ Weights make_weights(TensorType t, int rows, int cols, std::mt19937& rng) {
 std::vector<float> cpu_twin(TensorType t, const Weights& w, int rows, int cols, const float* X, int n, bool int8) {
   std::vector<float> y(size_t(n) * size_t(rows));
   const TypeKernels& tk = kernels().for_type(t);
-  std::vector<float> xd(static_cast<size_t>(cols));
   std::vector<uint8_t> xq;
   for (int r = 0; r < n; ++r) {
     const float* x = X + size_t(r) * size_t(cols);
-    const float* xs = x;
-    if (int8 && t == TensorType::Q5_K) {  // Q8_K activations, as the CPU's other K types
-      std::vector<block_q8_K> q(size_t(cols) / QK_K);
-      ref::quantize_row_q8_K(x, q.data(), cols);
-      ref::dequantize_row_q8_K(q.data(), xd.data(), cols);
-      xs = xd.data();
-    } else if (int8 && !is_float(t)) {
+    if (int8 && !is_float(t)) {
       xq.resize(tk.act_bytes(cols));
       tk.quantize_act(x, xq.data(), cols);
       for (int o = 0; o < rows; ++o)
@@ -132,7 +112,7 @@ std::vector<float> cpu_twin(TensorType t, const Weights& w, int rows, int cols, 
     for (int o = 0; o < rows; ++o) {
       const float* wr = w.deq.data() + size_t(o) * size_t(cols);
       double s = 0.0;
-      for (int i = 0; i < cols; ++i) s += double(wr[i]) * double(xs[i]);
+      for (int i = 0; i < cols; ++i) s += double(wr[i]) * double(x[i]);
       y[size_t(r) * size_t(rows) + size_t(o)] = float(s);
     }
   }

@@ -45,6 +45,7 @@ GGML_TYPES = {
     "Q4_K": (12, 256, 144),
     "Q5_K": (13, 256, 176),
     "Q6_K": (14, 256, 210),
+    "Q8_K": (15, 256, 292),
     "BF16": (30, 1, 2),
 }
 TYPE_ID = {name: v[0] for name, v in GGML_TYPES.items()}

@@ -108,7 +108,7 @@ SUPPORTED_ARCHS = {"llama": "normal", "deci": "normal", "qwen2": "neox", "gemma3
                    "qwen3": "neox", "smollm3": "normal", "granite": "normal", "minicpm": "normal",
                    "phi3": "neox", "gemma2": "neox", "lfm2": "neox"}
 FLOAT_TYPES = {"F32", "F16", "BF16"}
-K_TYPES = {"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"}
+K_TYPES = {"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS"}  # 256-element blocks (Q8_K activations)
 # Weight types with W4A16 kernels (fp16 activations); the rest keep f32 activations.
 F16_ACT_TYPES = {"Q4_0", "Q4_1", "Q8_0"}
 # Weight types whose int8 activation blocks store the step as fp16 (Q8_0-style blocks).

@@ -71,7 +71,7 @@ CASE_NAMES = list(_cases("m", "g", "q", "x", pllm_cli.REPO))
 @pytest.mark.parametrize("case", CASE_NAMES)
 def test_clean_error(pllm_bin, tiny_models_paths, work_dir, case):
     argv = _cases(tiny_models_paths["llama-F32"], tiny_models_paths["unsupported-arch-gptj"],
-                  tiny_models_paths["unsupported-type-Q5_K"],
+                  tiny_models_paths["unsupported-type-Q8_K"],
                   work_dir / "does-not-exist.gguf", work_dir)[case]
     (work_dir / "p.txt").write_text("hi")  # exists, so only the -p/-f conflict is wrong
     proc = pllm_cli.run_cli(pllm_bin, argv, timeout=30)

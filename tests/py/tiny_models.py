@@ -63,7 +63,7 @@ import gguf_bytes as gb
 WEIGHT_TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K"]
 # Gemma's attn_output rows are q_dim = 128 long: 32-element block types only.
 GEMMA_TYPES = ["F32", "F16", "Q8_0", "Q5_0", "Q5_1", "Q4_0"]
-QUANTIZED_TYPES = {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q6_K", "Q5_K"}
+QUANTIZED_TYPES = {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q6_K", "Q5_K", "Q8_K"}
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
@@ -211,8 +211,8 @@ def extra_configs() -> dict[str, ModelConfig]:
     cfgs = [
         # An architecture the engine does not implement (llama-shaped tensors).
         ModelConfig(name="unsupported-arch-gptj", arch="gptj"),
-        # A tensor type the engine does not compute with.
-        ModelConfig(name="unsupported-type-Q5_K", wtype="Q5_K"),
+        # A tensor type the engine does not compute with (ggml's activation format: no weights).
+        ModelConfig(name="unsupported-type-Q8_K", wtype="Q8_K"),
         # The base of the malformed corpus.
         ModelConfig(name="mini-llama-F32", dims=MINI),
         # The server soak under the sanitizers (tests/cpp/test_server_soak.cpp): a context
@@ -354,6 +354,8 @@ def encode_matrix(rng: np.random.Generator, wtype: str, rows: int, cols: int,
         return random_q5_k(rng, rows, cols, std)
     if wtype == "Q6_K":
         return random_q6_k(rng, rows, cols, std)
+    if wtype == "Q8_K":  # only ever loaded to be refused: any bytes
+        return rng.integers(0, 256, size=(rows, cols // 256 * 292), dtype=np.uint8)
     w = (rng.standard_normal((rows, cols)) * std).astype(np.float32)
     if wtype == "F32":
         return w.view(np.uint8)

@@ -163,8 +163,10 @@ relative on one output); in f16 mode the fp16 rounding flips described above
 from __future__ import annotations
 
 FLOAT_TYPES = {"F32", "F16", "BF16"}
-BLOCK32_TYPES = {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"}
-K_TYPES = {"Q4_K", "Q6_K"}
+BLOCK32_TYPES = {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL"}
+# 256-element blocks (int8 mode: Q8_K activations), llama.cpp's low-bit types included
+# (test_lowbit_models.py)
+K_TYPES = {"Q4_K", "Q6_K", "Q2_K", "Q3_K", "Q5_K", "IQ4_XS"}
 
 # Activation modes: "exact" = `--exact`, "int8" = `--int8-act`, "f16" = `--f16-act` (W4A16),
 # "int16" = `--int16-act` (the engine's default).

@@ -22,7 +22,7 @@ class Model:
     ``kv_type`` ("f16", "q8", "q4", "f32"), ``kv_window``/``kv_sinks`` (a sliding context),
     ``batch`` (prefill tokens per pass, 0: 64) and ``activations`` ("int16" the default, "exact",
     "int8", "f16", "static": the C API's words; "f32" is still accepted for "exact") are the
-    settings of its sessions. ``repack`` holds Q4_0/Q4_1/Q8_0 (for the int16 kernels also Q4_K, Q6_K)
+    settings of its sessions. ``repack`` holds Q4_0/Q4_1/Q8_0 (for the int16 kernels also Q4_K, Q5_K, Q6_K)
     weights as panels for the x86 kernels that read them (None: what suits the activation mode,
     pllm_activations_repack: for the int16 kernels, every panel type with int8/static, none with
     exact/f16; True: every panel type; False: none). ``vocab_only``

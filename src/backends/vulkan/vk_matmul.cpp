@@ -25,8 +25,9 @@ struct TypeEntry {
 };
 
 // Activation formats as the CPU picks them (kernels/generic/scalar.cpp): Q8_0 for Q4_0, Q5_0
-// and Q8_0; Q8_1 for Q4_1 and Q5_1; Q8_K (256-element blocks) for the K types. The CPU has no
-// Q5_K kernels; it gets Q8_K like Q4_K, whose layout it shares apart from the fifth bit.
+// and Q8_0 (and IQ4_NL); Q8_1 for Q4_1 and Q5_1; Q8_K (256-element blocks) for the K types and
+// IQ4_XS. Q2_K has no shader (its min changes every 16 elements, the int8 path's code sums are
+// per 32): a model holding it runs on the CPU (VulkanBackend says why).
 constexpr TypeEntry kTypes[] = {
     {TensorType::F32, 1, 4, -1, "matmul_f32", ""},
     {TensorType::F16, 1, 2, -1, "matmul_f16", ""},
@@ -38,6 +39,9 @@ constexpr TypeEntry kTypes[] = {
     {TensorType::Q4_K, 256, 144, 2, "matmul_q4_k", "matmul_q4_k_int8"},
     {TensorType::Q5_K, 256, 176, 2, "matmul_q5_k", "matmul_q5_k_int8"},
     {TensorType::Q6_K, 256, 210, 2, "matmul_q6_k", "matmul_q6_k_int8"},
+    {TensorType::Q3_K, 256, 110, 2, "matmul_q3_k", "matmul_q3_k_int8"},
+    {TensorType::IQ4_NL, 32, 18, 0, "matmul_iq4_nl", "matmul_iq4_nl_int8"},
+    {TensorType::IQ4_XS, 256, 136, 2, "matmul_iq4_xs", "matmul_iq4_xs_int8"},
 };
 constexpr int kNumTypes = int(sizeof(kTypes) / sizeof(kTypes[0]));
 

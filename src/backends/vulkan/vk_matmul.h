@@ -25,7 +25,8 @@ struct DevMatrix {
   size_t row_bytes = 0;
 };
 
-// Whether a type has a device matmul (F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K).
+// Whether a type has a device matmul (F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q3_K, Q4_K, Q5_K,
+// Q6_K, IQ4_NL, IQ4_XS; not Q2_K, whose int8 path would need 16-element activation sums).
 bool matmul_supported(TensorType t);
 
 class MatmulKernels {

@@ -222,9 +222,11 @@ struct MQ8_0 : Rows<4> {
 };
 
 // Unit j: x = (d * sc_j) * q - dmin * m_j, q a nibble (low nibbles of the 32 bytes j / 2 for
-// even j, high for odd). d * sc_j and dmin * m_j are exact (11 by 6 bits); lane j % 4 of [j / 4].
-struct MQ4_K : Rows<2> {
-  using W = block_q4_K;
+// even j, high for odd; Q5_K: plus bit j of qh[l] at 16). d * sc_j and dmin * m_j are exact (11
+// by 6 bits); lane j % 4 of [j / 4].
+template <class B>
+struct MKScaleMin : Rows<2> {
+  using W = B;
   static constexpr int kUnits = 8;
   static constexpr bool kMin = true;
   struct G {
@@ -246,11 +248,95 @@ struct MQ4_K : Rows<2> {
   static PLLM_AI void codes(const W* w, const G&, int u, Q& q) {
     uint8x16_t a, b;
     neon::q4k_unit_codes(w->qs, u, a, b);
+    if constexpr (std::is_same_v<B, block_q5_K>) {
+      const int8x16_t sh = vdupq_n_s8(static_cast<int8_t>(-u));
+      const uint8x16_t one = vdupq_n_u8(1);
+      a = vorrq_u8(a, vshlq_n_u8(vandq_u8(vshlq_u8(vld1q_u8(w->qh), sh), one), 4));
+      b = vorrq_u8(b, vshlq_n_u8(vandq_u8(vshlq_u8(vld1q_u8(w->qh + 16), sh), one), 4));
+    }
     widen<0>(a, q.v);
     widen<0>(b, q.v + 2);
   }
   static PLLM_AI float32x4_t scale(const G& g, int k) { return g.dsc[k]; }
   static PLLM_AI float32x4_t min(const G& g, int k) { return g.mn[k]; }
+};
+using MQ4_K = MKScaleMin<block_q4_K>;
+using MQ5_K = MKScaleMin<block_q5_K>;
+
+// The IQ4 levels of 16 packed bytes (element order) as int16 codes: one TBL per half.
+PLLM_AI void iq4_codes(const uint8_t* qs, Q& q) {
+  const int8x16_t t = vld1q_s8(kIq4nlValues);
+  const uint8x16_t raw = vld1q_u8(qs);
+  const int8x16_t a = vqtbl1q_s8(t, vandq_u8(raw, vdupq_n_u8(0x0F))), b = vqtbl1q_s8(t, vshrq_n_u8(raw, 4));
+  q.v[0] = vmovl_s8(vget_low_s8(a));
+  q.v[1] = vmovl_high_s8(a);
+  q.v[2] = vmovl_s8(vget_low_s8(b));
+  q.v[3] = vmovl_high_s8(b);
+}
+
+// x = d * level, one block per unit.
+struct MIQ4_NL : Rows<4> {
+  using W = block_iq4_nl;
+  static constexpr int kUnits = 1;
+  static constexpr bool kMin = false;
+  using G = G1;
+  static PLLM_AI G group(const W* w, int nu) {
+    G g;
+    gather_h(w, nu, 0, g.d);
+    return g;
+  }
+  static PLLM_AI void codes(const W* w, const G&, int u, Q& q) { iq4_codes(w[u].qs, q); }
+  static PLLM_AI float32x4_t scale(const G& g, int k) { return g.d[k]; }
+};
+
+// Unit j: x = (d * (ls_j - 32)) * level (the factor exact); lane j % 4 of [j / 4].
+struct MIQ4_XS : Rows<2> {
+  using W = block_iq4_xs;
+  static constexpr int kUnits = 8;
+  static constexpr bool kMin = false;
+  using G = G1;
+  static PLLM_AI G group(const W* w, int) {
+    int8_t ls[8];
+    unpack_iq4xs_scales(*w, ls);
+    const int16x8_t s = vmovl_s8(vld1_s8(ls));
+    const float32x4_t d = vdupq_n_f32(h2f(w->d));
+    G g;
+    g.d[0] = vmulq_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(s))), d);
+    g.d[1] = vmulq_f32(vcvtq_f32_s32(vmovl_high_s16(s)), d);
+    return g;
+  }
+  static PLLM_AI void codes(const W* w, const G&, int u, Q& q) { iq4_codes(w->qs + 16 * u, q); }
+  static PLLM_AI float32x4_t scale(const G& g, int k) { return g.d[k]; }
+};
+
+// Q3_K unit u = 4 h + j: q = (bits 2j of qs[32 h + l] | bit u of hmask[l] << 2) - 4 times its
+// sub-block's signed scale by SMULL (|code| <= 128); x = d * code.
+struct MQ3_K : Rows<2> {
+  using W = block_q3_K;
+  static constexpr int kUnits = 8;
+  static constexpr bool kMin = false;
+  struct G {
+    float32x4_t d;
+    int8_t sc[16];
+  };
+  static PLLM_AI G group(const W* w, int) {
+    G g;
+    g.d = vdupq_n_f32(h2f(w->d));
+    unpack_k3_scales(w->scales, g.sc);
+    return g;
+  }
+  static PLLM_AI void codes(const W* w, const G& g, int u, Q& q) {
+    const int8x16_t sh2 = vdupq_n_s8(static_cast<int8_t>(-2 * (u % 4))), shu = vdupq_n_s8(static_cast<int8_t>(-u));
+    for (int c = 0; c < 2; ++c) {
+      const uint8x16_t lo = vandq_u8(vshlq_u8(vld1q_u8(w->qs + 32 * (u / 4) + 16 * c), sh2), vdupq_n_u8(3));
+      const uint8x16_t hb = vandq_u8(vshlq_u8(vld1q_u8(w->hmask + 16 * c), shu), vdupq_n_u8(1));
+      const int8x16_t v = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, vshlq_n_u8(hb, 2))), vdupq_n_s8(4));
+      const int8x16_t sc = vdupq_n_s8(g.sc[2 * u + c]);
+      q.v[2 * c] = vmull_s8(vget_low_s8(v), vget_low_s8(sc));
+      q.v[2 * c + 1] = vmull_high_s8(v, sc);
+    }
+  }
+  static PLLM_AI float32x4_t scale(const G& g, int) { return g.d; }
 };
 
 // Unit u = 4 h + k (128-element half h, quarter k): q = (4 bits of ql | 2 bits of qh << 4) - 32,
@@ -293,6 +379,11 @@ void fill_i16act_neon(KernelTable& t) {
   at(TensorType::Q8_0).vec_dot_i16act_tile = drivers::i16_tile<S16, MQ8_0>;
   at(TensorType::Q4_K).vec_dot_i16act_tile = drivers::i16_tile<S16, MQ4_K>;
   at(TensorType::Q6_K).vec_dot_i16act_tile = drivers::i16_tile<S16, MQ6_K>;
+  at(TensorType::Q3_K).vec_dot_i16act_tile = drivers::i16_tile<S16, MQ3_K>;
+  at(TensorType::Q5_K).vec_dot_i16act_tile = drivers::i16_tile<S16, MQ5_K>;
+  at(TensorType::IQ4_NL).vec_dot_i16act_tile = drivers::i16_tile<S16, MIQ4_NL>;
+  at(TensorType::IQ4_XS).vec_dot_i16act_tile = drivers::i16_tile<S16, MIQ4_XS>;
+  // Q2_K has none: its min changes every 16 elements, the driver's unit has one (exact path).
 }
 
 }  // namespace pllm::kern

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/drivers/block_dot.h"
 #include "kernels/k4_scales.h"
 #include "quant/blocks.h"
 #include "quant/panel.h"
@@ -128,6 +129,20 @@ struct Blocks {
     return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(p) + 4 * k)));
   }
 
+  // IQ4_NL: the levels of the nibbles (one TBL per half), signed as Q8_0's quants.
+  struct IQ4_NL {
+    using W = block_iq4_nl;
+    using A = block_q8_0;
+    static constexpr bool kMin = false;
+    static PLLM_I8_AI void bytes(const W& b, int8x16_t q[2]) { iq4_levels(b.qs, q); }
+  };
+  static PLLM_I8_AI void iq4_levels(const uint8_t* qs, int8x16_t q[2]) {
+    const int8x16_t t = vld1q_s8(kIq4nlValues);
+    const uint8x16_t v = vld1q_u8(qs);
+    q[0] = vqtbl1q_s8(t, vandq_u8(v, vdupq_n_u8(0x0F)));
+    q[1] = vqtbl1q_s8(t, vshrq_n_u8(v, 4));
+  }
+
   static PLLM_I8_AI float act_d(const block_q8_0& a) { return L::h2f(a.d); }
   static PLLM_I8_AI float act_d(const block_q8_1& a) { return a.d; }
 
@@ -200,6 +215,126 @@ struct Blocks {
       acc -= L::h2f(w[b].dmin) * da * static_cast<float>(vaddvq_s32(pm));
     }
     return acc;
+  }
+
+  // The low-bit types read from llama.cpp's files against Q8_K activations, as Q4_K above: per
+  // unit (or 16-element sub-block) the exact int8 dot (L::dot32) times its integer scale in
+  // int32; mins through bsums. Q5_K: Q4_K's nibbles | bit u of qh[l] << 4 (0..31).
+  static float vec_dot_q5_K(int64_t n, const void* w_row, const void* xq) {
+    const block_q5_K* w = static_cast<const block_q5_K*>(w_row);
+    const block_q8_K* a = static_cast<const block_q8_K*>(xq);
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), one = vdupq_n_u8(1);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / QK_K; ++b) {
+      uint8_t sm[16];
+      unpack_k4_scales(w[b].scales, sm);
+      const int16x8_t bs = vpaddq_s16(vld1q_s16(a[b].bsums), vld1q_s16(a[b].bsums + 8));
+      const int16x8_t mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(sm + 8)));
+      const int32x4_t pm =
+          vmlal_s16(vmull_s16(vget_low_s16(bs), vget_low_s16(mins)), vget_high_s16(bs), vget_high_s16(mins));
+      const uint8x16_t h0 = vld1q_u8(w[b].qh), h1 = vld1q_u8(w[b].qh + 16);
+      int32x4_t sumi = vdupq_n_s32(0);
+      for (int u = 0; u < 8; ++u) {
+        const uint8_t* q = w[b].qs + 32 * (u / 2);
+        uint8x16_t v0 = vld1q_u8(q), v1 = vld1q_u8(q + 16);
+        v0 = (u & 1) ? vshrq_n_u8(v0, 4) : vandq_u8(v0, m4);
+        v1 = (u & 1) ? vshrq_n_u8(v1, 4) : vandq_u8(v1, m4);
+        const int8x16_t sh = vdupq_n_s8(static_cast<int8_t>(-u));
+        v0 = vorrq_u8(v0, vshlq_n_u8(vandq_u8(vshlq_u8(h0, sh), one), 4));
+        v1 = vorrq_u8(v1, vshlq_n_u8(vandq_u8(vshlq_u8(h1, sh), one), 4));
+        const int32x4_t d = L::dot32(vreinterpretq_s8_u8(v0), vreinterpretq_s8_u8(v1), a[b].qs + 32 * u);
+        sumi = vmlaq_n_s32(sumi, d, sm[u]);
+      }
+      const float da = a[b].d;
+      acc += L::h2f(w[b].d) * da * static_cast<float>(vaddvq_s32(sumi));
+      acc -= L::h2f(w[b].dmin) * da * static_cast<float>(vaddvq_s32(pm));
+    }
+    return acc;
+  }
+
+  // The 2-bit codes of unit u = 4 h + j of a Q2_K / Q3_K block: bits 2j of qs[32 h + l].
+  static PLLM_I8_AI void q2_codes(const uint8_t* qs, int u, uint8x16_t c[2]) {
+    const int8x16_t sh = vdupq_n_s8(static_cast<int8_t>(-2 * (u % 4)));
+    for (int i = 0; i < 2; ++i) c[i] = vandq_u8(vshlq_u8(vld1q_u8(qs + 32 * (u / 4) + 16 * i), sh), vdupq_n_u8(3));
+  }
+  // sumi + s0 * (first 16 products) + s1 * (last 16): dot32 mixes the halves in its lanes, so
+  // each half goes through it alone (the other operand zero).
+  static PLLM_I8_AI int32x4_t sub16(int32x4_t sumi, int8x16_t q0, int8x16_t q1, const int8_t* a, int s0, int s1) {
+    const int8x16_t z = vdupq_n_s8(0);
+    return vmlaq_n_s32(vmlaq_n_s32(sumi, L::dot32(q0, z, a), s0), L::dot32(z, q1, a), s1);
+  }
+
+  static float vec_dot_q2_K(int64_t n, const void* w_row, const void* xq) {
+    const block_q2_K* w = static_cast<const block_q2_K*>(w_row);
+    const block_q8_K* a = static_cast<const block_q8_K*>(xq);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / QK_K; ++b) {
+      int32_t summ = 0;
+      for (int i = 0; i < 16; ++i) summ += (w[b].scales[i] >> 4) * a[b].bsums[i];
+      int32x4_t sumi = vdupq_n_s32(0);
+      for (int u = 0; u < 8; ++u) {
+        uint8x16_t c[2];
+        q2_codes(w[b].qs, u, c);
+        sumi = sub16(sumi, vreinterpretq_s8_u8(c[0]), vreinterpretq_s8_u8(c[1]), a[b].qs + 32 * u,
+                     w[b].scales[2 * u] & 0xF, w[b].scales[2 * u + 1] & 0xF);
+      }
+      const float da = a[b].d;
+      acc += L::h2f(w[b].d) * da * static_cast<float>(vaddvq_s32(sumi));
+      acc -= L::h2f(w[b].dmin) * da * static_cast<float>(summ);
+    }
+    return acc;
+  }
+
+  static float vec_dot_q3_K(int64_t n, const void* w_row, const void* xq) {
+    const block_q3_K* w = static_cast<const block_q3_K*>(w_row);
+    const block_q8_K* a = static_cast<const block_q8_K*>(xq);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / QK_K; ++b) {
+      int8_t sc[16];
+      unpack_k3_scales(w[b].scales, sc);
+      int32x4_t sumi = vdupq_n_s32(0);
+      for (int u = 0; u < 8; ++u) {
+        uint8x16_t c[2];
+        q2_codes(w[b].qs, u, c);
+        const int8x16_t sh = vdupq_n_s8(static_cast<int8_t>(-u));
+        int8x16_t q[2];
+        for (int i = 0; i < 2; ++i) {
+          const uint8x16_t hb = vandq_u8(vshlq_u8(vld1q_u8(w[b].hmask + 16 * i), sh), vdupq_n_u8(1));
+          q[i] = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(c[i], vshlq_n_u8(hb, 2))), vdupq_n_s8(4));
+        }
+        sumi = sub16(sumi, q[0], q[1], a[b].qs + 32 * u, sc[2 * u], sc[2 * u + 1]);
+      }
+      acc += L::h2f(w[b].d) * a[b].d * static_cast<float>(vaddvq_s32(sumi));
+    }
+    return acc;
+  }
+
+  static float vec_dot_iq4_xs(int64_t n, const void* w_row, const void* xq) {
+    const block_iq4_xs* w = static_cast<const block_iq4_xs*>(w_row);
+    const block_q8_K* a = static_cast<const block_q8_K*>(xq);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / QK_K; ++b) {
+      int8_t ls[8];
+      unpack_iq4xs_scales(w[b], ls);
+      int32x4_t sumi = vdupq_n_s32(0);
+      for (int j = 0; j < 8; ++j) {
+        int8x16_t q[2];
+        iq4_levels(w[b].qs + 16 * j, q);
+        sumi = vmlaq_n_s32(sumi, L::dot32(q[0], q[1], a[b].qs + 32 * j), ls[j]);
+      }
+      acc += L::h2f(w[b].d) * a[b].d * static_cast<float>(vaddvq_s32(sumi));
+    }
+    return acc;
+  }
+
+  // Every low-bit type's one-row int8 dot (neon.cpp, neon_dotprod.cpp install them).
+  template <class TK>
+  static void set_lowbit(TK& q2, TK& q3, TK& q5, TK& nl, TK& xs) {
+    q2.vec_dot = vec_dot_q2_K;
+    q3.vec_dot = vec_dot_q3_K;
+    q5.vec_dot = vec_dot_q5_K;
+    nl.vec_dot = drivers::block_dot<Dot<IQ4_NL, 2>>;
+    xs.vec_dot = vec_dot_iq4_xs;
   }
 };
 

@@ -264,6 +264,8 @@ void fill_neon(KernelTable& t) {
   at(TensorType::Q4_K).vec_dot = I8::vec_dot_q4_K;
   at(TensorType::Q6_K).quantize_act = quantize_act_q8_K;
   at(TensorType::Q6_K).vec_dot = vec_dot_q6_K;
+  I8::set_lowbit(at(TensorType::Q2_K), at(TensorType::Q3_K), at(TensorType::Q5_K), at(TensorType::IQ4_NL),
+                 at(TensorType::IQ4_XS));
 }
 
 }  // namespace pllm::kern

@@ -80,6 +80,8 @@ void fill_neon_dotprod(KernelTable& t) {
   at(TensorType::Q8_0).vec_dot = vec_dot_i8<I8::Q8_0, 1>;
   at(TensorType::Q4_K).vec_dot = I8::vec_dot_q4_K;
   at(TensorType::Q6_K).vec_dot = vec_dot_q6_K;
+  I8::set_lowbit(at(TensorType::Q2_K), at(TensorType::Q3_K), at(TensorType::Q5_K), at(TensorType::IQ4_NL),
+                 at(TensorType::IQ4_XS));
 }
 
 }  // namespace pllm::kern

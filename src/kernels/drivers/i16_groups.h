@@ -74,9 +74,10 @@ struct I16Groups {
     }
   };
 
-  // x = d * q, q int8
-  struct Q8_0 : Rows {
-    using W = block_q8_0;
+  // x = d * code, one block per unit: Q8_0 (q int8), IQ4_NL (code = the level of q).
+  template <class B>
+  struct Scale32 : Rows {
+    using W = B;
     static constexpr int kUnits = 1;
     static constexpr bool kMin = false;
     using G = G1;
@@ -84,12 +85,15 @@ struct I16Groups {
     static inline __attribute__((always_inline)) F scale(const G& g, int) { return g.d; }
     static inline __attribute__((always_inline)) F min(const G&, int) { return X::zero(); }
   };
+  struct Q8_0 : Scale32<block_q8_0> {};
+  struct IQ4_NL : Scale32<block_iq4_nl> {};
 
-  // Unit j: x = (d * sc_j) * q - dmin * m_j, q a nibble (low nibbles of the 32-byte group j / 2
-  // for even j, high for odd). d * sc_j and dmin * m_j are exact (11-bit by 6-bit); lane j.
-  struct Q4_K : Rows {
-    static constexpr bool kExactUnit = true;  // codes 0..15 (drivers/i16_gemm.h)
-    using W = block_q4_K;
+  // Unit j: x = (d * sc_j) * q - dmin * m_j (Q4_K: q a nibble, the low nibbles of the 32-byte
+  // group j / 2 for even j, high for odd; Q5_K: the same plus a fifth bit). d * sc_j and
+  // dmin * m_j are exact (11-bit by 6-bit); lane j.
+  template <class B>
+  struct KScaleMin : Rows {
+    using W = B;
     static constexpr int kUnits = 8;
     static constexpr bool kMin = true;
     struct G { F dsc, mn; };
@@ -102,6 +106,27 @@ struct I16Groups {
     }
     static inline __attribute__((always_inline)) F scale(const G& g, int) { return g.dsc; }
     static inline __attribute__((always_inline)) F min(const G& g, int) { return g.mn; }
+  };
+  struct Q4_K : KScaleMin<block_q4_K> {
+    static constexpr bool kExactUnit = true;  // codes 0..15 (drivers/i16_gemm.h)
+  };
+  struct Q5_K : KScaleMin<block_q5_K> {};
+
+  // IQ4_XS unit j: x = (d * (ls_j - 32)) * level, the factor exact (11-bit by 6-bit); lane j.
+  struct IQ4_XS : Rows {
+    using W = block_iq4_xs;
+    static constexpr int kUnits = 8;
+    static constexpr bool kMin = false;
+    using G = G1;
+    static inline __attribute__((always_inline)) G group(const W* w, int) {
+      int8_t ls[8];
+      unpack_iq4xs_scales(*w, ls);
+      uint8_t u[8];
+      for (int j = 0; j < 8; ++j) u[j] = static_cast<uint8_t>(ls[j] + 32);
+      return {X::mul(X::sub(X::u8_to_f(u), X::set1(32.0f)), X::bcast_h(w->d))};
+    }
+    static inline __attribute__((always_inline)) F scale(const G& g, int) { return g.d; }
+    static inline __attribute__((always_inline)) F min(const G&, int) { return X::zero(); }
   };
 };
 

@@ -1,5 +1,5 @@
 // Driver of int16 activations over load-time repacked 16-row panels (quant/panel.h):
-// TypeKernels::gemm_i16_panels for Q4_0, Q4_1, Q8_0, Q4_K and Q6_K, every activation-row count (decode,
+// TypeKernels::gemm_i16_panels for Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K, every activation-row count (decode,
 // batched decode, prefill). Written once here; an ISA instantiates i16_panels<T, P> with its
 // vector traits T (x86/i16panel_avx512.cpp, x86/i16panel_avx2.cpp).
 //
@@ -37,7 +37,7 @@
 //   as f32; sub(a, b)
 //   (Q6_K) bcast16(p): the 16 bytes at p in every 16-byte lane; sllw<N>, srlw<N> (16-bit word
 //   shifts), orhi(a, b) = a | (b & 0x30), subw, mulw (16-bit words, the low half of the
-//   product), bcastw(int16)
+//   product), bcastw(int16); (Q5_K) sllw, srlw, or16(a, b) = a | (b & 0x10)
 // Contract of P (a panel type): kUnits (1, or 8 for a K-quant super-block), kBlock (bytes of
 // kUnits units of 16 rows), kMin, kOne (codes <= 15); for kUnits = 1 decode(block, codes); for
 // 8 head(block, Head<T>&) once per super-block, then unit(block, head, j, codes) per unit j.
@@ -194,6 +194,49 @@ struct PanelQ4_K {
       c.mn[s] = T::mul(T::u8f(h.sm[8 + j] + T::kLanes * s), h.mdmin[s]);
     }
     panel_q4_codes<T>(p + kHead + 4 * 64 * j, c);
+  }
+};
+
+// Bit g (0..7) of each zero-extended word moved to bit 4 (the other bits are masked by or16).
+template <class T>
+PLLM_I16P_AI typename T::V bit_to_4(typename T::V v, int g) {
+  switch (g) {
+    case 0: return T::template sllw<4>(v);
+    case 1: return T::template sllw<3>(v);
+    case 2: return T::template sllw<2>(v);
+    case 3: return T::template sllw<1>(v);
+    case 4: return v;
+    case 5: return T::template srlw<1>(v);
+    case 6: return T::template srlw<2>(v);
+    default: return T::template srlw<3>(v);
+  }
+}
+
+// Q5_K: Q4_K's header and factors, its codes plus a fifth bit: unit j is Q4_K's 4 nibble
+// vectors, then a fifth-bit vector (quant/panel.h: byte 4i + m, bit g = element 4g + m of row i).
+// That vector goes through the same pair shuffles, so word lane (row i, element 4g + m) holds
+// the byte of all 8 groups; bit g is moved to bit 4 by one word shift and or'ed under the mask
+// 0x10 (T::or16). Codes 0..31: the tile's two int32 halves (kOne false), as Q6_K.
+struct PanelQ5_K : PanelQ4_K {
+  static constexpr size_t kBlock = kPanelRows * sizeof(block_q5_K);
+  static constexpr size_t kUnit = 5 * 64;
+  static constexpr bool kMin = true, kOne = false;
+  template <class T>
+  static PLLM_I16P_AI void unit(const uint8_t* p, const Head<T>& h, int j, PanelCodes<T>& c) {
+    for (int s = 0; s < T::kVecs; ++s) {
+      c.sc[s] = T::mul(T::u8f(h.sm[j] + T::kLanes * s), h.d[s]);
+      c.mn[s] = T::mul(T::u8f(h.sm[8 + j] + T::kLanes * s), h.mdmin[s]);
+    }
+    const uint8_t* q = p + kHead + kUnit * j;
+    panel_q4_codes<T>(q, c);
+    const typename T::V p0 = T::ctl(kPanelPairs.c[0]), p1 = T::ctl(kPanelPairs.c[1]);
+    for (int s = 0; s < T::kVecs; ++s) {
+      const typename T::V hq = T::loadb(q + 256 + 4 * T::kLanes * s);
+      const typename T::V hb[2] = {T::shuffle(hq, p0), T::shuffle(hq, p1)};
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g)
+        for (int k = 0; k < 2; ++k) c.w[2 * g + k][s] = T::or16(c.w[2 * g + k][s], bit_to_4<T>(hb[k], g));
+    }
   }
 };
 

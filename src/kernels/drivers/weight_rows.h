@@ -63,24 +63,85 @@ struct BlockRow {
   void tail(int64_t, float*) const {}
 };
 
-// Q4_K: unit u (0..7) is x = dsc[u] * q + mn[u], with dsc = d * sc and mn = -(dmin * m) both
-// exact products, as the reference's (d * sc) * q - dmin * m; q points at the block's codes.
-template <class S>
-struct Q4KRow : BlockRow<S, block_q4_K> {
+// Q4_K and Q5_K (B): unit u (0..7) is x = dsc[u] * q + mn[u], with dsc = d * sc and mn =
+// -(dmin * m) both exact products, as the reference's (d * sc) * q - dmin * m; blk is the
+// block, q its nibbles.
+template <class S, class B>
+struct KScaleMinRow : BlockRow<S, B> {
   static constexpr int kUnits = 8;
+  const B* blk = nullptr;
   const uint8_t* q = nullptr;
   float dsc[8], mn[8];
-  using BlockRow<S, block_q4_K>::BlockRow;
+  using BlockRow<S, B>::BlockRow;
   inline __attribute__((always_inline)) void block(int64_t b) {
-    const block_q4_K& k = this->w[b];
+    blk = this->w + b;
     uint8_t sm[16];
-    unpack_k4_scales(k.scales, sm);
-    const float d = S::h2f(k.d), dmin = S::h2f(k.dmin);
+    unpack_k4_scales(blk->scales, sm);
+    const float d = S::h2f(blk->d), dmin = S::h2f(blk->dmin);
     for (int j = 0; j < 8; ++j) {
       dsc[j] = d * static_cast<float>(sm[j]);
       mn[j] = -(dmin * static_cast<float>(sm[8 + j]));
     }
-    q = k.qs;
+    q = blk->qs;
+  }
+};
+template <class S>
+struct Q4KRow : KScaleMinRow<S, block_q4_K> {
+  using KScaleMinRow<S, block_q4_K>::KScaleMinRow;
+};
+template <class S>
+struct Q5KRow : KScaleMinRow<S, block_q5_K> {
+  using KScaleMinRow<S, block_q5_K>::KScaleMinRow;
+};
+
+// Q2_K: sub-block i (16 elements) is x = dsc[i] * q + mn[i] (the reference's dl * q - ml: dl
+// * q is exact, so an FMA rounds as it does).
+template <class S>
+struct Q2KRow : BlockRow<S, block_q2_K> {
+  static constexpr int kUnits = 8;
+  const block_q2_K* blk = nullptr;
+  float dsc[16], mn[16];
+  using BlockRow<S, block_q2_K>::BlockRow;
+  inline __attribute__((always_inline)) void block(int64_t b) {
+    blk = this->w + b;
+    const float d = S::h2f(blk->d), dmin = S::h2f(blk->dmin);
+    for (int i = 0; i < 16; ++i) {
+      dsc[i] = d * static_cast<float>(blk->scales[i] & 0xF);
+      mn[i] = -(dmin * static_cast<float>(blk->scales[i] >> 4));
+    }
+  }
+};
+
+// Q3_K: ds[i] = d * (sc_i - 32) (exact) for sub-block i; x = ds[i] * q.
+template <class S>
+struct Q3KRow : BlockRow<S, block_q3_K> {
+  static constexpr int kUnits = 8;
+  const block_q3_K* blk = nullptr;
+  float ds[16];
+  using BlockRow<S, block_q3_K>::BlockRow;
+  inline __attribute__((always_inline)) void block(int64_t b) {
+    blk = this->w + b;
+    int8_t sc[16];
+    unpack_k3_scales(blk->scales, sc);
+    const float d = S::h2f(blk->d);
+    for (int i = 0; i < 16; ++i) ds[i] = d * static_cast<float>(sc[i]);
+  }
+};
+
+// IQ4_XS: ds[j] = d * (ls_j - 32) (exact) for sub-block j (32 elements at blk->qs + 16 j);
+// x = ds[j] * kIq4nlValues[q].
+template <class S>
+struct IQ4XSRow : BlockRow<S, block_iq4_xs> {
+  static constexpr int kUnits = 8;
+  const block_iq4_xs* blk = nullptr;
+  float ds[8];
+  using BlockRow<S, block_iq4_xs>::BlockRow;
+  inline __attribute__((always_inline)) void block(int64_t b) {
+    blk = this->w + b;
+    int8_t ls[8];
+    unpack_iq4xs_scales(*blk, ls);
+    const float d = S::h2f(blk->d);
+    for (int j = 0; j < 8; ++j) ds[j] = d * static_cast<float>(ls[j]);
   }
 };
 

@@ -79,6 +79,11 @@ void fill_i16act_scalar(KernelTable& t) {
   set<block_q8_0, 32, ref::dequantize_row_q8_0>(t, TensorType::Q8_0);
   set<block_q4_K, 256, ref::dequantize_row_q4_K>(t, TensorType::Q4_K);
   set<block_q6_K, 256, ref::dequantize_row_q6_K>(t, TensorType::Q6_K);
+  set<block_q2_K, 256, ref::dequantize_row_q2_K>(t, TensorType::Q2_K);
+  set<block_q3_K, 256, ref::dequantize_row_q3_K>(t, TensorType::Q3_K);
+  set<block_q5_K, 256, ref::dequantize_row_q5_K>(t, TensorType::Q5_K);
+  set<block_iq4_nl, 32, ref::dequantize_row_iq4_nl>(t, TensorType::IQ4_NL);
+  set<block_iq4_xs, 256, ref::dequantize_row_iq4_xs>(t, TensorType::IQ4_XS);
 }
 
 }  // namespace pllm::kern

@@ -74,6 +74,21 @@ void dequant_q4_K(const void* w, float* y, int64_t n) {
 void dequant_q6_K(const void* w, float* y, int64_t n) {
   ref::dequantize_row_q6_K(static_cast<const block_q6_K*>(w), y, n);
 }
+void dequant_q2_K(const void* w, float* y, int64_t n) {
+  ref::dequantize_row_q2_K(static_cast<const block_q2_K*>(w), y, n);
+}
+void dequant_q3_K(const void* w, float* y, int64_t n) {
+  ref::dequantize_row_q3_K(static_cast<const block_q3_K*>(w), y, n);
+}
+void dequant_q5_K(const void* w, float* y, int64_t n) {
+  ref::dequantize_row_q5_K(static_cast<const block_q5_K*>(w), y, n);
+}
+void dequant_iq4_nl(const void* w, float* y, int64_t n) {
+  ref::dequantize_row_iq4_nl(static_cast<const block_iq4_nl*>(w), y, n);
+}
+void dequant_iq4_xs(const void* w, float* y, int64_t n) {
+  ref::dequantize_row_iq4_xs(static_cast<const block_iq4_xs*>(w), y, n);
+}
 
 // ------------------------------------------------------------ float weights
 float vec_dot_f32(int64_t n, const void* w, const void* xq) {
@@ -222,6 +237,101 @@ float vec_dot_q6_K(int64_t n, const void* w_row, const void* xq) {
   return static_cast<float>(acc);
 }
 
+// The 2-bit field of element e of a Q2_K / Q3_K block (128-element halves, 32-byte groups of qs).
+inline int q2_bits(const uint8_t* qs, int e) { return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3; }
+
+// Q2_K: sum_i (d sc_i) sum_16 q a - dmin m_i sum_16 a, the sub-block sums of a being Q8_K's bsums.
+float vec_dot_q2_K(int64_t n, const void* w_row, const void* xq) {
+  const block_q2_K* w = static_cast<const block_q2_K*>(w_row);
+  const block_q8_K* a = static_cast<const block_q8_K*>(xq);
+  double acc = 0.0;
+  for (int64_t b = 0; b < n / QK_K; ++b) {
+    int sumi = 0, summ = 0;
+    for (int i = 0; i < 16; ++i) {
+      int dot = 0;
+      for (int e = 16 * i; e < 16 * i + 16; ++e) dot += q2_bits(w[b].qs, e) * a[b].qs[e];
+      sumi += (w[b].scales[i] & 0xF) * dot;
+      summ += (w[b].scales[i] >> 4) * a[b].bsums[i];
+    }
+    const double da = a[b].d;
+    acc += static_cast<double>(fp16_to_fp32(w[b].d)) * da * sumi;
+    acc -= static_cast<double>(fp16_to_fp32(w[b].dmin)) * da * summ;
+  }
+  return static_cast<float>(acc);
+}
+
+float vec_dot_q3_K(int64_t n, const void* w_row, const void* xq) {
+  const block_q3_K* w = static_cast<const block_q3_K*>(w_row);
+  const block_q8_K* a = static_cast<const block_q8_K*>(xq);
+  double acc = 0.0;
+  for (int64_t b = 0; b < n / QK_K; ++b) {
+    int8_t sc[16];
+    ref::q3_K_scales(w[b].scales, sc);
+    int sumi = 0;
+    for (int e = 0; e < QK_K; ++e) {
+      const int high = (w[b].hmask[e % 32] >> (e / 32)) & 1;  // bit 4h + j of hmask[l]
+      sumi += sc[e / 16] * (q2_bits(w[b].qs, e) - (high ? 0 : 4)) * a[b].qs[e];
+    }
+    acc += static_cast<double>(fp16_to_fp32(w[b].d)) * a[b].d * sumi;
+  }
+  return static_cast<float>(acc);
+}
+
+float vec_dot_q5_K(int64_t n, const void* w_row, const void* xq) {
+  const block_q5_K* w = static_cast<const block_q5_K*>(w_row);
+  const block_q8_K* a = static_cast<const block_q8_K*>(xq);
+  double acc = 0.0;
+  for (int64_t b = 0; b < n / QK_K; ++b) {
+    int sumi = 0, summ = 0;  // as Q4_K, with the fifth bit
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, m;
+      ref::get_scale_min_k4(j, w[b].scales, &sc, &m);
+      const uint8_t* q = w[b].qs + 32 * (j / 2);
+      const int shift = (j % 2) * 4;
+      int dot = 0;
+      for (int l = 0; l < 32; ++l)
+        dot += (((q[l] >> shift) & 0xF) | (((w[b].qh[l] >> j) & 1) << 4)) * a[b].qs[32 * j + l];
+      sumi += sc * dot;
+      summ += m * (a[b].bsums[2 * j] + a[b].bsums[2 * j + 1]);
+    }
+    const double da = a[b].d;
+    acc += static_cast<double>(fp16_to_fp32(w[b].d)) * da * sumi;
+    acc -= static_cast<double>(fp16_to_fp32(w[b].dmin)) * da * summ;
+  }
+  return static_cast<float>(acc);
+}
+
+// The IQ4 level of nibble j (0..31 in element order) of 16 packed bytes.
+inline int iq4(const uint8_t* qs, int j) { return kIq4nlValues[j < 16 ? qs[j] & 0xF : qs[j - 16] >> 4]; }
+
+float vec_dot_iq4_nl(int64_t n, const void* w_row, const void* xq) {
+  const block_iq4_nl* w = static_cast<const block_iq4_nl*>(w_row);
+  const block_q8_0* a = static_cast<const block_q8_0*>(xq);
+  double acc = 0.0;
+  for (int64_t b = 0; b < n / QK4_0; ++b) {
+    int sumi = 0;
+    for (int j = 0; j < 32; ++j) sumi += iq4(w[b].qs, j) * a[b].qs[j];
+    acc += static_cast<double>(fp16_to_fp32(w[b].d)) * fp16_to_fp32(a[b].d) * sumi;
+  }
+  return static_cast<float>(acc);
+}
+
+float vec_dot_iq4_xs(int64_t n, const void* w_row, const void* xq) {
+  const block_iq4_xs* w = static_cast<const block_iq4_xs*>(w_row);
+  const block_q8_K* a = static_cast<const block_q8_K*>(xq);
+  double acc = 0.0;
+  for (int64_t b = 0; b < n / QK_K; ++b) {
+    int sumi = 0;
+    for (int j = 0; j < 8; ++j) {
+      int dot = 0;
+      for (int l = 0; l < 32; ++l) dot += iq4(w[b].qs + 16 * j, l) * a[b].qs[32 * j + l];
+      sumi += (ref::iq4_xs_scale(w[b], j) - 32) * dot;
+    }
+    acc += static_cast<double>(fp16_to_fp32(w[b].d)) * a[b].d * sumi;
+  }
+  return static_cast<float>(acc);
+}
+
 // ------------------------------------------------------------ exact mode (f32 activations)
 // Decode Chunk elements at a time with the reference dequantiser (so the weights are
 // exactly dequantize_row's floats), then accumulate w * x in double for up to 8 rows
@@ -302,6 +412,11 @@ void fill_scalar(KernelTable& t) {
   set(t, T::Q8_0, T::Q8_0, act_bytes_q8_0, quantize_act_q8_0, vec_dot_q8_0, dequant_q8_0);
   set(t, T::Q4_K, T::Q8_K, act_bytes_q8_K, quantize_act_q8_K, vec_dot_q4_K, dequant_q4_K);
   set(t, T::Q6_K, T::Q8_K, act_bytes_q8_K, quantize_act_q8_K, vec_dot_q6_K, dequant_q6_K);
+  set(t, T::Q2_K, T::Q8_K, act_bytes_q8_K, quantize_act_q8_K, vec_dot_q2_K, dequant_q2_K);
+  set(t, T::Q3_K, T::Q8_K, act_bytes_q8_K, quantize_act_q8_K, vec_dot_q3_K, dequant_q3_K);
+  set(t, T::Q5_K, T::Q8_K, act_bytes_q8_K, quantize_act_q8_K, vec_dot_q5_K, dequant_q5_K);
+  set(t, T::IQ4_NL, T::Q8_0, act_bytes_q8_0, quantize_act_q8_0, vec_dot_iq4_nl, dequant_iq4_nl);
+  set(t, T::IQ4_XS, T::Q8_K, act_bytes_q8_K, quantize_act_q8_K, vec_dot_iq4_xs, dequant_iq4_xs);
   for (TypeKernels& k : t.types) {
     if (!k.available) continue;
     if (k.act_type == T::Q8_0) k.quantize_act_static = quantize_act_static_q8_0;
@@ -318,6 +433,11 @@ void fill_scalar(KernelTable& t) {
   set_exact<QK8_0, sizeof(block_q8_0), dequant_q8_0>(t, T::Q8_0);
   set_exact<QK_K, sizeof(block_q4_K), dequant_q4_K>(t, T::Q4_K);
   set_exact<QK_K, sizeof(block_q6_K), dequant_q6_K>(t, T::Q6_K);
+  set_exact<QK_K, sizeof(block_q2_K), dequant_q2_K>(t, T::Q2_K);
+  set_exact<QK_K, sizeof(block_q3_K), dequant_q3_K>(t, T::Q3_K);
+  set_exact<QK_K, sizeof(block_q5_K), dequant_q5_K>(t, T::Q5_K);
+  set_exact<QK4_0, sizeof(block_iq4_nl), dequant_iq4_nl>(t, T::IQ4_NL);
+  set_exact<QK_K, sizeof(block_iq4_xs), dequant_iq4_xs>(t, T::IQ4_XS);
   t.swiglu_f32 = swiglu_scalar;
   t.geglu_f32 = geglu_scalar;
 }

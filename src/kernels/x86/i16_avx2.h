@@ -273,6 +273,65 @@ struct MQ6_K : Rows1 {
 };
 
 
+// Q5_K: Q4_K's nibbles | bit u of qh[l] << 4 (0..31).
+struct MQ5_K : Groups::Q5_K {
+  static PLLM_AI void codes(const W* w, const G&, int u, Q& q) {
+    const uint8_t* p = w->qs + 32 * (u / 2);
+    const __m256i a = _mm256_cvtepu8_epi16(load128(p)), c = _mm256_cvtepu8_epi16(load128(p + 16));
+    const __m256i m4 = _mm256_set1_epi16(0x0F), one = _mm256_set1_epi16(1);
+    const __m128i sh = _mm_cvtsi32_si128(u);
+    const __m256i h0 = _mm256_and_si256(_mm256_srl_epi16(_mm256_cvtepu8_epi16(load128(w->qh)), sh), one);
+    const __m256i h1 = _mm256_and_si256(_mm256_srl_epi16(_mm256_cvtepu8_epi16(load128(w->qh + 16)), sh), one);
+    const __m256i lo = (u & 1) ? _mm256_srli_epi16(a, 4) : _mm256_and_si256(a, m4);
+    const __m256i hi = (u & 1) ? _mm256_srli_epi16(c, 4) : _mm256_and_si256(c, m4);
+    q.lo = _mm256_or_si256(lo, _mm256_slli_epi16(h0, 4));
+    q.hi = _mm256_or_si256(hi, _mm256_slli_epi16(h1, 4));
+  }
+};
+
+// IQ4: the levels of 16 packed bytes (element order) as int16 codes, by one byte shuffle.
+PLLM_AI void iq4_codes(const uint8_t* qs, Q& q) {
+  const __m128i b = load128(qs), m4 = _mm_set1_epi8(0x0F);
+  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
+  q.lo = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(t, _mm_and_si128(b, m4)));
+  q.hi = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(t, _mm_and_si128(_mm_srli_epi16(b, 4), m4)));
+}
+
+struct MIQ4_NL : Groups::IQ4_NL {
+  static PLLM_AI void codes(const W* w, const G&, int u, Q& q) { iq4_codes(w[u].qs, q); }
+};
+
+struct MIQ4_XS : Groups::IQ4_XS {
+  static PLLM_AI void codes(const W* w, const G&, int u, Q& q) { iq4_codes(w->qs + 16 * u, q); }
+};
+
+// Q3_K unit u = 4 h + j: q = (bits 2j of qs[32 h + l] | bit u of hmask[l] << 2) - 4, its two
+// sub-blocks' signed scales folded in as Q6_K's (|code| <= 4 * 32); x = d * code.
+struct MQ3_K : Rows1 {
+  using W = block_q3_K;
+  static constexpr int kUnits = 8;
+  static constexpr bool kMin = false;
+  struct G { __m256 d; __m256i s07, s8f; };
+  static PLLM_AI G group(const W* w, int) {
+    alignas(16) int8_t sc[16];
+    unpack_k3_scales(w->scales, sc);
+    const __m256i s = _mm256_cvtepi8_epi16(load128(sc));
+    return {avx2::bcast_h(w->d), _mm256_permute4x64_epi64(s, 0x44), _mm256_permute4x64_epi64(s, 0xEE)};
+  }
+  static PLLM_AI void codes(const W* w, const G& g, int u, Q& q) {
+    const int h = u / 4, j = u % 4;
+    const __m256i lo = _mm256_and_si256(_mm256_srl_epi16(load256(w->qs + 32 * h), _mm_cvtsi32_si128(2 * j)),
+                                        _mm256_set1_epi8(3));
+    const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(load256(w->hmask), _mm_cvtsi32_si128(u)), _mm256_set1_epi8(1));
+    const __m256i c = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hb, 2)), _mm256_set1_epi8(4));
+    const __m256i& s = h == 0 ? g.s07 : g.s8f;  // scales 2u, 2u + 1 = words 2j, 2j + 1 of s
+    q.lo = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(c)), MQ6_K::word(s, 2 * j));
+    q.hi = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(c, 1)), MQ6_K::word(s, 2 * j + 1));
+  }
+  static PLLM_AI __m256 scale(const G& g, int) { return g.d; }
+  static PLLM_AI __m256 min(const G&, int) { return _mm256_setzero_ps(); }
+};
+
 // ------------------------------------------------------------------ panel traits
 // drivers/i16_panels.h: two ymm per panel vector, rows 0-7 and 8-15, against a broadcast
 // activation pair; the pair product (dp) and the f32 operations are the GEMM's.
@@ -307,6 +366,7 @@ struct P256 : T256 {
   template <int N>
   static PLLM_AI V srlw(V w) { return _mm256_srli_epi16(w, N); }
   static PLLM_AI V orhi(V a, V b) { return _mm256_or_si256(a, _mm256_and_si256(b, _mm256_set1_epi16(0x30))); }
+  static PLLM_AI V or16(V a, V b) { return _mm256_or_si256(a, _mm256_and_si256(b, _mm256_set1_epi16(0x10))); }
   static PLLM_AI V subw(V a, V b) { return _mm256_sub_epi16(a, b); }
   static PLLM_AI V mulw(V a, V b) { return _mm256_mullo_epi16(a, b); }
   static PLLM_AI V bcastw(int16_t x) { return _mm256_set1_epi16(x); }
@@ -330,6 +390,11 @@ void fill_i16_tiles(KernelTable& t) {
   set_i16<S, T, MQ8_0>(at(TensorType::Q8_0));
   set_i16<S, T, MQ4_K>(at(TensorType::Q4_K));
   set_i16<S, T, MQ6_K>(at(TensorType::Q6_K));
+  set_i16<S, T, MQ3_K>(at(TensorType::Q3_K));
+  set_i16<S, T, MQ5_K>(at(TensorType::Q5_K));
+  set_i16<S, T, MIQ4_NL>(at(TensorType::IQ4_NL));
+  set_i16<S, T, MIQ4_XS>(at(TensorType::IQ4_XS));
+  // Q2_K has none: its min changes every 16 elements, the drivers' unit has one (exact path).
 }
 
 // gemm_i16_panels of the panel types, with panel traits P.
@@ -340,6 +405,7 @@ void fill_i16_panels(KernelTable& t) {
   t.types[int(TensorType::Q8_0)].gemm_i16_panels = drivers::i16_panels<P, drivers::PanelQ8_0>;
   t.types[int(TensorType::Q4_K)].gemm_i16_panels = drivers::i16_panels<P, drivers::PanelQ4_K>;
   t.types[int(TensorType::Q6_K)].gemm_i16_panels = drivers::i16_panels<P, drivers::PanelQ6_K>;
+  t.types[int(TensorType::Q5_K)].gemm_i16_panels = drivers::i16_panels<P, drivers::PanelQ5_K>;
 }
 
 }  // namespace

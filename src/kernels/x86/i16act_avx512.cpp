@@ -1,5 +1,5 @@
 // int16 activations on AVX-512 (F/BW/VL): TypeKernels::vec_dot_i16act_tile for Q4_0, Q4_1,
-// Q5_0, Q5_1, Q8_0, Q4_K, Q6_K in the avx512 table, filled after i16act_avx2.cpp (whose
+// Q5_0, Q5_1, Q8_0, Q4_K, Q6_K, Q3_K, Q5_K, IQ4_NL, IQ4_XS in the avx512 table, filled after i16act_avx2.cpp (whose
 // quantize_row_q16 the table keeps). Compiled with the AVX-512 flags (see simd_avx512.h). The
 // tile loop is drivers/i16_tile.h; this file holds the vector traits and one micro-kernel per
 // weight type, as x86/i16_avx2.h, whose f32 part (F = __m256, lane j = unit j, the per-group
@@ -256,6 +256,60 @@ struct MQ6_K : Rows {
   static PLLM_AI __m256 min(const G&, int) { return _mm256_setzero_ps(); }
 };
 
+// Q5_K: Q4_K's nibbles plus 16 where bit u of qh[l] is set (a word mask: each byte's bit u
+// moved to its top by one word shift, which carries nothing across bytes up there).
+struct MQ5_K : Groups::Q5_K {
+  static PLLM_AI void codes(const W* w, const G&, int u, Q& q) {
+    const __m512i v = _mm512_cvtepu8_epi16(load256(w->qs + 32 * (u / 2)));
+    const Q lo = u & 1 ? _mm512_srli_epi16(v, 4) : _mm512_and_si512(v, _mm512_set1_epi16(0x0F));
+    const uint32_t h = uint32_t(_mm256_movemask_epi8(_mm256_sll_epi16(load256(w->qh), _mm_cvtsi32_si128(7 - u))));
+    q = _mm512_mask_add_epi16(lo, _cvtu32_mask32(h), lo, _mm512_set1_epi16(16));
+  }
+};
+
+// The IQ4 levels of 16 packed bytes (element order) as words.
+PLLM_AI Q iq4_codes(const uint8_t* qs) {
+  const __m128i b = load128(qs), m4 = _mm_set1_epi8(0x0F);
+  const __m128i t = load128(kIq4nlValues);
+  const __m256i lv = _mm256_set_m128i(_mm_shuffle_epi8(t, _mm_and_si128(_mm_srli_epi16(b, 4), m4)),
+                                      _mm_shuffle_epi8(t, _mm_and_si128(b, m4)));
+  return _mm512_cvtepi8_epi16(lv);
+}
+
+struct MIQ4_NL : Groups::IQ4_NL {
+  static PLLM_AI void codes(const W* w, const G&, int u, Q& q) { q = iq4_codes(w[u].qs); }
+};
+
+struct MIQ4_XS : Groups::IQ4_XS {
+  static PLLM_AI void codes(const W* w, const G&, int u, Q& q) { q = iq4_codes(w->qs + 16 * u); }
+};
+
+// Q3_K unit u = 4 h + j: q = (bits 2j of qs[32 h + l] | bit u of hmask[l] << 2) - 4, times its
+// two sub-blocks' signed scales as MQ6_K's (|code| <= 4 * 32); x = d * code.
+struct MQ3_K : Rows {
+  using W = block_q3_K;
+  static constexpr int kUnits = 8;
+  static constexpr bool kMin = false;
+  struct G { __m256 d; __m512i sc; };  // sc: the 16 scales as words 0-15
+  static PLLM_AI G group(const W* w, int) {
+    alignas(16) int8_t sc[16];
+    unpack_k3_scales(w->scales, sc);
+    return {Group256::bcast_h(w->d), _mm512_castsi256_si512(_mm256_cvtepi8_epi16(load128(sc)))};
+  }
+  static PLLM_AI void codes(const W* w, const G& g, int u, Q& q) {
+    const int h = u / 4, j = u % 4;
+    const __m256i lo = _mm256_and_si256(_mm256_srl_epi16(load256(w->qs + 32 * h), _mm_cvtsi32_si128(2 * j)),
+                                        _mm256_set1_epi8(3));
+    const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(load256(w->hmask), _mm_cvtsi32_si128(u)), _mm256_set1_epi8(1));
+    const __m256i c = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hb, 2)), _mm256_set1_epi8(4));
+    const __m512i idx =  // words 0-15: scale 2u, 16-31: 2u + 1
+        _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(short(2 * u)), _mm512_set1_epi16(short(2 * u + 1)));
+    q = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(c), _mm512_permutexvar_epi16(idx, g.sc));
+  }
+  static PLLM_AI __m256 scale(const G& g, int) { return g.d; }
+  static PLLM_AI __m256 min(const G&, int) { return _mm256_setzero_ps(); }
+};
+
 }  // namespace
 
 void fill_i16act_avx512(KernelTable& t) {
@@ -274,6 +328,15 @@ void fill_i16act_avx512(KernelTable& t) {
   at(TensorType::Q8_0).gemm_i16 = drivers::i16_gemm<T512, MQ8_0>;
   at(TensorType::Q4_K).gemm_i16 = drivers::i16_gemm<T512, MQ4_K>;
   at(TensorType::Q6_K).gemm_i16 = drivers::i16_gemm<T512, MQ6_K>;
+  // llama.cpp's low-bit types (Q2_K has no tile on any SIMD level: x86/i16_avx2.h)
+  at(TensorType::Q3_K).vec_dot_i16act_tile = drivers::i16_tile_inlined<S512, MQ3_K>;
+  at(TensorType::Q5_K).vec_dot_i16act_tile = drivers::i16_tile_inlined<S512, MQ5_K>;
+  at(TensorType::IQ4_NL).vec_dot_i16act_tile = drivers::i16_tile_inlined<S512, MIQ4_NL>;
+  at(TensorType::IQ4_XS).vec_dot_i16act_tile = drivers::i16_tile_inlined<S512, MIQ4_XS>;
+  at(TensorType::Q3_K).gemm_i16 = drivers::i16_gemm<T512, MQ3_K>;
+  at(TensorType::Q5_K).gemm_i16 = drivers::i16_gemm<T512, MQ5_K>;
+  at(TensorType::IQ4_NL).gemm_i16 = drivers::i16_gemm<T512, MIQ4_NL>;
+  at(TensorType::IQ4_XS).gemm_i16 = drivers::i16_gemm<T512, MIQ4_XS>;
 }
 
 }  // namespace pllm::kern

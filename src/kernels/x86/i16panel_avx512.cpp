@@ -66,6 +66,7 @@ struct P512 {
   template <int N>
   static PLLM_AI V srlw(V w) { return _mm512_srli_epi16(w, N); }
   static PLLM_AI V orhi(V a, V b) { return _mm512_ternarylogic_epi32(a, b, _mm512_set1_epi16(0x30), 0xF8); }
+  static PLLM_AI V or16(V a, V b) { return _mm512_ternarylogic_epi32(a, b, _mm512_set1_epi16(0x10), 0xF8); }
   static PLLM_AI V subw(V a, V b) { return _mm512_sub_epi16(a, b); }
   static PLLM_AI V mulw(V a, V b) { return _mm512_mullo_epi16(a, b); }
   static PLLM_AI V bcastw(int16_t x) { return _mm512_set1_epi16(x); }
@@ -79,6 +80,7 @@ void fill_i16panel_avx512(KernelTable& t) {
   t.types[int(TensorType::Q8_0)].gemm_i16_panels = drivers::i16_panels<P512, drivers::PanelQ8_0>;
   t.types[int(TensorType::Q4_K)].gemm_i16_panels = drivers::i16_panels<P512, drivers::PanelQ4_K>;
   t.types[int(TensorType::Q6_K)].gemm_i16_panels = drivers::i16_panels<P512, drivers::PanelQ6_K>;
+  t.types[int(TensorType::Q5_K)].gemm_i16_panels = drivers::i16_panels<P512, drivers::PanelQ5_K>;
 }
 
 }  // namespace pllm::kern

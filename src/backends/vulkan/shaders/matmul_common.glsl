@@ -49,6 +49,9 @@ const uint MM_ROWS = 64u / LANES;
 #define T_Q4_K 12u
 #define T_Q5_K 13u
 #define T_Q6_K 14u
+#define T_Q3_K 11u
+#define T_IQ4_NL 20u
+#define T_IQ4_XS 23u
 
 // Block structs are byte-packed (18, 20, 22, 34, 210 bytes...), so the weights are read as
 // words and fields are cut out by byte offset. The fp16 variant aliases the same binding as
@@ -107,6 +110,37 @@ float ldh(uint b) {
 #endif
 }
 int sbyte(uint w, uint k) { return bitfieldExtract(int(w), int(k * 8u), 8); }
+
+// IQ4_NL / IQ4_XS: the 16 levels (quant/blocks.h kIq4nlValues), packed 4 per word as int8.
+const uint IQ4_LEVELS[4] = uint[4](0xBFAD9881u, 0xF6EADDCFu, 0x26190D01u, 0x71594535u);
+// The level of each byte of w (each < 16) as a signed byte, in place.
+uint iq4_bytes(uint w) {
+  uint r = 0u;
+  [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+    const uint i = (w >> (8u * k)) & 0xFu;
+    r |= ((IQ4_LEVELS[i >> 2] >> (8u * (i & 3u))) & 0xFFu) << (8u * k);
+  }
+  return r;
+}
+// Q3_K: the signed scale (6-bit value - 32) of sub-block i from the 12 scale bytes s[3].
+int q3k_scale(const uint s[3], uint i) {
+  const uint lo = ((s[(i & 7u) >> 2] >> (8u * (i & 3u))) >> (i < 8u ? 0u : 4u)) & 0xFu;
+  const uint hi = ((s[2] >> (8u * (i & 3u))) >> (2u * (i >> 2))) & 3u;
+  return int(lo | (hi << 4)) - 32;
+}
+// Q3_K unit j of the super-block at byte b (even): its 32 codes q + 4 (0..7) as bytes, d and the
+// two sub-blocks' signed scales.
+void q3k_unit(uint b, uint j, out uint v[8], out float d, out int s0, out int s1) {
+  uint s[3], hm[8], qs[8];
+  LD_RUN(s, 3u, b + 96u);
+  LD_RUN(hm, 8u, b);
+  LD_RUN(qs, 8u, b + 32u + 32u * (j >> 2));
+  d = ldh(b + 108u);
+  s0 = q3k_scale(s, 2u * j);
+  s1 = q3k_scale(s, 2u * j + 1u);
+  [[unroll]] for (uint k = 0u; k < 8u; ++k)
+    v[k] = ((qs[k] >> (2u * (j & 3u))) & 0x03030303u) | (((hm[k] >> j) & 0x01010101u) << 2);
+}
 
 // Q4_K / Q5_K: 6-bit scale and min of sub-block j from the 12 scale bytes at b (ggml's
 // get_scale_min_k4), b word-aligned: three loads, the bytes picked by shifts.

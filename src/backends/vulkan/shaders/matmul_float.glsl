@@ -88,6 +88,33 @@ void decode(uint rb, uint u, out vec4 w[8]) {
       const uint h = TYPE == T_Q5_K ? ((wu[(b >> 2) + 4u + k] >> j) & 0x01010101u) << 4 : 0u;
       w[k] = d1 * ubytes(q | h) - m1;
     }
+  } else if (TYPE == T_IQ4_NL || TYPE == T_IQ4_XS) {
+    // IQ4_NL: 18 bytes (d, 16 nibble bytes) at even offsets; IQ4_XS: 136-byte super-blocks,
+    // word-aligned: d, scales_h, scales_l (4 bytes), then 16 nibble bytes per sub-block.
+    uint q[4];
+    float d;
+    if (TYPE == T_IQ4_NL) {
+      const uint b = rb + u * 18u;
+      d = ldh(b);
+      LD_RUN(q, 4u, b + 2u);
+    } else {
+      const uint j = u & 7u, i = (rb + (u >> 3) * 136u) >> 2;
+      const uint ls = ((wu[i + 1u] >> (4u * j)) & 0xFu) | (((wu[i] >> (16u + 2u * j)) & 3u) << 4);
+      d = unpackHalf2x16(wu[i]).x * float(int(ls) - 32);
+      [[unroll]] for (uint k = 0u; k < 4u; ++k) q[k] = wu[i + 2u + 4u * j + k];
+    }
+    [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+      w[k] = d * sbytes(iq4_bytes(q[k] & 0x0F0F0F0Fu));
+      w[4u + k] = d * sbytes(iq4_bytes((q[k] >> 4) & 0x0F0F0F0Fu));
+    }
+  } else if (TYPE == T_Q3_K) {
+    // 110-byte super-blocks at even offsets; x = (d * sc) * q, q = code - 4.
+    uint v[8];
+    float d;
+    int s0, s1;
+    q3k_unit(rb + (u >> 3) * 110u, u & 7u, v, d, s0, s1);
+    const float d0 = d * float(s0), d1 = d * float(s1);
+    [[unroll]] for (uint k = 0u; k < 8u; ++k) w[k] = (k < 4u ? d0 : d1) * (ubytes(v[k]) - 4.0);
   } else if (TYPE == T_Q6_K) {
     // Sub-block j = 4h + quadrant: low 4 bits in ql (which half of 32 bytes and nibble by
     // quadrant), 2 high bits in qh; scales 2j, 2j+1 for its two halves of 16. 210-byte

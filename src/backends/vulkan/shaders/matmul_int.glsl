@@ -86,6 +86,26 @@ void decode(uint rb, uint u, out uint q[8], out int s_lo, out int s_hi, out floa
       const uint h = TYPE == T_Q5_K ? ((wu[(b >> 2) + 4u + i] >> j) & 0x01010101u) << 4 : 0u;
       q[i] = ((wu[qs + i] >> sh) & 0x0F0F0F0Fu) | h;
     }
+  } else if (TYPE == T_IQ4_NL || TYPE == T_IQ4_XS) {
+    uint v[4];
+    if (TYPE == T_IQ4_NL) {  // 18 bytes at even offsets: d, qs
+      const uint b = rb + u * 18u;
+      dw = ldh(b);
+      LD_RUN(v, 4u, b + 2u);
+    } else {  // 136-byte super-blocks, word-aligned: d, scales_h, scales_l, qs (16 per unit)
+      const uint j = u & 7u, i = (rb + (u >> 3) * 136u) >> 2;
+      dw = unpackHalf2x16(wu[i]).x;
+      s_lo = s_hi = int(((wu[i + 1u] >> (4u * j)) & 0xFu) | (((wu[i] >> (16u + 2u * j)) & 3u) << 4)) - 32;
+      [[unroll]] for (uint k = 0u; k < 4u; ++k) v[k] = wu[i + 2u + 4u * j + k];
+    }
+    [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+      q[k] = iq4_bytes(v[k] & 0x0F0F0F0Fu);
+      q[4u + k] = iq4_bytes((v[k] >> 4) & 0x0F0F0F0Fu);
+    }
+  } else if (TYPE == T_Q3_K) {
+    uint v[8];
+    q3k_unit(rb + (u >> 3) * 110u, u & 7u, v, dw, s_lo, s_hi);
+    [[unroll]] for (uint k = 0u; k < 8u; ++k) q[k] = sub_bytes(v[k], 4u);
   } else if (TYPE == T_Q6_K) {
     const uint j = u & 7u, h = j >> 2, qd = j & 3u;
     const uint b = rb + (u >> 3) * 210u;
