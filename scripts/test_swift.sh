@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The Swift package (Package.swift at the root, sources in bindings/swift/): builds
+# libpocketllm.so (PLLM_BUILD_SHARED) in build-swift/, whose pkg-config file the package's
+# CPocketLLM target reads, writes the tiny model of the load/close-cycle test, then runs
+# `swift test` with the library's directory as the test binary's rpath. Ends with one line
+# "Swift: N passed, N failed". Skipped (with a message) where no Swift toolchain is installed:
+# swift on PATH, $SWIFT, or /opt/swift as on this project's machines.
+source "$(dirname "$0")/common.sh"
+SWIFT="${SWIFT:-$(command -v swift || echo /opt/swift/usr/bin/swift)}"
+if [ ! -x "$SWIFT" ]; then
+  log "Swift package: no Swift toolchain (swift on PATH, \$SWIFT or /opt/swift): its tests are skipped"
+  exit 0
+fi
+BUILD="$ROOT/build-swift"
+log "Swift package: libpocketllm.so in $BUILD, then swift test"
+# shellcheck disable=SC2046
+cmake -S "$ROOT" -B "$BUILD" -G Ninja $(cmake_launcher) -DCMAKE_BUILD_TYPE=Release -DPLLM_BUILD_SHARED=ON \
+  -DPLLM_BUILD_TESTS=OFF -DPLLM_BUILD_TOOLS=OFF >/dev/null
+cmake --build "$BUILD" -j "$JOBS" --target pocketllm_shared
+"$VENV/bin/python" "$ROOT/tests/py/tiny_models.py" "$BUILD/tiny" llama-Q4_0 >/dev/null
+
+export PKG_CONFIG_PATH="$BUILD/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+export POCKETLLM_MODELS="$MODELS_DIR" POCKETLLM_SWIFT_TINY_MODEL="$BUILD/tiny/llama-Q4_0.gguf"
+# pkg-config gives SwiftPM the header and -L; SwiftPM refuses an rpath from a .pc file, so the
+# loader finds the library through this one (an installed library needs neither).
+SWIFT_ARGS=(--package-path "$ROOT" --scratch-path "$BUILD/swiftpm"
+            -Xlinker -rpath -Xlinker "$(pkg-config --variable=libdir pocketllm)")
+t0=$(date +%s)
+"$SWIFT" build --build-tests "${SWIFT_ARGS[@]}"
+log "Swift package built in $(( $(date +%s) - t0 )) s"
+# --no-parallel: the suites load models and run sessions of their own; side by side on a
+# two-core machine they would only slow each other down.
+rm -f "$BUILD"/swift-tests*.xml
+set +e
+"$SWIFT" test --skip-build --no-parallel "${SWIFT_ARGS[@]}" --xunit-output "$BUILD/swift-tests.xml"
+rc=$?
+set -e
+# Swift Testing's report (XCTest's, swift-tests.xml, has no tests in this package).
+report="$BUILD/swift-tests-swift-testing.xml"
+total=$(grep -c '<testcase ' "$report" 2>/dev/null || true)
+failed=$(grep -c '<failure' "$report" 2>/dev/null || true)
+skipped=$(grep -c '<skipped' "$report" 2>/dev/null || true)
+echo "Swift: $(( ${total:-0} - ${failed:-0} - ${skipped:-0} )) passed, ${failed:-0} failed, ${skipped:-0} skipped"
+[ "$rc" -eq 0 ] && [ -f "$report" ] && [ "${total:-0}" -gt 0 ]
