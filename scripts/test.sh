@@ -49,6 +49,7 @@ compiler_of() { sed -n "s/^CMAKE_$1_COMPILER:FILEPATH=//p" "$ROOT/build/CMakeCac
 CMAKE_ARGS="$(cmake_launcher) -DCMAKE_C_COMPILER=$(compiler_of C) -DCMAKE_CXX_COMPILER=$(compiler_of CXX)" \
   SKBUILD_BUILD_DIR="$ROOT/build-python" "$VENV/bin/pip" install -q --disable-pip-version-check "$ROOT/python"
 "$VENV/bin/python" -m pytest -q "$ROOT/python/tests"
+"$ROOT/scripts/test_swift.sh"  # the Swift package (Package.swift): libpocketllm.so, then swift test
 
 log "AddressSanitizer + UBSan build (the suites that parse input or touch memory directly)"
 # Parsers (GGUF, tokenizer, chat template, KV snapshots, the prefix cache's files, the C API's
