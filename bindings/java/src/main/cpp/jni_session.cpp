@@ -1,12 +1,13 @@
 // org.pocketllm.Native's session methods: creation, pllm_generate with its token callback
 // calling back into Java, and cancellation from any thread.
 //
-// Cancelling: Java numbers a session's generations 1, 2, ... and cancel(id) stops every one up
-// to id. pllm_generate clears the session's cancel flag when it starts, so a cancel that lands
-// between "the generation was started" and that point would be lost for the prefill; cancel
-// therefore repeats pllm_session_cancel until the generation has ended (a step at most), and
-// the token callback stops any generation whose id was cancelled. The lock makes sure a
-// repeated cancel never reaches the session's next generation.
+// Cancelling: Java numbers a session's generations 1, 2, ... A generation is cancelled on its
+// own (Generation.cancel) or with every one started before (Session.cancel: all ids up to n),
+// whether it runs or still waits its turn. pllm_generate clears the session's cancel flag when
+// it starts, so a cancel landing between "the generation was started" and that point would be
+// lost for the prefill; cancel therefore repeats pllm_session_cancel until the generation has
+// ended (a step at most), and the token callback stops a generation that was cancelled. The
+// lock makes sure a repeated cancel never reaches the session's next generation.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -25,8 +26,19 @@ struct JniSession {
   std::mutex mu;
   std::condition_variable ended;
   bool running = false;       // a pllm_generate is in progress (under mu)
-  int64_t current = 0;        // its generation id (under mu)
+  int64_t current = 0;        // its generation id, or the last one's (under mu)
+  std::vector<int64_t> cancelled_ids;   // generations cancelled alone before they started (under mu)
   std::atomic<int64_t> cancel_upto{0};  // generations with an id <= this are cancelled
+  std::atomic<bool> current_cancelled{false};  // the running one was cancelled alone
+
+  // Under mu: is generation `id`, about to start, cancelled? (Forgets it in cancelled_ids.)
+  bool take_cancelled(int64_t id) {
+    auto it = std::find(cancelled_ids.begin(), cancelled_ids.end(), id);
+    const bool alone = it != cancelled_ids.end();
+    if (alone) cancelled_ids.erase(it);
+    return alone || cancel_upto.load() >= id;
+  }
+  bool stop_requested(int64_t id) const { return current_cancelled.load() || cancel_upto.load() >= id; }
 };
 
 // Indices of the int[] that sessionCreate takes (org.pocketllm.SessionParams.toNative).
@@ -76,14 +88,21 @@ void JNICALL session_reset(JNIEnv*, jclass, jlong h) { pllm_session_reset(from_h
 
 jint JNICALL session_n_ctx(JNIEnv*, jclass, jlong h) { return pllm_session_n_ctx(from_handle<JniSession>(h)->session); }
 
-void JNICALL session_cancel(JNIEnv* env, jclass, jlong h, jlong upto, jboolean wait) {
+// Cancels generation `id` alone (only_this) or every one up to it; with wait, returns once
+// none of them runs.
+void JNICALL session_cancel(JNIEnv* env, jclass, jlong h, jlong id, jboolean only_this, jboolean wait) {
   guarded(env, 0, [&] {
     auto* js = from_handle<JniSession>(h);
-    int64_t prev = js->cancel_upto.load();
-    while (prev < upto && !js->cancel_upto.compare_exchange_weak(prev, upto)) {
-    }
     std::unique_lock<std::mutex> lock(js->mu);
-    while (js->running && js->current <= upto) {
+    if (!only_this) {
+      js->cancel_upto.store(std::max(js->cancel_upto.load(), int64_t(id)));
+    } else if (js->running && js->current == id) {
+      js->current_cancelled.store(true);
+    } else if (id > js->current) {  // not started yet (an id <= current has ended)
+      js->cancelled_ids.push_back(id);
+    }
+    const auto targeted = [&] { return only_this ? js->current == id : js->current <= id; };
+    while (js->running && targeted()) {
       pllm_session_cancel(js->session);
       if (!wait) break;
       js->ended.wait_for(lock, std::chrono::milliseconds(1));
@@ -114,7 +133,7 @@ int on_token(pllm_token token, const char* text, size_t text_len, void* user) no
       return 1;
     }
   }
-  return cb->js->cancel_upto.load() >= cb->id ? 1 : 0;
+  return cb->js->stop_requested(cb->id) ? 1 : 0;
 }
 
 bool sampling_from(JNIEnv* env, const pllm_model* model, jdoubleArray fields, pllm_sampling_params& sp) {
@@ -171,11 +190,12 @@ jdoubleArray JNICALL generate(JNIEnv* env, jclass, jlong h, jlong id, jintArray 
     pllm_generation_stats st{};
     {
       std::lock_guard<std::mutex> lock(js->mu);
-      if (js->cancel_upto.load() >= id) {  // cancelled before it started
+      if (js->take_cancelled(id)) {  // cancelled before it started
         st.n_prompt_tokens = int32_t(ids.size());
         st.stop_reason = PLLM_STOP_CANCELLED;
         return stats_to_java(env, st);
       }
+      js->current_cancelled.store(false);
       js->running = true;
       js->current = id;
     }
@@ -202,7 +222,7 @@ const JNINativeMethod k_methods[] = {  // signatures: org.pocketllm.Native
     native_method("sessionFree", "(J)V", reinterpret_cast<void*>(session_free)),
     native_method("sessionReset", "(J)V", reinterpret_cast<void*>(session_reset)),
     native_method("sessionNCtx", "(J)I", reinterpret_cast<void*>(session_n_ctx)),
-    native_method("sessionCancel", "(JJZ)V", reinterpret_cast<void*>(session_cancel)),
+    native_method("sessionCancel", "(JJZZ)V", reinterpret_cast<void*>(session_cancel)),
     native_method("generate", "(JJ[I[DJZ[[BLorg/pocketllm/TokenSink;)[D", reinterpret_cast<void*>(generate)),
 };
 

@@ -8,6 +8,7 @@ public final class Generation {
   private final Session session;
   final long id;
   private final CompletableFuture<Completion> result = new CompletableFuture<>();
+  volatile boolean started;  // the worker has taken it up
 
   Generation(Session session, long id) {
     this.session = session;
@@ -15,12 +16,21 @@ public final class Generation {
   }
 
   /**
-   * Stops it, from any thread, during the prompt's prefill as during decoding; returns once the
-   * engine has stopped (a step at most; at once from inside its own listener). The completion
-   * then says CANCELLED. A no-op once it has ended.
+   * Stops it, from any thread, during the prompt's prefill as during decoding, and returns once
+   * it has ended (a step at most; the listener has had its onDone): isDone() is then true and the
+   * completion says CANCELLED. From inside its own listener it returns at once and the
+   * generation ends after that callback. One still waiting for its turn (behind another of the
+   * session's generations) returns at once too: when its turn comes it ends, CANCELLED, without
+   * running. A no-op once it has ended.
    */
   public void cancel() {
     session.cancel(id);
+    if (started && !session.onWorker()) {
+      try {
+        result.join();
+      } catch (RuntimeException e) {  // ended with an error: await() reports it
+      }
+    }
   }
 
   /**

@@ -34,8 +34,8 @@ final class Native {
   static native void sessionFree(long session);
   static native void sessionReset(long session);
   static native int sessionNCtx(long session);
-  /** Cancels the session's generations numbered up to {@code upto}; with wait, returns once none runs. */
-  static native void sessionCancel(long session, long upto, boolean wait);
+  /** Cancels generation {@code id} alone, or every one up to it; with wait, returns once none of them runs. */
+  static native void sessionCancel(long session, long id, boolean onlyThis, boolean wait);
   /** Runs generation number {@code id}; returns GenerationStats' fields. */
   static native double[] generate(long session, long id, int[] prompt, double[] sampling, long seed, boolean hasSeed,
                                   byte[][] stops, TokenSink sink);

@@ -36,12 +36,12 @@ public final class Session implements AutoCloseable {
       this.worker = worker;
     }
 
-    void cancelUpTo(long id) {
+    void cancel(long id, boolean onlyThis) {
       long p = handle.tryAcquire();
       if (p == 0) return;
       try {
         // Waiting on the worker itself (a listener cancelling) would wait for itself.
-        Native.sessionCancel(p, id, Thread.currentThread() != runner);
+        Native.sessionCancel(p, id, onlyThis, Thread.currentThread() != runner);
       } finally {
         handle.release();
       }
@@ -49,7 +49,7 @@ public final class Session implements AutoCloseable {
 
     @Override
     public void run() {  // close: stop everything started, free once the last generation let go
-      cancelUpTo(Long.MAX_VALUE);
+      cancel(Long.MAX_VALUE, false);
       handle.close();
       worker.shutdown();
     }
@@ -125,6 +125,7 @@ public final class Session implements AutoCloseable {
 
   private void run(Generation g, int[] prompt, double[] sampling, GenerateOptions options, byte[][] stops,
                    StreamListener listener) {
+    g.started = true;
     long p;
     try {
       p = handle.acquire();
@@ -152,16 +153,21 @@ public final class Session implements AutoCloseable {
 
   /** Stops every generation started so far on this session, from any thread; returns once none runs (a step at most). */
   public void cancel() {
-    lifetime.cancelUpTo(lifetime.lastId.get());
+    lifetime.cancel(lifetime.lastId.get(), false);
   }
 
   void cancel(long id) {
-    lifetime.cancelUpTo(id);
+    lifetime.cancel(id, true);
+  }
+
+  /** True on the worker thread while one of this session's generations runs (its listeners' thread). */
+  boolean onWorker() {
+    return Thread.currentThread() == lifetime.runner;
   }
 
   /** Forgets the conversation (empties the KV cache), after the generations started so far. */
   public void reset() {
-    if (Thread.currentThread() == lifetime.runner) {
+    if (onWorker()) {
       throw new PocketLLMException.InvalidArgument("reset() cannot run inside one of the session's generations");
     }
     if (handle.isClosed()) throw closed();
