@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -134,13 +135,17 @@ class Jvm {
 
  private:
   template <typename Init>
-  Obj* make(Init&& init) {
-    objects_.push_back(std::make_unique<Obj>());
-    init(*objects_.back());
+  Obj* make(Init&& init) {  // from any thread (the checks call natives from two)
+    auto o = std::make_unique<Obj>();
+    init(*o);
+    std::lock_guard<std::mutex> lock(mu_);
+    objects_.push_back(std::move(o));
     return objects_.back().get();
   }
   static jmethodID method(const char* name) {
+    static std::mutex mu;
     static std::map<std::string, std::unique_ptr<char>> ids;
+    std::lock_guard<std::mutex> lock(mu);
     auto& p = ids[name];
     if (!p) p = std::make_unique<char>();
     return reinterpret_cast<jmethodID>(p.get());
@@ -173,6 +178,7 @@ class Jvm {
   JNIEnv env_{};
   JavaVM vm_{};
   std::map<std::string, void*> natives_;
+  std::mutex mu_;
   std::vector<std::unique_ptr<Obj>> objects_;
   Obj* pending_ = nullptr;
 };

@@ -11,6 +11,9 @@
 #include <dlfcn.h>
 #include <elf.h>
 
+#include <atomic>
+#include <thread>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -90,6 +93,7 @@ int check_shape(const char* path, bool sanitized) {
   std::string names;
   for (const auto& e : exported) names += e + " ";
   check(exported == std::set<std::string>{"JNI_OnLoad", "JNI_OnUnload"}, "exports only JNI_OnLoad and JNI_OnUnload: " + names);
+  std::printf("jni_native_test --shape: all checks passed (%zu libraries needed)\n", needed.size());
   return 0;
 }
 
@@ -175,9 +179,32 @@ int check_load(const char* lib, const char* model_path) {
                                                5, JNI_TRUE, jvm.array({}), jvm.sink()));
   check(stopped[7] == 4 && stopped[3] < 10, "cancel from the token callback stops within a step");
 
+  // Cancel from another thread (what Session.cancel does): it returns once the generation has
+  // ended, and no piece arrives after that.
+  std::atomic<int> pieces_seen{0};
+  std::atomic<bool> cancel_returned{false};
+  std::atomic<int> after_return{0};
+  std::atomic<bool> cancelling{false}, generation_over{false};
+  jvm.on_piece = [&](int32_t, std::vector<uint8_t>) {
+    if (cancel_returned.load()) after_return.fetch_add(1);
+    if (pieces_seen.fetch_add(1) == 2)  // hold the third piece until the other thread is cancelling
+      while (!cancelling.load()) std::this_thread::yield();
+  };
+  std::thread canceller([&] {
+    while (pieces_seen.load() < 3 && !generation_over.load()) std::this_thread::yield();
+    cancelling.store(true);
+    cancel(jvm.env(), nullptr, s, 4, JNI_TRUE, JNI_TRUE);
+    cancel_returned.store(true);
+  });
+  const auto crossed = jvm.doubles_of(generate(env, nullptr, s, 4, prompt, jvm.doubles({100, 1.0, 0, 1.0, 0, nan}),
+                                               9, JNI_TRUE, jvm.array({}), jvm.sink()));
+  generation_over.store(true);
+  canceller.join();
+  check(crossed[7] == 4 && after_return.load() == 0, "cancel from another thread: the generation ended first");
+
   jvm.native_as<void (*)(JNIEnv*, jclass, jlong)>("sessionFree")(env, nullptr, s);
   jvm.native_as<void (*)(JNIEnv*, jclass, jlong)>("modelFree")(env, nullptr, m);
-  std::printf("jni_native_test: all checks passed\n");
+  std::printf("jni_native_test --load: all checks passed\n");
   return 0;
 }
 

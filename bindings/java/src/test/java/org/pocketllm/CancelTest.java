@@ -11,6 +11,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -43,22 +44,36 @@ class CancelTest {
     return List.of(ChatMessage.user(sb.toString()));
   }
 
+  /** Starts the long prompt, cancels it from another thread during the prefill, checks how it ended. */
+  static void cancelInPrefill(Session s, List<ChatMessage> prompt) throws Exception {
+    AtomicInteger tokens = new AtomicInteger();
+    Generation g = s.stream(prompt, GenerateOptions.defaults().maxTokens(N), piece -> tokens.incrementAndGet());
+    Thread.sleep(50);  // into the prefill (not a pass/fail timing: the assertions say where it stopped)
+    Thread canceller = new Thread(g::cancel);
+    canceller.start();
+    canceller.join();
+    assertTrue(g.isDone(), "cancel() returned before the generation ended");
+    GenerationStats st = g.await().stats();
+    assertEquals(StopReason.CANCELLED, st.stopReason());
+    assertEquals(0, st.nGenerated());
+    assertEquals(0, tokens.get());
+  }
+
   @Test
   void cancelDuringPrefillFromAnotherThread() throws Exception {
     try (Session s = model.newSession()) {
+      cancelInPrefill(s, longPrompt());
+      assertEquals(StopReason.EOG, s.chat(TestModels.CAPITAL).stats().stopReason());
+    }
+  }
+
+  /** The cancel landed inside the prefill: the same prompt again finds less than all of it cached. */
+  @Test
+  @Tag("numerics")
+  void aCancelledPrefillLeavesThePromptUncomputed() throws Exception {
+    try (Session s = model.newSession()) {
       List<ChatMessage> prompt = longPrompt();
-      AtomicInteger tokens = new AtomicInteger();
-      Generation g = s.stream(prompt, GenerateOptions.defaults().maxTokens(N), piece -> tokens.incrementAndGet());
-      Thread.sleep(50);  // into the prefill (not a pass/fail timing: the assertions below say where it stopped)
-      Thread canceller = new Thread(g::cancel);
-      canceller.start();
-      canceller.join();
-      assertTrue(g.isDone(), "cancel() returned before the generation ended");
-      GenerationStats st = g.await().stats();
-      assertEquals(StopReason.CANCELLED, st.stopReason());
-      assertEquals(0, st.nGenerated());
-      assertEquals(0, tokens.get());
-      // The prefill did not complete: the same prompt again finds less than all of it cached.
+      cancelInPrefill(s, prompt);
       Completion again = s.chat(prompt, GenerateOptions.defaults().maxTokens(1));
       assertTrue(again.stats().nReused() < again.stats().nPrompt() - 1, again.stats().toString());
     }

@@ -9,6 +9,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Flow;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /** Answers from the real model, blocking and streamed (listener and Flow), greedy. */
@@ -36,6 +37,7 @@ class ChatTest {
   }
 
   @Test
+  @Tag("numerics")
   void streamedPiecesJoinedEqualTheBlockingAnswer() throws Exception {
     List<ChatMessage> ask = List.of(ChatMessage.user("Name three colours of the rainbow."));
     GenerateOptions greedy = GenerateOptions.defaults().temperature(0).maxTokens(48);

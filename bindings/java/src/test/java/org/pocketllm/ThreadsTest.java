@@ -9,9 +9,11 @@ import java.util.concurrent.Callable;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /** Four sessions of one model on four threads give each the answer it gives alone. */
+@Tag("numerics")  // mostly the real model's arithmetic: left out under ASan (scripts/test_java.sh)
 class ThreadsTest {
   static final String[] COUNTRIES = {"France", "Germany", "Italy", "Spain"};
 
