@@ -30,21 +30,20 @@ setup_venv
 JAVA_HOME="$(dirname "$(dirname "$(readlink -f "$(command -v javac)")")")"
 
 # A staging root holding just the host's architecture-independent headers the build needs
-# (PCRE2's, nlohmann/json) and the arm64 PCRE2 archive: the cross compiler must not see the
-# host's /usr/include as a whole (its C library headers are the x86 ones).
+# (PCRE2's, nlohmann/json): the cross compiler must not see the host's /usr/include as a whole
+# (its C library headers are the x86 ones). PCRE2's arm64 archive is named directly.
 STAGE="$BUILD/stage"
-mkdir -p "$STAGE/usr/include" "$STAGE/usr/share/cmake" "$STAGE/usr/lib/aarch64-linux-gnu"
+mkdir -p "$STAGE/usr/include" "$STAGE/usr/share/cmake"
 ln -sfn /usr/include/pcre2.h "$STAGE/usr/include/pcre2.h"
 ln -sfn /usr/include/nlohmann "$STAGE/usr/include/nlohmann"
 ln -sfn /usr/share/cmake/nlohmann_json "$STAGE/usr/share/cmake/nlohmann_json"
-ln -sfn /usr/lib/aarch64-linux-gnu/libpcre2-8.a "$STAGE/usr/lib/aarch64-linux-gnu/libpcre2-8.a"
 export PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig PKG_CONFIG_SYSROOT_DIR="$STAGE"
 
 log "Java binding: JNI library cross-built for aarch64 in $BUILD"
 # shellcheck disable=SC2046
 cmake -S "$ROOT" -B "$BUILD" -G Ninja $(cmake_launcher) \
-  -DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/aarch64-linux-gnu.cmake" -DCMAKE_FIND_ROOT_PATH="$SYSROOT;$STAGE" \
-  -DCMAKE_EXE_LINKER_FLAGS=" " \
+  -DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/aarch64-linux-gnu.cmake" -Dnlohmann_json_DIR="$STAGE/usr/share/cmake/nlohmann_json" \
+  -DCMAKE_EXE_LINKER_FLAGS=" " -DPLLM_PCRE2_ARCHIVE=/usr/lib/aarch64-linux-gnu/libpcre2-8.a \
   -DCMAKE_BUILD_TYPE=Release -DPLLM_BUILD_JNI=ON -DPLLM_BUILD_TESTS=OFF -DPLLM_BUILD_TOOLS=OFF -DPLLM_VULKAN=OFF \
   -DJAVA_INCLUDE_PATH="$JAVA_HOME/include" -DJAVA_INCLUDE_PATH2="$JAVA_HOME/include/linux" >/dev/null
 if ! cmake --build "$BUILD" -j "$JOBS" --target pocketllm_jni pocketllm_jni_check >"$BUILD/build.log" 2>&1; then
