@@ -153,4 +153,5 @@ if [ -x "$ROOT/scripts/test_arm.sh" ]; then
   log "aarch64 kernel tests under qemu"
   "$ROOT/scripts/test_arm.sh"
 fi
+[ "$LONG" = 1 ] && "$ROOT/scripts/test_java_arm.sh"  # the JNI library for aarch64: C-level checks under qemu
 log "all tests passed"

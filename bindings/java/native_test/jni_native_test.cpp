@@ -181,26 +181,32 @@ int check_load(const char* lib, const char* model_path) {
 
   // Cancel from another thread (what Session.cancel does): it returns once the generation has
   // ended, and no piece arrives after that.
-  std::atomic<int> pieces_seen{0};
-  std::atomic<bool> cancel_returned{false};
-  std::atomic<int> after_return{0};
-  std::atomic<bool> cancelling{false}, generation_over{false};
-  jvm.on_piece = [&](int32_t, std::vector<uint8_t>) {
-    if (cancel_returned.load()) after_return.fetch_add(1);
-    if (pieces_seen.fetch_add(1) == 2)  // hold the third piece until the other thread is cancelling
-      while (!cancelling.load()) std::this_thread::yield();
-  };
-  std::thread canceller([&] {
-    while (pieces_seen.load() < 3 && !generation_over.load()) std::this_thread::yield();
-    cancelling.store(true);
-    cancel(jvm.env(), nullptr, s, 4, JNI_TRUE, JNI_TRUE);
-    cancel_returned.store(true);
-  });
-  const auto crossed = jvm.doubles_of(generate(env, nullptr, s, 4, prompt, jvm.doubles({100, 1.0, 0, 1.0, 0, nan}),
-                                               9, JNI_TRUE, jvm.array({}), jvm.sink()));
-  generation_over.store(true);
-  canceller.join();
-  check(crossed[7] == 4 && after_return.load() == 0, "cancel from another thread: the generation ended first");
+  // Skipped with PLLM_JNI_CHECK_NO_THREADS=1: under qemu-user 7.2 the process stalls at its first
+  // std::thread (the aarch64 run; not understood yet, see scripts/test_java_arm.sh).
+  if (std::getenv("PLLM_JNI_CHECK_NO_THREADS")) {
+    std::printf("skipped: cancel from another thread (PLLM_JNI_CHECK_NO_THREADS)\n");
+  } else {
+    std::atomic<int> pieces_seen{0};
+    std::atomic<bool> cancel_returned{false};
+    std::atomic<int> after_return{0};
+    std::atomic<bool> cancelling{false}, generation_over{false};
+    jvm.on_piece = [&](int32_t, std::vector<uint8_t>) {
+      if (cancel_returned.load()) after_return.fetch_add(1);
+      if (pieces_seen.fetch_add(1) == 2)  // hold the third piece until the other thread is cancelling
+        while (!cancelling.load()) std::this_thread::yield();
+    };
+    std::thread canceller([&] {
+      while (pieces_seen.load() < 3 && !generation_over.load()) std::this_thread::yield();
+      cancelling.store(true);
+      cancel(jvm.env(), nullptr, s, 4, JNI_TRUE, JNI_TRUE);
+      cancel_returned.store(true);
+    });
+    const auto crossed = jvm.doubles_of(generate(env, nullptr, s, 4, prompt, jvm.doubles({100, 1.0, 0, 1.0, 0, nan}),
+                                                 9, JNI_TRUE, jvm.array({}), jvm.sink()));
+    generation_over.store(true);
+    canceller.join();
+    check(crossed[7] == 4 && after_return.load() == 0, "cancel from another thread: the generation ended first");
+  }
 
   jvm.native_as<void (*)(JNIEnv*, jclass, jlong)>("sessionFree")(env, nullptr, s);
   jvm.native_as<void (*)(JNIEnv*, jclass, jlong)>("modelFree")(env, nullptr, m);
