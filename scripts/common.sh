@@ -15,7 +15,9 @@ DEB_PACKAGES=(cmake ninja-build g++ pkg-config libpcre2-dev libcli11-dev nlohman
               clang libclang-rt-dev llvm
               # the chat page's browser test (tests/py/test_web_chat.py): headless Chromium and
               # the matching chromedriver, which selenium is pointed at (it downloads nothing)
-              chromium chromium-driver)
+              chromium chromium-driver
+              # the Java binding (scripts/test_java.sh): javac / java and JUnit 5's console launcher
+              openjdk-17-jdk-headless junit5)
 # Installed when we can (root + apt), never required: the builds run without them.
 DEB_OPTIONAL=(ccache
               # the Vulkan backend: headers and the shader compiler at build time (without them it

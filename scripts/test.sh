@@ -2,12 +2,13 @@
 # The whole test suite (what CI runs through .ci/run):
 #   1. release build: every C++ unit test and the whole Python suite (the Vulkan backend's
 #      tests among them, on lavapipe: Debian mesa-vulkan-drivers); then the Python package
-#      (python/: `pip install ./python` into the venv) and its tests;
+#      (python/: `pip install ./python` into the venv) and its tests, and the Java binding
+#      (scripts/test_java.sh: the JNI library and its JUnit suite);
 #   2. AddressSanitizer + UBSan build: the C++ suites that parse input or manage memory
 #      (minus the cases that only re-run the real model's numerics) and the Python suites that
 #      feed outside bytes to the engine (GGUF files, CLI flags, tokenizer input, cache files,
-#      chat input, simulate scenarios, HTTP requests to the server) and the server soak (on a
-#      tiny model);
+#      chat input, simulate scenarios, HTTP requests to the server), the server soak (on a
+#      tiny model) and the Java binding's JNI library in a JVM;
 #   3. ThreadSanitizer build of the test cases whose code shares threads (thread pool, several
 #      callers on one engine, cancellation and pre-warm through the C API, prefix cache, the
 #      runtime's driver thread, the trace ring, the server soak on the tiny model) and the
@@ -50,6 +51,7 @@ CMAKE_ARGS="$(cmake_launcher) -DCMAKE_C_COMPILER=$(compiler_of C) -DCMAKE_CXX_CO
   SKBUILD_BUILD_DIR="$ROOT/build-python" "$VENV/bin/pip" install -q --disable-pip-version-check "$ROOT/python"
 "$VENV/bin/python" -m pytest -q "$ROOT/python/tests"
 "$ROOT/scripts/test_swift.sh"  # the Swift package (Package.swift): libpocketllm.so, then swift test
+"$ROOT/scripts/test_java.sh"  # the Java binding: JNI library, its shape, the JUnit suite
 
 log "AddressSanitizer + UBSan build (the suites that parse input or touch memory directly)"
 # Parsers (GGUF, tokenizer, chat template, KV snapshots, the prefix cache's files, the C API's
@@ -100,6 +102,7 @@ else
             "$ROOT/tests/py/test_prefix_cache.py::test_concurrent_writers_leave_the_directory_consistent")
 fi
 POCKETLLM_BIN="$ROOT/build-asan/pocketllm" POCKETLLM_SANITIZED=1 "$VENV/bin/python" -m pytest -q "${PY_ASAN[@]}"
+"$ROOT/scripts/test_java.sh" --asan $([ "$LONG" = 1 ] && echo --long)  # the JNI library under ASan in a JVM
 
 log "ThreadSanitizer build (concurrency tests)"
 # The test cases whose code shares threads: the pool, several callers on one engine, cancel
@@ -151,4 +154,5 @@ if [ -x "$ROOT/scripts/test_arm.sh" ]; then
   log "aarch64 kernel tests under qemu"
   "$ROOT/scripts/test_arm.sh"
 fi
+[ "$LONG" = 1 ] && "$ROOT/scripts/test_java_arm.sh"  # the JNI library for aarch64: C-level checks under qemu
 log "all tests passed"

@@ -1,0 +1,239 @@
+package org.pocketllm;
+
+import java.lang.ref.Cleaner;
+import java.util.List;
+import java.util.Objects;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * One conversation over a model's weights: its own KV cache, so several sessions of one model
+ * hold separate conversations and may run on separate threads. Each call passes the whole
+ * conversation; the session reuses the longest prefix its KV cache already holds, so a chat
+ * costs only the new turn.
+ *
+ * <p>Generations run on the session's own worker thread, one at a time in the order they were
+ * started; the blocking calls wait for theirs. {@link #cancel()} works from any thread.
+ */
+public final class Session implements AutoCloseable {
+  private final NativeHandle handle;
+  private final long modelPtr;  // alive while the session is: the session holds the model's handle
+  private final ThreadPoolExecutor worker;
+  private final Lifetime lifetime;
+  private final Cleaner.Cleanable cleanable;
+
+  /** What close() and the Cleaner need, without a reference to the Session. */
+  private static final class Lifetime implements Runnable {
+    final NativeHandle handle;
+    final ThreadPoolExecutor worker;
+    final AtomicLong lastId = new AtomicLong();  // generations are numbered 1, 2, ...
+    volatile Thread runner;  // the worker thread while a generation runs
+
+    Lifetime(NativeHandle handle, ThreadPoolExecutor worker) {
+      this.handle = handle;
+      this.worker = worker;
+    }
+
+    void cancel(long id, boolean onlyThis) {
+      long p = handle.tryAcquire();
+      if (p == 0) return;
+      try {
+        // Waiting on the worker itself (a listener cancelling) would wait for itself.
+        Native.sessionCancel(p, id, onlyThis, Thread.currentThread() != runner);
+      } finally {
+        handle.release();
+      }
+    }
+
+    @Override
+    public void run() {  // close: stop everything started, free once the last generation let go
+      cancel(Long.MAX_VALUE, false);
+      handle.close();
+      worker.shutdown();
+    }
+  }
+
+  Session(Model model, SessionParams params) {
+    int[] fields = params.toNative();
+    NativeHandle modelHandle = model.handle;
+    long mp = modelHandle.acquire();  // released when the session is freed
+    long sp;
+    try {
+      sp = Native.sessionCreate(mp, fields);
+    } catch (RuntimeException e) {
+      modelHandle.release();
+      throw e;
+    }
+    modelPtr = mp;
+    handle = new NativeHandle("session", sp, p -> {
+      Native.sessionFree(p);
+      modelHandle.release();
+    });
+    worker = Workers.sessionWorker();
+    lifetime = new Lifetime(handle, worker);
+    cleanable = Workers.CLEANER.register(this, lifetime);
+  }
+
+  // ---- blocking ---------------------------------------------------------------------------
+
+  /** The reply to a conversation, with the model's chat template. Waits for it (see Generation.await). */
+  public @NonNull Completion chat(@NonNull List<ChatMessage> messages, @NonNull GenerateOptions options) {
+    return stream(messages, options, NO_LISTENER).await();
+  }
+
+  public @NonNull Completion chat(@NonNull List<ChatMessage> messages) {
+    return chat(messages, GenerateOptions.defaults());
+  }
+
+  /** Continues raw text: no chat template; special tokens written in it are parsed, BOS added when the model wants one. */
+  public @NonNull Completion complete(@NonNull String prompt, @NonNull GenerateOptions options) {
+    return start(promptTokens(prompt), options, NO_LISTENER).await();
+  }
+
+  // ---- streaming --------------------------------------------------------------------------
+
+  /** Streams the reply to listener (on the session's worker thread); returns at once. */
+  public @NonNull Generation stream(@NonNull List<ChatMessage> messages, @NonNull GenerateOptions options,
+                                    @NonNull StreamListener listener) {
+    return start(chatTokens(messages, options), options, listener);
+  }
+
+  /** The reply as a Flow.Publisher of text pieces; generation starts when it is subscribed to. */
+  public @NonNull TokenStream stream(@NonNull List<ChatMessage> messages, @NonNull GenerateOptions options) {
+    return new TokenStream(this, chatTokens(messages, options), options);
+  }
+
+  /** Generates from prompt tokens (the whole context), streaming to listener; returns at once. */
+  public @NonNull Generation start(int @NonNull [] promptTokens, @NonNull GenerateOptions options,
+                                   @NonNull StreamListener listener) {
+    Objects.requireNonNull(promptTokens, "promptTokens");
+    Objects.requireNonNull(listener, "listener");
+    double[] sampling = options.samplingToNative();  // checked on the caller's thread
+    byte[][] stops = options.stopsToNative();
+    if (handle.isClosed()) throw closed();
+    Generation g = new Generation(this, lifetime.lastId.incrementAndGet());
+    Runnable task = () -> run(g, promptTokens.clone(), sampling, options, stops, listener);
+    try {
+      worker.execute(task);
+    } catch (RejectedExecutionException e) {  // closed meanwhile
+      throw closed();
+    }
+    return g;
+  }
+
+  private void run(Generation g, int[] prompt, double[] sampling, GenerateOptions options, byte[][] stops,
+                   StreamListener listener) {
+    g.started = true;
+    long p;
+    try {
+      p = handle.acquire();
+    } catch (PocketLLMException e) {
+      g.fail(e, listener);
+      return;
+    }
+    lifetime.runner = Thread.currentThread();
+    try {
+      StringBuilder text = new StringBuilder();
+      TokenSink sink = (token, utf8) -> {
+        String piece = new String(utf8, java.nio.charset.StandardCharsets.UTF_8);
+        text.append(piece);
+        listener.onToken(piece);
+      };
+      double[] stats = Native.generate(p, g.id, prompt, sampling, options.seedValue(), options.hasSeed(), stops, sink);
+      g.succeed(new Completion(text.toString(), new GenerationStats(stats)), listener);
+    } catch (Throwable e) {  // the engine's error, or the listener's, rethrown through generate
+      g.fail(e, listener);
+    } finally {
+      lifetime.runner = null;
+      handle.release();
+    }
+  }
+
+  /** Stops every generation started so far on this session, from any thread; returns once none runs (a step at most). */
+  public void cancel() {
+    lifetime.cancel(lifetime.lastId.get(), false);
+  }
+
+  void cancel(long id) {
+    lifetime.cancel(id, true);
+  }
+
+  /** True on the worker thread while one of this session's generations runs (its listeners' thread). */
+  boolean onWorker() {
+    return Thread.currentThread() == lifetime.runner;
+  }
+
+  /** Forgets the conversation (empties the KV cache), after the generations started so far. */
+  public void reset() {
+    if (onWorker()) {
+      throw new PocketLLMException.InvalidArgument("reset() cannot run inside one of the session's generations");
+    }
+    if (handle.isClosed()) throw closed();
+    try {
+      worker.submit(() -> {
+        long p = handle.acquire();
+        try {
+          Native.sessionReset(p);
+        } finally {
+          handle.release();
+        }
+      }).get();
+    } catch (RejectedExecutionException e) {
+      throw closed();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new PocketLLMException.Cancelled("interrupted while waiting for reset()");
+    } catch (ExecutionException e) {
+      throw Generation.unwrap(e.getCause());
+    }
+  }
+
+  /** Context length in tokens. */
+  public int nCtx() {
+    long p = handle.acquire();
+    try {
+      return Native.sessionNCtx(p);
+    } finally {
+      handle.release();
+    }
+  }
+
+  public boolean isClosed() {
+    return handle.isClosed();
+  }
+
+  /** Stops the generations and frees the KV cache (once a running generation has stopped). Idempotent. */
+  @Override
+  public void close() {
+    cleanable.clean();
+  }
+
+  // ---- prompts ----------------------------------------------------------------------------
+
+  private int[] chatTokens(List<ChatMessage> messages, GenerateOptions options) {
+    long p = handle.acquire();  // keeps modelPtr alive
+    try {
+      String text = Model.applyChatTemplate(modelPtr, messages, true, options.templateVariablesJson());
+      return Model.promptTokens(modelPtr, text);
+    } finally {
+      handle.release();
+    }
+  }
+
+  private int[] promptTokens(String prompt) {
+    long p = handle.acquire();
+    try {
+      return Model.promptTokens(modelPtr, prompt);
+    } finally {
+      handle.release();
+    }
+  }
+
+  private static PocketLLMException closed() {
+    return new PocketLLMException.InvalidArgument("the session is closed");
+  }
+
+  private static final StreamListener NO_LISTENER = piece -> {};
+}

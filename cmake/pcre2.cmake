@@ -1,0 +1,33 @@
+# The tokenizer's regex engine as the target pllm_pcre2, from one of three places:
+#   PLLM_PCRE2_SOURCE_DIR  a PCRE2 source tree built here as a static library (Android: the NDK
+#                          has no PCRE2; any release with a CMakeLists.txt, e.g. 10.42)
+#   PLLM_STATIC_PCRE2=ON   the system's libpcre2-8.a (a library loaded into someone else's
+#                          process, like the JNI library, then depends on nothing but libc)
+#   otherwise              the system's shared libpcre2-8 through pkg-config
+set(PLLM_PCRE2_SOURCE_DIR "" CACHE PATH "PCRE2 source tree to build statically (Android)")
+add_library(pllm_pcre2 INTERFACE)
+if(PLLM_PCRE2_SOURCE_DIR)
+  set(PCRE2_BUILD_PCRE2_8 ON CACHE BOOL "" FORCE)
+  set(PCRE2_BUILD_TESTS OFF CACHE BOOL "" FORCE)
+  set(PCRE2_BUILD_PCRE2GREP OFF CACHE BOOL "" FORCE)
+  set(PCRE2_SUPPORT_JIT ON CACHE BOOL "" FORCE)
+  set(BUILD_SHARED_LIBS OFF CACHE BOOL "" FORCE)
+  set(BUILD_STATIC_LIBS ON CACHE BOOL "" FORCE)
+  add_subdirectory(${PLLM_PCRE2_SOURCE_DIR} ${PROJECT_BINARY_DIR}/pcre2 EXCLUDE_FROM_ALL)
+  # The static target is pcre2-8-static from 10.43 on, pcre2-8 before.
+  if(TARGET pcre2-8-static)
+    target_link_libraries(pllm_pcre2 INTERFACE pcre2-8-static)
+  else()
+    target_link_libraries(pllm_pcre2 INTERFACE pcre2-8)
+  endif()
+  return()
+endif()
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+if(PLLM_STATIC_PCRE2)
+  find_library(PLLM_PCRE2_ARCHIVE NAMES libpcre2-8.a HINTS ${PCRE2_LIBRARY_DIRS} REQUIRED)
+  target_include_directories(pllm_pcre2 INTERFACE ${PCRE2_INCLUDE_DIRS})
+  target_link_libraries(pllm_pcre2 INTERFACE ${PLLM_PCRE2_ARCHIVE})
+else()
+  target_link_libraries(pllm_pcre2 INTERFACE PkgConfig::PCRE2)
+endif()
