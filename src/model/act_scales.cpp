@@ -52,7 +52,7 @@ Result<ActScaleCounts> apply_act_scales(const GgufFile& f, ModelWeights& w) {
     bool found = false;
     for (size_t gi = 0; gi < groups.size(); ++gi)
       for (const Matrix* m : groups[gi])
-        if (m->name == tensor) {
+        if (!m->name.empty() && m->name == tensor) {  // a layer without conv weights has unnamed ones
           found = true;
           group_scale[gi] = std::max(group_scale[gi], float(d));
         }
