@@ -17,7 +17,9 @@ std::function<int()> add_chat(CLI::App& app) {
     Session session(model, o->session);
     PrefixCache cache(model, o->cache);
     cache.attach(session);
-    const pllm_sampling_params sp = o->sampling(model.p);
+    const Grammar grammar(model, o->grammar);  // each reply follows it
+    pllm_sampling_params sp = o->sampling(model.p);
+    sp.grammar = grammar.p;
     std::vector<std::pair<std::string, std::string>> history;
     auto reset = [&] {
       history.clear();

@@ -38,7 +38,10 @@ std::function<int()> add_run(CLI::App& app) {
     Session session(model, o->gen.session);
     PrefixCache cache(model, o->gen.cache);
     cache.attach(session);
-    const GenerationResult r = generate(session, ids, o->gen.sampling(model.p), !o->json);
+    const Grammar grammar(model, o->gen.grammar);
+    pllm_sampling_params sp = o->gen.sampling(model.p);
+    sp.grammar = grammar.p;
+    const GenerationResult r = generate(session, ids, sp, !o->json);
     if (o->json) {
       nlohmann::json j = {{"text", r.text},
                           {"tokens", r.tokens},

@@ -42,6 +42,7 @@ void GenerationOptions::add_to(CLI::App* cmd) {
       ->check(CLI::Range(0, 1 << 20));
   session.add_to(cmd);
   cache.add_to(cmd);
+  grammar.add_to(cmd);
 }
 
 pllm_sampling_params GenerationOptions::sampling(const pllm_model* model) const {

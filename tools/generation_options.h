@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cli_common.h"
+#include "grammar_options.h"
 
 namespace cli {
 
@@ -24,6 +25,7 @@ struct GenerationOptions {
   std::string template_vars;           // --chat-template-kwargs JSON
   SessionOptions session;  // -t, -c, --int8-act, --no-fuse, --profile
   CacheOptions cache;      // --cache-dir, --cache-ram, --cache-disk, --no-cache
+  GrammarOptions grammar;  // --grammar-file, --json-schema, --json-object
 
   void add_to(CLI::App* cmd);
   // The model as these options load it (--repack, --chat-template).

@@ -240,6 +240,26 @@ PLLM_API void pllm_session_reset(pllm_session* session);
 PLLM_API pllm_status pllm_session_eval(pllm_session* session, const pllm_token* tokens, size_t n_tokens,
                                        float* logits_out);
 
+/* ---- Grammars: constrained generation ------------------------------------- */
+
+/* A compiled grammar for one model's vocabulary; generation with it (pllm_sampling_params.grammar)
+ * writes only text the grammar accepts, and ends (at an end-of-generation token) only where the
+ * text is complete. Immutable: one grammar may serve many sessions and threads at once. */
+typedef struct pllm_grammar pllm_grammar;
+typedef enum pllm_grammar_kind {
+  PLLM_GRAMMAR_GBNF = 0,        /* text: llama.cpp's GBNF, start rule "root" */
+  PLLM_GRAMMAR_JSON_SCHEMA = 1, /* text: a JSON Schema (a keyword it cannot enforce is an error) */
+  PLLM_GRAMMAR_JSON = 2         /* any JSON value; text must be NULL */
+} pllm_grammar_kind;
+/* Compiles text for model's vocabulary. PLLM_ERR_INVALID_ARGUMENT with the reason
+ * (pllm_last_error: line:column for GBNF, keyword and JSON pointer for a schema). */
+PLLM_API pllm_status pllm_grammar_create(const pllm_model* model, pllm_grammar_kind kind, const char* text,
+                                         pllm_grammar** out);
+PLLM_API void pllm_grammar_free(pllm_grammar* grammar);
+/* The grammar as GBNF (what a schema compiled to), into out (NUL-terminated); *n_written gets
+ * its length. PLLM_ERR_OUT_OF_RANGE (and the length needed in *n_written) when it does not fit. */
+PLLM_API pllm_status pllm_grammar_gbnf(const pllm_grammar* grammar, char* out, size_t capacity, size_t* n_written);
+
 /* ---- Generation ------------------------------------------------------------ */
 
 typedef struct pllm_sampling_params {
@@ -254,6 +274,7 @@ typedef struct pllm_sampling_params {
   const char* const* stop_strings;  /* generation stops when the text ends with one (not emitted) */
   size_t n_stop_strings;
   int32_t ignore_eos;               /* 1: do not stop at end-of-generation tokens (benchmarks) */
+  const pllm_grammar* grammar;      /* NULL: free text; else the text follows it (same model) */
 } pllm_sampling_params;
 
 /* The sampler's generic defaults (llama.cpp's): temperature 0.8, top-k 40, top-p 0.95, min-p 0.05. */
@@ -358,7 +379,8 @@ typedef struct pllm_step_item {
   const pllm_sampling_params* sampling; /* NULL: logits only (pllm_session_logits); else one token is
                                            sampled from the last logits with the session's sampler
                                            (seeded by sampling->seed when first used or changed;
-                                           max_tokens and stop strings do not apply) */
+                                           max_tokens and stop strings do not apply; a grammar
+                                           runs on while the same one is named) */
   float* logits_out;        /* NULL, or n_tokens * n_vocab floats: every row's logits (then
                                pllm_session_logits and sampling are not available for this item) */
   pllm_token token;         /* out: the sampled token, or -1 */

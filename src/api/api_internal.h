@@ -19,6 +19,12 @@
 struct pllm_model {
   std::shared_ptr<const pllm::Model> model;
   pllm::ChatTemplateMode chat_template = pllm::ChatTemplateMode::file;  // pllm_model_params::chat_template
+  mutable pllm::LazyTokenVocab vocab;  // for grammars (pllm_grammar_create)
+};
+
+struct pllm_grammar {
+  pllm::GrammarConstraint constraint;
+  const pllm::Model* model = nullptr;  // whose vocabulary it was made for
 };
 
 struct pllm_session {
@@ -27,6 +33,7 @@ struct pllm_session {
   // the sampling parameters change.
   std::unique_ptr<pllm::Sampler> sampler;
   pllm::SamplingConfig sampler_cfg;
+  const pllm_grammar* sampler_grammar = nullptr;
 };
 
 namespace pllm {
@@ -112,4 +119,8 @@ pllm_status create_session(pllm_model* m, pllm_engine* e, const pllm_session_par
 pllm_status session_config(const pllm_session_params* params, pllm::SessionConfig& cfg);
 // Checks the ranges and converts; false when a parameter is out of range.
 bool sampling_config(const pllm_sampling_params& sp, pllm::SamplingConfig& out);
+// sp.grammar as a constraint for a session of model m (none when null); an error for a grammar
+// made for another model. fn names the calling function in the message.
+pllm_status grammar_constraint(const pllm_sampling_params& sp, const pllm::Model& m, const char* fn,
+                               pllm::GrammarConstraint& out);
 }  // namespace pllm_api

@@ -107,6 +107,11 @@ pllm_status pllm_engine_step(pllm_engine* e, pllm_step_item* items, size_t n_ite
       if (it.sampling && !sampling_config(*it.sampling, sc))
         return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_engine_step: item " + std::to_string(i) +
                                                    ": sampling parameter out of range");
+      pllm::GrammarConstraint gc;
+      if (it.sampling)
+        if (pllm_status st = grammar_constraint(*it.sampling, it.session->session->model(), "pllm_engine_step", gc);
+            st != PLLM_OK)
+          return st;
       const int32_t n_vocab = it.session->session->model().config().n_vocab;
       for (size_t j = 0; j < it.n_tokens; ++j)
         if (it.tokens[j] < 0 || it.tokens[j] >= n_vocab)
@@ -126,11 +131,19 @@ pllm_status pllm_engine_step(pllm_engine* e, pllm_step_item* items, size_t n_ite
       pllm_session& s = *it.session;
       pllm::SamplingConfig sc;
       sampling_config(*it.sampling, sc);
-      if (!s.sampler || !(sc == s.sampler_cfg)) {
-        s.sampler = std::make_unique<pllm::Sampler>(sc, s.session->model().config().n_vocab);
+      // A grammar's state runs on while the same grammar is named; another one starts afresh.
+      if (!s.sampler || !(sc == s.sampler_cfg) || it.sampling->grammar != s.sampler_grammar) {
+        pllm::GrammarConstraint gc;
+        if (it.sampling->grammar) gc = it.sampling->grammar->constraint;
+        s.sampler = std::make_unique<pllm::Sampler>(sc, s.session->model().config().n_vocab, gc);
         s.sampler_cfg = sc;
+        s.sampler_grammar = it.sampling->grammar;
       }
       it.token = s.sampler->sample(s.session->last_logits(), s.session->history());
+      if (it.token == pllm::Sampler::kNoToken) {
+        it.status = PLLM_ERR_INVALID_ARGUMENT;
+        pllm_api::fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_engine_step: the grammar allows no token here");
+      }
     }
     if (!r.ok()) return fail(r.error());
     return PLLM_OK;

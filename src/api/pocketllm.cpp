@@ -141,7 +141,8 @@ pllm_status pllm_model_load(const char* path, const pllm_model_params* params, p
     if (!m.ok()) return fail(m.error());
     *out = new pllm_model{std::move(m).value(), p.chat_template == PLLM_CHAT_TEMPLATE_NATIVE
                                                    ? pllm::ChatTemplateMode::native
-                                                   : pllm::ChatTemplateMode::file};
+                                                   : pllm::ChatTemplateMode::file,
+                          {}};
     return PLLM_OK;
   });
 }
@@ -389,6 +390,8 @@ pllm_status pllm_generate(pllm_session* s, const pllm_token* prompt, size_t n_pr
     pllm::GenerateParams gp;
     if (!sampling_config(sp, gp.sampling) || sp.max_tokens < 0 || (sp.n_stop_strings && !sp.stop_strings))
       return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_generate: sampling parameter out of range");
+    if (pllm_status st = grammar_constraint(sp, s->session->model(), "pllm_generate", gp.grammar); st != PLLM_OK)
+      return st;
     gp.max_tokens = sp.max_tokens;
     gp.ignore_eos = sp.ignore_eos != 0;
     for (size_t i = 0; i < sp.n_stop_strings; ++i) {

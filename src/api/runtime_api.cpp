@@ -193,8 +193,11 @@ pllm_status pllm_runtime_submit(pllm_runtime* r, int64_t session, const pllm_req
     if (req->base_weight >= 0) rr.base_weight = req->base_weight;
     rr.prompt.assign(req->prompt, req->prompt + req->n_prompt);
     rr.max_tokens = req->max_tokens;
-    if (!sampling_config(req->sampling ? *req->sampling : r->default_sampling, rr.sampling))
+    const pllm_sampling_params& sp = req->sampling ? *req->sampling : r->default_sampling;
+    if (!sampling_config(sp, rr.sampling))
       return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_runtime_submit: sampling parameter out of range");
+    if (pllm_status st = grammar_constraint(sp, *r->model, "pllm_runtime_submit", rr.grammar); st != PLLM_OK)
+      return st;
     if (req->on_event) {
       // Token text through a per-request stream decoder (multi-byte characters split over
       // tokens come out whole).

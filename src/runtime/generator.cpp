@@ -16,6 +16,13 @@ double ms_since(Clock::time_point t0) {
 
 }  // namespace
 
+Error grammar_dead_end(const Tokenizer& tok, std::span<const int32_t> history, size_t n_prompt) {
+  const std::string text = tok.decode(history.subspan(std::min(n_prompt, history.size())));
+  return make_error(Status::invalid_argument,
+                    "the grammar allows no token of this vocabulary after the generated text \"" +
+                        text.substr(text.size() > 200 ? text.size() - 200 : 0) + "\"");
+}
+
 Result<GenerateStats> generate(Session& s, std::span<const int32_t> prompt, const GenerateParams& params,
                                const TokenCallback& on_token) {
   GenerateStats st;
@@ -55,13 +62,14 @@ Result<GenerateStats> generate(Session& s, std::span<const int32_t> prompt, cons
   const double prefill_ms = ms_since(t0);
   st.prefill_tps = prefill_ms > 0 ? double(prompt.size() - common) * 1000.0 / prefill_ms : 0.0;
 
-  Sampler sampler(params.sampling, model.config().n_vocab);
+  Sampler sampler(params.sampling, model.config().n_vocab, params.grammar);
   StreamDecoder decoder(tok);
   StopMatcher stops(params.stop_strings);
   st.reason = EndReason::done;
   Clock::time_point t_first{};
   for (int i = 0; i < params.max_tokens; ++i) {
     const int32_t id = sampler.sample(s.last_logits(), s.history());
+    if (id == Sampler::kNoToken) return grammar_dead_end(tok, s.history(), prompt.size());
     if (i == 0) {
       t_first = Clock::now();
       st.ttft_ms = std::chrono::duration<double, std::milli>(t_first - t0).count();

@@ -20,6 +20,7 @@ struct GenerateParams {
   int max_tokens = 256;
   std::vector<std::string> stop_strings;
   bool ignore_eos = false;  // keep going past end-of-generation tokens
+  GrammarConstraint grammar;  // the text follows it (the model may end only where it is complete)
 };
 
 struct GenerateStats {
@@ -36,6 +37,9 @@ struct GenerateStats {
 
 // Called per generated token with the newly completed text; return false to stop.
 using TokenCallback = std::function<bool(int32_t token, std::string_view text)>;
+
+// The error of a generation whose grammar allows no token (history: prompt then generated).
+Error grammar_dead_end(const Tokenizer& tok, std::span<const int32_t> history, size_t n_prompt);
 
 Result<GenerateStats> generate(Session& s, std::span<const int32_t> prompt, const GenerateParams& params,
                                const TokenCallback& on_token);

@@ -5,8 +5,10 @@
 
 namespace pllm {
 
-Sampler::Sampler(const SamplingConfig& cfg, int n_vocab) : cfg_(cfg), rng_state_(cfg.seed) {
+Sampler::Sampler(const SamplingConfig& cfg, int n_vocab, const GrammarConstraint& grammar)
+    : cfg_(cfg), rng_state_(cfg.seed) {
   cands_.reserve(size_t(n_vocab));
+  if (grammar) matcher_.emplace(grammar.grammar, grammar.vocab);
 }
 
 // splitmix64: tiny, well-distributed, identical on every platform.
@@ -34,6 +36,18 @@ int32_t Sampler::sample(float* logits, std::span<const int32_t> recent) {
     }
   }
 
+  int32_t id = draw(logits);
+  if (matcher_ && !matcher_->accepts(id)) {
+    matcher_->mask_logits(std::span<float>(logits, size_t(n_vocab)));
+    if (std::none_of(logits, logits + n_vocab, [](float l) { return l > -INFINITY; })) return kNoToken;
+    id = draw(logits);
+  }
+  if (matcher_ && !matcher_->accept(id).ok()) return kNoToken;  // the mask allowed it: cannot happen
+  return id;
+}
+
+int32_t Sampler::draw(float* logits) {
+  const int n_vocab = int(cands_.capacity());
   if (cfg_.temperature <= 0.0f) {
     return int32_t(std::max_element(logits, logits + n_vocab) - logits);
   }
@@ -84,6 +98,7 @@ int32_t Sampler::sample(float* logits, std::span<const int32_t> recent) {
     cum += cands_[i].p;
     if (r < cum) return cands_[i].id;
   }
+  while (n > 1 && cands_[n - 1].p <= 0.0f) --n;  // rounding left r past the sum: not a masked token
   return cands_[n - 1].id;
 }
 

@@ -80,6 +80,7 @@ struct RuntimeRequest {
   std::vector<int32_t> prompt;                     // appended to the context first (may be empty)
   int max_tokens = 0;                              // then at most this many tokens (0: prefill only)
   SamplingConfig sampling;                         // greedy when temperature <= 0
+  GrammarConstraint grammar;                       // the generated text follows it (when set)
   int top_logprobs = -1;                           // >= 0: token events carry logprobs (and this many alternatives)
   RuntimeCallback on_event;                        // may be empty
 };

@@ -131,9 +131,13 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
         w.result = RowResult{0, false, Status::invalid_argument};
         continue;
       }
-      if (!live.sampler) live.sampler = std::make_unique<Sampler>(live.req.sampling, n_vocab);
+      if (!live.sampler) live.sampler = std::make_unique<Sampler>(live.req.sampling, n_vocab, live.req.grammar);
       if (live.req.top_logprobs >= 0) logprob_scratch.assign(s.last_logits(), s.last_logits() + n_vocab);
       w.token = live.sampler->sample(s.last_logits(), s.history());
+      if (w.token == Sampler::kNoToken) {  // the grammar allows no token: the request fails
+        w.result = RowResult{0, false, Status::invalid_argument};
+        continue;
+      }
       if (tok.is_end_of_generation(w.token)) {
         w.result = RowResult{0, true, Status::ok};
         continue;

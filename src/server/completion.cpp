@@ -127,6 +127,12 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
                                 std::to_string(n_prompt) + " and max_tokens asks for " +
                                 std::to_string(r.max_tokens > 0 ? r.max_tokens : 1) + " more"},
                       endpoint);
+  GrammarConstraint grammar;
+  if (r.grammar_kind) {
+    auto g = compile_grammar(*r.grammar_kind, r.grammar_text);
+    if (!g.ok()) return send_error(res, {400, "invalid_request_error", r.grammar_param, "", g.error().message}, endpoint);
+    grammar = {std::move(g).value(), vocab.get(model->tokenizer())};
+  }
   SessionConfig scfg = opt.session;
   scfg.n_ctx = opt.n_ctx;
   scfg.n_batch = std::max(scfg.n_batch, runtime->prefill_chunk());
@@ -139,6 +145,7 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
   rr.max_tokens = r.max_tokens > 0 ? r.max_tokens : room;
   rr.sampling = r.sampling;
   rr.top_logprobs = r.top_logprobs;
+  rr.grammar = std::move(grammar);
   rr.on_event = [channel](const RuntimeEvent& e) { channel->push(e); };
   if (auto sub = runtime->submit(*key, std::move(rr)); !sub.ok()) {
     (void)runtime->remove_session(*key);

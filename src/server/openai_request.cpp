@@ -104,6 +104,33 @@ void parse_stop(const json& j, CompletionRequest& r) {
   }
 }
 
+// response_format: {"type": "text" | "json_object"} or {"type": "json_schema", "json_schema":
+// {"name": ..., "schema": {...}, "strict": ...}}. The grammar enforces the schema whether or
+// not strict is set (a schema keyword it cannot enforce is an error either way, never ignored).
+void response_format(const json& f, CompletionRequest& r) {
+  if (!f.is_object() || !f.contains("type") || !f["type"].is_string())
+    bad("response_format", "'response_format' must be an object with a 'type'");
+  const std::string type = f["type"].get<std::string>();
+  if (type == "text") return;
+  r.grammar_param = "response_format";
+  if (type == "json_object") {
+    r.grammar_kind = GrammarKind::json;
+    return;
+  }
+  if (type != "json_schema")
+    bad("response_format", "response_format type '" + type + "' is not one of text, json_object, json_schema");
+  if (!f.contains("json_schema") || !f["json_schema"].is_object())
+    bad("response_format", "response_format json_schema needs a 'json_schema' object");
+  const json& js = f["json_schema"];
+  if (!js.contains("name") || !js["name"].is_string() || js["name"].get<std::string>().empty())
+    bad("response_format", "response_format json_schema needs a 'name'");
+  if (js.contains("strict") && !js["strict"].is_null() && !js["strict"].is_boolean())
+    bad("response_format", "response_format json_schema 'strict' must be true or false");
+  if (!js.contains("schema") || !(js["schema"].is_object() || js["schema"].is_boolean()))
+    bad("response_format", "response_format json_schema needs a 'schema' (a JSON Schema object)");
+  r.grammar_kind = GrammarKind::json_schema;  // grammar_text: the schema with its key order (below)
+}
+
 CompletionRequest parse(const json& j, bool chat, const SamplingConfig& defaults) {
   if (!j.is_object()) bad("", "the request body must be a JSON object");
   CompletionRequest r;
@@ -152,9 +179,13 @@ CompletionRequest parse(const json& j, bool chat, const SamplingConfig& defaults
   }
   for (const char* key : {"tools", "functions", "tool_choice", "function_call"})
     if (j.contains(key) && !j[key].is_null()) bad(key, std::string("'") + key + "' is not supported");
-  if (j.contains("response_format") && !j["response_format"].is_null()) {
-    const json& f = j["response_format"];
-    if (!f.is_object() || f.value("type", "") != "text") bad("response_format", "only response_format {\"type\": \"text\"}");
+  if (j.contains("response_format") && !j["response_format"].is_null()) response_format(j["response_format"], r);
+  if (j.contains("grammar") && !j["grammar"].is_null()) {
+    if (r.grammar_kind) bad("grammar", "'grammar' and a JSON 'response_format' exclude each other");
+    if (!j["grammar"].is_string()) bad("grammar", "'grammar' must be a string (GBNF)");
+    r.grammar_kind = GrammarKind::gbnf;
+    r.grammar_text = j["grammar"].get<std::string>();
+    r.grammar_param = "grammar";
   }
   return r;
 }
@@ -170,6 +201,11 @@ ParseResult parse_completion_request(std::string_view body, bool chat, const Sam
   }
   try {
     out.request = parse(j, chat, defaults);
+    if (out.request->grammar_kind == GrammarKind::json_schema) {
+      // Again with the keys in their order: the schema's property order is the reply's.
+      const auto o = nlohmann::ordered_json::parse(body.begin(), body.end(), nullptr, false);
+      out.request->grammar_text = o["response_format"]["json_schema"]["schema"].dump();
+    }
   } catch (const Bad& b) {
     out.error = b.e;
   } catch (const json::exception& e) {  // a type nlohmann refuses to convert (caught above too)

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "constrained/grammar_source.h"
 #include "model/chat_prompt.h"
 #include "model/sampling_config.h"
 #include "tokenizer/chat_template.h"
@@ -34,6 +35,11 @@ struct CompletionRequest {
   std::vector<std::string> stop;      // at most 4
   int top_logprobs = -1;              // -1: no logprobs; else 0..20 alternatives per token
   ChatTemplateVars template_vars;     // chat_template_kwargs (llama.cpp's name), e.g. enable_thinking
+  // response_format json_object / json_schema, or `grammar` (GBNF, llama.cpp's field): the
+  // source of the grammar the reply follows; compiled where the model's vocabulary is at hand.
+  std::optional<GrammarKind> grammar_kind;
+  std::string grammar_text;   // the GBNF, or the schema as JSON text
+  std::string grammar_param;  // the request field it came from (errors name it)
 };
 
 // defaults: the model's sampling defaults (seed included). Limits: at most 4 stop strings of

@@ -28,6 +28,7 @@ struct HttpServer::Impl {
   std::shared_ptr<PrefixCache> cache;
   std::shared_ptr<Engine> engine;
   std::unique_ptr<ScheduledRuntime> runtime;
+  LazyTokenVocab vocab;  // the model's, for grammars (built on the first constrained request)
   std::atomic<bool> ready{false};
   std::atomic<uint64_t> next_id{1};
 
