@@ -115,3 +115,31 @@ def test_what_cannot_be_enforced_is_a_400(server, body, param, words):
     assert err["param"] == param, err
     for w in words:
         assert w in err["message"], err
+
+
+def test_cli_run_follows_a_schema(pllm_bin, smollm2_path, work_dir):
+    import pllm_cli
+    schema = work_dir / "person.json"
+    schema.write_text(json.dumps(PERSON))
+    for seed in (1, 2, 3):
+        proc = pllm_cli.run_cli(pllm_bin, ["run", "-m", smollm2_path, "-p", "Describe a person as JSON.",
+                                           "--json-schema", schema, "--temp", "1", "--seed", str(seed), "-n", "200",
+                                           "--json"])
+        assert proc.returncode == 0, proc.stderr
+        jsonschema.validate(json.loads(json.loads(proc.stdout)["text"]), PERSON)
+
+
+def test_cli_grammar_flags_errors(pllm_bin, smollm2_path, work_dir):
+    import pllm_cli
+    bad = work_dir / "bad.json"
+    bad.write_text(json.dumps({"type": "object", "properties": {"x": {"type": "string", "format": "no-such"}}}))
+    gbnf = work_dir / "g.gbnf"
+    gbnf.write_text('root ::= "a"\n')
+    base = ["run", "-m", smollm2_path, "-p", "hi", "-n", "4"]
+    msg = pllm_cli.assert_clean_error(pllm_cli.run_cli(pllm_bin, base + ["--json-schema", bad]))
+    assert "format" in msg and "/properties/x" in msg, msg
+    pllm_cli.assert_clean_error(pllm_cli.run_cli(pllm_bin, base + ["--json-schema", bad, "--grammar-file", gbnf]))
+    pllm_cli.assert_clean_error(pllm_cli.run_cli(pllm_bin, base + ["--json-object", "--grammar-file", gbnf]))
+    pllm_cli.assert_clean_error(pllm_cli.run_cli(pllm_bin, base + ["--grammar-file", work_dir / "missing.gbnf"]))
+    ok = pllm_cli.run_cli(pllm_bin, base + ["--grammar-file", gbnf, "--json"])
+    assert ok.returncode == 0 and json.loads(ok.stdout)["text"] == "a", ok.stderr
