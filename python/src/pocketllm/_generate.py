@@ -3,13 +3,14 @@ sampling parameters."""
 from __future__ import annotations
 
 import ctypes as C
+import json
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from ._errors import InvalidArgument, check
-from ._lib import TOKEN_FN, GenerationStats, SamplingParams, lib
+from ._lib import TOKEN_FN, GenerationStats, Owned, SamplingParams, lib
 
 # pllm_stop_reason by value. The package stops a generation through the token callback only
 # to cancel it, so PLLM_STOP_CALLBACK reads "cancelled" like PLLM_STOP_CANCELLED.
@@ -43,13 +44,54 @@ class Completion(str):
         return obj
 
 
+GRAMMAR_GBNF, GRAMMAR_JSON_SCHEMA, GRAMMAR_JSON = 0, 1, 2  # pllm_grammar_kind
+
+
+def grammar_of(model: int, response_format: Any, grammar: str | None) -> Optional[Owned]:
+    """The compiled constraint of a call: ``response_format`` as OpenAI's ({"type": "text" |
+    "json_object"}, {"type": "json_schema", "json_schema": {"schema": {...}}}) or a Pydantic
+    model class, or ``grammar`` (GBNF text). None when the reply is free text."""
+    if response_format is not None and grammar is not None:
+        raise InvalidArgument("response_format and grammar exclude each other")
+    kind, text = None, None
+    if grammar is not None:
+        if not isinstance(grammar, str):
+            raise InvalidArgument("grammar must be GBNF text (a str)")
+        kind, text = GRAMMAR_GBNF, grammar
+    elif hasattr(response_format, "model_json_schema"):  # a Pydantic model class
+        kind, text = GRAMMAR_JSON_SCHEMA, json.dumps(response_format.model_json_schema())
+    elif response_format is not None:
+        if not isinstance(response_format, dict) or not isinstance(response_format.get("type"), str):
+            raise InvalidArgument("response_format must be a dict with a 'type' (or a Pydantic model class)")
+        t = response_format["type"]
+        if t == "json_object":
+            kind = GRAMMAR_JSON
+        elif t == "json_schema":
+            js = response_format.get("json_schema")
+            if not isinstance(js, dict) or "schema" not in js:
+                raise InvalidArgument("response_format json_schema needs {'json_schema': {'schema': ...}}")
+            kind, text = GRAMMAR_JSON_SCHEMA, json.dumps(js["schema"])
+        elif t != "text":
+            raise InvalidArgument(f"response_format type {t!r} is not one of text, json_object, json_schema")
+    if kind is None:
+        return None
+    out = C.c_void_p()
+    check(lib.pllm_grammar_create(model, kind, None if text is None else text.encode("utf-8"), C.byref(out)))
+    return Owned(out.value, lib.pllm_grammar_free)
+
+
 def sampling(model: int, max_tokens: int, temperature: float | None, top_p: float | None,
              top_k: int | None, min_p: float | None, repeat_penalty: float | None, seed: int | None,
-             stop: str | Sequence[str] | None) -> SamplingParams:
+             stop: str | Sequence[str] | None, response_format: Any = None,
+             grammar: str | None = None) -> SamplingParams:
     """The model's own sampling (pllm_model_sampling_params: greedy unless its file says
-    otherwise) with the given fields replaced. The stop strings' buffers live as long as the
-    struct (ctypes keeps what is assigned to a pointer field)."""
+    otherwise) with the given fields replaced. The stop strings' buffers and the grammar live as
+    long as the struct (ctypes keeps what is assigned to a pointer field; the grammar's owner is
+    kept on the struct)."""
     sp = lib.pllm_model_sampling_params(model)
+    sp.grammar_owner = grammar_of(model, response_format, grammar)
+    if sp.grammar_owner is not None:
+        sp.grammar = sp.grammar_owner.ptr
     sp.max_tokens = max_tokens
     for name, value in (("temperature", temperature), ("top_p", top_p), ("top_k", top_k),
                         ("min_p", min_p), ("repeat_penalty", repeat_penalty)):

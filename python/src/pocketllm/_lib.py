@@ -37,7 +37,7 @@ class SamplingParams(C.Structure):
     _fields_ = [("temperature", c_float), ("top_k", c_i32), ("top_p", c_float), ("min_p", c_float),
                 ("repeat_penalty", c_float), ("repeat_last_n", c_i32), ("seed", c_u64),
                 ("max_tokens", c_i32), ("stop_strings", C.POINTER(c_char_p)), ("n_stop_strings", c_size),
-                ("ignore_eos", c_i32)]
+                ("ignore_eos", c_i32), ("grammar", c_void_p)]
 
 
 class GenerationStats(C.Structure):
@@ -109,6 +109,8 @@ _SIGNATURES = {
     "pllm_session_reset": (None, [c_void_p]),
     "pllm_session_cancel": (None, [c_void_p]),
     "pllm_model_sampling_params": (SamplingParams, [c_void_p]),
+    "pllm_grammar_create": (c_int, [c_void_p, c_int, c_char_p, P(c_void_p)]),
+    "pllm_grammar_free": (None, [c_void_p]),
     "pllm_generate": (c_int, [c_void_p, P(c_i32), c_size, P(SamplingParams), TOKEN_FN, c_void_p,
                               P(GenerationStats)]),
     "pllm_prefix_cache_default_params": (PrefixCacheParams, []),

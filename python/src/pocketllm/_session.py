@@ -90,20 +90,25 @@ class Session:
     def chat(self, messages: Sequence[_text.Message], *, stream: Literal[False] = ..., max_tokens: int = ...,
              temperature: Optional[float] = ..., top_p: Optional[float] = ..., top_k: Optional[int] = ...,
              min_p: Optional[float] = ..., repeat_penalty: Optional[float] = ..., seed: Optional[int] = ...,
-             stop: Union[str, Sequence[str], None] = ...) -> Completion: ...
+             stop: Union[str, Sequence[str], None] = ..., response_format: Any = ...,
+             grammar: Optional[str] = ...) -> Completion: ...
 
     @overload
     def chat(self, messages: Sequence[_text.Message], *, stream: Literal[True], max_tokens: int = ...,
              temperature: Optional[float] = ..., top_p: Optional[float] = ..., top_k: Optional[int] = ...,
              min_p: Optional[float] = ..., repeat_penalty: Optional[float] = ..., seed: Optional[int] = ...,
-             stop: Union[str, Sequence[str], None] = ...) -> Stream: ...
+             stop: Union[str, Sequence[str], None] = ..., response_format: Any = ...,
+             grammar: Optional[str] = ...) -> Stream: ...
 
     def chat(self, messages, *, stream=False, chat_template_kwargs=None, **sampling_args):
         """Reply to ``messages`` ([{"role": "system"|"user"|"assistant", "content": str}, ...])
         with the model's chat template (``chat_template_kwargs``: variables it reads, e.g.
         ``{"enable_thinking": False}`` for Qwen3). Sampling is the model's own (greedy unless its
         file says otherwise) with the given fields replaced; ``seed`` None keeps the engine's 0.
-        Returns a Completion (a str with ``.stats``) or, with ``stream=True``, a Stream."""
+        ``response_format`` (OpenAI's dicts: json_object, json_schema; or a Pydantic model class)
+        or ``grammar`` (GBNF) constrain the reply; a schema keyword the engine cannot enforce
+        raises InvalidArgument naming it. Returns a Completion (a str with ``.stats``) or, with
+        ``stream=True``, a Stream."""
         model = self._model_ptr()
         ids = _text.prompt_ids(model, _text.apply_template(model, messages, add_generation_prompt=True,
                                                            template_vars=chat_template_kwargs))
@@ -127,9 +132,10 @@ class Session:
     def _generate(self, ids: list[int], stream: bool, *, max_tokens: int = 256, temperature: Optional[float] = None,
                   top_p: Optional[float] = None, top_k: Optional[int] = None, min_p: Optional[float] = None,
                   repeat_penalty: Optional[float] = None, seed: Optional[int] = None,
-                  stop: Union[str, Sequence[str], None] = None) -> Union[Completion, Stream]:
+                  stop: Union[str, Sequence[str], None] = None, response_format: Any = None,
+                  grammar: Optional[str] = None) -> Union[Completion, Stream]:
         sp = sampling(self._model_ptr(), _i32("max_tokens", max_tokens), temperature, top_p, top_k, min_p,
-                      repeat_penalty, seed, stop)
+                      repeat_penalty, seed, stop, response_format, grammar)
         h = self._h  # the generation holds the handle (not the Session) for as long as it runs
         self._lock.acquire()  # released by the worker when the generation ends
         try:
