@@ -200,9 +200,9 @@ Result<void> SchemaCompiler::check_keywords(const Json& schema, const std::strin
   if (!schema.is_object()) return {};
   for (const auto& [key, value] : schema.items()) {
     if (key == "uniqueItems" && value.is_boolean() && !value.get<bool>()) continue;  // no constraint
-    if (kUnsupported.count(key)) return schema_error(key, child_pointer(pointer, key), "not supported");
+    if (kUnsupported.count(key)) return schema_error(key, pointer, "not supported");
     if (key == "$id" && &schema != &root_)
-      return schema_error(key, child_pointer(pointer, key), "a base URI below the root is not supported");
+      return schema_error(key, pointer, "a base URI below the root is not supported");
   }
   return {};
 }
@@ -226,7 +226,7 @@ Result<Compiled> SchemaCompiler::compile(const Json& schema, const std::string& 
     if (key != "$ref" && is_constraining(key)) ref_siblings = true;
   if (schema.contains("$ref")) {
     const Json& ref = schema["$ref"];
-    if (!ref.is_string()) return schema_error("$ref", child_pointer(pointer, "$ref"), "must be a string");
+    if (!ref.is_string()) return schema_error("$ref", pointer, "must be a string");
     if (!ref_siblings) return compile_ref(ref.get<std::string>(), pointer);
   }
   if (schema.contains("$ref") || schema.contains("allOf")) {
@@ -241,7 +241,6 @@ Result<Compiled> SchemaCompiler::compile(const Json& schema, const std::string& 
 
 Result<std::pair<const Json*, std::string>> SchemaCompiler::resolve(const std::string& ref,
                                                                    const std::string& pointer) const {
-  const std::string at = child_pointer(pointer, "$ref");
   std::string rest = ref;
   // A reference through the root's own $id is local.
   if (root_.is_object() && root_.contains("$id") && root_["$id"].is_string()) {
@@ -250,7 +249,7 @@ Result<std::pair<const Json*, std::string>> SchemaCompiler::resolve(const std::s
       rest = rest.substr(id.size());
   }
   if (rest.empty()) rest = "#";
-  if (rest[0] != '#') return schema_error("$ref", at, "'" + ref + "' is not a local reference (remote and relative references are not supported)");
+  if (rest[0] != '#') return schema_error("$ref", pointer, "'" + ref + "' is not a local reference (remote and relative references are not supported)");
   // Percent-decoding of the fragment.
   std::string frag;
   for (size_t i = 1; i < rest.size(); ++i) {
@@ -262,7 +261,7 @@ Result<std::pair<const Json*, std::string>> SchemaCompiler::resolve(const std::s
       frag += rest[i];
     }
   }
-  if (!frag.empty() && frag[0] != '/') return schema_error("$ref", at, "'" + ref + "': anchors are not supported");
+  if (!frag.empty() && frag[0] != '/') return schema_error("$ref", pointer, "'" + ref + "': anchors are not supported");
   const Json* node = &root_;
   std::string canonical;
   size_t pos = 0;
@@ -285,7 +284,7 @@ Result<std::pair<const Json*, std::string>> SchemaCompiler::resolve(const std::s
                (token == "0" || token[0] != '0') && std::stoul(token) < node->size()) {
       node = &(*node)[std::stoul(token)];
     } else {
-      return schema_error("$ref", at, "'" + ref + "' does not resolve");
+      return schema_error("$ref", pointer, "'" + ref + "' does not resolve");
     }
     canonical = child_pointer(canonical, token);
     if (next == std::string::npos) break;
@@ -299,7 +298,7 @@ Result<Compiled> SchemaCompiler::compile_ref(const std::string& ref, const std::
   const auto& [node, target_pointer] = target;
   for (const auto& [active, at_depth] : active_refs_)
     if (active == target_pointer && at_depth == container_depth_)
-      return schema_error("$ref", child_pointer(pointer, "$ref"),
+      return schema_error("$ref", pointer,
                           "'" + ref + "' recurses without consuming input (no value would ever end)");
   auto it = ref_rules_.find(target_pointer);
   if (it != ref_rules_.end()) return Compiled(it->second);
@@ -310,7 +309,7 @@ Result<Compiled> SchemaCompiler::compile_ref(const std::string& ref, const std::
   auto body = compile(*node, target_pointer);
   active_refs_.pop_back();
   if (!body.ok()) return body.error();
-  if (!*body) return schema_error("$ref", child_pointer(pointer, "$ref"), "'" + ref + "' matches no JSON value");
+  if (!*body) return schema_error("$ref", pointer, "'" + ref + "' matches no JSON value");
   rules_.define(name, **body);
   return Compiled(name);
 }
@@ -326,7 +325,7 @@ Result<Json> SchemaCompiler::flatten(const Json& schema, const std::string& poin
   for (const auto& [key, value] : schema.items())
     if (key != "$ref" && key != "allOf" && key != "$defs" && key != "definitions" && key != "$id") base[key] = value;
   if (schema.contains("$ref")) {
-    if (!schema["$ref"].is_string()) return schema_error("$ref", child_pointer(pointer, "$ref"), "must be a string");
+    if (!schema["$ref"].is_string()) return schema_error("$ref", pointer, "must be a string");
     PLLM_ASSIGN(auto target, resolve(schema["$ref"].get<std::string>(), pointer));
     PLLM_ASSIGN(Json flat, flatten(*target.first, target.second, depth + 1));
     if (flat.is_boolean()) {
@@ -338,14 +337,14 @@ Result<Json> SchemaCompiler::flatten(const Json& schema, const std::string& poin
   if (schema.contains("allOf")) {
     const Json& all = schema["allOf"];
     const std::string at = child_pointer(pointer, "allOf");
-    if (!all.is_array() || all.empty()) return schema_error("allOf", at, "must be a non-empty array");
+    if (!all.is_array() || all.empty()) return schema_error("allOf", pointer, "must be a non-empty array");
     for (size_t i = 0; i < all.size(); ++i) {
       PLLM_ASSIGN(Json flat, flatten(all[i], child_pointer(at, std::to_string(i)), depth + 1));
       if (flat.is_boolean()) {
         if (!flat.get<bool>()) return Json(false);
         continue;
       }
-      PLLM_ASSIGN(base, merge(std::move(base), flat, at));
+      PLLM_ASSIGN(base, merge(std::move(base), flat, pointer));
     }
   }
   return base;
@@ -449,11 +448,11 @@ Result<Json> SchemaCompiler::merge(Json a, const Json& b_in, const std::string& 
 
 Result<Compiled> SchemaCompiler::compile_branches(const Json& schema, const std::string& pointer) {
   if (schema.contains("anyOf") && schema.contains("oneOf"))
-    return schema_error("oneOf", child_pointer(pointer, "oneOf"), "anyOf and oneOf in one schema are not supported");
+    return schema_error("oneOf", pointer, "anyOf and oneOf in one schema are not supported");
   const std::string key = schema.contains("anyOf") ? "anyOf" : "oneOf";
   const std::string at = child_pointer(pointer, key);
   const Json& branches = schema[key];
-  if (!branches.is_array() || branches.empty()) return schema_error(key, at, "must be a non-empty array");
+  if (!branches.is_array() || branches.empty()) return schema_error(key, pointer, "must be a non-empty array");
   Json base = schema;
   base.erase(key);
   bool has_base = false;
@@ -475,7 +474,7 @@ Result<Compiled> SchemaCompiler::compile_branches(const Json& schema, const std:
     if (has_base) {
       if (flat.contains("anyOf") || flat.contains("oneOf"))
         return schema_error(key, bp, "nested anyOf/oneOf beside other keywords is not supported");
-      PLLM_ASSIGN(Json m, merge(base, flat, at));
+      PLLM_ASSIGN(Json m, merge(base, flat, pointer));
       merged.push_back(std::move(m));
     } else {
       merged.push_back(std::move(flat));
@@ -486,7 +485,7 @@ Result<Compiled> SchemaCompiler::compile_branches(const Json& schema, const std:
       for (size_t j = i + 1; j < merged.size(); ++j) {
         PLLM_ASSIGN(bool disjoint, provably_disjoint(merged[i], merged[j]));
         if (!disjoint)
-          return schema_error("oneOf", at, "branches " + std::to_string(i) + " and " + std::to_string(j) +
+          return schema_error("oneOf", pointer, "branches " + std::to_string(i) + " and " + std::to_string(j) +
                                                " may overlap, and a grammar cannot enforce exactly one");
       }
   }
@@ -515,7 +514,7 @@ Result<unsigned> type_mask(const Json& schema, const std::string& pointer) {
   const Json& t = schema["type"];
   const std::string at = child_pointer(pointer, "type");
   auto one = [&](const Json& name) -> Result<unsigned> {
-    if (!name.is_string()) return schema_error("type", at, "must be a type name or an array of them");
+    if (!name.is_string()) return schema_error("type", pointer, "must be a type name or an array of them");
     const std::string n = name.get<std::string>();
     if (n == "null") return unsigned(kNull);
     if (n == "boolean") return unsigned(kBool);
@@ -524,7 +523,7 @@ Result<unsigned> type_mask(const Json& schema, const std::string& pointer) {
     if (n == "string") return unsigned(kString);
     if (n == "integer") return unsigned(kInteger);
     if (n == "number") return unsigned(kInteger | kFraction);
-    return schema_error("type", at, "unknown type '" + n + "'");
+    return schema_error("type", pointer, "unknown type '" + n + "'");
   };
   if (!t.is_array()) return one(t);
   unsigned m = 0;

@@ -60,7 +60,7 @@ class PatternCompiler {
     return true;
   }
   Error fail(const std::string& why) const {
-    return make_error(Status::invalid_argument, "pattern at " + std::string(pointer_) + ": " + why +
+    return schema_error("pattern", std::string(pointer_), why +
                                                     " (at character " + std::to_string(pos_) + ")");
   }
 
@@ -298,9 +298,9 @@ class PatternCompiler {
 Result<std::string> pattern_to_gbnf(std::string_view pattern, std::string_view pointer, RuleTable& rules) {
   std::vector<uint32_t> cps;
   if (!decode_utf8(pattern, cps))
-    return make_error(Status::invalid_argument, "pattern at " + std::string(pointer) + ": not valid UTF-8");
+    return schema_error("pattern", std::string(pointer), "not valid UTF-8");
   if (cps.size() > 4096)
-    return make_error(Status::invalid_argument, "pattern at " + std::string(pointer) + ": longer than 4096 characters");
+    return schema_error("pattern", std::string(pointer), "longer than 4096 characters");
   PatternCompiler pc(std::move(cps), pointer, rules);
   return pc.compile();
 }

@@ -226,7 +226,7 @@ Result<std::string> format_to_gbnf(std::string_view format, std::string_view poi
         rules.add("ipv4-octet", "\"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9]");
     return rules.add("ipv4", octet + " \".\" " + octet + " \".\" " + octet + " \".\" " + octet);
   }
-  return make_error(Status::invalid_argument, "format at " + std::string(pointer) + ": '" + std::string(format) +
+  return schema_error("format", std::string(pointer), "'" + std::string(format) +
                                                   "' cannot be enforced exactly (supported: date, uuid, ipv4)");
 }
 

@@ -30,7 +30,7 @@ Result<std::optional<int64_t>> count_keyword(const Json& schema, const char* key
   const Json& v = schema[key];
   double d = v.is_number() ? v.get<double>() : -1;
   if (!v.is_number() || d < 0 || std::floor(d) != d)
-    return schema_error(key, child_pointer(pointer, key), "must be a non-negative integer");
+    return schema_error(key, pointer, "must be a non-negative integer");
   if (d > 1e15) d = 1e15;
   return std::optional<int64_t>(static_cast<int64_t>(d));
 }
@@ -98,28 +98,28 @@ Result<Compiled> SchemaCompiler::enum_gbnf(const Json& schema, const std::string
                                      "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
     for (const char* k : kIgnored)
       if (key == k)
-        return schema_error(key, child_pointer(pointer, key), "beside enum/const is not supported");
+        return schema_error(key, pointer, "beside enum/const is not supported");
   }
   Json values;
   if (schema.contains("const")) {
     values = Json::array({schema["const"]});
     if (schema.contains("enum")) {
       const Json& e = schema["enum"];
-      if (!e.is_array()) return schema_error("enum", child_pointer(pointer, "enum"), "must be an array");
+      if (!e.is_array()) return schema_error("enum", pointer, "must be an array");
       if (std::find(e.begin(), e.end(), values[0]) == e.end()) values = Json::array();
     }
   } else {
     values = schema["enum"];
-    if (!values.is_array()) return schema_error("enum", child_pointer(pointer, "enum"), "must be an array");
+    if (!values.is_array()) return schema_error("enum", pointer, "must be an array");
   }
   if (values.size() > kMaxEnumValues)
-    return schema_error("enum", child_pointer(pointer, "enum"), "more than " + std::to_string(kMaxEnumValues) + " values");
+    return schema_error("enum", pointer, "more than " + std::to_string(kMaxEnumValues) + " values");
   std::string alts;
   std::map<std::string, bool> seen;
-  const std::string at = child_pointer(pointer, schema.contains("const") ? "const" : "enum");
+
   for (const auto& v : values) {
     if (!(type_bit_of(v) & types)) continue;
-    PLLM_ASSIGN(std::string lit, literal_gbnf(v, at, 0));
+    PLLM_ASSIGN(std::string lit, literal_gbnf(v, pointer, 0));
     if (seen.emplace(lit, true).second) alts += (alts.empty() ? "" : " | ") + lit;
   }
   if (alts.empty()) return Compiled();
@@ -135,7 +135,7 @@ Result<Compiled> SchemaCompiler::number_gbnf(const Json& schema, const std::stri
     if (!schema.contains(key)) continue;
     const Json& v = schema[key];
     const std::string at = child_pointer(pointer, key);
-    if (!v.is_number()) return schema_error(key, at, "must be a number");
+    if (!v.is_number()) return schema_error(key, pointer, "must be a number");
     if (!first_bound) first_bound = key;
     const std::string k = key;
     const bool lower = k == "minimum" || k == "exclusiveMinimum";
@@ -143,16 +143,16 @@ Result<Compiled> SchemaCompiler::number_gbnf(const Json& schema, const std::stri
     int64_t bound = 0;
     if (v.is_number_integer()) {
       if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX))
-        return schema_error(key, at, "bound outside the 64-bit integer range");
+        return schema_error(key, pointer, "bound outside the 64-bit integer range");
       bound = v.get<int64_t>();
       if (exclusive) {
         if ((lower && bound == INT64_MAX) || (!lower && bound == INT64_MIN))
-          return schema_error(key, at, "bound outside the 64-bit integer range");
+          return schema_error(key, pointer, "bound outside the 64-bit integer range");
         bound += lower ? 1 : -1;
       }
     } else {
       const double d = v.get<double>();
-      if (!(std::fabs(d) < 9.2e18)) return schema_error(key, at, "bound outside the 64-bit integer range");
+      if (!(std::fabs(d) < 9.2e18)) return schema_error(key, pointer, "bound outside the 64-bit integer range");
       // The integers x with x >= d are x >= ceil(d); x > d: x >= floor(d) + 1.
       double b = lower ? (exclusive ? std::floor(d) + 1 : std::ceil(d)) : (exclusive ? std::ceil(d) - 1 : std::floor(d));
       bound = static_cast<int64_t>(b);
@@ -165,7 +165,7 @@ Result<Compiled> SchemaCompiler::number_gbnf(const Json& schema, const std::stri
       value_rule();  // defines `number`
       return Compiled(std::string("number"));
     }
-    return schema_error(first_bound, child_pointer(pointer, first_bound),
+    return schema_error(first_bound, pointer,
                         "bounds on non-integer numbers cannot be enforced exactly (use type integer)");
   }
   std::string e = integer_range_gbnf(lo, hi, rules_);
@@ -181,20 +181,20 @@ Result<Compiled> SchemaCompiler::string_gbnf(const Json& schema, const std::stri
   const int constraints = int(schema.contains("pattern")) + int(schema.contains("format")) + int(has_len);
   if (constraints > 1) {
     const char* key = schema.contains("pattern") ? "pattern" : "format";
-    return schema_error(key, child_pointer(pointer, key),
+    return schema_error(key, pointer,
                         "combined with another of pattern/format/minLength/maxLength is not supported");
   }
   auto quoted = [&](const std::string& content) { return Compiled(rules_.add("str", seq(seq(kQuote, content), kQuote))); };
   if (schema.contains("pattern")) {
     const std::string at = child_pointer(pointer, "pattern");
-    if (!schema["pattern"].is_string()) return schema_error("pattern", at, "must be a string");
-    PLLM_ASSIGN(std::string content, pattern_to_gbnf(schema["pattern"].get<std::string>(), at, rules_));
+    if (!schema["pattern"].is_string()) return schema_error("pattern", pointer, "must be a string");
+    PLLM_ASSIGN(std::string content, pattern_to_gbnf(schema["pattern"].get<std::string>(), pointer, rules_));
     return quoted(content);
   }
   if (schema.contains("format")) {
     const std::string at = child_pointer(pointer, "format");
-    if (!schema["format"].is_string()) return schema_error("format", at, "must be a string");
-    PLLM_ASSIGN(std::string content, format_to_gbnf(schema["format"].get<std::string>(), at, rules_));
+    if (!schema["format"].is_string()) return schema_error("format", pointer, "must be a string");
+    PLLM_ASSIGN(std::string content, format_to_gbnf(schema["format"].get<std::string>(), pointer, rules_));
     return quoted(content);
   }
   if (!has_len) return Compiled(string_rule());
@@ -203,7 +203,7 @@ Result<Compiled> SchemaCompiler::string_gbnf(const Json& schema, const std::stri
   const int64_t cost = max_len ? *max_len : lo;
   const char* key = max_len ? "maxLength" : "minLength";
   if (cost > kMaxRepetition)
-    return schema_error(key, child_pointer(pointer, key), "above " + std::to_string(kMaxRepetition) + " is not supported");
+    return schema_error(key, pointer, "above " + std::to_string(kMaxRepetition) + " is not supported");
   PLLM_TRY(rules_.charge_repetition(cost, key, pointer));
   // Code points, each in canonical encoding, so one repetition is one character of the value.
   const std::string ch = rules_.add("char", json_char_gbnf(CodePointSet{}.complement()));
@@ -225,7 +225,7 @@ Result<Compiled> SchemaCompiler::array_gbnf(const Json& schema, const std::strin
   if (schema.contains("prefixItems")) {
     const Json& p = schema["prefixItems"];
     const std::string at = child_pointer(pointer, "prefixItems");
-    if (!p.is_array()) return schema_error("prefixItems", at, "must be an array of schemas");
+    if (!p.is_array()) return schema_error("prefixItems", pointer, "must be an array of schemas");
     for (size_t i = 0; i < p.size(); ++i) {
       PLLM_ASSIGN(Compiled c, child(p[i], child_pointer(at, std::to_string(i))));
       prefix.push_back(std::move(c));
@@ -234,7 +234,7 @@ Result<Compiled> SchemaCompiler::array_gbnf(const Json& schema, const std::strin
   Compiled items = value_rule();
   if (schema.contains("items")) {
     const std::string at = child_pointer(pointer, "items");
-    if (schema["items"].is_array()) return schema_error("items", at, "the array form is draft 2019 (use prefixItems)");
+    if (schema["items"].is_array()) return schema_error("items", pointer, "the array form is draft 2019 (use prefixItems)");
     PLLM_ASSIGN(items, child(schema["items"], at));
   }
   const int64_t k = static_cast<int64_t>(prefix.size());
@@ -249,7 +249,7 @@ Result<Compiled> SchemaCompiler::array_gbnf(const Json& schema, const std::strin
       const int64_t cost = room ? *room : need;
       const char* key = room ? "maxItems" : "minItems";
       if (cost > kMaxRepetition)
-        return schema_error(key, child_pointer(pointer, key), "above " + std::to_string(kMaxRepetition) + " is not supported");
+        return schema_error(key, pointer, "above " + std::to_string(kMaxRepetition) + " is not supported");
       PLLM_TRY(rules_.charge_repetition(cost, key, pointer));
       const std::string next = rules_.add("item", seq(sep(), *items));
       // Repetitions of `next` given that the first element (if k == 0) is written separately.
@@ -344,9 +344,9 @@ Result<Compiled> SchemaCompiler::object_gbnf(const Json& schema, const std::stri
   if (schema.contains("required")) {
     const Json& r = schema["required"];
     const std::string at = child_pointer(pointer, "required");
-    if (!r.is_array()) return schema_error("required", at, "must be an array of strings");
+    if (!r.is_array()) return schema_error("required", pointer, "must be an array of strings");
     for (const auto& n : r) {
-      if (!n.is_string()) return schema_error("required", at, "must be an array of strings");
+      if (!n.is_string()) return schema_error("required", pointer, "must be an array of strings");
       if (std::find(required.begin(), required.end(), n.get<std::string>()) == required.end())
         required.push_back(n.get<std::string>());
     }
@@ -358,7 +358,7 @@ Result<Compiled> SchemaCompiler::object_gbnf(const Json& schema, const std::stri
   if (schema.contains("properties")) {
     const Json& props = schema["properties"];
     const std::string at = child_pointer(pointer, "properties");
-    if (!props.is_object()) return schema_error("properties", at, "must be an object of schemas");
+    if (!props.is_object()) return schema_error("properties", pointer, "must be an object of schemas");
     for (const auto& [name, sub] : props.items()) {
       PLLM_ASSIGN(Compiled c, child(sub, child_pointer(at, name)));
       const bool req = std::find(required.begin(), required.end(), name) != required.end();
@@ -378,7 +378,7 @@ Result<Compiled> SchemaCompiler::object_gbnf(const Json& schema, const std::stri
   if (additional) {
     std::string key = names.empty() ? string_rule() : "";
     if (key.empty()) {
-      PLLM_ASSIGN(key, key_excluding(names, child_pointer(pointer, "properties")));
+      PLLM_ASSIGN(key, key_excluding(names, pointer));
     }
     const std::string kv = rules_.add("kv", key_value(key, *additional));
     T = rules_.add("more-kv", seq(sep(), kv)) + "*";
