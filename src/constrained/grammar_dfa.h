@@ -49,7 +49,7 @@ class LazyDfa {
  public:
   static constexpr int32_t kDead = -1;
   static constexpr uint32_t kMaxStackDepth = 4096;
-  static constexpr uint32_t kMaxStacks = 4096;
+  static constexpr uint32_t kMaxStacks = 65536;
 
   explicit LazyDfa(std::shared_ptr<const Grammar> g);
 

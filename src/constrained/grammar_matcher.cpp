@@ -139,6 +139,7 @@ GrammarMatcher::~GrammarMatcher() = default;
 GrammarMatcher GrammarMatcher::clone() const {
   GrammarMatcher copy(st_->grammar, st_->vocab);
   *copy.st_ = *st_;
+  copy.st_->masks.clear();  // memory the copy would rarely use
   return copy;
 }
 
