@@ -20,5 +20,6 @@ std::function<int()> add_quantize(CLI::App& app);
 std::function<int()> add_prune(CLI::App& app);
 std::function<int()> add_calibrate_act(CLI::App& app);
 std::function<int()> add_template(CLI::App& app);
+std::function<int()> add_grammar(CLI::App& app);
 
 }  // namespace cli

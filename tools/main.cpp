@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   reg(cli::add_simulate(app));
   reg(cli::add_serve(app));
   reg(cli::add_template(app));
+  reg(cli::add_grammar(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

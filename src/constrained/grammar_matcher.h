@@ -56,9 +56,12 @@ class GrammarMatcher {
   // Feeds raw text (for validation: does this instance belong to the grammar?). Returns false
   // and leaves the state unchanged if the text leaves the grammar.
   bool accept_text(std::string_view text);
-  // Undoes the last n accepted tokens (speculative decoding, stop-string truncation).
+  // Undoes the last n accepted tokens (speculative decoding, stop-string truncation). The last
+  // 64 steps are kept (an accept_text call is one step); more is Status::invalid_argument.
   Result<void> rollback(int n_tokens);
   void reset();
+  // An independent matcher in the same state (for trying a token without committing to it).
+  GrammarMatcher clone() const;
 
  private:
   struct State;
