@@ -96,6 +96,63 @@ TEST(GrammarMask, MatchesAnEnumeratedLanguageAcrossUtf8Splits) {
   EXPECT_GT(checked_allowed, 100);  // the oracle is not trivially all-false
 }
 
+// Whether `s` is valid UTF-8, possibly ending inside a character (written here, apart from the
+// matcher's decoder): no overlong forms, no surrogates, nothing above U+10FFFF.
+bool valid_utf8_prefix(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto b = static_cast<uint8_t>(s[i]);
+    if (b < 0x80) {
+      ++i;
+      continue;
+    }
+    const size_t len = b >= 0xC2 && b <= 0xDF ? 2 : b >= 0xE0 && b <= 0xEF ? 3 : b >= 0xF0 && b <= 0xF4 ? 4 : 0;
+    if (len == 0) return false;
+    for (size_t k = 1; k < len && i + k < s.size(); ++k) {
+      const auto c = static_cast<uint8_t>(s[i + k]);
+      uint8_t lo = 0x80, hi = 0xBF;
+      if (k == 1 && b == 0xE0) lo = 0xA0;
+      if (k == 1 && b == 0xED) hi = 0x9F;
+      if (k == 1 && b == 0xF0) lo = 0x90;
+      if (k == 1 && b == 0xF4) hi = 0x8F;
+      if (c < lo || c > hi) return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+// "<" then any characters but ">" then ">": every non-ASCII code point behaves alike here, the
+// case where the matcher merges unfinished characters into one state.
+TEST(GrammarMask, AnyCharacterLoopMatchesAHandWrittenOracle) {
+  auto g = parse_ok("root ::= \"<\" [^>]* \">\"");
+  std::vector<std::string> pieces = {"<", ">", "a>", "<a", "\xE4", "\xB8", "\xAD", "\xE4\xB8", "\xB8\xAD",
+                                     "\xE4\xB8\xAD", "\xE4\xB8\xAD\xE6", "\x96\x87>", "\xED\xA0", "\xE0\x80",
+                                     "\xE0\xA0\x80", "\xF0\x90", "\xF4\x90", "\xF0\x9F\x98\x80", "\x80>", ">>", "x"};
+  auto vocab = TokenVocab::from_pieces(pieces, {});
+  auto viable = [](const std::string& text) {
+    if (text.empty()) return true;
+    if (text[0] != '<') return false;
+    const std::string_view rest = std::string_view(text).substr(1);
+    const size_t close = rest.find('>');
+    if (close == std::string_view::npos) return valid_utf8_prefix(rest);
+    return close + 1 == rest.size() && valid_utf8_prefix(rest.substr(0, close)) &&
+           valid_utf8_prefix(std::string(rest.substr(0, close)) + "a");  // complete before '>'
+  };
+  int n_allowed = 0;
+  for (const std::string& prefix : {std::string(), std::string("<"), std::string("<\xE4"), std::string("<\xE4\xB8"),
+                                    std::string("<\xE4\xB8\xAD"), std::string("<\xF0\x9F"), std::string("<\xED")}) {
+    GrammarMatcher m(g, vocab);
+    ASSERT_TRUE(m.accept_text(prefix)) << prefix;
+    const std::vector<uint8_t> mask = mask_of(m, *vocab);
+    for (int32_t id = 0; id < vocab->n_vocab(); ++id) {
+      const bool want = viable(prefix + std::string(vocab->piece(id)));
+      EXPECT_EQ(mask[static_cast<size_t>(id)], want ? 1 : 0) << "prefix '" << prefix << "' token " << id;
+      n_allowed += want;
+    }
+  }
+  EXPECT_GT(n_allowed, 20);
+}
+
 TEST(GrammarMask, PartialCharacterCarriesToTheNextToken) {
   auto g = parse_ok("root ::= \"\xE2\x82\xAC\"+");
   auto vocab = split_vocab();
