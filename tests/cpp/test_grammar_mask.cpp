@@ -66,7 +66,7 @@ bool oracle_sentence(const std::string& text) {
   return false;
 }
 
-TEST(GrammarMask, MatchesAnEnumeratedLanguageAcrossUtf8Splits) {
+TEST(grammar_mask, MatchesAnEnumeratedLanguageAcrossUtf8Splits) {
   auto g = parse_ok(kFiniteGrammar);
   ASSERT_TRUE(g);
   auto vocab = split_vocab();
@@ -123,7 +123,7 @@ bool valid_utf8_prefix(std::string_view s) {
 
 // "<" then any characters but ">" then ">": every non-ASCII code point behaves alike here, the
 // case where the matcher merges unfinished characters into one state.
-TEST(GrammarMask, AnyCharacterLoopMatchesAHandWrittenOracle) {
+TEST(grammar_mask, AnyCharacterLoopMatchesAHandWrittenOracle) {
   auto g = parse_ok("root ::= \"<\" [^>]* \">\"");
   std::vector<std::string> pieces = {"<", ">", "a>", "<a", "\xE4", "\xB8", "\xAD", "\xE4\xB8", "\xB8\xAD",
                                      "\xE4\xB8\xAD", "\xE4\xB8\xAD\xE6", "\x96\x87>", "\xED\xA0", "\xE0\x80",
@@ -153,7 +153,7 @@ TEST(GrammarMask, AnyCharacterLoopMatchesAHandWrittenOracle) {
   EXPECT_GT(n_allowed, 20);
 }
 
-TEST(GrammarMask, PartialCharacterCarriesToTheNextToken) {
+TEST(grammar_mask, PartialCharacterCarriesToTheNextToken) {
   auto g = parse_ok("root ::= \"\xE2\x82\xAC\"+");
   auto vocab = split_vocab();
   GrammarMatcher m(g, vocab);
@@ -172,7 +172,7 @@ TEST(GrammarMask, PartialCharacterCarriesToTheNextToken) {
   EXPECT_TRUE(m.is_complete()) << "a refused text leaves the state unchanged";
 }
 
-TEST(GrammarMask, InvalidUtf8IsRefused) {
+TEST(grammar_mask, InvalidUtf8IsRefused) {
   auto g = parse_ok("root ::= .*");
   auto vocab = split_vocab();
   GrammarMatcher m(g, vocab);
@@ -184,7 +184,7 @@ TEST(GrammarMask, InvalidUtf8IsRefused) {
   EXPECT_TRUE(m.accept_text("a\xC3\xA9\xF0\x9F\x98\x80"));
 }
 
-TEST(GrammarMask, EndOfGenerationAndEmptyPieces) {
+TEST(grammar_mask, EndOfGenerationAndEmptyPieces) {
   auto g = parse_ok("root ::= \"a\" \"b\"?");
   auto vocab = split_vocab();
   const int32_t eos = 28, empty = 27;
@@ -207,7 +207,7 @@ TEST(GrammarMask, EndOfGenerationAndEmptyPieces) {
   EXPECT_TRUE(m.accept(eos).ok());
 }
 
-TEST(GrammarMask, RollbackRestoresExactly) {
+TEST(grammar_mask, RollbackRestoresExactly) {
   auto g = parse_ok("root ::= (\"ab\" | \"\xC3\xA9\")* \"!\"");
   auto vocab = split_vocab();
   GrammarMatcher m(g, vocab);
@@ -237,7 +237,7 @@ TEST(GrammarMask, RollbackRestoresExactly) {
   EXPECT_FALSE(m.rollback(1).ok());
 }
 
-TEST(GrammarMask, HostileOptionalChainStaysBounded) {
+TEST(grammar_mask, HostileOptionalChainStaysBounded) {
   std::string gbnf = "root ::=";
   for (int i = 0; i < 1000; ++i) gbnf += " x?";
   gbnf += "\nx ::= \"x\"";
@@ -252,7 +252,7 @@ TEST(GrammarMask, HostileOptionalChainStaysBounded) {
   EXPECT_FALSE(m.accepts(0));
 }
 
-TEST(GrammarMask, TenThousandAlternatives) {
+TEST(grammar_mask, TenThousandAlternatives) {
   std::string gbnf = "root ::= \"w0\"";
   for (int i = 1; i < 10000; ++i) gbnf += " | \"w" + std::to_string(i) + "\"";
   auto g = parse_ok(gbnf);
@@ -265,7 +265,7 @@ TEST(GrammarMask, TenThousandAlternatives) {
   EXPECT_FALSE(GrammarMatcher(g, nullptr).accept_text("w10000"));
 }
 
-TEST(GrammarMask, DeeplyNestedInputIsRefusedNotACrash) {
+TEST(grammar_mask, DeeplyNestedInputIsRefusedNotACrash) {
   auto g = parse_ok("root ::= \"[\" root \"]\" | \"\"");
   GrammarMatcher m(g, nullptr);
   const std::string deep(60000, '[');
@@ -291,7 +291,7 @@ number ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
 ws     ::= [ \t\n]*
 )";
 
-TEST(GrammarMask, RealVocabularyMaskEqualsPerTokenWalks) {
+TEST(grammar_mask, RealVocabularyMaskEqualsPerTokenWalks) {
   const fs::path model = fs::path(pllm::test::kSourceDir) / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf";
   if (!fs::exists(model)) GTEST_SKIP() << "model file absent: " << model;
   auto file = GgufFile::open(model.string());
