@@ -29,6 +29,27 @@ void new_stamp(uint32_t& stamp, std::vector<uint32_t>& a, std::vector<uint32_t>&
   }
 }
 
+// An unfinished character, reduced to a representative of the bytes that behave alike when every
+// code point from U+0080 up leads to the same place: then only the UTF-8 validity rules still
+// tell prefixes apart (E0, ED, F0, F4 limit the next byte), so "\xE4\xB8" and "\xE5\x8F" are one
+// state rather than thousands (CJK vocabularies).
+Utf8Partial canonical(Utf8Partial p) {
+  if (p.remaining + 1 == p.length) {  // only the lead byte read
+    if (p.length == 2) p.value = 0x02;
+    if (p.length == 3 && p.value != 0x0 && p.value != 0xD) p.value = 0x1;
+    if (p.length == 4 && p.value != 0x0 && p.value != 0x4) p.value = 0x1;
+  } else {  // the restricted byte is behind: any valid continuation completes a valid character
+    p.value = p.remaining == 1 && p.length == 4 ? 0x1000 : 0x40;
+  }
+  return p;
+}
+
+bool uniform_above_ascii(const CharSet& cs) {
+  const bool all = std::any_of(cs.ranges.begin(), cs.ranges.end(),
+                               [](const CodeRange& r) { return r.lo <= 0x80 && r.hi >= kMaxCodePoint; });
+  return all || !cs.intersects(0x80, kMaxCodePoint);
+}
+
 }  // namespace
 
 LazyDfa::LazyDfa(std::shared_ptr<const Grammar> g) : g_(std::move(g)) { clear(); }
@@ -38,6 +59,7 @@ void LazyDfa::clear() {
   node_ids_.clear();
   set_nodes_.clear();
   set_begin_.assign(1, 0);
+  set_uniform_.clear();
   set_ids_.clear();
   states_.clear();
   state_ids_.clear();
@@ -170,7 +192,7 @@ int32_t LazyDfa::compute(int32_t state, uint8_t byte) {
   const uint32_t hi = std::min((p.value << shift) | ((1u << shift) - 1), kMaxCodePoint);
   if (lo > hi || (lo >= 0xD800 && hi <= 0xDFFF)) return kDead;
   if (!any_top_intersects(s.set, lo, hi)) return kDead;
-  return intern_partial(s.set, p);
+  return intern_partial(s.set, set_uniform_[s.set] ? canonical(p) : p);
 }
 
 int32_t LazyDfa::step_slow(int32_t state, uint8_t byte) {
@@ -200,6 +222,10 @@ int32_t LazyDfa::intern_state(std::vector<uint32_t>& stacks, Utf8Partial partial
     set = static_cast<uint32_t>(set_begin_.size() - 1);
     set_nodes_.insert(set_nodes_.end(), stacks.begin(), stacks.end());
     set_begin_.push_back(static_cast<uint32_t>(set_nodes_.size()));
+    bool uniform = true;
+    for (uint32_t n : stacks)
+      if (n != 0) uniform = uniform && uniform_above_ascii(g_->charsets[g_->elements[nodes_[n].pos].value]);
+    set_uniform_.push_back(uniform);
     set_ids_.emplace(h, set);
   }
   return intern_partial(set, partial);
@@ -208,8 +234,32 @@ int32_t LazyDfa::intern_state(std::vector<uint32_t>& stacks, Utf8Partial partial
 int32_t LazyDfa::intern_partial(uint32_t set, Utf8Partial p) {
   const uint64_t key = (uint64_t{set} << 32) | (uint64_t{p.length} << 28) | (uint64_t{p.remaining} << 24) | p.value;
   const auto [it, inserted] = state_ids_.try_emplace(key, static_cast<int32_t>(states_.size()));
-  if (inserted) states_.push_back({set, p, -1});
+  if (inserted) states_.push_back({set, p, -1, false, false, {0, 0}});
   return it->second;
+}
+
+void LazyDfa::compute_loops(int32_t state) {
+  uint64_t ascii[2] = {0, 0};
+  bool non_ascii = false;
+  const State s = states_[static_cast<size_t>(state)];
+  if (s.partial.remaining == 0) {
+    for (uint32_t b = 0; b < 128; ++b)
+      if (step(state, static_cast<uint8_t>(b)) == state) ascii[b >> 6] |= uint64_t{1} << (b & 63);
+    // All of U+0080..U+10FFFF behave alike when each top set holds all of them or none of them;
+    // then one of them tells where they all go.
+    non_ascii = set_uniform_[s.set] && advance(s.set, 0x80) == state;
+  }
+  State& out = states_[static_cast<size_t>(state)];
+  out.loop_known = true;
+  out.loop_non_ascii = non_ascii;
+  out.loop_ascii[0] = ascii[0];
+  out.loop_ascii[1] = ascii[1];
+}
+
+bool LazyDfa::loops_on(int32_t state, const uint64_t ascii[2], bool non_ascii) {
+  if (!states_[static_cast<size_t>(state)].loop_known) compute_loops(state);
+  const State& s = states_[static_cast<size_t>(state)];
+  return (ascii[0] & ~s.loop_ascii[0]) == 0 && (ascii[1] & ~s.loop_ascii[1]) == 0 && (!non_ascii || s.loop_non_ascii);
 }
 
 bool LazyDfa::is_complete(int32_t state) const {

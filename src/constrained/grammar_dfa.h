@@ -64,6 +64,10 @@ class LazyDfa {
     }
     return step_slow(state, byte);
   }
+  // Whether every byte sequence that is valid UTF-8, made of the given ASCII bytes (and of any
+  // other code points when non_ascii), leads from `state` back to `state`: then every token made
+  // of them is allowed without walking it.
+  bool loops_on(int32_t state, const uint64_t ascii[2], bool non_ascii);
   bool is_complete(int32_t state) const;
   bool is_finished(int32_t state) const;
   size_t n_states() const { return states_.size(); }
@@ -85,7 +89,13 @@ class LazyDfa {
     uint32_t set;  // index into set_begin_
     Utf8Partial partial;
     int32_t row;  // transitions memo, -1 until first used (or when over the row budget)
+    // loops_on's facts, computed on first use: the ASCII bytes leading back here, and whether
+    // every other code point does.
+    bool loop_known = false;
+    bool loop_non_ascii = false;
+    uint64_t loop_ascii[2] = {0, 0};
   };
+  void compute_loops(int32_t state);
 
   int32_t step_slow(int32_t state, uint8_t byte);
   int32_t compute(int32_t state, uint8_t byte);
@@ -106,6 +116,7 @@ class LazyDfa {
   std::vector<Node> nodes_;
   std::unordered_map<uint64_t, uint32_t> node_ids_;
   std::vector<uint32_t> set_nodes_, set_begin_;
+  std::vector<bool> set_uniform_;  // per set: every top holds all of U+0080.. or none of it
   std::unordered_multimap<uint64_t, uint32_t> set_ids_;
   std::vector<State> states_;
   std::unordered_map<uint64_t, int32_t> state_ids_;

@@ -109,10 +109,15 @@ void GrammarMatcher::State::compute_mask(std::span<uint8_t> out) {
       i = t.subtree_end[i];
       continue;
     }
-    walk[t.depth[i]] = s;
-    for (uint32_t k = t.token_begin[i]; k < t.token_begin[i + 1]; ++k)
+    // A subtree made only of bytes on which this state loops: all its tokens, without a walk.
+    const uint32_t b = t.below_index[i];
+    const bool whole = b != TokenVocab::Impl::kNoSummary && t.below[b].valid_utf8 &&
+                       dfa.loops_on(s, t.below[b].ascii, t.below[b].non_ascii);
+    const uint32_t last = whole ? t.subtree_end[i] : i + 1;
+    for (uint32_t k = t.token_begin[i]; k < t.token_begin[last]; ++k)
       if (static_cast<size_t>(t.tokens[k]) < n) out[static_cast<size_t>(t.tokens[k])] = 1;
-    ++i;
+    walk[t.depth[i]] = s;
+    i = last;
   }
   const uint8_t eog = complete() ? 1 : 0;
   for (int32_t id : t.eog_ids)

@@ -1,5 +1,21 @@
 // JSON Schema (draft 2020-12 subset) compiled to GBNF. A keyword the compiler cannot enforce is
 // an error naming the keyword and its JSON pointer — never skipped silently.
+//
+// Exact where it compiles: the grammar accepts a text iff it is the canonical serialisation of a
+// valid value (any whitespace up to max_whitespace between tokens). A generator needs one form:
+//  * object keys: `properties` in schema order, then keys `required` names without a property
+//    schema, then additionalProperties' keys (any order). Through $ref and allOf (merged into
+//    one schema) the schema's own properties come first, then the $ref target's, then each allOf
+//    branch's; an anyOf/oneOf branch's after the keywords beside it.
+//  * strings under pattern/format/minLength/maxLength, property names and enum strings: raw UTF-8
+//    with JSON's short escapes (\" \\ \n \t ...) or \u00XX for controls; other strings take any
+//    escape. Integers may carry a zero fraction (1.0 is an integer in 2020-12), not an exponent.
+// Supported: type (and arrays of types), enum, const, properties, required, additionalProperties,
+// items, prefixItems, minItems/maxItems, minLength/maxLength (code points), pattern (ECMAScript
+// subset, search semantics), format (date, uuid, ipv4), minimum/maximum/exclusive* on integers,
+// anyOf, oneOf (provably disjoint branches), allOf (exact merges), local $ref/$defs/definitions
+// (JSON pointers, recursion), boolean schemas; annotations and unknown keywords are ignored.
+// Errors read "<keyword> at <pointer of the schema holding it>: <why>", the root being "/".
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>

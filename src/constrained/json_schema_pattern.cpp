@@ -36,6 +36,7 @@ class PatternCompiler {
   Result<std::string> compile() {
     const std::string any = rules_.add("char", json_char_gbnf(CodePointSet{}.complement())) + "*";
     std::string alts;
+    int n_alts = 0;
     while (true) {
       bool anchored_start = eat('^');
       bool anchored_end = false;
@@ -47,8 +48,10 @@ class PatternCompiler {
       alts += (alts.empty() ? "" : " | ") + alt;
       if (at_end()) break;
       if (!eat('|')) return fail("unbalanced ')'");
+      ++n_alts;
     }
-    return alts;
+    // Parenthesised: the caller puts the quotes around it.
+    return n_alts > 0 ? "(" + alts + ")" : alts;
   }
 
  private:

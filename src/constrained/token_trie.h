@@ -24,7 +24,23 @@ struct TokenVocab::Impl {
   std::vector<int32_t> tokens;
   uint32_t max_depth = 0;
 
+  // What the bytes below a node are, so a mask can take a whole subtree at once when the
+  // grammar loops on all of them (inside a JSON string every token without a quote or backslash
+  // is allowed): the ASCII bytes that occur, whether others do, and whether every path is valid
+  // UTF-8 (starting at the node on a character boundary). Kept only for nodes with
+  // kSummaryMinNodes or more descendants, the others are quicker to walk.
+  struct Below {
+    uint64_t ascii[2] = {0, 0};
+    bool non_ascii = false;
+    bool valid_utf8 = true;
+  };
+  static constexpr uint32_t kSummaryMinNodes = 8;
+  static constexpr uint32_t kNoSummary = UINT32_MAX;
+  std::vector<uint32_t> below_index;  // per node: index into below, or kNoSummary
+  std::vector<Below> below;
+
   void build_trie();
+  void build_summaries(const std::vector<uint32_t>& parent);
 };
 
 }  // namespace pllm

@@ -23,6 +23,7 @@ void TokenVocab::Impl::build_trie() {
   token_begin.assign(1, 0);
   tokens.clear();
   std::vector<uint32_t> path{0};
+  std::vector<uint32_t> parent{0};
   std::string_view prev;
   for (int32_t id : order) {
     const std::string_view p = pieces[static_cast<size_t>(id)];
@@ -33,6 +34,7 @@ void TokenVocab::Impl::build_trie() {
       path.pop_back();
     }
     for (size_t i = common; i < p.size(); ++i) {
+      parent.push_back(path.back());
       path.push_back(static_cast<uint32_t>(byte.size()));
       byte.push_back(static_cast<uint8_t>(p[i]));
       depth.push_back(static_cast<uint32_t>(i + 1));
@@ -45,6 +47,60 @@ void TokenVocab::Impl::build_trie() {
   }
   for (uint32_t n : path) subtree_end[n] = static_cast<uint32_t>(byte.size());
   token_begin.push_back(static_cast<uint32_t>(tokens.size()));
+  build_summaries(parent);
+}
+
+namespace {
+
+// Strict UTF-8 validity of a byte path, one byte at a time: the same rules as the matcher's
+// decoder (no overlong forms, no surrogates, nothing above U+10FFFF).
+struct Utf8Check {
+  bool valid = true;
+  uint8_t remaining = 0;
+  uint8_t lo = 0x80, hi = 0xBF;  // the range of the next continuation byte
+
+  Utf8Check next(uint8_t b) const {
+    Utf8Check c = *this;
+    if (!valid) return c;
+    if (remaining > 0) {
+      c.valid = b >= lo && b <= hi;
+      c.remaining = static_cast<uint8_t>(remaining - 1);
+      c.lo = 0x80;
+      c.hi = 0xBF;
+      return c;
+    }
+    if (b < 0x80) return c;
+    c.remaining = b >= 0xC2 && b <= 0xDF ? 1 : b >= 0xE0 && b <= 0xEF ? 2 : b >= 0xF0 && b <= 0xF4 ? 3 : 0;
+    c.valid = c.remaining > 0;
+    c.lo = b == 0xE0 ? 0xA0 : b == 0xF0 ? 0x90 : 0x80;
+    c.hi = b == 0xED ? 0x9F : b == 0xF4 ? 0x8F : 0xBF;
+    return c;
+  }
+};
+
+}  // namespace
+
+void TokenVocab::Impl::build_summaries(const std::vector<uint32_t>& parent) {
+  const auto n = static_cast<uint32_t>(byte.size());
+  std::vector<Utf8Check> check(n);
+  std::vector<Below> all(n);
+  for (uint32_t i = 1; i < n; ++i) check[i] = check[parent[i]].next(byte[i]);  // preorder: parent first
+  for (uint32_t i = n; i-- > 1;) {  // children before parents
+    Below& p = all[parent[i]];
+    const Below& c = all[i];
+    p.ascii[0] |= c.ascii[0];
+    p.ascii[1] |= c.ascii[1];
+    p.non_ascii |= c.non_ascii || byte[i] >= 0x80;
+    p.valid_utf8 &= c.valid_utf8 && check[i].valid;
+    if (byte[i] < 0x80) p.ascii[byte[i] >> 6] |= uint64_t{1} << (byte[i] & 63);
+  }
+  below_index.assign(n, kNoSummary);
+  below.clear();
+  for (uint32_t i = 1; i < n; ++i) {
+    if (subtree_end[i] - i <= kSummaryMinNodes) continue;
+    below_index[i] = static_cast<uint32_t>(below.size());
+    below.push_back(all[i]);
+  }
 }
 
 std::shared_ptr<const TokenVocab> TokenVocab::from_pieces(std::vector<std::string> pieces,

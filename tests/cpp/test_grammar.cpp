@@ -74,7 +74,7 @@ const std::vector<SyntaxCase>& syntax_cases() {
   return cases;
 }
 
-TEST(GbnfSyntax, EveryFeatureAcceptsAndRejects) {
+TEST(grammar_syntax, EveryFeatureAcceptsAndRejects) {
   for (const SyntaxCase& c : syntax_cases()) {
     if (c.accept.empty() && c.reject.empty()) continue;
     SCOPED_TRACE(c.name);
@@ -85,7 +85,7 @@ TEST(GbnfSyntax, EveryFeatureAcceptsAndRejects) {
   }
 }
 
-TEST(GbnfSyntax, PrintedGrammarParsesToTheSameLanguage) {
+TEST(grammar_syntax, PrintedGrammarParsesToTheSameLanguage) {
   for (const SyntaxCase& c : syntax_cases()) {
     if (c.accept.empty() && c.reject.empty()) continue;
     SCOPED_TRACE(c.name);
@@ -100,7 +100,7 @@ TEST(GbnfSyntax, PrintedGrammarParsesToTheSameLanguage) {
   }
 }
 
-TEST(GbnfSyntax, NewlineEndsARuleOutsideGroups) {
+TEST(grammar_syntax, NewlineEndsARuleOutsideGroups) {
   // llama.cpp: a newline ends the rule unless inside ( ) or right after `::=` / `|`, so a
   // leading `|` on the next line is an error, not a continuation.
   auto r = parse_gbnf("root ::= \"a\"\n| \"b\"");
@@ -111,7 +111,7 @@ TEST(GbnfSyntax, NewlineEndsARuleOutsideGroups) {
   EXPECT_TRUE(matches(two, "ab"));
 }
 
-TEST(GbnfSyntax, OtherStartRule) {
+TEST(grammar_syntax, OtherStartRule) {
   auto r = parse_gbnf("start ::= \"s\"", "start");
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_TRUE(matches(r.value(), "s"));
@@ -123,7 +123,7 @@ struct BadCase {
   const char* says;   // a fragment of the message
 };
 
-TEST(GbnfErrors, EachMalformedGrammarGivesOneClearError) {
+TEST(grammar_errors, EachMalformedGrammarGivesOneClearError) {
   const std::vector<BadCase> cases = {
       {"", "", "no rule named 'root'"},
       {"other ::= \"a\"", "", "no rule named 'root'"},
@@ -165,7 +165,7 @@ TEST(GbnfErrors, EachMalformedGrammarGivesOneClearError) {
   }
 }
 
-TEST(GbnfLimits, DeepNestingInTheSourceIsAnErrorNotAStackOverflow) {
+TEST(grammar_limits, DeepNestingInTheSourceIsAnErrorNotAStackOverflow) {
   const std::string deep = "root ::= " + std::string(60000, '(') + "\"a\"" + std::string(60000, ')');
   auto r = parse_gbnf(deep);
   ASSERT_FALSE(r.ok());
@@ -178,7 +178,7 @@ TEST(GbnfLimits, DeepNestingInTheSourceIsAnErrorNotAStackOverflow) {
   EXPECT_TRUE(matches(fine.value(), "a"));
 }
 
-TEST(GbnfLimits, SizeLimitsAreEnforced) {
+TEST(grammar_limits, SizeLimitsAreEnforced) {
   GrammarLimits small;
   small.max_text_bytes = 10;
   EXPECT_FALSE(parse_gbnf("root ::= \"abcdefgh\"", "root", small).ok());
@@ -199,7 +199,7 @@ TEST(GbnfLimits, SizeLimitsAreEnforced) {
   ASSERT_TRUE(nested.ok()) << nested.error().message;
 }
 
-TEST(GbnfPrinter, GeneratedNamesDoNotCollideWithUserNames) {
+TEST(grammar_printer, GeneratedNamesDoNotCollideWithUserNames) {
   auto g = parse_ok("root ::= (\"a\" | \"b\") root-1\nroot-1 ::= \"c\"");
   ASSERT_TRUE(g);
   const std::string printed = grammar_to_gbnf(*g);

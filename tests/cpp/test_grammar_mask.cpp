@@ -66,7 +66,7 @@ bool oracle_sentence(const std::string& text) {
   return false;
 }
 
-TEST(GrammarMask, MatchesAnEnumeratedLanguageAcrossUtf8Splits) {
+TEST(grammar_mask, MatchesAnEnumeratedLanguageAcrossUtf8Splits) {
   auto g = parse_ok(kFiniteGrammar);
   ASSERT_TRUE(g);
   auto vocab = split_vocab();
@@ -96,7 +96,64 @@ TEST(GrammarMask, MatchesAnEnumeratedLanguageAcrossUtf8Splits) {
   EXPECT_GT(checked_allowed, 100);  // the oracle is not trivially all-false
 }
 
-TEST(GrammarMask, PartialCharacterCarriesToTheNextToken) {
+// Whether `s` is valid UTF-8, possibly ending inside a character (written here, apart from the
+// matcher's decoder): no overlong forms, no surrogates, nothing above U+10FFFF.
+bool valid_utf8_prefix(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto b = static_cast<uint8_t>(s[i]);
+    if (b < 0x80) {
+      ++i;
+      continue;
+    }
+    const size_t len = b >= 0xC2 && b <= 0xDF ? 2 : b >= 0xE0 && b <= 0xEF ? 3 : b >= 0xF0 && b <= 0xF4 ? 4 : 0;
+    if (len == 0) return false;
+    for (size_t k = 1; k < len && i + k < s.size(); ++k) {
+      const auto c = static_cast<uint8_t>(s[i + k]);
+      uint8_t lo = 0x80, hi = 0xBF;
+      if (k == 1 && b == 0xE0) lo = 0xA0;
+      if (k == 1 && b == 0xED) hi = 0x9F;
+      if (k == 1 && b == 0xF0) lo = 0x90;
+      if (k == 1 && b == 0xF4) hi = 0x8F;
+      if (c < lo || c > hi) return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+// "<" then any characters but ">" then ">": every non-ASCII code point behaves alike here, the
+// case where the matcher merges unfinished characters into one state.
+TEST(grammar_mask, AnyCharacterLoopMatchesAHandWrittenOracle) {
+  auto g = parse_ok("root ::= \"<\" [^>]* \">\"");
+  std::vector<std::string> pieces = {"<", ">", "a>", "<a", "\xE4", "\xB8", "\xAD", "\xE4\xB8", "\xB8\xAD",
+                                     "\xE4\xB8\xAD", "\xE4\xB8\xAD\xE6", "\x96\x87>", "\xED\xA0", "\xE0\x80",
+                                     "\xE0\xA0\x80", "\xF0\x90", "\xF4\x90", "\xF0\x9F\x98\x80", "\x80>", ">>", "x"};
+  auto vocab = TokenVocab::from_pieces(pieces, {});
+  auto viable = [](const std::string& text) {
+    if (text.empty()) return true;
+    if (text[0] != '<') return false;
+    const std::string_view rest = std::string_view(text).substr(1);
+    const size_t close = rest.find('>');
+    if (close == std::string_view::npos) return valid_utf8_prefix(rest);
+    return close + 1 == rest.size() && valid_utf8_prefix(rest.substr(0, close)) &&
+           valid_utf8_prefix(std::string(rest.substr(0, close)) + "a");  // complete before '>'
+  };
+  int n_allowed = 0;
+  for (const std::string& prefix : {std::string(), std::string("<"), std::string("<\xE4"), std::string("<\xE4\xB8"),
+                                    std::string("<\xE4\xB8\xAD"), std::string("<\xF0\x9F"), std::string("<\xED")}) {
+    GrammarMatcher m(g, vocab);
+    ASSERT_TRUE(m.accept_text(prefix)) << prefix;
+    const std::vector<uint8_t> mask = mask_of(m, *vocab);
+    for (int32_t id = 0; id < vocab->n_vocab(); ++id) {
+      const bool want = viable(prefix + std::string(vocab->piece(id)));
+      EXPECT_EQ(mask[static_cast<size_t>(id)], want ? 1 : 0) << "prefix '" << prefix << "' token " << id;
+      n_allowed += want;
+    }
+  }
+  EXPECT_GT(n_allowed, 20);
+}
+
+TEST(grammar_mask, PartialCharacterCarriesToTheNextToken) {
   auto g = parse_ok("root ::= \"\xE2\x82\xAC\"+");
   auto vocab = split_vocab();
   GrammarMatcher m(g, vocab);
@@ -115,7 +172,7 @@ TEST(GrammarMask, PartialCharacterCarriesToTheNextToken) {
   EXPECT_TRUE(m.is_complete()) << "a refused text leaves the state unchanged";
 }
 
-TEST(GrammarMask, InvalidUtf8IsRefused) {
+TEST(grammar_mask, InvalidUtf8IsRefused) {
   auto g = parse_ok("root ::= .*");
   auto vocab = split_vocab();
   GrammarMatcher m(g, vocab);
@@ -127,7 +184,7 @@ TEST(GrammarMask, InvalidUtf8IsRefused) {
   EXPECT_TRUE(m.accept_text("a\xC3\xA9\xF0\x9F\x98\x80"));
 }
 
-TEST(GrammarMask, EndOfGenerationAndEmptyPieces) {
+TEST(grammar_mask, EndOfGenerationAndEmptyPieces) {
   auto g = parse_ok("root ::= \"a\" \"b\"?");
   auto vocab = split_vocab();
   const int32_t eos = 28, empty = 27;
@@ -150,7 +207,7 @@ TEST(GrammarMask, EndOfGenerationAndEmptyPieces) {
   EXPECT_TRUE(m.accept(eos).ok());
 }
 
-TEST(GrammarMask, RollbackRestoresExactly) {
+TEST(grammar_mask, RollbackRestoresExactly) {
   auto g = parse_ok("root ::= (\"ab\" | \"\xC3\xA9\")* \"!\"");
   auto vocab = split_vocab();
   GrammarMatcher m(g, vocab);
@@ -180,7 +237,7 @@ TEST(GrammarMask, RollbackRestoresExactly) {
   EXPECT_FALSE(m.rollback(1).ok());
 }
 
-TEST(GrammarMask, HostileOptionalChainStaysBounded) {
+TEST(grammar_mask, HostileOptionalChainStaysBounded) {
   std::string gbnf = "root ::=";
   for (int i = 0; i < 1000; ++i) gbnf += " x?";
   gbnf += "\nx ::= \"x\"";
@@ -195,7 +252,7 @@ TEST(GrammarMask, HostileOptionalChainStaysBounded) {
   EXPECT_FALSE(m.accepts(0));
 }
 
-TEST(GrammarMask, TenThousandAlternatives) {
+TEST(grammar_mask, TenThousandAlternatives) {
   std::string gbnf = "root ::= \"w0\"";
   for (int i = 1; i < 10000; ++i) gbnf += " | \"w" + std::to_string(i) + "\"";
   auto g = parse_ok(gbnf);
@@ -208,7 +265,7 @@ TEST(GrammarMask, TenThousandAlternatives) {
   EXPECT_FALSE(GrammarMatcher(g, nullptr).accept_text("w10000"));
 }
 
-TEST(GrammarMask, DeeplyNestedInputIsRefusedNotACrash) {
+TEST(grammar_mask, DeeplyNestedInputIsRefusedNotACrash) {
   auto g = parse_ok("root ::= \"[\" root \"]\" | \"\"");
   GrammarMatcher m(g, nullptr);
   const std::string deep(60000, '[');
@@ -234,7 +291,7 @@ number ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
 ws     ::= [ \t\n]*
 )";
 
-TEST(GrammarMask, RealVocabularyMaskEqualsPerTokenWalks) {
+TEST(grammar_mask, RealVocabularyMaskEqualsPerTokenWalks) {
   const fs::path model = fs::path(pllm::test::kSourceDir) / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf";
   if (!fs::exists(model)) GTEST_SKIP() << "model file absent: " << model;
   auto file = GgufFile::open(model.string());
