@@ -35,7 +35,9 @@ def test_pydantic_model_class(model):
 
 
 def test_json_object_and_grammar(model):
-    json.loads(model.chat(ASK, max_tokens=200, response_format={"type": "json_object"}))
+    obj = model.chat([{"role": "user", "content": "Reply with a JSON object with the keys name and age."}],
+                     max_tokens=200, response_format={"type": "json_object"})
+    assert isinstance(json.loads(obj), dict), obj
     reply = model.chat([{"role": "user", "content": "Is Paris in France?"}], max_tokens=8,
                        grammar='root ::= ("yes" | "no") "."')
     assert reply in ("yes.", "no."), reply

@@ -113,8 +113,9 @@ void response_format(const json& f, CompletionRequest& r) {
   const std::string type = f["type"].get<std::string>();
   if (type == "text") return;
   r.grammar_param = "response_format";
-  if (type == "json_object") {
-    r.grammar_kind = GrammarKind::json;
+  if (type == "json_object") {  // OpenAI's JSON mode: one JSON object
+    r.grammar_kind = GrammarKind::json_schema;
+    r.grammar_text = R"({"type": "object"})";
     return;
   }
   if (type != "json_schema")
@@ -201,7 +202,7 @@ ParseResult parse_completion_request(std::string_view body, bool chat, const Sam
   }
   try {
     out.request = parse(j, chat, defaults);
-    if (out.request->grammar_kind == GrammarKind::json_schema) {
+    if (out.request->grammar_kind == GrammarKind::json_schema && out.request->grammar_text.empty()) {
       // Again with the keys in their order: the schema's property order is the reply's.
       const auto o = nlohmann::ordered_json::parse(body.begin(), body.end(), nullptr, false);
       out.request->grammar_text = o["response_format"]["json_schema"]["schema"].dump();

@@ -64,8 +64,8 @@ def grammar_of(model: int, response_format: Any, grammar: str | None) -> Optiona
         if not isinstance(response_format, dict) or not isinstance(response_format.get("type"), str):
             raise InvalidArgument("response_format must be a dict with a 'type' (or a Pydantic model class)")
         t = response_format["type"]
-        if t == "json_object":
-            kind = GRAMMAR_JSON
+        if t == "json_object":  # OpenAI's JSON mode: one JSON object
+            kind, text = GRAMMAR_JSON_SCHEMA, '{"type": "object"}'
         elif t == "json_schema":
             js = response_format.get("json_schema")
             if not isinstance(js, dict) or "schema" not in js:
