@@ -15,7 +15,7 @@
 #      scheduler's and governor's suites;
 #   4. the libFuzzer targets (scripts/fuzz.sh: GGUF files, tokenizer input, chat templates (the
 #      native families and the Jinja interpreter), KV
-#      snapshots, completion request bodies), 20 s each on their seed corpora;
+#      snapshots, completion request bodies, GBNF grammars, JSON schemas), 20 s each on their seed corpora;
 #   5. the ARM kernel tests under qemu.
 # scripts/test.sh --long additionally runs every case of the ASan suites, a shorter server soak
 # on the real model under ASan (16 clients x 4) and TSan (8 x 2), the whole Python suite
@@ -62,7 +62,8 @@ ASAN_TESTS=(test_gguf test_gguf_writer test_tokenizer test_chat_template test_ji
             test_kv_snapshot test_prefix_cache test_api test_engine test_model_override test_kernels
             test_matvec_rows test_gemm test_attention_kv test_quant test_thermal_sysfs test_trace_log
             test_scheduled_runtime test_runtime_api test_server_soak test_prune_compensate test_frame_policy
-            test_scheduler_interactive test_stop_matcher test_chat_prompt)
+            test_scheduler_interactive test_stop_matcher test_chat_prompt test_grammar test_json_schema
+            test_sampler_grammar)
 ASAN_NUMERICS='EngineReal.BatchedEqualsSolo*:EngineReal.CancelMidStep*:PrefixCacheTest.SameGreedyOutput*'
 ASAN_NUMERICS+=':PrefixCacheTest.Prewarm*:PrefixCacheTest.SharedBySessions*:PrefixCacheTest.WindowedSessions*'
 ASAN_NUMERICS+=':PrefixCacheTest.BudgetsEvict*:PrefixCacheTest.ActivationModes*:KvSnapshot.RoundTrip*'
@@ -92,7 +93,8 @@ PARSING_SUITES=(test_malformed_gguf.py test_cli_errors.py test_tokenize.py test_
                 "test_simulate.py::test_bad_scenario_is_one_clear_error" "test_simulate.py::test_bad_command_lines"
                 "test_server.py::test_bad_requests_get_openai_errors" "test_server.py::test_oversized_body_and_unknown_route"
                 "test_server.py::test_tokenize_round_trip" "test_server.py::test_disconnect_cancels_and_metrics_parse"
-                "test_prune_compensate.py::test_saved_gram_matrices_replace_the_calibration")
+                "test_prune_compensate.py::test_saved_gram_matrices_replace_the_calibration"
+                "test_structured_output.py::test_what_cannot_be_enforced_is_a_400" "test_structured_output.py::test_cli_grammar_flags_errors")
 if [ "$LONG" = 1 ]; then
   PY_ASAN=("$ROOT/tests/py")
 else
