@@ -31,6 +31,7 @@ def test_pydantic_model_class(model):
         age: int
 
     reply = model.chat(ASK, max_tokens=120, response_format=Person)
+    assert reply.stats.stop_reason == "eog", reply
     Person.model_validate_json(reply)
 
 

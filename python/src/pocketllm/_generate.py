@@ -47,6 +47,20 @@ class Completion(str):
 GRAMMAR_GBNF, GRAMMAR_JSON_SCHEMA, GRAMMAR_JSON = 0, 1, 2  # pllm_grammar_kind
 
 
+def _closed(schema: Any) -> Any:
+    """A Pydantic schema with no extra keys on its objects (as OpenAI's strict schemas have):
+    Pydantic ignores extra keys when it validates, so the reply loses nothing it could use, and
+    the model cannot wander into keys of its own."""
+    if isinstance(schema, dict):
+        out = {k: _closed(v) for k, v in schema.items()}
+        if out.get("type") == "object" and "properties" in out:
+            out.setdefault("additionalProperties", False)
+        return out
+    if isinstance(schema, list):
+        return [_closed(v) for v in schema]
+    return schema
+
+
 def grammar_of(model: int, response_format: Any, grammar: str | None) -> Optional[Owned]:
     """The compiled constraint of a call: ``response_format`` as OpenAI's ({"type": "text" |
     "json_object"}, {"type": "json_schema", "json_schema": {"schema": {...}}}) or a Pydantic
@@ -59,7 +73,7 @@ def grammar_of(model: int, response_format: Any, grammar: str | None) -> Optiona
             raise InvalidArgument("grammar must be GBNF text (a str)")
         kind, text = GRAMMAR_GBNF, grammar
     elif hasattr(response_format, "model_json_schema"):  # a Pydantic model class
-        kind, text = GRAMMAR_JSON_SCHEMA, json.dumps(response_format.model_json_schema())
+        kind, text = GRAMMAR_JSON_SCHEMA, json.dumps(_closed(response_format.model_json_schema()))
     elif response_format is not None:
         if not isinstance(response_format, dict) or not isinstance(response_format.get("type"), str):
             raise InvalidArgument("response_format must be a dict with a 'type' (or a Pydantic model class)")
