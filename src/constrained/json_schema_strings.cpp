@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "constrained/json_schema_internal.h"
+#include "tokenizer/vocab.h"  // append_utf8
 
 namespace pllm::schema_detail {
 
@@ -176,22 +177,7 @@ std::string json_string_content_gbnf(std::string_view utf8) {
   };
   for (uint32_t c : cps) {
     if (c >= 0x20 && c != '"' && c != '\\') {
-      // Re-encode the code point as UTF-8 into the literal run.
-      if (c < 0x80) {
-        run += char(c);
-      } else if (c < 0x800) {
-        run += char(0xC0 | (c >> 6));
-        run += char(0x80 | (c & 0x3F));
-      } else if (c < 0x10000) {
-        run += char(0xE0 | (c >> 12));
-        run += char(0x80 | ((c >> 6) & 0x3F));
-        run += char(0x80 | (c & 0x3F));
-      } else {
-        run += char(0xF0 | (c >> 18));
-        run += char(0x80 | ((c >> 12) & 0x3F));
-        run += char(0x80 | ((c >> 6) & 0x3F));
-        run += char(0x80 | (c & 0x3F));
-      }
+      append_utf8(run, c);
       continue;
     }
     flush();
