@@ -24,6 +24,14 @@ struct GrammarLimits {
 // An immutable compiled grammar, shared by every matcher that uses it.
 struct Grammar;
 
+// Text that starts a lazy grammar: the generation is free until it writes a trigger, and the
+// grammar holds from the trigger's first byte (tool calls under tool_choice "auto"). at_start:
+// only when it is the first thing written (leading whitespace aside).
+struct GrammarTrigger {
+  std::string text;
+  bool at_start = false;
+};
+
 // Parses GBNF. Errors (Status::invalid_argument) say line:column and what was expected;
 // an undefined rule, a missing root, a left-recursive rule (which no stack machine can run) are
 // errors too.

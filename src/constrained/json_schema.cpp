@@ -100,6 +100,8 @@ Error schema_error(std::string_view keyword, const std::string& pointer, const s
 // ---- the walk ----
 
 SchemaCompiler::SchemaCompiler(const Json& root, const JsonSchemaOptions& opts) : root_(root), opts_(opts) {
+  rules_.reserve_names(opts.reserved_names);
+  rules_.reserve_names({opts.root_name});
   const int n = std::clamp(opts.max_whitespace, 0, kMaxRepetition);
   if (n > 0) {
     rules_.add_fixed("ws", "[ \\t\\n\\r]{0," + std::to_string(n) + "}");
@@ -120,7 +122,7 @@ std::string SchemaCompiler::value_rule() {
   value_rules_added_ = true;
   // Fixed names (RuleTable never hands them out): the rules refer to one another.
   const std::string w = ws_;
-  rules_.add_fixed("value", "object | array | string | number | \"true\" | \"false\" | \"null\"");
+  rules_.add_fixed("value", "object | array | string | number | " + bool_gbnf() + " | " + null_gbnf());
   rules_.add_fixed("object", "\"{\"" + w + "(string" + w + "\":\"" + w + "value (" + sep_ + "string" + w + "\":\"" + w +
                               "value)*)?" + w + "\"}\"");
   rules_.add_fixed("array", "\"[\"" + w + "(value (" + sep_ + "value)*)?" + w + "\"]\"");
@@ -135,7 +137,7 @@ Result<std::string> SchemaCompiler::run() {
     return schema_error("schema", "", "nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   PLLM_ASSIGN(Compiled root, compile(root_, ""));
   if (!root) return schema_error("schema", "", "no JSON value satisfies it");
-  return rules_.to_gbnf(*root);
+  return rules_.to_gbnf(opts_.root_name, *root);
 }
 
 Result<void> SchemaCompiler::check_keywords(const Json& schema, const std::string& pointer) const {
@@ -540,8 +542,8 @@ Result<Compiled> SchemaCompiler::compile_plain(const Json& schema, const std::st
   auto add = [&](const Compiled& c) {
     if (c) alts += (alts.empty() ? "" : " | ") + *c;
   };
-  if (types & kNull) add(Compiled("\"null\""));
-  if (types & kBool) add(Compiled("\"true\" | \"false\""));
+  if (types & kNull) add(Compiled(null_gbnf()));
+  if (types & kBool) add(Compiled(bool_gbnf()));
   if (types & (kInteger | kFraction)) {
     PLLM_ASSIGN(Compiled c, number_gbnf(schema, pointer, types));
     add(c);

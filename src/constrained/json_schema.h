@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/result.h"
 
@@ -29,7 +30,16 @@ struct JsonSchemaOptions {
   // Whitespace the grammar allows between tokens: none (compact), or up to this many
   // spaces/newlines per gap (so a model can indent without running forever).
   int max_whitespace = 20;
+  // The grammar's start rule, and names its other rules must not take: a caller that embeds the
+  // schema's grammar in a larger one (tool calls) writes its own rules under those names.
+  std::string root_name = "root";
+  std::vector<std::string> reserved_names;
+  // Python literals instead of JSON's (True / False / None), and an object schema carrying the
+  // key kPythonCallKey (a function name) written as a call with keyword arguments,
+  // name(key=value, ...): the pythonic tool calls of LFM2. Off: the key is an ignored annotation.
+  bool python = false;
 };
+inline constexpr const char* kPythonCallKey = "x-pocketllm-python-call";
 
 // The grammar of any JSON value (response_format json_object, --json).
 std::string json_value_gbnf(const JsonSchemaOptions& opts = {});

@@ -26,7 +26,9 @@ class RuleTable {
   void define(const std::string& name, const std::string& body);
   // A rule under exactly this name (one of the shared JSON rules, never handed out otherwise).
   void add_fixed(const std::string& name, const std::string& body);
-  std::string to_gbnf(const std::string& root_body) const;
+  std::string to_gbnf(const std::string& root_name, const std::string& root_body) const;
+  // Names a caller keeps for its own rules (JsonSchemaOptions::root_name, reserved_names).
+  void reserve_names(const std::vector<std::string>& names);
   // Repetition bounds summed over the grammar: the parser expands {m,n} into rules, so the
   // compiler refuses a schema whose grammar would exceed the parser's limits.
   Result<void> charge_repetition(int64_t count, std::string_view keyword, std::string_view pointer);
@@ -128,6 +130,12 @@ class SchemaCompiler {
   std::string string_rule();
   std::string ws() const { return ws_; }            // " ws " or " " (nothing allowed)
   std::string sep() const { return sep_; }          // a comma between whitespace
+  // Literals in the output's language (JSON's, or Python's under JsonSchemaOptions::python).
+  std::string null_gbnf() const { return opts_.python ? "\"None\"" : "\"null\""; }
+  std::string bool_literal_gbnf(bool b) const {
+    return opts_.python ? (b ? "\"True\"" : "\"False\"") : (b ? "\"true\"" : "\"false\"");
+  }
+  std::string bool_gbnf() const { return bool_literal_gbnf(true) + " | " + bool_literal_gbnf(false); }
   RuleTable& rules() { return rules_; }
 
  private:

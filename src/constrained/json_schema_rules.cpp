@@ -53,8 +53,12 @@ void RuleTable::define(const std::string& name, const std::string& body) {
     if (n == name) b = body;
 }
 
-std::string RuleTable::to_gbnf(const std::string& root_body) const {
-  std::string out = "root ::= " + root_body + "\n";
+void RuleTable::reserve_names(const std::vector<std::string>& names) {
+  for (const auto& n : names) used_names_[n] = 1;
+}
+
+std::string RuleTable::to_gbnf(const std::string& root_name, const std::string& root_body) const {
+  std::string out = root_name + " ::= " + root_body + "\n";
   for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
   return out;
 }

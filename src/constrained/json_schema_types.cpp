@@ -35,6 +35,13 @@ Result<std::optional<int64_t>> count_keyword(const Json& schema, const char* key
   return std::optional<int64_t>(static_cast<int64_t>(d));
 }
 
+bool is_python_identifier(std::string_view s) {
+  if (s.empty() || (s[0] >= '0' && s[0] <= '9')) return false;
+  for (char c : s)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')) return false;
+  return true;
+}
+
 }  // namespace
 
 Result<Compiled> SchemaCompiler::child(const Json& schema, const std::string& pointer) {
@@ -48,8 +55,8 @@ Result<Compiled> SchemaCompiler::child(const Json& schema, const std::string& po
 
 Result<std::string> SchemaCompiler::literal_gbnf(const Json& v, const std::string& pointer, int depth) {
   if (depth > 64) return schema_error("enum", pointer, "value nested too deeply");
-  if (v.is_null()) return std::string("\"null\"");
-  if (v.is_boolean()) return std::string(v.get<bool>() ? "\"true\"" : "\"false\"");
+  if (v.is_null()) return null_gbnf();
+  if (v.is_boolean()) return bool_literal_gbnf(v.get<bool>());
   if (v.is_string()) return seq(seq(kQuote, json_string_content_gbnf(v.get_ref<const std::string&>())), kQuote);
   if (v.is_number()) {
     // Numbers compare by value: 1, 1.0 and 1.00 are one value; -0 is 0.
@@ -341,6 +348,10 @@ Result<Compiled> SchemaCompiler::object_gbnf(const Json& schema, const std::stri
   std::vector<Entry> entries;
   std::vector<std::string> names;
   std::vector<std::string> required;
+  // A pythonic tool call: name(key=value, ...) with the declared keys only (no extra keywords).
+  std::string call;
+  if (opts_.python && schema.contains(kPythonCallKey) && schema[kPythonCallKey].is_string())
+    call = schema[kPythonCallKey].get<std::string>();
   if (schema.contains("required")) {
     const Json& r = schema["required"];
     const std::string at = child_pointer(pointer, "required");
@@ -372,10 +383,18 @@ Result<Compiled> SchemaCompiler::object_gbnf(const Json& schema, const std::stri
       names.push_back(name);
     }
   const std::string w = ws();
-  auto key_value = [&](const std::string& key, const std::string& value) { return seq(key + w + "\":\"" + w, value); };
+  auto key_value = [&](const std::string& key, const std::string& value) {
+    return seq(key + w + (call.empty() ? "\":\"" : "\"=\"") + w, value);
+  };
+  auto key_literal = [&](const std::string& name) -> Result<std::string> {
+    if (call.empty()) return seq(seq(kQuote, json_string_content_gbnf(name)), kQuote);
+    if (!is_python_identifier(name))
+      return schema_error("properties", pointer, "'" + name + "' is not a Python identifier (a pythonic call's keyword)");
+    return "\"" + name + "\"";
+  };
   // T: what may follow once something is written; F: the same from an empty object.
   std::string T, F;
-  if (additional) {
+  if (additional && call.empty()) {
     std::string key = names.empty() ? string_rule() : "";
     if (key.empty()) {
       PLLM_ASSIGN(key, key_excluding(names, pointer));
@@ -390,7 +409,7 @@ Result<Compiled> SchemaCompiler::object_gbnf(const Json& schema, const std::stri
       if (e.required) return Compiled();  // a required property no value satisfies
       continue;                           // an optional one that can never appear
     }
-    const std::string key_lit = seq(seq(kQuote, json_string_content_gbnf(e.name)), kQuote);
+    PLLM_ASSIGN(const std::string key_lit, key_literal(e.name));
     const std::string kv = rules_.add("kv", key_value(key_lit, *e.value));
     const std::string T_next = T.empty() ? "" : rules_.add("obj-rest", T);
     const std::string F_next = F.empty() ? "" : rules_.add("obj-from", F);
@@ -403,6 +422,10 @@ Result<Compiled> SchemaCompiler::object_gbnf(const Json& schema, const std::stri
     }
   }
   std::string body = F.empty() ? "" : rules_.add("props", F);
+  if (!call.empty()) {
+    if (!is_python_identifier(call)) return schema_error(kPythonCallKey, pointer, "'" + call + "' is not a Python identifier");
+    return Compiled(rules_.add("call", seq(seq("\"" + call + "(\"" + w, body), w + "\")\"")));
+  }
   return Compiled(rules_.add("object", seq(seq("\"{\"" + w, body), w + "\"}\"")));
 }
 

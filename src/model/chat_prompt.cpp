@@ -34,14 +34,16 @@ Result<ChatTemplateVars> parse_chat_template_vars(std::string_view text) {
 }
 
 Result<std::string> apply_chat_template(const Model& m, const std::vector<ChatMessage>& messages,
-                                        bool add_generation_prompt, ChatTemplateMode mode, const ChatTemplateVars& vars) {
+                                        bool add_generation_prompt, ChatTemplateMode mode, const ChatTemplateVars& vars,
+                                        const nlohmann::ordered_json& tools) {
   return apply_chat_template(m.chat_template(), m.chat_family(), m.tokenizer(), messages, add_generation_prompt,
-                             mode, vars);
+                             mode, vars, tools);
 }
 
 Result<std::string> apply_chat_template(const std::string& tmpl, ChatFamily family, const Tokenizer& tok,
                                         const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                                        ChatTemplateMode mode, const ChatTemplateVars& vars) {
+                                        ChatTemplateMode mode, const ChatTemplateVars& vars,
+                                        const nlohmann::ordered_json& tools) {
   PLLM_TRY(check_chat_template_vars(vars));
   const bool has_vars = vars.is_object() && !vars.empty();
   if (mode == ChatTemplateMode::native || tmpl.empty()) {
@@ -50,11 +52,15 @@ Result<std::string> apply_chat_template(const std::string& tmpl, ChatFamily fami
                                                          "built-in ") + chat_family_name(family) +
                                                  " layout " + (tmpl.empty() ? "(this file has no template) " : "") +
                                                  "reads none");
+    if (!tools.is_null())
+      return make_error(Status::unsupported, "tools need the model's own template; the built-in layout renders them "
+                                             "only as the tool prompt (constrained/tool_prompt.h) writes them");
     return render_chat(family, tmpl, messages, add_generation_prompt);
   }
   ChatContext ctx;
   ctx.messages = chat_messages_json(messages);
   ctx.add_generation_prompt = add_generation_prompt;
+  ctx.tools = tools;
   if (has_vars) ctx.extra = vars;
   // As Hugging Face passes them: the tokens' text (encode_chat_prompt keeps one BOS).
   if (tok.bos() >= 0) ctx.bos_token = tok.token_to_piece(tok.bos(), /*render_special=*/true);

@@ -37,16 +37,19 @@ Result<ChatTemplateVars> parse_chat_template_vars(std::string_view text);
 // The conversation as the model sees it, ready for encode_chat_prompt. A file without a
 // template takes the built-in layout of its family (ChatML, or Gemma's turns for gemma
 // files) in either mode; the built-in layouts read no variables (asking them for some is an
-// error).
+// error). tools: the template's `tools` variable (OpenAI-shaped definitions) or null; a
+// template that does not render tools gets them through constrained/tool_prompt.h instead.
 Result<std::string> apply_chat_template(const Model& m, const std::vector<ChatMessage>& messages,
                                         bool add_generation_prompt, ChatTemplateMode mode = ChatTemplateMode::file,
-                                        const ChatTemplateVars& vars = nullptr);
+                                        const ChatTemplateVars& vars = nullptr,
+                                        const nlohmann::ordered_json& tools = nullptr);
 // The same for a template source, the family it is recognised as, and the vocabulary whose
 // BOS / EOS text the template may write.
 Result<std::string> apply_chat_template(const std::string& tmpl, ChatFamily family, const Tokenizer& tok,
                                         const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                                         ChatTemplateMode mode = ChatTemplateMode::file,
-                                        const ChatTemplateVars& vars = nullptr);
+                                        const ChatTemplateVars& vars = nullptr,
+                                        const nlohmann::ordered_json& tools = nullptr);
 
 // Tokens of a rendered prompt: special tokens parsed; BOS added where the model wants one,
 // once (a template that writes {{ bos_token }} itself does not get a second).

@@ -8,7 +8,50 @@ namespace pllm {
 Sampler::Sampler(const SamplingConfig& cfg, int n_vocab, const GrammarConstraint& grammar)
     : cfg_(cfg), rng_state_(cfg.seed) {
   cands_.reserve(size_t(n_vocab));
-  if (grammar) matcher_.emplace(grammar.grammar, grammar.vocab);
+  if (!grammar.triggers.empty()) lazy_ = grammar;
+  else if (grammar) matcher_.emplace(grammar.grammar, grammar.vocab);
+}
+
+int32_t Sampler::watch_triggers(float* logits, int32_t id) {
+  const int n_vocab = int(cands_.capacity());
+  size_t longest = 0;
+  for (const GrammarTrigger& t : lazy_.triggers) longest = std::max(longest, t.text.size());
+  for (;;) {
+    const std::string text = tail_ + std::string(lazy_.vocab->piece(id));
+    const size_t first = text.find_first_not_of(" \t\n\r");
+    size_t at = std::string::npos;
+    bool may_start = false;  // the text so far may still grow into an at_start trigger
+    for (const GrammarTrigger& t : lazy_.triggers) {
+      if (t.at_start) {
+        if (started_ || first == std::string::npos) continue;
+        const std::string_view rest = std::string_view(text).substr(first);
+        if (rest.starts_with(t.text)) at = std::min(at, first);
+        else if (std::string_view(t.text).starts_with(rest)) may_start = true;
+      } else {
+        // Only where the trigger ends in this token (one ending earlier fired then).
+        const size_t from = tail_.size() >= t.text.size() ? tail_.size() - t.text.size() + 1 : 0;
+        const size_t pos = text.find(t.text, from);
+        if (pos != std::string::npos) at = std::min(at, pos);
+      }
+    }
+    if (at == std::string::npos) {
+      if (first != std::string::npos && !may_start) started_ = true;
+      tail_ = started_ && text.size() > longest ? text.substr(text.size() - longest) : text;
+      return id;
+    }
+    if (!lazy_.refuse_triggers) {
+      GrammarMatcher m(lazy_.grammar, lazy_.vocab);
+      if (m.accept_text(std::string_view(text).substr(at))) {
+        matcher_.emplace(std::move(m));
+        lazy_ = {};
+        tail_.clear();
+        return id;
+      }
+    }
+    logits[id] = -INFINITY;  // this token may not start (this) call: draw another
+    if (std::none_of(logits, logits + n_vocab, [](float l) { return l > -INFINITY; })) return kNoToken;
+    id = draw(logits);
+  }
 }
 
 // splitmix64: tiny, well-distributed, identical on every platform.
@@ -37,6 +80,7 @@ int32_t Sampler::sample(float* logits, std::span<const int32_t> recent) {
   }
 
   int32_t id = draw(logits);
+  if (!lazy_.triggers.empty()) return watch_triggers(logits, id);
   if (matcher_ && !matcher_->accepts(id)) {
     matcher_->mask_logits(std::span<float>(logits, size_t(n_vocab)));
     if (std::none_of(logits, logits + n_vocab, [](float l) { return l > -INFINITY; })) return kNoToken;

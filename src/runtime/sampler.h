@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "constrained/grammar_matcher.h"
@@ -17,10 +18,16 @@ namespace pllm {
 
 // A grammar the generated text must follow: the compiled grammar and the model's vocabulary
 // trie (built once per model and shared).
+// With triggers the grammar is lazy: free text until a trigger is written, the grammar from its
+// first byte on (a sampled token that completes a trigger the grammar then refuses is redrawn).
+// refuse_triggers: no grammar, and a token that would complete a trigger is never drawn
+// (tool_choice "none").
 struct GrammarConstraint {
   std::shared_ptr<const Grammar> grammar;
   std::shared_ptr<const TokenVocab> vocab;
-  explicit operator bool() const { return grammar != nullptr; }
+  std::vector<GrammarTrigger> triggers;
+  bool refuse_triggers = false;
+  explicit operator bool() const { return grammar != nullptr || !triggers.empty(); }
 };
 
 // The model's vocabulary trie, built on the first constrained request and then shared.
@@ -49,8 +56,14 @@ class Sampler {
  private:
   double next_uniform();  // [0, 1)
   int32_t draw(float* logits);
+  // Before a lazy grammar's trigger: id unless it completes a trigger the grammar refuses
+  // (or any trigger, when they are refused); then the grammar holds.
+  int32_t watch_triggers(float* logits, int32_t id);
 
   SamplingConfig cfg_;
+  GrammarConstraint lazy_;  // triggers still being watched for (empty once the grammar holds)
+  std::string tail_;        // the end of the text so far, as long as a trigger could span
+  bool started_ = false;    // something other than whitespace was written (at_start triggers are over)
   std::optional<GrammarMatcher> matcher_;
   uint64_t rng_state_;
   struct Cand {

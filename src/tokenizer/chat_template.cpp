@@ -69,6 +69,9 @@ Result<void> check_roles(const std::vector<ChatMessage>& msgs) {
   for (const auto& m : msgs)
     if (m.role != "system" && m.role != "user" && m.role != "assistant")
       return make_error(Status::invalid_argument, "chat role '" + m.role + "' not supported by this template");
+  for (const auto& m : msgs)
+    if (!m.tool_calls.empty())  // the tool prompt (constrained/tool_prompt.h) writes them into the content first
+      return make_error(Status::invalid_argument, "the built-in layouts do not render tool calls");
   return {};
 }
 

@@ -7,9 +7,19 @@
 
 namespace pllm {
 
+// A function call the assistant made (OpenAI's tool_calls[i]): arguments is JSON text.
+struct ToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;
+};
+
 struct ChatMessage {
-  std::string role;  // "system" | "user" | "assistant"
+  std::string role;  // "system" | "user" | "assistant" | "tool"
   std::string content;
+  std::vector<ToolCall> tool_calls;  // assistant turns that called tools
+  std::string tool_call_id;          // a "tool" turn: the call it answers
+  std::string name;                  // a "tool" turn: the function's name (when known)
 };
 
 enum class ChatFamily { chatml, llama3, llama2, deepseek_r1, gemma, zephyr, unknown };

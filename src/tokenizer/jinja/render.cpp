@@ -73,7 +73,23 @@ Result<std::string> render_chat_template(const std::string& source, const ChatCo
 
 nlohmann::ordered_json chat_messages_json(const std::vector<ChatMessage>& messages) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
-  for (const auto& m : messages) out.push_back({{"role", m.role}, {"content", m.content}});
+  for (const auto& m : messages) {
+    nlohmann::ordered_json j = {{"role", m.role}, {"content", m.content}};
+    if (!m.tool_calls.empty()) {
+      nlohmann::ordered_json calls = nlohmann::ordered_json::array();
+      for (const ToolCall& c : m.tool_calls) {
+        // Templates read the arguments as a mapping (Hugging Face's convention), so JSON text
+        // is passed parsed; text that is not JSON stays a string.
+        auto args = nlohmann::ordered_json::parse(c.arguments, nullptr, /*allow_exceptions=*/false);
+        if (args.is_discarded()) args = c.arguments;
+        calls.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", args}}}});
+      }
+      j["tool_calls"] = std::move(calls);
+    }
+    if (!m.tool_call_id.empty()) j["tool_call_id"] = m.tool_call_id;
+    if (!m.name.empty()) j["name"] = m.name;
+    out.push_back(std::move(j));
+  }
   return out;
 }
 

@@ -33,7 +33,8 @@ Result<std::string> render_template(const std::string& source, const nlohmann::o
 
 Result<std::string> render_chat_template(const std::string& source, const ChatContext& ctx);
 
-// The messages of the engine's chat path ({role, content} each) as a ChatContext's messages.
+// The engine's chat messages as a ChatContext's messages (OpenAI's shape: tool_calls with their
+// arguments parsed, tool_call_id, name).
 nlohmann::ordered_json chat_messages_json(const std::vector<ChatMessage>& messages);
 
 }  // namespace pllm
