@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "constrained/grammar_matcher.h"
+#include "constrained/tool_calls.h"
 #include "constrained/token_trie.h"
 #include "tokenizer/tokenizer.h"
 
@@ -125,6 +126,14 @@ std::shared_ptr<const TokenVocab> TokenVocab::build(const Tokenizer& tok) {
   for (int32_t id = 0; id < static_cast<int32_t>(pieces.size()); ++id) {
     pieces[static_cast<size_t>(id)] = tok.token_to_piece(id);
     if (tok.is_end_of_generation(id)) eog.push_back(id);
+  }
+  // Tool-call markers that are control tokens (no text of their own) are spelled out, so a
+  // grammar can ask for them and the call parser can see them.
+  for (const std::string& marker : tool_call_markers()) {
+    const int32_t id = tok.find_token(marker);
+    if (id >= 0 && static_cast<size_t>(id) < pieces.size() && pieces[static_cast<size_t>(id)].empty() &&
+        !tok.is_end_of_generation(id))
+      pieces[static_cast<size_t>(id)] = marker;
   }
   return from_pieces(std::move(pieces), std::move(eog));
 }

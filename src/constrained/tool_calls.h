@@ -52,6 +52,9 @@ enum class ToolCallFormat {
   phi4,         // <|tool_call|>[{"name": ..., "arguments": {...}}]<|/tool_call|>: Phi-4-mini
 };
 const char* tool_call_format_name(ToolCallFormat f);
+// The formats' marker texts. A vocabulary that holds one as a control token spells it in the
+// matcher's vocabulary (TokenVocab::build), so grammars and the parser can read it as text.
+const std::vector<std::string>& tool_call_markers();
 
 // What a model's chat template does with tools.
 struct ToolCallStyle {
@@ -68,7 +71,8 @@ struct ToolGrammar {
   std::vector<GrammarTrigger> triggers;    // where a call starts; empty: the grammar holds from the first token
   bool refuse_triggers = false;            // tool_choice none: a trigger may never be written
 };
-// parallel: several calls in one reply (OpenAI's parallel_tool_calls).
+// parallel: several calls in one reply (OpenAI's parallel_tool_calls); a named function is
+// called once.
 Result<ToolGrammar> tool_call_grammar(ToolCallFormat f, const std::vector<ToolDefinition>& tools,
                                       const ToolChoice& choice, bool parallel);
 

@@ -105,6 +105,13 @@ const char* tool_call_format_name(ToolCallFormat f) {
   return "?";
 }
 
+const std::vector<std::string>& tool_call_markers() {
+  static const std::vector<std::string> markers = {"<tool_call>",         "</tool_call>",      "<|python_tag|>",
+                                                   "<|tool_call_start|>", "<|tool_call_end|>", "<|tool_call|>",
+                                                   "<|/tool_call|>"};
+  return markers;
+}
+
 ToolCallStyle detect_tool_call_style(const std::string& t, const Tokenizer* tok) {
   ToolCallStyle s;
   s.renders_tools = contains(t, "tools");

@@ -107,22 +107,30 @@ Result<ToolGrammar> tool_call_grammar(ToolCallFormat f, const std::vector<ToolDe
     if (choice.mode != ToolChoiceMode::function || t.name == choice.function) allowed.push_back(&t);
   if (allowed.empty()) return make_error(Status::invalid_argument, "tools: there is no tool to call");
   JsonSchemaOptions opts;
-  opts.max_whitespace = 4;
+  opts.max_whitespace = 1;  // one space or newline between tokens: a call stays short (a small model pads otherwise)
   opts.root_name = "tc-call";
   opts.reserved_names = {"tc-ws", "tc-block"};
   opts.python = f == ToolCallFormat::pythonic;
   auto gbnf = json_schema_to_gbnf(calls_schema(f, allowed), opts);
   if (!gbnf.ok()) {
-    // Name the tool whose schema failed: the pointer starts /anyOf/<i>.
+    // Name the tool whose schema failed, and the pointer within its parameters (the compiled
+    // schema holds them at /anyOf/<i>/properties/<arguments key>, or /anyOf/<i> for pythonic).
     std::string msg = gbnf.error().message;
-    const size_t at = msg.find("/anyOf/");
+    const size_t at = msg.find(" at /anyOf/");
     if (at != std::string::npos) {
-      const size_t i = std::strtoul(msg.c_str() + at + 7, nullptr, 10);
-      if (i < allowed.size()) msg = "tool '" + allowed[i]->name + "': " + msg;
+      char* end = nullptr;
+      const size_t i = std::strtoul(msg.c_str() + at + 11, &end, 10);
+      std::string rest = end ? std::string(end) : std::string();
+      const std::string inner = std::string("/properties/") + arguments_key(f);
+      if (f != ToolCallFormat::pythonic && rest.rfind(inner, 0) == 0) rest = rest.substr(inner.size());
+      if (i < allowed.size())
+        msg = "tool '" + allowed[i]->name + "': " + msg.substr(0, at) + " at parameters" +
+              (rest.empty() || rest[0] == ':' ? "/" + rest : rest);
     }
     return make_error(gbnf.error().code, "tools: " + msg);
   }
-  PLLM_ASSIGN(out.grammar, parse_gbnf(*gbnf + syntax_gbnf(f, parallel)));
+  // Naming one function asks for one call of it (as OpenAI answers such a request).
+  PLLM_ASSIGN(out.grammar, parse_gbnf(*gbnf + syntax_gbnf(f, parallel && choice.mode != ToolChoiceMode::function)));
   if (choice.mode != ToolChoiceMode::automatic) out.triggers.clear();  // a call from the first token
   return out;
 }

@@ -7,6 +7,7 @@
 #include <ctime>
 #include <optional>
 
+#include "constrained/tool_calls.h"
 #include "model/chat_prompt.h"
 #include "runtime/stop_matcher.h"
 #include "server/server_impl.h"
@@ -22,19 +23,52 @@ constexpr int kProbeMs = 100;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // The request's text as it streams: decoded tokens through the stop strings (nothing from a
-// completed stop string on is sent).
+// completed stop string on is sent). With tools, the tokens' raw bytes (the tool vocabulary
+// spells the call markers, which the decoder drops as control tokens) go to the call parser,
+// which sends text and calls apart.
 class TextStream {
  public:
-  TextStream(const Tokenizer& tok, std::vector<std::string> stop) : dec_(tok), stops_(std::move(stop)) {}
+  TextStream(const Tokenizer& tok, std::vector<std::string> stop, std::shared_ptr<const TokenVocab> raw,
+             std::optional<ToolCallFormat> tools, std::string id_prefix)
+      : dec_(tok), stops_(std::move(stop)), raw_(std::move(raw)) {
+    if (tools) calls_.emplace(*tools, std::move(id_prefix));
+  }
   // The text that can be sent after this token; sets stopped() when a stop string completed.
-  std::string push(int32_t token) { return std::string(stops_.push(dec_.push(token))); }
-  std::string flush() { return stops_.stopped() ? std::string() : std::string(stops_.finish(dec_.flush())); }
+  std::string push(int32_t token, std::vector<ToolCallDelta>& calls) {
+    if (!calls_) return std::string(stops_.push(dec_.push(token)));
+    return parsed(calls_->push(stops_.push(raw_->piece(token))), calls);
+  }
+  std::string flush(std::vector<ToolCallDelta>& calls) {
+    std::string rest = stops_.stopped() ? std::string() : std::string(stops_.finish(calls_ ? "" : dec_.flush()));
+    if (!calls_) return rest;
+    std::string text = parsed(calls_->push(rest), calls);
+    return text + parsed(calls_->finish(), calls);
+  }
   bool stopped() const { return stops_.stopped(); }
+  const ToolCallStream* tool_calls() const { return calls_ ? &*calls_ : nullptr; }
 
  private:
+  static std::string parsed(ToolStreamDelta d, std::vector<ToolCallDelta>& calls) {
+    for (auto& c : d.calls) calls.push_back(std::move(c));
+    return std::move(d.content);
+  }
   StreamDecoder dec_;
   StopMatcher stops_;
+  std::shared_ptr<const TokenVocab> raw_;
+  std::optional<ToolCallStream> calls_;
 };
+
+json tool_call_delta_json(const ToolCallDelta& d) {
+  json j = {{"index", d.index}};
+  if (!d.id.empty()) {  // the call's first delta: id, type and name once
+    j["id"] = d.id;
+    j["type"] = "function";
+    j["function"] = {{"name", d.name}, {"arguments", d.arguments}};
+  } else {
+    j["function"] = {{"arguments", d.arguments}};
+  }
+  return j;
+}
 
 json token_logprob(const Tokenizer& tok, int32_t id, float lp) {
   const std::string piece = tok.token_to_piece(id, true);
@@ -67,12 +101,16 @@ struct Reply {  // what one request produced so far
             {"total_tokens", n_prompt + n_generated},
             {"prompt_tokens_details", {{"cached_tokens", n_cached}}}};
   }
-  json chunk(const std::string& text, const json& choice_extra) const {
+  json chunk(const std::string& text, const json& choice_extra, const std::vector<ToolCallDelta>& calls = {}) const {
     json choice = {{"index", 0}, {"finish_reason", nullptr}};
     if (chat) {
       json delta = json::object();
       if (first) delta["role"] = "assistant";
-      delta["content"] = text;
+      if (!text.empty() || calls.empty()) delta["content"] = text;
+      if (!calls.empty()) {
+        delta["tool_calls"] = json::array();
+        for (const auto& c : calls) delta["tool_calls"].push_back(tool_call_delta_json(c));
+      }
       choice["delta"] = delta;
     } else {
       choice["text"] = text;
@@ -85,6 +123,17 @@ struct Reply {  // what one request produced so far
             {"choices", json::array({choice})}};
   }
 };
+
+// A whole reply's message: with calls, OpenAI's tool_calls (content null when there is none).
+json message_json(const std::string& text, const ToolCallStream* tools) {
+  if (!tools || tools->calls().empty()) return {{"role", "assistant"}, {"content", text}};
+  json calls = json::array();
+  for (const ToolCall& c : tools->calls())
+    calls.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+  const size_t b = text.find_first_not_of(" \t\n\r");
+  const std::string content = b == std::string::npos ? "" : text.substr(b, text.find_last_not_of(" \t\n\r") - b + 1);
+  return {{"role", "assistant"}, {"content", content.empty() ? json(nullptr) : json(content)}, {"tool_calls", calls}};
+}
 
 // How a request's end reads to the client: a finish_reason, or an error when the answer was
 // cut short by something other than the model, max_tokens or a stop string (never a quiet
@@ -112,8 +161,31 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
                       endpoint);
   // The prompt, exactly as the model sees it.
   std::string text = r.prompt;
+  std::optional<ToolCallFormat> tool_format;  // set when the reply is parsed for calls
+  GrammarConstraint grammar;
   if (chat) {
-    auto rendered = apply_chat_template(*model, r.messages, true, opt.chat_template, r.template_vars);
+    const bool uses_tools = r.uses_tools();
+    std::vector<ChatMessage> messages = std::move(r.messages);
+    nlohmann::ordered_json tools_var;
+    if (uses_tools) {
+      ToolCallStyle style = detect_tool_call_style(model->chat_template(), &model->tokenizer());
+      if (opt.chat_template == ChatTemplateMode::native) style.renders_tools = style.renders_tool_calls = false;
+      if (!style.renders_tools) style.format = ToolCallFormat::hermes;  // what the generic tool prompt teaches
+      auto conv = tool_conversation(style, std::move(messages), r.tools);
+      if (!conv.ok())
+        return send_error(res, {400, "invalid_request_error",
+                                conv.error().code == Status::unsupported ? "tools" : "messages", "",
+                                conv.error().message}, endpoint);
+      messages = std::move(conv->messages);
+      tools_var = std::move(conv->tools);
+      if (!r.tools.empty()) {
+        auto tg = tool_call_grammar(style.format, r.tools, r.tool_choice, r.parallel_tool_calls);
+        if (!tg.ok()) return send_error(res, {400, "invalid_request_error", "tools", "", tg.error().message}, endpoint);
+        grammar = {tg->grammar, vocab.get(model->tokenizer()), tg->triggers, tg->refuse_triggers};
+        if (r.tool_choice.mode != ToolChoiceMode::none) tool_format = style.format;
+      }
+    }
+    auto rendered = apply_chat_template(*model, messages, true, opt.chat_template, r.template_vars, tools_var);
     if (!rendered.ok()) return send_error(res, {400, "invalid_request_error", "messages", "", rendered.error().message}, endpoint);
     text = std::move(*rendered);
   }
@@ -127,7 +199,6 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
                                 std::to_string(n_prompt) + " and max_tokens asks for " +
                                 std::to_string(r.max_tokens > 0 ? r.max_tokens : 1) + " more"},
                       endpoint);
-  GrammarConstraint grammar;
   if (r.grammar_kind) {
     auto g = compile_grammar(*r.grammar_kind, r.grammar_text);
     if (!g.ok()) return send_error(res, {400, "invalid_request_error", r.grammar_param, "", g.error().message}, endpoint);
@@ -158,12 +229,14 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
   reply->model = opt.model_id;
   reply->chat = chat;
   reply->n_prompt = n_prompt;
-  auto stream = std::make_shared<TextStream>(model->tokenizer(), r.stop);
+  std::shared_ptr<const TokenVocab> raw = tool_format ? vocab.get(model->tokenizer()) : nullptr;
+  auto stream = std::make_shared<TextStream>(model->tokenizer(), r.stop, raw, tool_format, "call_" + reply->id.substr(reply->id.find('-') + 1) + "_");
   const int64_t session = *key;
   auto finished = std::make_shared<std::atomic<bool>>(false);
 
   // Moves the channel's events into the reply; returns text to send and whether it ended.
-  auto drain = [this, channel, reply, stream, session, r](std::string& out_text, json& out_logprobs) {
+  auto drain = [this, channel, reply, stream, session, r](std::string& out_text, json& out_logprobs,
+                                                          std::vector<ToolCallDelta>& out_calls) {
     for (const RuntimeEvent& e : channel->take(kProbeMs)) {
       if (e.kind == RuntimeEvent::Kind::token) {
         if (stream->stopped()) continue;
@@ -172,16 +245,18 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
         else metrics.inter_token(std::chrono::duration<double>(now - reply->last_token).count());
         reply->last_token = now;
         ++reply->n_generated;
-        out_text += stream->push(e.token);
+        out_text += stream->push(e.token, out_calls);
         if (r.top_logprobs >= 0) out_logprobs.push_back(chat_logprobs(model->tokenizer(), e));
         if (stream->stopped()) (void)runtime->control(session, ControlAction::interrupt);
         continue;
       }
-      out_text += stream->flush();
+      out_text += stream->flush(out_calls);
       reply->n_cached = e.n_cached;
       metrics.cached_tokens(uint64_t(e.n_cached));
       if (auto finish = finish_reason_of(e, stream->stopped())) {
         reply->finish_reason = *finish;
+        if (*finish == "stop" && stream->tool_calls() && stream->tool_calls()->n_calls() > 0)
+          reply->finish_reason = "tool_calls";
       } else {
         std::string why = "generation ended early: ";
         why += e.reason == EndReason::kv_exhausted ? "KV memory exhausted" : end_reason_name(e.reason);
@@ -222,11 +297,12 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
           for (;;) {
             std::string piece;
             json lps = json::array();
-            const bool ended = drain(piece, lps);
-            if (!piece.empty() || !lps.empty() || reply->first) {
+            std::vector<ToolCallDelta> calls;
+            const bool ended = drain(piece, lps, calls);
+            if (!piece.empty() || !lps.empty() || !calls.empty() || reply->first) {
               json extra = json::object();
               if (r.top_logprobs >= 0) extra["logprobs"] = reply->chat ? json{{"content", lps}} : json(nullptr);
-              if (!send(reply->chunk(piece, extra))) return false;
+              if (!send(reply->chunk(piece, extra, calls))) return false;
               reply->first = false;
             } else if (!ended && !sink.write(": ping\n\n", 8)) {
               return false;  // the client went away
@@ -254,11 +330,12 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
   }
   res.set_chunked_content_provider(
       "application/json",
-      [reply, drain, complete, r](size_t, httplib::DataSink& sink) {
+      [reply, drain, complete, r, stream](size_t, httplib::DataSink& sink) {
         std::string text;
         json lps = json::array();
+        std::vector<ToolCallDelta> deltas;
         for (;;) {
-          if (drain(text, lps)) break;
+          if (drain(text, lps, deltas)) break;
           if (!sink.write(" ", 1)) return false;  // leading whitespace is valid JSON: a liveness probe
         }
         json body;
@@ -266,7 +343,7 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
           body = error_body(*reply->error);
         } else {
           json choice = {{"index", 0}, {"finish_reason", reply->finish_reason}};
-          if (reply->chat) choice["message"] = {{"role", "assistant"}, {"content", text}};
+          if (reply->chat) choice["message"] = message_json(text, stream->tool_calls());
           else choice["text"] = text;
           choice["logprobs"] = r.top_logprobs >= 0 && reply->chat ? json{{"content", lps}} : json(nullptr);
           body = {{"id", reply->id},

@@ -55,6 +55,36 @@ std::string content_text(const json& c, const std::string& where) {
   return out;
 }
 
+// An assistant turn's tool_calls: [{"id", "type": "function", "function": {"name", "arguments"}}],
+// arguments JSON text of an object (as OpenAI sends them; an object is taken too).
+std::vector<ToolCall> tool_calls_of(const json& calls, const std::string& where) {
+  if (!calls.is_array()) bad(where, "'" + where + "' must be an array");
+  std::vector<ToolCall> out;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const std::string at = where + "[" + std::to_string(i) + "]";
+    const json& c = calls[i];
+    if (!c.is_object() || !c.contains("function") || !c["function"].is_object())
+      bad(at, "'" + at + "' must be {\"id\", \"type\": \"function\", \"function\": {\"name\", \"arguments\"}}");
+    if (c.contains("type") && c["type"] != "function") bad(at + ".type", "'" + at + ".type' must be \"function\"");
+    const json& f = c["function"];
+    if (!f.contains("name") || !f["name"].is_string() || f["name"].get<std::string>().empty())
+      bad(at + ".function.name", "'" + at + ".function.name' must be a non-empty string");
+    ToolCall call;
+    call.name = f["name"].get<std::string>();
+    if (c.contains("id") && !c["id"].is_null()) {
+      if (!c["id"].is_string()) bad(at + ".id", "'" + at + ".id' must be a string");
+      call.id = c["id"].get<std::string>();
+    }
+    const json& a = f.contains("arguments") ? f["arguments"] : json();
+    json args = a.is_string() ? json::parse(a.get<std::string>(), nullptr, false) : a;
+    if (args.is_discarded() || !args.is_object())
+      bad(at + ".function.arguments", "'" + at + ".function.arguments' must be a JSON object (as text)");
+    call.arguments = a.is_string() ? a.get<std::string>() : a.dump();
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
 void parse_messages(const json& j, CompletionRequest& r) {
   if (!j.contains("messages")) bad("messages", "'messages' is required");
   const json& ms = j["messages"];
@@ -66,10 +96,20 @@ void parse_messages(const json& j, CompletionRequest& r) {
     if (!m.contains("role") || !m["role"].is_string()) bad(where + ".role", "'" + where + ".role' must be a string");
     std::string role = m["role"].get<std::string>();
     if (role == "developer") role = "system";  // OpenAI's newer name for the system role
-    if (role != "system" && role != "user" && role != "assistant")
-      bad(where + ".role", "role '" + role + "' is not supported (system, developer, user, assistant)");
-    if (!m.contains("content")) bad(where + ".content", "'" + where + ".content' is required");
-    r.messages.push_back({role, content_text(m["content"], where + ".content")});
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool")
+      bad(where + ".role", "role '" + role + "' is not supported (system, developer, user, assistant, tool)");
+    ChatMessage msg{role, "", {}, {}, {}};
+    const bool calls = role == "assistant" && m.contains("tool_calls") && !m["tool_calls"].is_null();
+    if (!m.contains("content") && !calls) bad(where + ".content", "'" + where + ".content' is required");
+    if (m.contains("content")) msg.content = content_text(m["content"], where + ".content");
+    if (calls) msg.tool_calls = tool_calls_of(m["tool_calls"], where + ".tool_calls");
+    if (role == "tool") {
+      if (!m.contains("tool_call_id") || !m["tool_call_id"].is_string())
+        bad(where + ".tool_call_id", "a tool message needs 'tool_call_id' (the id of the call it answers)");
+      msg.tool_call_id = m["tool_call_id"].get<std::string>();
+      if (m.contains("name") && m["name"].is_string()) msg.name = m["name"].get<std::string>();
+    }
+    r.messages.push_back(std::move(msg));
   }
 }
 
@@ -178,8 +218,13 @@ CompletionRequest parse(const json& j, bool chat, const SamplingConfig& defaults
     r.template_vars = j["chat_template_kwargs"];
     if (auto ok = check_chat_template_vars(r.template_vars); !ok.ok()) bad("chat_template_kwargs", ok.error().message);
   }
-  for (const char* key : {"tools", "functions", "tool_choice", "function_call"})
-    if (j.contains(key) && !j[key].is_null()) bad(key, std::string("'") + key + "' is not supported");
+  for (const char* key : {"functions", "function_call"})  // the deprecated forms of tools / tool_choice
+    if (j.contains(key) && !j[key].is_null()) bad(key, std::string("'") + key + "' is not supported (use tools)");
+  if (!chat)
+    for (const char* key : {"tools", "tool_choice", "parallel_tool_calls"})
+      if (j.contains(key) && !j[key].is_null()) bad(key, std::string("'") + key + "' is for chat completions");
+  if (j.contains("parallel_tool_calls") && !j["parallel_tool_calls"].is_null())
+    r.parallel_tool_calls = boolean(j, "parallel_tool_calls");
   if (j.contains("response_format") && !j["response_format"].is_null()) response_format(j["response_format"], r);
   if (j.contains("grammar") && !j["grammar"].is_null()) {
     if (r.grammar_kind) bad("grammar", "'grammar' and a JSON 'response_format' exclude each other");
@@ -193,6 +238,13 @@ CompletionRequest parse(const json& j, bool chat, const SamplingConfig& defaults
 
 }  // namespace
 
+bool CompletionRequest::uses_tools() const {
+  if (!tools.empty()) return true;
+  for (const ChatMessage& m : messages)
+    if (!m.tool_calls.empty() || m.role == "tool") return true;
+  return false;
+}
+
 ParseResult parse_completion_request(std::string_view body, bool chat, const SamplingConfig& defaults) {
   ParseResult out;
   const json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
@@ -202,14 +254,30 @@ ParseResult parse_completion_request(std::string_view body, bool chat, const Sam
   }
   try {
     out.request = parse(j, chat, defaults);
-    if (out.request->grammar_kind == GrammarKind::json_schema && out.request->grammar_text.empty()) {
-      // Again with the keys in their order: the schema's property order is the reply's.
+    CompletionRequest& r = *out.request;
+    const bool schema_later = r.grammar_kind == GrammarKind::json_schema && r.grammar_text.empty();
+    if (schema_later || (j.contains("tools") && !j["tools"].is_null()) || j.contains("tool_choice")) {
+      // Again with the keys in their order: a schema's property order is the reply's.
       const auto o = nlohmann::ordered_json::parse(body.begin(), body.end(), nullptr, false);
-      out.request->grammar_text = o["response_format"]["json_schema"]["schema"].dump();
+      if (schema_later) r.grammar_text = o["response_format"]["json_schema"]["schema"].dump();
+      if (o.contains("tools") && !o["tools"].is_null()) {
+        auto tools = parse_tool_definitions(o["tools"]);
+        if (!tools.ok()) bad("tools", tools.error().message);
+        r.tools = std::move(tools).value();
+      }
+      if (o.contains("tool_choice") && !o["tool_choice"].is_null()) {
+        auto choice = parse_tool_choice(o["tool_choice"], r.tools);
+        if (!choice.ok()) bad("tool_choice", choice.error().message);
+        r.tool_choice = *choice;
+      }
+      if (r.grammar_kind && !r.tools.empty() && r.tool_choice.mode != ToolChoiceMode::none)
+        bad(r.grammar_param, "'" + r.grammar_param + "' and 'tools' together are not supported (tool_choice none allows it)");
     }
   } catch (const Bad& b) {
+    out.request.reset();
     out.error = b.e;
   } catch (const json::exception& e) {  // a type nlohmann refuses to convert (caught above too)
+    out.request.reset();
     out.error = ApiError{400, "invalid_request_error", "", "", std::string("bad request: ") + e.what()};
   }
   return out;

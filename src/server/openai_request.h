@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "constrained/grammar_source.h"
+#include "constrained/tool_calls.h"
 #include "model/chat_prompt.h"
 #include "model/sampling_config.h"
 #include "tokenizer/chat_template.h"
@@ -40,6 +41,11 @@ struct CompletionRequest {
   std::optional<GrammarKind> grammar_kind;
   std::string grammar_text;   // the GBNF, or the schema as JSON text
   std::string grammar_param;  // the request field it came from (errors name it)
+  // Function calling: the tools (schemas with their key order), tool_choice, parallel_tool_calls.
+  std::vector<ToolDefinition> tools;
+  ToolChoice tool_choice;
+  bool parallel_tool_calls = true;
+  bool uses_tools() const;  // tools given, or calls / results in the history
 };
 
 // defaults: the model's sampling defaults (seed included). Limits: at most 4 stop strings of
