@@ -7,9 +7,9 @@
 #include <ctime>
 #include <optional>
 
-#include "constrained/tool_calls.h"
 #include "model/chat_prompt.h"
 #include "runtime/stop_matcher.h"
+#include "runtime/tool_chat.h"
 #include "server/server_impl.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -163,29 +163,19 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
   std::string text = r.prompt;
   std::optional<ToolCallFormat> tool_format;  // set when the reply is parsed for calls
   GrammarConstraint grammar;
-  if (chat) {
-    const bool uses_tools = r.uses_tools();
-    std::vector<ChatMessage> messages = std::move(r.messages);
-    nlohmann::ordered_json tools_var;
-    if (uses_tools) {
-      ToolCallStyle style = detect_tool_call_style(model->chat_template(), &model->tokenizer());
-      if (opt.chat_template == ChatTemplateMode::native) style.renders_tools = style.renders_tool_calls = false;
-      if (!style.renders_tools) style.format = ToolCallFormat::hermes;  // what the generic tool prompt teaches
-      auto conv = tool_conversation(style, std::move(messages), r.tools);
-      if (!conv.ok())
-        return send_error(res, {400, "invalid_request_error",
-                                conv.error().code == Status::unsupported ? "tools" : "messages", "",
-                                conv.error().message}, endpoint);
-      messages = std::move(conv->messages);
-      tools_var = std::move(conv->tools);
-      if (!r.tools.empty()) {
-        auto tg = tool_call_grammar(style.format, r.tools, r.tool_choice, r.parallel_tool_calls);
-        if (!tg.ok()) return send_error(res, {400, "invalid_request_error", "tools", "", tg.error().message}, endpoint);
-        grammar = {tg->grammar, vocab.get(model->tokenizer()), tg->triggers, tg->refuse_triggers};
-        if (r.tool_choice.mode != ToolChoiceMode::none) tool_format = style.format;
-      }
+  if (chat && r.uses_tools()) {
+    auto prompt = render_tool_chat(*model, std::move(r.messages), {std::move(r.tools), r.tool_choice, r.parallel_tool_calls},
+                                   opt.chat_template, r.template_vars, vocab.get(model->tokenizer()));
+    if (!prompt.ok()) {
+      const std::string& e = prompt.error().message;
+      return send_error(res, {400, "invalid_request_error", e.rfind("tools", 0) == 0 ? "tools" : "messages", "", e},
+                        endpoint);
     }
-    auto rendered = apply_chat_template(*model, messages, true, opt.chat_template, r.template_vars, tools_var);
+    text = std::move(prompt->text);
+    tool_format = prompt->format;
+    grammar = std::move(prompt->grammar);
+  } else if (chat) {
+    auto rendered = apply_chat_template(*model, r.messages, true, opt.chat_template, r.template_vars);
     if (!rendered.ok()) return send_error(res, {400, "invalid_request_error", "messages", "", rendered.error().message}, endpoint);
     text = std::move(*rendered);
   }

@@ -1,0 +1,39 @@
+// A conversation with tools made ready to generate from: the prompt as the model's template
+// writes it (or the generic tool prompt), and the constraint that keeps the reply's calls valid.
+// The one path the server and the C API take from a request with tools to a prompt and a grammar.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "constrained/tool_calls.h"
+#include "model/chat_prompt.h"
+#include "runtime/sampler.h"
+
+namespace pllm {
+
+class Model;
+
+struct ToolRequest {
+  std::vector<ToolDefinition> tools;
+  ToolChoice choice;
+  bool parallel = true;
+};
+
+// How this model writes calls (its template's format, or hermes through the generic prompt when
+// the template has no tools of its own or the built-in layouts are asked for).
+ToolCallStyle model_tool_style(const Model& m, ChatTemplateMode mode);
+
+struct ToolChatPrompt {
+  std::string text;                      // the prompt
+  std::optional<ToolCallFormat> format;  // set when the reply is to be parsed for calls
+  GrammarConstraint grammar;             // the calls' grammar (lazy under auto); empty without tools
+};
+
+// messages may hold earlier calls and tool results even without tools. Errors that concern
+// the tools start "tools"; the others concern the messages.
+Result<ToolChatPrompt> render_tool_chat(const Model& m, std::vector<ChatMessage> messages, const ToolRequest& request,
+                                        ChatTemplateMode mode, const ChatTemplateVars& vars,
+                                        std::shared_ptr<const TokenVocab> vocab);
+
+}  // namespace pllm
