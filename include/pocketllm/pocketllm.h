@@ -260,6 +260,41 @@ PLLM_API void pllm_grammar_free(pllm_grammar* grammar);
  * its length. PLLM_ERR_OUT_OF_RANGE (and the length needed in *n_written) when it does not fit. */
 PLLM_API pllm_status pllm_grammar_gbnf(const pllm_grammar* grammar, char* out, size_t capacity, size_t* n_written);
 
+/* ---- Tools (function calling) --------------------------------------------- */
+
+/* A request's tools for a model: the definitions, tool_choice and whether several calls may come
+ * in one reply. tools_json: OpenAI's `tools` array ([{"type": "function", "function": {"name",
+ * "description", "parameters": <JSON Schema>}}]). tool_choice_json: "\"auto\"" (also NULL),
+ * "\"none\"", "\"required\"" or {"type": "function", "function": {"name": ...}} as JSON text.
+ * The model's chat template decides how calls are written (Qwen/Hermes <tool_call> JSON,
+ * Llama 3 JSON, LFM2 pythonic, Phi-4-mini; templates without tools learn the <tool_call> form
+ * from a system turn). PLLM_ERR_INVALID_ARGUMENT naming the field (tools[1].function.name, a
+ * schema keyword it cannot enforce and its pointer); PLLM_ERR_UNSUPPORTED for a template
+ * whose call format is not implemented. */
+typedef struct pllm_tools pllm_tools;
+PLLM_API pllm_status pllm_tools_create(const pllm_model* model, const char* tools_json, const char* tool_choice_json,
+                                       int parallel_tool_calls, pllm_tools** out);
+PLLM_API void pllm_tools_free(pllm_tools* tools);
+/* The grammar the reply follows (owned by tools; set it as pllm_sampling_params.grammar): under
+ * "auto" text is free until the model starts a call, then the call must be valid; under
+ * "required" or a named function a call from the first token; under "none" the model cannot
+ * start one. */
+PLLM_API const pllm_grammar* pllm_tools_grammar(const pllm_tools* tools);
+/* Render a conversation given as OpenAI's `messages` JSON (roles system, developer, user,
+ * assistant with tool_calls, tool with tool_call_id) with tools (NULL: none; earlier calls and
+ * results are rendered either way). variables_json as pllm_chat_apply_template_vars. A tool
+ * result answering no earlier call, or arguments that are not a JSON object, are
+ * PLLM_ERR_INVALID_ARGUMENT naming the message. Free *text_out with pllm_string_free. */
+PLLM_API pllm_status pllm_chat_apply_template_json(const pllm_model* model, const char* messages_json,
+                                                   const pllm_tools* tools, int add_generation_prompt,
+                                                   const char* variables_json, char** text_out);
+/* A reply's generated tokens read as OpenAI's assistant message: {"content": "..." or null,
+ * "tool_calls": [{"id", "type": "function", "function": {"name", "arguments": "<JSON>"}}]}
+ * (tool_calls empty under "none"; a call cut off by max_tokens stays in content). Free
+ * *json_out with pllm_string_free. */
+PLLM_API pllm_status pllm_tools_parse(const pllm_tools* tools, const pllm_token* tokens, size_t n_tokens,
+                                      char** json_out);
+
 /* ---- Generation ------------------------------------------------------------ */
 
 typedef struct pllm_sampling_params {

@@ -55,6 +55,8 @@ void pllm_grammar_free(pllm_grammar* g) { delete g; }
 pllm_status pllm_grammar_gbnf(const pllm_grammar* g, char* out, size_t capacity, size_t* n_written) {
   return guarded([&] {
     if (!g || !n_written || (!out && capacity)) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_grammar_gbnf: null argument");
+    if (!g->constraint.grammar)  // tool_choice none: nothing but refused call markers
+      return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_grammar_gbnf: this constraint has no grammar (tool_choice none)");
     const std::string text = pllm::grammar_to_gbnf(*g->constraint.grammar);
     *n_written = text.size();
     if (text.size() + 1 > capacity)

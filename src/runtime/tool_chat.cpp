@@ -13,7 +13,7 @@ ToolCallStyle model_tool_style(const Model& m, ChatTemplateMode mode) {
 
 Result<ToolChatPrompt> render_tool_chat(const Model& m, std::vector<ChatMessage> messages, const ToolRequest& request,
                                         ChatTemplateMode mode, const ChatTemplateVars& vars,
-                                        std::shared_ptr<const TokenVocab> vocab) {
+                                        std::shared_ptr<const TokenVocab> vocab, bool add_generation_prompt) {
   const ToolCallStyle style = model_tool_style(m, mode);
   PLLM_ASSIGN(ToolConversation conv, tool_conversation(style, std::move(messages), request.tools));
   ToolChatPrompt out;
@@ -22,7 +22,7 @@ Result<ToolChatPrompt> render_tool_chat(const Model& m, std::vector<ChatMessage>
     out.grammar = {std::move(g.grammar), std::move(vocab), std::move(g.triggers), g.refuse_triggers};
     if (request.choice.mode != ToolChoiceMode::none) out.format = style.format;
   }
-  PLLM_ASSIGN(out.text, apply_chat_template(m, conv.messages, true, mode, vars, conv.tools));
+  PLLM_ASSIGN(out.text, apply_chat_template(m, conv.messages, add_generation_prompt, mode, vars, conv.tools));
   return out;
 }
 

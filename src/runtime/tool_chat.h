@@ -34,6 +34,6 @@ struct ToolChatPrompt {
 // the tools start "tools"; the others concern the messages.
 Result<ToolChatPrompt> render_tool_chat(const Model& m, std::vector<ChatMessage> messages, const ToolRequest& request,
                                         ChatTemplateMode mode, const ChatTemplateVars& vars,
-                                        std::shared_ptr<const TokenVocab> vocab);
+                                        std::shared_ptr<const TokenVocab> vocab, bool add_generation_prompt = true);
 
 }  // namespace pllm

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from ._errors import InvalidArgument, check
-from ._lib import TOKEN_FN, GenerationStats, Owned, SamplingParams, lib
+from ._lib import TOKEN_FN, GenerationStats, Owned, SamplingParams, lib, take_string
 
 # pllm_stop_reason by value. The package stops a generation through the token callback only
 # to cancel it, so PLLM_STOP_CALLBACK reads "cancelled" like PLLM_STOP_CANCELLED.
@@ -34,9 +34,12 @@ class Stats:
 
 
 class Completion(str):
-    """The reply text (a str) with the generation's ``stats``."""
+    """The reply text (a str) with the generation's ``stats``; with tools, ``tool_calls``: the
+    calls the reply made, as OpenAI's assistant message lists them ([{"id", "type": "function",
+    "function": {"name", "arguments": "<JSON>"}}]; pass them back in the next turn's history)."""
 
     stats: Stats
+    tool_calls: list = []
 
     def __new__(cls, text: str, stats: Stats) -> "Completion":
         obj = super().__new__(cls, text)
@@ -94,17 +97,59 @@ def grammar_of(model: int, response_format: Any, grammar: str | None) -> Optiona
     return Owned(out.value, lib.pllm_grammar_free)
 
 
+def tool_of(tool: Any) -> Any:
+    """An OpenAI tool dict as it is, or a Pydantic model class as a strict function tool (its
+    class name the function's, its fields the arguments, objects closed)."""
+    if hasattr(tool, "model_json_schema"):
+        schema = _closed(tool.model_json_schema())
+        schema.pop("title", None)
+        return {"type": "function", "function": {"name": tool.__name__, "description": (tool.__doc__ or "").strip(),
+                                                  "parameters": schema, "strict": True}}
+    return tool
+
+
+def tools_of(model: int, tools: Sequence[Any], tool_choice: Any, parallel_tool_calls: bool) -> Owned:
+    """A pllm_tools handle: tools (OpenAI dicts or Pydantic classes), tool_choice ("auto",
+    "none", "required", a function's name or OpenAI's {"type": "function", ...})."""
+    if isinstance(tools, (str, bytes, dict)) or not isinstance(tools, Sequence):
+        raise InvalidArgument("tools must be a list of OpenAI tool dicts or Pydantic model classes")
+    if isinstance(tool_choice, str) and tool_choice not in ("auto", "none", "required"):
+        tool_choice = {"type": "function", "function": {"name": tool_choice}}
+    try:
+        tools_json = json.dumps([tool_of(t) for t in tools])
+        choice_json = None if tool_choice is None else json.dumps(tool_choice)
+    except (TypeError, ValueError) as e:
+        raise InvalidArgument(f"tools and tool_choice must be JSON-serialisable: {e}") from None
+    out = C.c_void_p()
+    check(lib.pllm_tools_create(model, tools_json.encode("utf-8"),
+                                None if choice_json is None else choice_json.encode("utf-8"),
+                                int(bool(parallel_tool_calls)), C.byref(out)))
+    return Owned(out.value, lib.pllm_tools_free)
+
+
+def parse_tool_reply(tools: Owned, tokens: Sequence[int]) -> dict:
+    """{"content": str | None, "tool_calls": [...]} of a reply's tokens (pllm_tools_parse)."""
+    arr = (C.c_int32 * max(len(tokens), 1))(*tokens)
+    out = C.c_void_p()
+    check(lib.pllm_tools_parse(tools.ptr, arr, len(tokens), C.byref(out)))
+    return json.loads(take_string(out.value))
+
+
 def sampling(model: int, max_tokens: int, temperature: float | None, top_p: float | None,
              top_k: int | None, min_p: float | None, repeat_penalty: float | None, seed: int | None,
              stop: str | Sequence[str] | None, response_format: Any = None,
-             grammar: str | None = None) -> SamplingParams:
+             grammar: str | None = None, tools: Optional[Owned] = None) -> SamplingParams:
     """The model's own sampling (pllm_model_sampling_params: greedy unless its file says
     otherwise) with the given fields replaced. The stop strings' buffers and the grammar live as
     long as the struct (ctypes keeps what is assigned to a pointer field; the grammar's owner is
     kept on the struct)."""
     sp = lib.pllm_model_sampling_params(model)
-    sp.grammar_owner = grammar_of(model, response_format, grammar)
-    if sp.grammar_owner is not None:
+    if tools is not None and (response_format is not None or grammar is not None):
+        raise InvalidArgument("tools exclude response_format and grammar")
+    sp.grammar_owner = tools if tools is not None else grammar_of(model, response_format, grammar)
+    if tools is not None:
+        sp.grammar = lib.pllm_tools_grammar(tools.ptr)  # owned by the tools handle kept above
+    elif sp.grammar_owner is not None:
         sp.grammar = sp.grammar_owner.ptr
     sp.max_tokens = max_tokens
     for name, value in (("temperature", temperature), ("top_p", top_p), ("top_k", top_k),
@@ -125,7 +170,7 @@ def sampling(model: int, max_tokens: int, temperature: float | None, top_p: floa
 
 
 def run(session: Optional[int], ids: Sequence[int], sp: SamplingParams, on_text: Callable[[str], None],
-        stop_flag: threading.Event) -> Stats:
+        stop_flag: threading.Event, on_token_id: Optional[Callable[[int], None]] = None) -> Stats:
     """Generate on this thread, calling on_text with each piece of text. Stops early when
     stop_flag is set (checked at every token; pllm_session_cancel covers the prefill)."""
     raised: list[BaseException] = []
@@ -134,6 +179,8 @@ def run(session: Optional[int], ids: Sequence[int], sp: SamplingParams, on_text:
         # Nothing may propagate into C: an exception (KeyboardInterrupt included) stops the
         # generation and is raised again once pllm_generate has returned.
         try:
+            if on_token_id is not None:
+                on_token_id(token)
             if n:
                 on_text(C.string_at(text, n).decode("utf-8", errors="replace"))
             return 1 if stop_flag.is_set() else 0

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal, Optional, Union, overload
 from . import _text
 from ._cache import PrefixCache
 from ._errors import InvalidArgument, check
-from ._generate import Completion, run, sampling
+from ._generate import Completion, parse_tool_reply, run, sampling, tools_of
 from ._lib import Owned, SessionParams, lib
 from ._stream import Stream
 
@@ -91,7 +91,8 @@ class Session:
              temperature: Optional[float] = ..., top_p: Optional[float] = ..., top_k: Optional[int] = ...,
              min_p: Optional[float] = ..., repeat_penalty: Optional[float] = ..., seed: Optional[int] = ...,
              stop: Union[str, Sequence[str], None] = ..., response_format: Any = ...,
-             grammar: Optional[str] = ...) -> Completion: ...
+             grammar: Optional[str] = ..., tools: Optional[Sequence[Any]] = ..., tool_choice: Any = ...,
+             parallel_tool_calls: bool = ...) -> Completion: ...
 
     @overload
     def chat(self, messages: Sequence[_text.Message], *, stream: Literal[True], max_tokens: int = ...,
@@ -100,19 +101,40 @@ class Session:
              stop: Union[str, Sequence[str], None] = ..., response_format: Any = ...,
              grammar: Optional[str] = ...) -> Stream: ...
 
-    def chat(self, messages, *, stream=False, chat_template_kwargs=None, **sampling_args):
-        """Reply to ``messages`` ([{"role": "system"|"user"|"assistant", "content": str}, ...])
-        with the model's chat template (``chat_template_kwargs``: variables it reads, e.g.
+    def chat(self, messages, *, stream=False, chat_template_kwargs=None, tools=None, tool_choice=None,
+             parallel_tool_calls=True, **sampling_args):
+        """Reply to ``messages`` (OpenAI's: [{"role": "system"|"user"|"assistant"|"tool", "content":
+        str, ...}], assistant turns may carry ``tool_calls``, tool turns ``tool_call_id``) with the
+        model's chat template (``chat_template_kwargs``: variables it reads, e.g.
         ``{"enable_thinking": False}`` for Qwen3). Sampling is the model's own (greedy unless its
         file says otherwise) with the given fields replaced; ``seed`` None keeps the engine's 0.
         ``response_format`` (OpenAI's dicts: json_object, json_schema; or a Pydantic model class)
         or ``grammar`` (GBNF) constrain the reply; a schema keyword the engine cannot enforce
-        raises InvalidArgument naming it. Returns a Completion (a str with ``.stats``) or, with
-        ``stream=True``, a Stream."""
+        raises InvalidArgument naming it. ``tools`` (OpenAI tool dicts or Pydantic model
+        classes), ``tool_choice`` ("auto", "none", "required" or a function's name) and
+        ``parallel_tool_calls``: the reply's calls are in ``.tool_calls`` (valid against their
+        schemas; the text is the rest). Returns a Completion (a str with ``.stats``) or, with
+        ``stream=True``, a Stream (not with tools)."""
         model = self._model_ptr()
-        ids = _text.prompt_ids(model, _text.apply_template(model, messages, add_generation_prompt=True,
-                                                           template_vars=chat_template_kwargs))
-        return self._generate(ids, stream, **sampling_args)
+        th = None if tools is None else tools_of(model, tools, tool_choice, parallel_tool_calls)
+        if th is None and tool_choice is not None:
+            raise InvalidArgument("tool_choice needs tools")
+        if th is None and not _text.uses_tool_turns(messages):
+            text = _text.apply_template(model, messages, add_generation_prompt=True, template_vars=chat_template_kwargs)
+        else:
+            text = _text.apply_template_json(model, messages, None if th is None else th.ptr, True,
+                                             chat_template_kwargs)
+        ids = _text.prompt_ids(model, text)
+        if th is None:
+            return self._generate(ids, stream, **sampling_args)
+        if stream:
+            raise InvalidArgument("stream=True with tools is not supported; the server streams tool calls")
+        tokens: list[int] = []
+        done = self._generate(ids, False, tools=th, on_token_id=tokens.append, **sampling_args)
+        parsed = parse_tool_reply(th, tokens)
+        out = Completion(parsed["content"] or "", done.stats)
+        out.tool_calls = parsed["tool_calls"]
+        return out
 
     @overload
     def complete(self, prompt: Union[str, Sequence[int]], *, stream: Literal[False] = ..., **kw: Any) -> Completion: ...
@@ -133,15 +155,16 @@ class Session:
                   top_p: Optional[float] = None, top_k: Optional[int] = None, min_p: Optional[float] = None,
                   repeat_penalty: Optional[float] = None, seed: Optional[int] = None,
                   stop: Union[str, Sequence[str], None] = None, response_format: Any = None,
-                  grammar: Optional[str] = None) -> Union[Completion, Stream]:
+                  grammar: Optional[str] = None, tools: Any = None,
+                  on_token_id: Any = None) -> Union[Completion, Stream]:
         sp = sampling(self._model_ptr(), _i32("max_tokens", max_tokens), temperature, top_p, top_k, min_p,
-                      repeat_penalty, seed, stop, response_format, grammar)
+                      repeat_penalty, seed, stop, response_format, grammar, tools)
         h = self._h  # the generation holds the handle (not the Session) for as long as it runs
         self._lock.acquire()  # released by the worker when the generation ends
         try:
             self._ptr()  # closed (perhaps while this call waited for the lock)?
             self._stop = stop_flag = threading.Event()
-            gen = Stream(lambda on_text, flag: run(h.ptr, ids, sp, on_text, flag), stop_flag,
+            gen = Stream(lambda on_text, flag: run(h.ptr, ids, sp, on_text, flag, on_token_id), stop_flag,
                          lambda: lib.pllm_session_cancel(h.ptr), self._lock.release)
         except BaseException:
             self._lock.release()

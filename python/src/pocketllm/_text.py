@@ -82,3 +82,27 @@ def prompt_ids(model: int, text: str) -> list[int]:
     """A prompt's tokens the way the CLI makes them (pllm_tokenize_prompt): specials parsed
     (the template writes them as text), one BOS."""
     return _grow_tokens(text, lambda data, out, cap, n: lib.pllm_tokenize_prompt(model, data, len(data), out, cap, n))
+
+
+def uses_tool_turns(messages: Sequence[Message]) -> bool:
+    """Whether the conversation holds earlier tool calls or tool results (rendered as JSON)."""
+    return any(isinstance(m, Mapping) and (m.get("role") == "tool" or m.get("tool_calls")) for m in messages)
+
+
+def apply_template_json(model: int, messages: Sequence[Message], tools: Optional[int], add_generation_prompt: bool,
+                        template_vars: Optional[Mapping] = None) -> str:
+    """The conversation as OpenAI's messages (tool_calls, tool results) with tools (a pllm_tools
+    handle or None), through pllm_chat_apply_template_json."""
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise InvalidArgument("messages must be a list of message dicts")
+    if template_vars is not None and not isinstance(template_vars, Mapping):
+        raise InvalidArgument("chat_template_kwargs must be a dict of template variables")
+    try:
+        text = json.dumps(list(messages))
+    except (TypeError, ValueError) as e:
+        raise InvalidArgument(f"messages must be JSON-serialisable: {e}") from None
+    vars_json = None if template_vars is None else _c_text(json.dumps(template_vars), "chat_template_kwargs")
+    out = C.c_void_p()
+    check(lib.pllm_chat_apply_template_json(model, _c_text(text, "messages"), tools, int(add_generation_prompt),
+                                            vars_json, C.byref(out)))
+    return take_string(out.value)

@@ -1,0 +1,2 @@
+src/backends/vulkan/generated/backends/vulkan/rope.spv.inc: \
+  /work/main/src/backends/vulkan/shaders/rope.comp

@@ -1,0 +1,2 @@
+src/backends/vulkan/generated/backends/vulkan/matmul_quant_act.spv.inc: \
+  /work/main/src/backends/vulkan/shaders/matmul_quant_act.comp

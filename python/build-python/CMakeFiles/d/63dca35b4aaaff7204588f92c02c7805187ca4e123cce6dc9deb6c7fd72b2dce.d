@@ -1,0 +1,2 @@
+src/backends/vulkan/generated/backends/vulkan/residual.spv.inc: \
+  /work/main/src/backends/vulkan/shaders/residual.comp

@@ -1,0 +1,2 @@
+src/backends/vulkan/generated/backends/vulkan/glu.spv.inc: \
+  /work/main/src/backends/vulkan/shaders/glu.comp

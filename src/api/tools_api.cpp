@@ -1,0 +1,127 @@
+// pllm_tools_*: a request's tools (runtime/tool_chat.h) behind the C API: the grammar its reply
+// follows, the conversation rendered with them, and the reply's calls read back.
+#include <atomic>
+
+#include "api/api_internal.h"
+#include "runtime/tool_chat.h"
+#include "tokenizer/chat_messages.h"
+
+using pllm_api::dup_string;
+using pllm_api::fail;
+using pllm_api::guarded;
+
+struct pllm_tools {
+  pllm::ToolRequest request;
+  std::optional<pllm::ToolCallFormat> format;  // set unless tool_choice is none
+  pllm_grammar grammar;
+  std::shared_ptr<const pllm::TokenVocab> vocab;
+  mutable std::atomic<uint64_t> next_reply{0};  // names the calls of each parsed reply apart
+};
+
+namespace {
+
+template <class T>
+pllm_status json_arg(const char* text, const char* fn, const char* what, T& out) {
+  out = T::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (out.is_discarded()) return fail(PLLM_ERR_INVALID_ARGUMENT, std::string(fn) + ": " + what + " is not valid JSON");
+  return PLLM_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+pllm_status pllm_tools_create(const pllm_model* m, const char* tools_json, const char* tool_choice_json,
+                              int parallel_tool_calls, pllm_tools** out) {
+  return guarded([&] {
+    if (out) *out = nullptr;
+    if (!m || !tools_json || !out) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_tools_create: null argument");
+    nlohmann::ordered_json tools, choice;  // ordered: a schema's property order is the call's
+    if (pllm_status st = json_arg(tools_json, "pllm_tools_create", "tools_json", tools); st != PLLM_OK) return st;
+    if (tool_choice_json)
+      if (pllm_status st = json_arg(tool_choice_json, "pllm_tools_create", "tool_choice_json", choice); st != PLLM_OK)
+        return st;
+    auto h = std::make_unique<pllm_tools>();
+    auto defs = pllm::parse_tool_definitions(tools);
+    if (!defs.ok()) return fail(defs.error());
+    h->request.tools = std::move(defs).value();
+    auto c = pllm::parse_tool_choice(choice, h->request.tools);
+    if (!c.ok()) return fail(c.error());
+    h->request.choice = *c;
+    h->request.parallel = parallel_tool_calls != 0;
+    const pllm::ToolCallStyle style = pllm::model_tool_style(*m->model, m->chat_template);
+    if (!style.unsupported.empty()) return fail(PLLM_ERR_UNSUPPORTED, "pllm_tools_create: " + style.unsupported);
+    auto g = pllm::tool_call_grammar(style.format, h->request.tools, h->request.choice, h->request.parallel);
+    if (!g.ok()) return fail(g.error());
+    h->vocab = m->vocab.get(m->model->tokenizer());
+    h->grammar.constraint = {std::move(g->grammar), h->vocab, std::move(g->triggers), g->refuse_triggers};
+    h->grammar.model = m->model.get();
+    if (h->request.choice.mode != pllm::ToolChoiceMode::none) h->format = style.format;
+    *out = h.release();
+    return PLLM_OK;
+  });
+}
+
+void pllm_tools_free(pllm_tools* tools) { delete tools; }
+
+const pllm_grammar* pllm_tools_grammar(const pllm_tools* tools) { return tools ? &tools->grammar : nullptr; }
+
+pllm_status pllm_chat_apply_template_json(const pllm_model* m, const char* messages_json, const pllm_tools* tools,
+                                          int add_generation_prompt, const char* variables_json, char** text_out) {
+  return guarded([&] {
+    if (!m || !messages_json || !text_out)
+      return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_chat_apply_template_json: null argument");
+    *text_out = nullptr;
+    nlohmann::json messages;
+    if (pllm_status st = json_arg(messages_json, "pllm_chat_apply_template_json", "messages_json", messages);
+        st != PLLM_OK)
+      return st;
+    auto msgs = pllm::parse_chat_messages(messages);
+    if (!msgs.ok()) return fail(msgs.error());
+    pllm::ChatTemplateVars vars;
+    if (variables_json) {
+      auto v = pllm::parse_chat_template_vars(variables_json);
+      if (!v.ok()) return fail(v.error());
+      vars = std::move(*v);
+    }
+    if (tools && tools->grammar.model != m->model.get())
+      return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_chat_apply_template_json: the tools were made for another model");
+    const pllm::ToolRequest none;
+    auto p = pllm::render_tool_chat(*m->model, std::move(msgs).value(), tools ? tools->request : none, m->chat_template,
+                                    vars, nullptr, add_generation_prompt != 0);
+    if (!p.ok()) return fail(p.error());
+    const std::string& text = p->text;
+    *text_out = dup_string(text);
+    return PLLM_OK;
+  });
+}
+
+pllm_status pllm_tools_parse(const pllm_tools* tools, const pllm_token* tokens, size_t n_tokens, char** json_out) {
+  return guarded([&] {
+    if (!tools || !json_out || (!tokens && n_tokens))
+      return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_tools_parse: null argument");
+    *json_out = nullptr;
+    std::string text;  // the tokens' bytes, call markers spelled out
+    for (size_t i = 0; i < n_tokens; ++i) {
+      if (tokens[i] < 0 || tokens[i] >= tools->vocab->n_vocab())
+        return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_tools_parse: token " + std::to_string(tokens[i]) + " out of range");
+      text += tools->vocab->piece(tokens[i]);
+    }
+    nlohmann::json out;
+    if (!tools->format) {
+      out = {{"content", text}, {"tool_calls", nlohmann::json::array()}};
+    } else {
+      const std::string prefix = "call_" + std::to_string(tools->next_reply++) + "_";
+      const pllm::ToolReply r = pllm::parse_tool_reply(*tools->format, text, prefix);
+      nlohmann::json calls = nlohmann::json::array();
+      for (const pllm::ToolCall& c : r.calls)
+        calls.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+      out = {{"content", r.content.empty() && !r.calls.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.content)},
+             {"tool_calls", std::move(calls)}};
+    }
+    *json_out = dup_string(out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    return PLLM_OK;
+  });
+}
+
+}  // extern "C"
