@@ -93,6 +93,10 @@ Result<GenerateStats> generate(Session& s, std::span<const int32_t> prompt, cons
       st.reason = EndReason::cancelled;
       break;
     }
+    if (sampler.grammar() && sampler.grammar()->is_finished()) {
+      st.reason = EndReason::eos;  // nothing may follow but the end: no step to compute it
+      break;
+    }
     if (i + 1 == params.max_tokens) break;
     if (!s.unbounded() && s.history().size() + 1 > size_t(s.n_ctx())) {
       st.reason = EndReason::context_full;

@@ -158,6 +158,10 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
         if (tracing()) cfg_.trace->instant("first_token", {{"request", double(live.id)}, {"ttft_ms", now - live.submit_ms}});
       }
       ++live.generated;
+      if (live.sampler->grammar() && live.sampler->grammar()->is_finished()) {
+        w.result = RowResult{0, true, Status::ok};  // nothing may follow but the end: no step to compute it
+        continue;
+      }
       tokens = std::span<const int32_t>(&w.token, 1);
     }
     step_of[i] = steps.size();

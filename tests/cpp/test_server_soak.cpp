@@ -312,3 +312,113 @@ TEST_F(ServerSoak, ConcurrentStreamsWithDisconnects) {
 }
 
 }  // namespace
+
+namespace {
+
+// Constrained requests (a JSON schema, tools under "required" and "auto") and plain ones at
+// once: each reply, streamed or whole, is the one a lone request gets. Run first on a fresh
+// server, so the vocabulary trie the grammars share is built under concurrent first use.
+const char* const kConstrainedBodies[] = {
+    R"({"messages": [{"role": "user", "content": "Describe a person as JSON."}], "max_tokens": 24,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": {"type": "object",
+        "properties": {"name": {"type": "string", "maxLength": 12}, "age": {"type": "integer", "minimum": 0}},
+        "required": ["name", "age"], "additionalProperties": false}}}})",
+    R"({"messages": [{"role": "user", "content": "Weather in Paris?"}], "max_tokens": 32, "tool_choice": "required",
+        "parallel_tool_calls": false, "tools": [{"type": "function", "function": {"name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}},
+        "required": ["city"], "additionalProperties": false}}}]})",
+    R"({"messages": [{"role": "user", "content": "Weather in Rome? Call the tool."}], "max_tokens": 16,
+        "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 12}}, "required": ["city"],
+        "additionalProperties": false}}}]})",
+    R"({"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 8})",
+};
+
+// A reply reduced to what must not depend on the company it ran in: content, finish_reason,
+// each call's name and arguments (ids are per request).
+json outcome(int status, const json& whole, const Stream* streamed) {
+  json out = {{"status", status}};
+  if (status != 200) return out;
+  std::string content, finish;
+  std::map<int, std::pair<std::string, std::string>> calls;
+  if (streamed) {
+    for (const json& c : streamed->chunks) {
+      if (!c.contains("choices") || c["choices"].empty()) continue;
+      const json& ch = c["choices"][0];
+      content += text_of(ch, true);
+      for (const json& d : ch["delta"].value("tool_calls", json::array())) {
+        auto& [name, args] = calls[d["index"].get<int>()];
+        if (d["function"].contains("name")) name = d["function"]["name"].get<std::string>();
+        args += d["function"].value("arguments", "");
+      }
+      if (!ch["finish_reason"].is_null()) finish = ch["finish_reason"].get<std::string>();
+    }
+  } else {
+    const json& ch = whole["choices"][0];
+    content = ch["message"]["content"].is_string() ? ch["message"]["content"].get<std::string>() : "";
+    int i = 0;
+    for (const json& t : ch["message"].value("tool_calls", json::array()))
+      calls[i++] = {t["function"]["name"].get<std::string>(), t["function"]["arguments"].get<std::string>()};
+    finish = ch["finish_reason"].get<std::string>();
+  }
+  json cs = json::array();
+  for (const auto& [i, c] : calls) {
+    const json args = json::parse(c.second, nullptr, false);
+    cs.push_back({{"name", c.first}, {"arguments", args.is_discarded() ? json(c.second) : args}});
+  }
+  out["calls"] = cs;
+  // With calls the whole reply trims the text around them; a stream sends it as written.
+  if (!cs.empty()) content.erase(0, content.find_first_not_of(" \t\n\r") == std::string::npos ? content.size()
+                                                                                               : content.find_first_not_of(" \t\n\r"));
+  while (!cs.empty() && !content.empty() && std::isspace(static_cast<unsigned char>(content.back()))) content.pop_back();
+  out["content"] = content;
+  out["finish"] = finish;
+  return out;
+}
+
+json run_constrained(int port, int which, bool stream) {
+  json body = json::parse(kConstrainedBodies[which]);
+  body["temperature"] = 0;
+  body["stream"] = stream;
+  if (stream) {
+    const Stream s = stream_request(port, true, body, -1);
+    if (!s.error.empty() || !s.done) return {{"error", s.error.empty() ? "no [DONE]" : s.error}};
+    return outcome(s.status, json(), &s);
+  }
+  httplib::Client cli("127.0.0.1", port);
+  cli.set_read_timeout(300, 0);
+  auto r = cli.Post("/v1/chat/completions", body.dump(), "application/json");
+  if (!r) return {{"error", httplib::to_string(r.error())}};
+  return outcome(r->status, r->status == 200 ? json::parse(r->body) : json(), nullptr);
+}
+
+}  // namespace
+
+TEST_F(ServerSoak, ConcurrentConstrainedRequestsMatchLoneOnes) {
+  const int n_clients = std::min(8, env_int("PLLM_SOAK_CLIENTS", 16));
+  const int n_requests = std::min(4, env_int("PLLM_SOAK_REQUESTS", 20));
+  std::mutex mu;
+  std::vector<std::tuple<int, bool, json>> seen;
+  std::vector<std::thread> clients;
+  for (int c = 0; c < n_clients; ++c)
+    clients.emplace_back([&, c] {
+      std::mt19937 rng(unsigned(77 + c));
+      for (int i = 0; i < n_requests; ++i) {
+        const int which = int(rng() % std::size(kConstrainedBodies));
+        const bool stream = rng() % 2 == 0;
+        json got = run_constrained(port(), which, stream);
+        std::lock_guard lk(mu);
+        seen.emplace_back(which, stream, std::move(got));
+      }
+    });
+  for (auto& t : clients) t.join();
+  for (int which = 0; which < int(std::size(kConstrainedBodies)); ++which) {
+    const json lone = run_constrained(port(), which, false);
+    ASSERT_FALSE(lone.contains("error")) << lone.dump();
+    if (which == 1) {  // tool_choice required: a call whatever the model
+      EXPECT_EQ(lone["finish"], "tool_calls") << lone.dump();
+    }
+    for (const auto& [w, stream, got] : seen)
+      if (w == which) EXPECT_EQ(got, lone) << "request " << which << (stream ? " streamed" : " whole");
+  }
+}
