@@ -63,7 +63,7 @@ ASAN_TESTS=(test_gguf test_gguf_writer test_tokenizer test_chat_template test_ji
             test_matvec_rows test_gemm test_attention_kv test_quant test_thermal_sysfs test_trace_log
             test_scheduled_runtime test_runtime_api test_server_soak test_prune_compensate test_frame_policy
             test_scheduler_interactive test_stop_matcher test_chat_prompt test_grammar test_json_schema
-            test_sampler_grammar)
+            test_sampler_grammar test_tool_calls)
 ASAN_NUMERICS='EngineReal.BatchedEqualsSolo*:EngineReal.CancelMidStep*:PrefixCacheTest.SameGreedyOutput*'
 ASAN_NUMERICS+=':PrefixCacheTest.Prewarm*:PrefixCacheTest.SharedBySessions*:PrefixCacheTest.WindowedSessions*'
 ASAN_NUMERICS+=':PrefixCacheTest.BudgetsEvict*:PrefixCacheTest.ActivationModes*:KvSnapshot.RoundTrip*'
@@ -94,7 +94,8 @@ PARSING_SUITES=(test_malformed_gguf.py test_cli_errors.py test_tokenize.py test_
                 "test_server.py::test_bad_requests_get_openai_errors" "test_server.py::test_oversized_body_and_unknown_route"
                 "test_server.py::test_tokenize_round_trip" "test_server.py::test_disconnect_cancels_and_metrics_parse"
                 "test_prune_compensate.py::test_saved_gram_matrices_replace_the_calibration"
-                "test_structured_output.py::test_what_cannot_be_enforced_is_a_400" "test_structured_output.py::test_cli_grammar_flags_errors")
+                "test_structured_output.py::test_what_cannot_be_enforced_is_a_400" "test_structured_output.py::test_cli_grammar_flags_errors"
+                "test_tool_calls.py::test_bad_tools_and_history_are_400")
 if [ "$LONG" = 1 ]; then
   PY_ASAN=("$ROOT/tests/py")
 else

@@ -365,10 +365,7 @@ BlockScan scan_block(std::string_view t, size_t p, const Syntax& sx) {
       b.bad = !partial;
       return b;
     }
-  } else if (skip_ws(t, i) != t.size()) {
-    b.bad = true;  // llama3_json: the call is the whole reply
-    return b;
-  }
+  }  // llama3_json: the call ends the block (text after it is content, as a stream sends it)
   b.complete = true;
   b.end = i;
   return b;
