@@ -65,7 +65,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-m", "--model", default=str(ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--bin", default=str(ROOT / "build" / "pocketllm"))
-    ap.add_argument("--suite", default=str(ROOT / "tests" / "py" / ".cache" / "JSON-Schema-Test-Suite" / "draft2020-12"))
+    # tests/py/test_json_schema_suite.py unpacks the suite from the jsonschema sdist here
+    cached = sorted((ROOT / ".cache" / "json-schema-test-suite").glob("*/draft2020-12"))
+    ap.add_argument("--suite", default=str(cached[-1]) if cached else None)
     ap.add_argument("-n", "--samples", type=int, default=20)
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--corpus-only", action="store_true")
@@ -73,6 +75,8 @@ def main():
 
     schemas = list(corpus_schemas())
     if not args.corpus_only:
+        if not args.suite:
+            sys.exit("the test suite is not unpacked: run tests/py/test_json_schema_suite.py once, or pass --suite")
         schemas += list(suite_schemas(pathlib.Path(args.suite)))
     counts = {"valid": 0, "invalid": 0, "length": 0, "error": 0}
     refused, bad = [], []

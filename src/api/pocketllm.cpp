@@ -230,7 +230,7 @@ pllm_status pllm_chat_apply_template_vars(const pllm_model* m, const pllm_chat_m
     for (size_t i = 0; i < n_messages; ++i) {
       if (!messages[i].role || !messages[i].content)
         return fail(PLLM_ERR_INVALID_ARGUMENT, "chat message with null role or content");
-      msgs.push_back({messages[i].role, messages[i].content});
+      msgs.emplace_back(messages[i].role, messages[i].content);
     }
     pllm::ChatTemplateVars vars;
     if (variables_json) {

@@ -25,7 +25,7 @@ namespace pllm {
 struct GrammarConstraint {
   std::shared_ptr<const Grammar> grammar;
   std::shared_ptr<const TokenVocab> vocab;
-  std::vector<GrammarTrigger> triggers;
+  std::vector<GrammarTrigger> triggers = {};
   bool refuse_triggers = false;
   explicit operator bool() const { return grammar != nullptr || !triggers.empty(); }
 };

@@ -15,6 +15,11 @@ struct ToolCall {
 };
 
 struct ChatMessage {
+  ChatMessage() = default;
+  ChatMessage(std::string role_, std::string content_, std::vector<ToolCall> tool_calls_ = {},
+              std::string tool_call_id_ = {}, std::string name_ = {})
+      : role(std::move(role_)), content(std::move(content_)), tool_calls(std::move(tool_calls_)),
+        tool_call_id(std::move(tool_call_id_)), name(std::move(name_)) {}
   std::string role;  // "system" | "user" | "assistant" | "tool"
   std::string content;
   std::vector<ToolCall> tool_calls;  // assistant turns that called tools

@@ -397,6 +397,13 @@ json run_constrained(int port, int which, bool stream) {
 TEST_F(ServerSoak, ConcurrentConstrainedRequestsMatchLoneOnes) {
   const int n_clients = std::min(8, env_int("PLLM_SOAK_CLIENTS", 16));
   const int n_requests = std::min(4, env_int("PLLM_SOAK_REQUESTS", 20));
+  {
+    // One request first: the system's cpp-httplib (not built with TSan) initialises its own
+    // statics on first use, which TSan would report; the engine's state stays cold.
+    httplib::Client cli("127.0.0.1", port());
+    auto r = cli.Get("/v1/models");
+    ASSERT_TRUE(r && r->status == 200);
+  }
   std::mutex mu;
   std::vector<std::tuple<int, bool, json>> seen;
   std::vector<std::thread> clients;
@@ -415,8 +422,12 @@ TEST_F(ServerSoak, ConcurrentConstrainedRequestsMatchLoneOnes) {
   for (int which = 0; which < int(std::size(kConstrainedBodies)); ++which) {
     const json lone = run_constrained(port(), which, false);
     ASSERT_FALSE(lone.contains("error")) << lone.dump();
-    if (which == 1) {  // tool_choice required: a call whatever the model
-      EXPECT_EQ(lone["finish"], "tool_calls") << lone.dump();
+    if (which == 1) {  // tool_choice required: a call, or one cut off by max_tokens (a tiny model's)
+      const std::string content = lone["content"].get<std::string>();
+      const size_t start = std::min(content.size(), content.find_first_not_of(" \t\n\r"));
+      EXPECT_TRUE(lone["finish"] == "tool_calls" ||
+                  (lone["finish"] == "length" && content.compare(start, 11, "<tool_call>") == 0))
+          << lone.dump();
     }
     for (const auto& [w, stream, got] : seen)
       if (w == which) EXPECT_EQ(got, lone) << "request " << which << (stream ? " streamed" : " whole");
