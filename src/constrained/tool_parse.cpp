@@ -13,6 +13,9 @@ namespace {
 using Json = nlohmann::ordered_json;
 constexpr size_t npos = std::string_view::npos;
 
+// Compact JSON text; bytes that are not UTF-8 (a model may write any) become U+FFFD.
+std::string compact(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 size_t skip_ws(std::string_view t, size_t p) {
   while (p < t.size() && is_space(t[p])) ++p;
@@ -467,7 +470,7 @@ struct ToolCallStream::State {
           }
           if (sx.python) {  // arguments sent whole once the call is read (they are converted)
             if (c.done && s.args_sent == 0) {
-              out.calls.push_back({index, "", "", c.args.dump()});
+              out.calls.push_back({index, "", "", compact(c.args)});
               s.args_sent = 1;
             }
           } else if (c.args_begin != npos) {
@@ -489,7 +492,7 @@ struct ToolCallStream::State {
       if (!b.complete) return;
       for (size_t k = 0; k < b.calls.size(); ++k) {
         const CallScan& c = b.calls[k];
-        calls.push_back({id_prefix + std::to_string(calls_before + int(k)), c.name, c.args.dump()});
+        calls.push_back({id_prefix + std::to_string(calls_before + int(k)), c.name, compact(c.args)});
       }
       calls_before += int(b.calls.size());
       pos = b.end;

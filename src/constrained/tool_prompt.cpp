@@ -22,7 +22,7 @@ std::string python_literal(const Json& v) {
     std::string s = "{";
     bool first = true;
     for (const auto& [k, x] : v.items()) {
-      s += (first ? "" : ", ") + Json(k).dump() + ": " + python_literal(x);
+      s += (first ? "" : ", ") + Json(k).dump(-1, ' ', false, Json::error_handler_t::replace) + ": " + python_literal(x);
       first = false;
     }
     return s + "}";
