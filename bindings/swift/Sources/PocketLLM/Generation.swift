@@ -18,10 +18,12 @@ public struct GenerationOptions: Sendable, Hashable {
     /// Variables the chat template reads besides the conversation, e.g.
     /// `["enable_thinking": false]` for Qwen3 (`pllm_chat_apply_template_vars`).
     public var chatTemplateKwargs: [String: TemplateValue]?
+    /// What the reply must follow (JSON, a schema, a grammar); nil: free text.
+    public var responseFormat: ResponseFormat?
 
     public init(maxTokens: Int = 256, temperature: Float? = nil, topP: Float? = nil, topK: Int? = nil,
                 minP: Float? = nil, repeatPenalty: Float? = nil, seed: UInt64? = nil, stop: [String] = [],
-                chatTemplateKwargs: [String: TemplateValue]? = nil) {
+                chatTemplateKwargs: [String: TemplateValue]? = nil, responseFormat: ResponseFormat? = nil) {
         self.maxTokens = maxTokens
         self.temperature = temperature
         self.topP = topP
@@ -31,12 +33,21 @@ public struct GenerationOptions: Sendable, Hashable {
         self.seed = seed
         self.stop = stop
         self.chatTemplateKwargs = chatTemplateKwargs
+        self.responseFormat = responseFormat
     }
 
     /// The model's sampling with these fields replaced, for the duration of `body` (the stop
     /// strings' C copies live that long). The engine checks the values' ranges.
-    func withSampling<R>(_ model: ModelHandle, _ body: (inout pllm_sampling_params) throws -> R) throws -> R {
+    /// grammar: the tools' constraint, which excludes ``responseFormat``.
+    func withSampling<R>(_ model: ModelHandle, grammar: OpaquePointer? = nil,
+                         _ body: (inout pllm_sampling_params) throws -> R) throws -> R {
         var sp = pllm_model_sampling_params(model.ptr)
+        if grammar != nil && responseFormat != nil {
+            throw PocketLLMError(.invalidArgument, "tools and responseFormat exclude each other")
+        }
+        let format = try responseFormat.map { try GrammarHandle(model, $0) }
+        sp.grammar = grammar ?? format?.ptr
+        defer { withExtendedLifetime(format) {} }
         sp.max_tokens = try int32(maxTokens, "maxTokens")
         if let temperature { sp.temperature = temperature }
         if let topP { sp.top_p = topP }
@@ -112,6 +123,8 @@ public struct GenerationStats: Sendable, Hashable {
 public struct Response: Sendable, Hashable {
     public var text: String
     public var stats: GenerationStats
+    /// With tools: the calls the reply made (the text is the rest).
+    public var toolCalls: [ToolCall] = []
 }
 
 /// One generation's cancellation: requested from any task, seen by the session's worker.
@@ -157,15 +170,18 @@ final class GenerationControl: Sendable {
 /// Runs pllm_generate on the calling thread (a session's worker), handing each piece of text
 /// (complete UTF-8, as the engine promises) to `onPiece` as it comes.
 func generate(_ session: OpaquePointer, _ tokens: [Int32], _ sampling: inout pllm_sampling_params,
-              _ control: GenerationControl, onPiece: (String) -> Void) throws -> GenerationStats {
+              _ control: GenerationControl, onToken: ((Int32) -> Void)? = nil,
+              onPiece: (String) -> Void) throws -> GenerationStats {
     guard control.start() else { return .cancelledBeforeStart(promptTokens: tokens.count) }
     defer { control.finish() }
     return try withoutActuallyEscaping(onPiece) { onPiece in
         let sink = TokenSink(onPiece: onPiece, control: control)
         var stats = pllm_generation_stats()
+        sink.onToken = onToken  // (an optional closure escapes: it lives on the sink for the call)
         let status = withExtendedLifetime(sink) {
-            pllm_generate(session, tokens, tokens.count, &sampling, { _, text, length, user in
+            pllm_generate(session, tokens, tokens.count, &sampling, { token, text, length, user in
                 let sink = Unmanaged<TokenSink>.fromOpaque(user!).takeUnretainedValue()
+                sink.onToken?(token)
                 if length > 0, let text {
                     sink.onPiece(String(decoding: UnsafeRawBufferPointer(start: text, count: length), as: UTF8.self))
                 }
@@ -181,6 +197,7 @@ func generate(_ session: OpaquePointer, _ tokens: [Int32], _ sampling: inout pll
 private final class TokenSink {
     let onPiece: (String) -> Void
     let control: GenerationControl
+    var onToken: ((Int32) -> Void)?
 
     init(onPiece: @escaping (String) -> Void, control: GenerationControl) {
         self.onPiece = onPiece

@@ -174,6 +174,48 @@ public final class Session: Sendable {
         return response
     }
 
+    /// The reply decoded as `T`: generated under `T.jsonSchema`, so it parses (a schema the
+    /// engine cannot enforce throws, naming the keyword).
+    public func respond<T: Generable>(to prompt: String, as type: T.Type,
+                                      options: GenerationOptions = GenerationOptions()) async throws -> T {
+        try await respond(to: [.user(prompt)], as: type, options: options)
+    }
+
+    public func respond<T: Generable>(to messages: [Message], as type: T.Type,
+                                      options: GenerationOptions = GenerationOptions()) async throws -> T {
+        var options = options
+        options.responseFormat = .jsonSchema(T.jsonSchema)
+        let reply = try await response(to: .messages(messages), options: options)
+        guard reply.stats.stopReason == .endOfTurn else {
+            throw PocketLLMError(.outOfRange, "the reply was cut (\(reply.stats.stopReason)) before the JSON ended")
+        }
+        return try JSONDecoder().decode(T.self, from: Data(reply.text.utf8))
+    }
+
+    /// A reply that may call `tools` (``Response/toolCalls``; each call's arguments valid against
+    /// its tool's schema). `toolChoice` is enforced; `parallelToolCalls` allows several calls.
+    /// Pass the calls back as ``Message/assistant(_:toolCalls:)`` and each result as
+    /// ``Message/tool(_:callId:)`` for the next turn.
+    public func response(to messages: [Message], tools: [any Tool], toolChoice: ToolChoice = .auto,
+                         parallelToolCalls: Bool = true, options: GenerationOptions = GenerationOptions())
+        async throws -> Response {
+        let control = try register()
+        let response = try await withTaskCancellationHandler {
+            try await runBlocking(on: queue) { [handle, state] in
+                let compiled = try ToolsHandle(handle.model, tools, toolChoice, parallel: parallelToolCalls)
+                var ids: [Int32] = []
+                let stats = try Self.run(handle, state, .messages(messages), options, control, tools: compiled,
+                                         onToken: { ids.append($0) }) { _ in }
+                let (content, calls) = try compiled.parse(ids)
+                return Response(text: content, stats: stats, toolCalls: calls)
+            }
+        } onCancel: {
+            control.cancel()
+        }
+        try Task.checkCancellation()
+        return response
+    }
+
     /// The reply's pieces as the engine makes them (each complete UTF-8 text; joined, they are
     /// what ``respond(to:options:)-(String,_)`` returns). Breaking out of the `for try await`
     /// loop, cancelling its task or dropping the stream cancels the generation.
@@ -268,6 +310,7 @@ public final class Session: Sendable {
     /// One generation, on the session's queue.
     private static func run(_ handle: SessionHandle, _ state: Locked<State>, _ prompt: Prompt,
                             _ options: GenerationOptions, _ control: GenerationControl,
+                            tools: ToolsHandle? = nil, onToken: ((Int32) -> Void)? = nil,
                             onPiece: (String) -> Void) throws -> GenerationStats {
         var stats: GenerationStats?
         defer {
@@ -278,10 +321,11 @@ public final class Session: Sendable {
             }
         }
         let session = try handle.pointer()
-        let tokens = try handle.model.tokens(for: prompt, kwargs: options.chatTemplateKwargs)
-        stats = try options.withSampling(handle.model) { sampling in
-            try generate(session, tokens, &sampling, control, onPiece: onPiece)
+        let tokens = try handle.model.tokens(for: prompt, kwargs: options.chatTemplateKwargs, tools: tools)
+        stats = try options.withSampling(handle.model, grammar: tools.map { pllm_tools_grammar($0.ptr) }) { sampling in
+            try generate(session, tokens, &sampling, control, onToken: onToken, onPiece: onPiece)
         }
+        withExtendedLifetime(tools) {}
         return stats!
     }
 }

@@ -13,19 +13,42 @@ public struct Message: Sendable, Hashable, Codable {
         public static let system: Role = "system"
         public static let user: Role = "user"
         public static let assistant: Role = "assistant"
+        /// A tool's result, answering ``Message/toolCallId``.
+        public static let tool: Role = "tool"
     }
 
     public var role: Role
     public var content: String
+    /// The calls an assistant turn made (``Response/toolCalls``, passed back in the history).
+    public var toolCalls: [ToolCall]?
+    /// A tool turn: the id of the call it answers.
+    public var toolCallId: String?
 
-    public init(role: Role, content: String) {
+    public init(role: Role, content: String, toolCalls: [ToolCall]? = nil, toolCallId: String? = nil) {
         self.role = role
         self.content = content
+        self.toolCalls = toolCalls
+        self.toolCallId = toolCallId
+    }
+
+    /// OpenAI's field names (the engine reads the conversation as OpenAI's messages JSON).
+    private enum CodingKeys: String, CodingKey {
+        case role, content
+        case toolCalls = "tool_calls"
+        case toolCallId = "tool_call_id"
     }
 
     public static func system(_ content: String) -> Message { Message(role: .system, content: content) }
     public static func user(_ content: String) -> Message { Message(role: .user, content: content) }
     public static func assistant(_ content: String) -> Message { Message(role: .assistant, content: content) }
+    /// An assistant turn that called tools.
+    public static func assistant(_ content: String, toolCalls: [ToolCall]) -> Message {
+        Message(role: .assistant, content: content, toolCalls: toolCalls)
+    }
+    /// A tool's result for the call `callId`.
+    public static func tool(_ content: String, callId: String) -> Message {
+        Message(role: .tool, content: content, toolCallId: callId)
+    }
 }
 
 /// A value of a chat template variable (``GenerationOptions/chatTemplateKwargs``), e.g.
@@ -158,9 +181,12 @@ extension ModelHandle {
         }
     }
 
-    /// The token ids a generation starts from.
-    func tokens(for prompt: Prompt, kwargs: [String: TemplateValue]?) throws -> [Int32] {
+    /// The token ids a generation starts from (with tools, or earlier calls in the history, the
+    /// conversation goes to the engine as OpenAI's messages JSON).
+    func tokens(for prompt: Prompt, kwargs: [String: TemplateValue]?, tools: ToolsHandle? = nil) throws -> [Int32] {
         switch prompt {
+        case .messages(let messages) where tools != nil || messages.contains(where: { $0.toolCalls != nil || $0.role == .tool }):
+            return try promptTokens(applyTemplateJSON(messages, tools: tools, kwargs: kwargs))
         case .messages(let messages):
             return try promptTokens(applyTemplate(messages, addGenerationPrompt: true, kwargs: kwargs))
         case .text(let text):
