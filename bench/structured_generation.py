@@ -80,7 +80,7 @@ def main():
         schemas += list(suite_schemas(pathlib.Path(args.suite)))
     counts = {"valid": 0, "invalid": 0, "length": 0, "error": 0}
     refused, bad = [], []
-    server = Server(args.bin, args.model, "--parallel", "4", "-c", "1024")
+    server = Server(args.bin, args.model, "--parallel", "4", ctx=4096)
     t0 = time.time()
     try:
         with ThreadPoolExecutor(4) as pool:

@@ -189,7 +189,48 @@ std::string json_string_content_gbnf(std::string_view utf8) {
   return out;
 }
 
+namespace {
+
+std::string two_digits(int v) { return std::string(1, char('0' + v / 10)) + char('0' + v % 10); }
+
+// RFC 3339 full-time: hh:mm:ss[.frac] and an offset (Z, z or +hh:mm / -hh:mm). Second 60 (a
+// leap second) only where the time in UTC is 23:59: for each offset the local hour and minute
+// that meet it are written out (grouped per offset hour).
+std::string full_time_gbnf(RuleTable& rules) {
+  const std::string hour = rules.add("time-hour", "[01] [0-9] | \"2\" [0-3]");
+  const std::string minute = rules.add("time-minute", "[0-5] [0-9]");
+  const std::string frac = rules.add("time-frac", "(\".\" [0-9]+)?");
+  const std::string offset = rules.add("time-offset", "[Zz] | [-+] " + hour + " \":\" " + minute);
+  const std::string plain = hour + " \":\" " + minute + " \":\" [0-5] [0-9] " + frac + " " + offset;
+  // Leap seconds. UTC 23:59 is local (23:59 + offset): with "+h:m", m = 0 gives (h + 23) % 24 : 59
+  // and m >= 1 gives h : (m - 1); with "-h:m" it is (23 - h) : (59 - m).
+  std::string leap = "\"23:59:60\" " + frac + " ([Zz] | [-+] \"00:00\")";
+  for (int h = 0; h < 24; ++h) {
+    std::string plus = "\"" + two_digits((h + 23) % 24) + ":59:60\" " + frac + " \"+" + two_digits(h) + ":00\"";
+    std::string minus;
+    for (int m = 1; m < 60; ++m) {
+      plus += " | \"" + two_digits(h) + ":" + two_digits(m - 1) + ":60\" " + frac + " \"+" + two_digits(h) + ":" +
+              two_digits(m) + "\"";
+    }
+    for (int m = 0; m < 60; ++m) {
+      if (h == 0 && m == 0) continue;  // -00:00 is with Z above
+      minus += std::string(minus.empty() ? "" : " | ") + "\"" + two_digits(23 - h) + ":" + two_digits(59 - m) +
+               ":60\" " + frac + " \"-" + two_digits(h) + ":" + two_digits(m) + "\"";
+    }
+    leap += " | " + rules.add("leap-plus-" + two_digits(h), plus) + " | " + rules.add("leap-minus-" + two_digits(h), minus);
+  }
+  // "+00:00" with 00 minutes is (0 + 23) % 24 = 23:59, already in the first branch: harmless overlap.
+  return rules.add("full-time", plain + " | " + rules.add("leap-second", leap));
+}
+
+}  // namespace
+
 Result<std::string> format_to_gbnf(std::string_view format, std::string_view pointer, RuleTable& rules) {
+  if (format == "date-time") {
+    PLLM_ASSIGN(std::string date, format_to_gbnf("date", pointer, rules));
+    return rules.add("date-time", date + " [Tt] " + full_time_gbnf(rules));
+  }
+  if (format == "time") return full_time_gbnf(rules);
   if (format == "date") {
     const std::string any_day_31 = "(\"0\" [1-9] | [12] [0-9] | \"3\" [01])";
     const std::string any_day_30 = "(\"0\" [1-9] | [12] [0-9] | \"30\")";
@@ -213,7 +254,7 @@ Result<std::string> format_to_gbnf(std::string_view format, std::string_view poi
     return rules.add("ipv4", octet + " \".\" " + octet + " \".\" " + octet + " \".\" " + octet);
   }
   return schema_error("format", std::string(pointer), "'" + std::string(format) +
-                                                  "' cannot be enforced exactly (supported: date, uuid, ipv4)");
+                                                  "' cannot be enforced exactly (supported: date, date-time, time, uuid, ipv4)");
 }
 
 }  // namespace pllm::schema_detail

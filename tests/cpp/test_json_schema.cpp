@@ -204,6 +204,20 @@ TEST(JsonSchema, FormatsAndLengths) {
   for (const char* ok : {"\"2024-02-29\"", "\"2000-02-29\"", "\"1999-12-31\"", "\"2023-04-30\""}) EXPECT_TRUE(date.accepts(ok)) << ok;
   for (const char* bad : {"\"1900-02-29\"", "\"2023-02-29\"", "\"2023-04-31\"", "\"2023-13-01\"", "\"2023-1-01\""})
     EXPECT_FALSE(date.accepts(bad)) << bad;
+  // RFC 3339: a leap second only where UTC is 23:59 (local time minus the offset).
+  Checker dt(compile_ok(R"({"type":"string","format":"date-time"})"));
+  for (const char* ok : {"\"2024-02-29T13:05:09Z\"", "\"1998-12-31t23:59:60.5z\"", "\"1998-12-31T15:59:60-08:00\"",
+                         "\"1998-12-31T00:29:60+00:30\"", "\"1998-12-31T22:59:60+23:00\"", "\"2001-01-01T00:00:00.123+05:45\""})
+    EXPECT_TRUE(dt.accepts(ok)) << ok;
+  for (const char* bad : {"\"1998-12-31T23:58:60Z\"", "\"1998-12-31T22:59:60Z\"", "\"1998-12-31T23:59:61Z\"",
+                          "\"1998-12-31T15:59:60+08:00\"", "\"2023-02-29T00:00:00Z\"", "\"2024-01-01T24:00:00Z\"",
+                          "\"2024-01-01T12:00:00\"", "\"2024-01-01 12:00:00Z\"", "\"2024-01-01T12:00:00+24:00\""})
+    EXPECT_FALSE(dt.accepts(bad)) << bad;
+  Checker time(compile_ok(R"({"type":"string","format":"time"})"));
+  EXPECT_TRUE(time.accepts("\"08:30:06.283185Z\""));
+  EXPECT_TRUE(time.accepts("\"23:29:60+23:30\""));
+  EXPECT_FALSE(time.accepts("\"08:30:06\""));
+  EXPECT_FALSE(time.accepts("\"23:29:60-23:30\""));
   Checker ip(compile_ok(R"({"type":"string","format":"ipv4"})"));
   EXPECT_TRUE(ip.accepts("\"192.168.0.255\""));
   EXPECT_FALSE(ip.accepts("\"192.168.0.256\""));

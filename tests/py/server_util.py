@@ -10,8 +10,8 @@ import time
 
 
 class Server:
-    def __init__(self, binary, model, *extra):
-        self.proc = subprocess.Popen([str(binary), "serve", "-m", str(model), "--port", "0", "-c", "512", *extra],
+    def __init__(self, binary, model, *extra, ctx=512):
+        self.proc = subprocess.Popen([str(binary), "serve", "-m", str(model), "--port", "0", "-c", str(ctx), *extra],
                                      stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
         line = self.proc.stderr.readline()
         m = re.search(r"http://[\d.]+:(\d+)", line)
