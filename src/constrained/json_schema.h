@@ -12,7 +12,7 @@
 //    escape. Integers may carry a zero fraction (1.0 is an integer in 2020-12), not an exponent.
 // Supported: type (and arrays of types), enum, const, properties, required, additionalProperties,
 // items, prefixItems, minItems/maxItems, minLength/maxLength (code points), pattern (ECMAScript
-// subset, search semantics), format (date, date-time, time, uuid, ipv4), minimum/maximum/exclusive* on integers,
+// subset, search semantics), format (date, date-time, time, email, uuid, ipv4, ipv6), minimum/maximum/exclusive* on integers,
 // anyOf, oneOf (provably disjoint branches), allOf (exact merges), local $ref/$defs/definitions
 // (JSON pointers, recursion), boolean schemas; annotations and unknown keywords are ignored.
 // Errors read "<keyword> at <pointer of the schema holding it>: <why>", the root being "/".

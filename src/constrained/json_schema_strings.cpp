@@ -223,9 +223,55 @@ std::string full_time_gbnf(RuleTable& rules) {
   return rules.add("full-time", plain + " | " + rules.add("leap-second", leap));
 }
 
+std::string ipv4_gbnf(RuleTable& rules) {
+  // Dotted decimal without leading zeros (RFC 2673 as the test suite reads it).
+  const std::string octet =
+      rules.add("ipv4-octet", "\"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9]");
+  return rules.add("ipv4", octet + " \".\" " + octet + " \".\" " + octet + " \".\" " + octet);
+}
+
+// RFC 3986's IPv6address: eight groups, "::" for a run of zero groups, an IPv4 tail; no zone.
+std::string ipv6_gbnf(RuleTable& rules) {
+  const std::string h16 = rules.add("h16", "[0-9a-fA-F]{1,4}");
+  const std::string hc = rules.add("h16-colon", h16 + " \":\"");
+  const std::string ls32 = rules.add("ls32", h16 + " \":\" " + h16 + " | " + ipv4_gbnf(rules));
+  auto before = [&](int n) {  // [ *n( h16 ":" ) h16 ]
+    return "(" + h16 + (n > 0 ? " (\":\" " + h16 + "){0," + std::to_string(n) + "}" : "") + ")?";
+  };
+  auto groups = [&](int n) { return n == 0 ? std::string() : hc + "{" + std::to_string(n) + "} "; };
+  std::string alts = groups(6) + ls32 + " | \"::\" " + groups(5) + ls32;
+  for (int k = 0; k <= 4; ++k) alts += " | " + before(k) + " \"::\" " + groups(4 - k) + ls32;
+  alts += " | " + before(5) + " \"::\" " + h16 + " | " + before(6) + " \"::\"";
+  return rules.add("ipv6", alts);
+}
+
+// An address as RFC 5321's Mailbox: a dot-atom or quoted local part, then a domain name or an
+// address literal ([192.0.2.1], [IPv6:::1]). Quote and backslash take JSON escapes in the text.
+std::string email_gbnf(RuleTable& rules) {
+  const std::string atext = rules.add("email-atext", "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+");
+  CodePointSet qtext;  // printable ASCII but the quote and the backslash
+  qtext.add(0x20, 0x21);
+  qtext.add(0x23, 0x5B);
+  qtext.add(0x5D, 0x7E);
+  CodePointSet quote, backslash, printable;
+  quote.add('"', '"');
+  backslash.add('\\', '\\');
+  printable.add(0x20, 0x7E);
+  const std::string quoted = rules.add("email-quoted", json_char_gbnf(quote) + " (" + json_char_gbnf(qtext) + " | " +
+                                                           json_char_gbnf(backslash) + " " + json_char_gbnf(printable) +
+                                                           ")* " + json_char_gbnf(quote));
+  const std::string local = rules.add("email-local", atext + " (\".\" " + atext + ")* | " + quoted);
+  const std::string label = rules.add("email-label", "[A-Za-z0-9] ([A-Za-z0-9-]* [A-Za-z0-9])?");
+  const std::string domain = rules.add("email-domain", label + " (\".\" " + label + ")* | \"[\" " + ipv4_gbnf(rules) +
+                                                           " \"]\" | \"[IPv6:\" " + ipv6_gbnf(rules) + " \"]\"");
+  return rules.add("email", local + " \"@\" " + domain);
+}
+
 }  // namespace
 
 Result<std::string> format_to_gbnf(std::string_view format, std::string_view pointer, RuleTable& rules) {
+  if (format == "ipv6") return ipv6_gbnf(rules);
+  if (format == "email") return email_gbnf(rules);
   if (format == "date-time") {
     PLLM_ASSIGN(std::string date, format_to_gbnf("date", pointer, rules));
     return rules.add("date-time", date + " [Tt] " + full_time_gbnf(rules));
@@ -247,14 +293,9 @@ Result<std::string> format_to_gbnf(std::string_view format, std::string_view poi
     const std::string h = "[0-9a-fA-F]";
     return rules.add("uuid", h + "{8} \"-\" " + h + "{4} \"-\" " + h + "{4} \"-\" " + h + "{4} \"-\" " + h + "{12}");
   }
-  if (format == "ipv4") {
-    // Dotted decimal without leading zeros (RFC 2673 as the test suite reads it).
-    const std::string octet =
-        rules.add("ipv4-octet", "\"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9]");
-    return rules.add("ipv4", octet + " \".\" " + octet + " \".\" " + octet + " \".\" " + octet);
-  }
+  if (format == "ipv4") return ipv4_gbnf(rules);
   return schema_error("format", std::string(pointer), "'" + std::string(format) +
-                                                  "' cannot be enforced exactly (supported: date, date-time, time, uuid, ipv4)");
+                                                  "' cannot be enforced exactly (supported: date, date-time, time, email, uuid, ipv4, ipv6)");
 }
 
 }  // namespace pllm::schema_detail

@@ -218,6 +218,19 @@ TEST(JsonSchema, FormatsAndLengths) {
   EXPECT_TRUE(time.accepts("\"23:29:60+23:30\""));
   EXPECT_FALSE(time.accepts("\"08:30:06\""));
   EXPECT_FALSE(time.accepts("\"23:29:60-23:30\""));
+  Checker ip6(compile_ok(R"({"type":"string","format":"ipv6"})"));
+  for (const char* ok : {"\"::\"", "\"::1\"", "\"1:2:3:4:5:6:7:8\"", "\"1:2:3:4:5:6:7::\"", "\"::ffff:192.168.0.1\"",
+                         "\"fe80::1:d6\""})
+    EXPECT_TRUE(ip6.accepts(ok)) << ok;
+  for (const char* bad : {"\"1::2::3\"", "\"12345::\"", "\"1:2:3:4:5:6:7\"", "\":1:2:3:4:5:6:7\"", "\"fe80::a%eth1\"",
+                          "\"::1.2.3.256\""})
+    EXPECT_FALSE(ip6.accepts(bad)) << bad;
+  Checker email(compile_ok(R"({"type":"string","format":"email"})"));
+  for (const char* ok : {"\"joe.bloggs@example.com\"", R"("\"joe bloggs\"@example.com")", "\"a@[IPv6:::1]\"",
+                         "\"te~st@x.io\""})
+    EXPECT_TRUE(email.accepts(ok)) << ok;
+  for (const char* bad : {"\"2962\"", "\".a@x.io\"", "\"a..b@x.io\"", "\"a@b=c.io\"", "\"a@[127.0.0.300]\""})
+    EXPECT_FALSE(email.accepts(bad)) << bad;
   Checker ip(compile_ok(R"({"type":"string","format":"ipv4"})"));
   EXPECT_TRUE(ip.accepts("\"192.168.0.255\""));
   EXPECT_FALSE(ip.accepts("\"192.168.0.256\""));
