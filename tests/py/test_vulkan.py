@@ -376,3 +376,18 @@ def test_gemma3_greedy_tokens_equal_cpu(pllm_bin, vk, gemma3_path):
     _assert_on_device(rep, "Gemma 3")
     cpu, _ = _run_text(pllm_bin, gemma3_path, "cpu", n=8)
     assert text == cpu, f"device:\n{text}\ncpu:\n{cpu}"
+
+
+def test_constrained_reply_on_device(pllm_bin, vk, smollm2_path, tmp_path):
+    """A JSON-schema-constrained reply with every step on the device: the sampler's grammar
+    works on the device's logits as on the CPU's, and the reply validates."""
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+                                               "age": {"type": "integer", "minimum": 0, "maximum": 99}},
+              "required": ["name", "age"], "additionalProperties": False}
+    (tmp_path / "s.json").write_text(json.dumps(schema))
+    proc = pllm_cli.check_ok(pllm_cli.run_cli(pllm_bin, [
+        "run", "-m", str(smollm2_path), "--backend", "vulkan", "--json-schema", str(tmp_path / "s.json"),
+        "-p", "Describe a person as JSON.", "-n", "60", "--temp", "1", "--seed", "3"], env=_device_env(None)))
+    _assert_on_device(_report(proc.stderr), "constrained SmolLM2")
+    jsonschema.validate(json.loads(proc.stdout.decode()), schema)
