@@ -151,13 +151,13 @@ int check_load(const char* lib, const char* model_path) {
   const jlong s = session_create(env, nullptr, m, jvm.ints({0, 1, 0, 0, 4, 0, 0, 0}));
   check(s != 0 && !jvm.pending(), "session created");
   auto generate = jvm.native_as<jdoubleArray (*)(JNIEnv*, jclass, jlong, jlong, jintArray, jdoubleArray, jlong,
-                                                 jboolean, jobjectArray, jobject)>("generate");
+                                                 jboolean, jobjectArray, jlong, jobject)>("generate");
   std::vector<std::vector<uint8_t>> pieces;
   jvm.on_piece = [&](int32_t, std::vector<uint8_t> piece) { pieces.push_back(std::move(piece)); };
   jintArray prompt = tokenize(env, nullptr, m, jvm.bytes("hello"), JNI_TRUE, JNI_FALSE);
   const double nan = __builtin_nan("");
   jdoubleArray stats = generate(env, nullptr, s, 1, prompt, jvm.doubles({40, 1.0, 0, 1.0, 0, nan}), 5, JNI_TRUE,
-                                jvm.array({}), jvm.sink());
+                                jvm.array({}), 0, jvm.sink());
   const auto st = jvm.doubles_of(stats);
   check(!jvm.pending() && st.size() == 8 && st[3] > 0 && st[3] <= 40, "a generation of up to 40 tokens");
   bool all_valid = !pieces.empty();
@@ -169,14 +169,14 @@ int check_load(const char* lib, const char* model_path) {
   auto cancel = jvm.native_as<void (*)(JNIEnv*, jclass, jlong, jlong, jboolean, jboolean)>("sessionCancel");
   cancel(env, nullptr, s, 2, JNI_TRUE, JNI_TRUE);
   const auto skipped = jvm.doubles_of(generate(env, nullptr, s, 2, prompt, jvm.doubles({40, 1.0, 0, 1.0, 0, nan}),
-                                               5, JNI_TRUE, jvm.array({}), jvm.sink()));
+                                               5, JNI_TRUE, jvm.array({}), 0, jvm.sink()));
   check(skipped[3] == 0 && skipped[7] == 4, "a generation cancelled before it started ends cancelled, no token");
   int seen = 0;
   jvm.on_piece = [&](int32_t, std::vector<uint8_t>) {
     if (++seen == 3) cancel(env, nullptr, s, 3, JNI_FALSE, JNI_FALSE);
   };
   const auto stopped = jvm.doubles_of(generate(env, nullptr, s, 3, prompt, jvm.doubles({200, 1.0, 0, 1.0, 0, nan}),
-                                               5, JNI_TRUE, jvm.array({}), jvm.sink()));
+                                               5, JNI_TRUE, jvm.array({}), 0, jvm.sink()));
   check(stopped[7] == 4 && stopped[3] < 10, "cancel from the token callback stops within a step");
 
   // Cancel from another thread (what Session.cancel does): it returns once the generation has
@@ -202,7 +202,7 @@ int check_load(const char* lib, const char* model_path) {
       cancel_returned.store(true);
     });
     const auto crossed = jvm.doubles_of(generate(env, nullptr, s, 4, prompt, jvm.doubles({100, 1.0, 0, 1.0, 0, nan}),
-                                                 9, JNI_TRUE, jvm.array({}), jvm.sink()));
+                                                 9, JNI_TRUE, jvm.array({}), 0, jvm.sink()));
     generation_over.store(true);
     canceller.join();
     check(crossed[7] == 4 && after_return.load() == 0, "cancel from another thread: the generation ended first");

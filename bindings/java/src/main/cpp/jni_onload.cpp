@@ -10,7 +10,8 @@ extern "C" JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM* vm, void*) {
   jclass native_class = env->FindClass("org/pocketllm/Native");
   if (!native_class) return JNI_ERR;
   const bool ok = pllm_jni::register_model_natives(env, native_class) &&
-                  pllm_jni::register_session_natives(env, native_class);
+                  pllm_jni::register_session_natives(env, native_class) &&
+                  pllm_jni::register_structured_natives(env, native_class);
   env->DeleteLocalRef(native_class);
   return ok ? JNI_VERSION_1_6 : JNI_ERR;
 }

@@ -122,16 +122,16 @@ struct CallbackState {
 int on_token(pllm_token token, const char* text, size_t text_len, void* user) noexcept {
   auto* cb = static_cast<CallbackState*>(user);
   JNIEnv* env = cb->env;
-  if (text_len) {  // the C API hands over complete UTF-8 only: each piece decodes on its own
-    jbyteArray piece = to_bytes(env, text, text_len);
-    if (piece) {
-      env->CallVoidMethod(cb->sink, cache().token_sink_piece, jint(token), piece);
-      env->DeleteLocalRef(piece);  // a long generation would fill the local reference table
-    }
-    if (env->ExceptionCheck()) {
-      cb->java_threw = true;
-      return 1;
-    }
+  // Every token, with its text or none (the C API hands over complete UTF-8 only: a token that
+  // ends mid-character, or a control token, has none; the tool-call parser needs its id).
+  jbyteArray piece = to_bytes(env, text ? text : "", text_len);
+  if (piece) {
+    env->CallVoidMethod(cb->sink, cache().token_sink_piece, jint(token), piece);
+    env->DeleteLocalRef(piece);  // a long generation would fill the local reference table
+  }
+  if (env->ExceptionCheck()) {
+    cb->java_threw = true;
+    return 1;
   }
   return cb->js->stop_requested(cb->id) ? 1 : 0;
 }
@@ -163,7 +163,7 @@ jdoubleArray stats_to_java(JNIEnv* env, const pllm_generation_stats& st) {
 }
 
 jdoubleArray JNICALL generate(JNIEnv* env, jclass, jlong h, jlong id, jintArray prompt, jdoubleArray sampling,
-                              jlong seed, jboolean has_seed, jobjectArray stops, jobject sink) {
+                              jlong seed, jboolean has_seed, jobjectArray stops, jlong grammar, jobject sink) {
   return guarded(env, jdoubleArray(nullptr), [&]() -> jdoubleArray {
     auto* js = from_handle<JniSession>(h);
     std::vector<int32_t> ids;
@@ -171,6 +171,7 @@ jdoubleArray JNICALL generate(JNIEnv* env, jclass, jlong h, jlong id, jintArray 
     pllm_sampling_params sp;
     if (!sampling_from(env, js->model, sampling, sp)) return nullptr;
     if (has_seed) sp.seed = uint64_t(seed);
+    sp.grammar = from_handle<const pllm_grammar>(grammar);  // 0: free text
     std::vector<std::string> stop_texts(stops ? size_t(env->GetArrayLength(stops)) : 0);
     for (size_t i = 0; i < stop_texts.size(); ++i) {
       auto s = static_cast<jbyteArray>(env->GetObjectArrayElement(stops, jsize(i)));
@@ -223,7 +224,7 @@ const JNINativeMethod k_methods[] = {  // signatures: org.pocketllm.Native
     native_method("sessionReset", "(J)V", reinterpret_cast<void*>(session_reset)),
     native_method("sessionNCtx", "(J)I", reinterpret_cast<void*>(session_n_ctx)),
     native_method("sessionCancel", "(JJZZ)V", reinterpret_cast<void*>(session_cancel)),
-    native_method("generate", "(JJ[I[DJZ[[BLorg/pocketllm/TokenSink;)[D", reinterpret_cast<void*>(generate)),
+    native_method("generate", "(JJ[I[DJZ[[BJLorg/pocketllm/TokenSink;)[D", reinterpret_cast<void*>(generate)),
 };
 
 }  // namespace

@@ -74,5 +74,6 @@ inline JNINativeMethod native_method(const char* name, const char* signature, vo
 // Each file's native methods, registered on org.pocketllm.Native by JNI_OnLoad.
 bool register_model_natives(JNIEnv* env, jclass native_class);
 bool register_session_natives(JNIEnv* env, jclass native_class);
+bool register_structured_natives(JNIEnv* env, jclass native_class);
 
 }  // namespace pllm_jni

@@ -20,6 +20,7 @@ public final class GenerateOptions {
   private @Nullable Long seed;
   private List<String> stop = Collections.emptyList();
   private @Nullable String templateVariablesJson;
+  private @Nullable ResponseFormat responseFormat;
 
   public static @NonNull GenerateOptions defaults() {
     return new GenerateOptions();
@@ -76,6 +77,16 @@ public final class GenerateOptions {
    * Variables the chat template reads besides the conversation, as a JSON object, e.g.
    * {@code {"enable_thinking": false}} (Qwen3); null: none. Only chat() reads it.
    */
+  public @NonNull GenerateOptions responseFormat(@Nullable ResponseFormat format) {
+    this.responseFormat = format;
+    return this;
+  }
+
+  /** What the reply must follow (JSON, a schema, a grammar); null: free text. */
+  public @Nullable ResponseFormat responseFormat() {
+    return responseFormat;
+  }
+
   public @NonNull GenerateOptions templateVariablesJson(@Nullable String json) {
     this.templateVariablesJson = json;
     return this;

@@ -117,6 +117,23 @@ public final class Model implements AutoCloseable {
                       StandardCharsets.UTF_8);
   }
 
+  /**
+   * Tools for {@link Session#chat(String, Tools, GenerateOptions)}: OpenAI's tools list (JSON),
+   * a tool_choice (JSON; null: "auto") and whether several calls may come in one reply. Errors
+   * name the field (tools[1].function.name: ...) or the schema keyword that cannot be enforced.
+   */
+  public @NonNull Tools tools(@NonNull String toolsJson, @Nullable String toolChoiceJson, boolean parallelToolCalls) {
+    java.util.Objects.requireNonNull(toolsJson, "toolsJson");
+    long p = handle.acquire();
+    try {
+      return new Tools(p, toolsJson.getBytes(java.nio.charset.StandardCharsets.UTF_8),
+                       toolChoiceJson == null ? null : toolChoiceJson.getBytes(java.nio.charset.StandardCharsets.UTF_8),
+                       parallelToolCalls);
+    } finally {
+      handle.release();
+    }
+  }
+
   public int nVocab() {
     return info[0];
   }

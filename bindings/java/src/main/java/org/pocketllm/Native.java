@@ -38,5 +38,17 @@ final class Native {
   static native void sessionCancel(long session, long id, boolean onlyThis, boolean wait);
   /** Runs generation number {@code id}; returns GenerationStats' fields. */
   static native double[] generate(long session, long id, int[] prompt, double[] sampling, long seed, boolean hasSeed,
-                                  byte[][] stops, TokenSink sink);
+                                  byte[][] stops, long grammar, TokenSink sink);
+
+  /** kind: ResponseFormat's (pllm_grammar_kind); text null for any JSON. */
+  static native long grammarCreate(long model, int kind, byte[] text);
+  static native void grammarFree(long grammar);
+  static native long toolsCreate(long model, byte[] toolsJson, byte[] toolChoiceJson, boolean parallel);
+  static native void toolsFree(long tools);
+  /** The tools' grammar (owned by them). */
+  static native long toolsGrammar(long tools);
+  static native byte[] applyTemplateJson(long model, byte[] messagesJson, long tools, boolean addGenerationPrompt,
+                                         byte[] variablesJson);
+  /** {content or null, id, name, arguments per call..., the reply's whole JSON}. */
+  static native byte[][] toolsParse(long tools, int[] tokens);
 }

@@ -1,12 +1,15 @@
 package org.pocketllm;
 
 import java.lang.ref.Cleaner;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.IntConsumer;
 
 /**
  * One conversation over a model's weights: its own KV cache, so several sessions of one model
@@ -108,23 +111,100 @@ public final class Session implements AutoCloseable {
   /** Generates from prompt tokens (the whole context), streaming to listener; returns at once. */
   public @NonNull Generation start(int @NonNull [] promptTokens, @NonNull GenerateOptions options,
                                    @NonNull StreamListener listener) {
+    return start(promptTokens, options, listener, null, null);
+  }
+
+  /**
+   * The reply to a conversation given as OpenAI's messages JSON (roles system, user, assistant
+   * with tool_calls, tool with tool_call_id), allowed to call {@code tools}. Waits for it.
+   */
+  public @NonNull ToolReply chat(@NonNull String messagesJson, @NonNull Tools tools, @NonNull GenerateOptions options) {
+    Objects.requireNonNull(messagesJson, "messagesJson");
+    Objects.requireNonNull(tools, "tools");
+    long tp = tools.handle.acquire();
+    try {
+      int[] prompt;
+      long p = handle.acquire();  // keeps modelPtr alive
+      try {
+        String vars = options.templateVariablesJson();
+        byte[] text = Native.applyTemplateJson(modelPtr, messagesJson.getBytes(StandardCharsets.UTF_8), tp, true,
+                                               vars == null ? null : vars.getBytes(StandardCharsets.UTF_8));
+        prompt = Model.promptTokens(modelPtr, new String(text, StandardCharsets.UTF_8));
+      } finally {
+        handle.release();
+      }
+      List<Integer> ids = java.util.Collections.synchronizedList(new ArrayList<>());
+      Completion done = start(prompt, options, NO_LISTENER, tools, ids::add).await();
+      int[] tokens = new int[ids.size()];
+      for (int i = 0; i < tokens.length; i++) tokens[i] = ids.get(i);
+      byte[][] parts = Native.toolsParse(tp, tokens);
+      List<ToolReply.ToolCall> calls = new ArrayList<>();
+      for (int i = 1; i + 2 < parts.length; i += 3) {
+        calls.add(new ToolReply.ToolCall(utf8(parts[i]), utf8(parts[i + 1]), utf8(parts[i + 2])));
+      }
+      return new ToolReply(parts[0] == null ? null : utf8(parts[0]), calls, utf8(parts[parts.length - 1]),
+                           done.stats());
+    } finally {
+      tools.handle.release();
+    }
+  }
+
+  private static String utf8(byte[] b) {
+    return new String(b, StandardCharsets.UTF_8);
+  }
+
+  // tools: their grammar holds (kept open for the generation); else options' responseFormat, compiled here.
+  private Generation start(int[] promptTokens, GenerateOptions options, StreamListener listener, @Nullable Tools tools,
+                           @Nullable IntConsumer onTokenId) {
     Objects.requireNonNull(promptTokens, "promptTokens");
     Objects.requireNonNull(listener, "listener");
     double[] sampling = options.samplingToNative();  // checked on the caller's thread
     byte[][] stops = options.stopsToNative();
     if (handle.isClosed()) throw closed();
+    ResponseFormat format = options.responseFormat();
+    if (tools != null && format != null) {
+      throw new PocketLLMException.InvalidArgument("tools and responseFormat exclude each other");
+    }
+    // The constraint, compiled on the caller's thread (its errors are the caller's) and freed
+    // when the generation ends.
+    long grammar;
+    Runnable freeGrammar;
+    if (tools != null) {
+      long tp = tools.handle.acquire();
+      grammar = Native.toolsGrammar(tp);
+      freeGrammar = tools.handle::release;
+    } else if (format != null) {
+      long p = handle.acquire();
+      try {
+        grammar = Native.grammarCreate(modelPtr, format.kind, format.text);
+      } finally {
+        handle.release();
+      }
+      long owned = grammar;
+      freeGrammar = () -> Native.grammarFree(owned);
+    } else {
+      grammar = 0;
+      freeGrammar = () -> {};
+    }
     Generation g = new Generation(this, lifetime.lastId.incrementAndGet());
-    Runnable task = () -> run(g, promptTokens.clone(), sampling, options, stops, listener);
+    Runnable task = () -> {
+      try {
+        run(g, promptTokens.clone(), sampling, options, stops, grammar, onTokenId, listener);
+      } finally {
+        freeGrammar.run();
+      }
+    };
     try {
       worker.execute(task);
     } catch (RejectedExecutionException e) {  // closed meanwhile
+      freeGrammar.run();
       throw closed();
     }
     return g;
   }
 
   private void run(Generation g, int[] prompt, double[] sampling, GenerateOptions options, byte[][] stops,
-                   StreamListener listener) {
+                   long grammar, @Nullable IntConsumer onTokenId, StreamListener listener) {
     g.started = true;
     long p;
     try {
@@ -137,11 +217,14 @@ public final class Session implements AutoCloseable {
     try {
       StringBuilder text = new StringBuilder();
       TokenSink sink = (token, utf8) -> {
+        if (onTokenId != null) onTokenId.accept(token);
+        if (utf8.length == 0) return;  // no text yet (mid-character) or none (a control token)
         String piece = new String(utf8, java.nio.charset.StandardCharsets.UTF_8);
         text.append(piece);
         listener.onToken(piece);
       };
-      double[] stats = Native.generate(p, g.id, prompt, sampling, options.seedValue(), options.hasSeed(), stops, sink);
+      double[] stats = Native.generate(p, g.id, prompt, sampling, options.seedValue(), options.hasSeed(), stops,
+                                       grammar, sink);
       g.succeed(new Completion(text.toString(), new GenerationStats(stats)), listener);
     } catch (Throwable e) {  // the engine's error, or the listener's, rethrown through generate
       g.fail(e, listener);

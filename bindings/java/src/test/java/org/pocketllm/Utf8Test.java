@@ -120,7 +120,7 @@ class Utf8Test {
       ByteArrayOutputStream all = new ByteArrayOutputStream();
       List<byte[]> pieces = new ArrayList<>();
       List<Integer> tokens = new ArrayList<>();
-      double[] stats = Native.generate(s, 1, prompt, sampling, 7, true, new byte[0][], (token, utf8) -> {
+      double[] stats = Native.generate(s, 1, prompt, sampling, 7, true, new byte[0][], 0, (token, utf8) -> {
         pieces.add(utf8);
         tokens.add(token);
         all.writeBytes(utf8);
