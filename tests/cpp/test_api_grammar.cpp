@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -243,6 +244,81 @@ TEST_F(ApiGrammar, TheGbnfOfASchemaComesBack) {
   EXPECT_EQ(pllm_grammar_create(model_, PLLM_GRAMMAR_GBNF, text.c_str(), &again), PLLM_OK) << pllm_last_error();
   pllm_grammar_free(again);
   pllm_grammar_free(g);
+}
+
+}  // namespace
+
+namespace {
+
+const char* kWeatherTools = R"([{"type": "function", "function": {"name": "get_weather", "parameters": {
+  "type": "object", "properties": {"city": {"type": "string", "maxLength": 20}}, "required": ["city"],
+  "additionalProperties": false}}}])";
+
+// The C API's tools: errors for bad arguments and another model's tools; the tokens of a
+// required call parse into one call; tool_choice none has a constraint but no grammar text.
+TEST_F(ApiGrammar, ToolsThroughTheCApi) {
+  pllm_tools* t = nullptr;
+  EXPECT_EQ(pllm_tools_create(model_, "not json", nullptr, 1, &t), PLLM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(t, nullptr);
+  EXPECT_EQ(pllm_tools_create(model_, kWeatherTools, "\"sometimes\"", 1, &t), PLLM_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(pllm_last_error()).find("sometimes"), std::string::npos) << pllm_last_error();
+  ASSERT_EQ(pllm_tools_create(model_, kWeatherTools, "\"required\"", 0, &t), PLLM_OK) << pllm_last_error();
+
+  const char* messages = R"([{"role": "user", "content": "Weather in Paris?"}])";
+  char* text = nullptr;
+  ASSERT_EQ(pllm_chat_apply_template_json(model_, messages, t, 1, nullptr, &text), PLLM_OK) << pllm_last_error();
+  EXPECT_NE(std::string(text).find("get_weather"), std::string::npos);  // the generic tool prompt lists it
+  std::vector<pllm_token> ids(4096);
+  size_t n = 0;
+  ASSERT_EQ(pllm_tokenize_prompt(model_, text, std::strlen(text), ids.data(), ids.size(), &n), PLLM_OK);
+  ids.resize(n);
+  pllm_string_free(text);
+
+  pllm_session* s = nullptr;
+  pllm_session_params sp = pllm_session_default_params();
+  sp.n_ctx = 1024;
+  sp.n_threads = 1;
+  ASSERT_EQ(pllm_session_create(model_, &sp, &s), PLLM_OK);
+  pllm_sampling_params samp = pllm_model_sampling_params(model_);
+  samp.max_tokens = 120;
+  samp.grammar = pllm_tools_grammar(t);
+  std::vector<pllm_token> out;
+  pllm_generation_stats st{};
+  ASSERT_EQ(pllm_generate(s, ids.data(), ids.size(), &samp,
+                          [](pllm_token tok, const char*, size_t, void* ud) {
+                            static_cast<std::vector<pllm_token>*>(ud)->push_back(tok);
+                            return 0;
+                          },
+                          &out, &st),
+            PLLM_OK)
+      << pllm_last_error();
+  EXPECT_EQ(st.stop_reason, PLLM_STOP_EOG);
+  char* json = nullptr;
+  ASSERT_EQ(pllm_tools_parse(t, out.data(), out.size(), &json), PLLM_OK);
+  const auto reply = nlohmann::json::parse(json);
+  pllm_string_free(json);
+  ASSERT_EQ(reply["tool_calls"].size(), 1u) << reply.dump();
+  EXPECT_TRUE(reply["content"].is_null());
+  EXPECT_EQ(reply["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_TRUE(nlohmann::json::parse(reply["tool_calls"][0]["function"]["arguments"].get<std::string>()).contains("city"));
+  const pllm_token bad = 1 << 30;
+  EXPECT_EQ(pllm_tools_parse(t, &bad, 1, &json), PLLM_ERR_INVALID_ARGUMENT);
+  pllm_session_free(s);
+
+  // Tools made for another model (a second load of the same file is another model).
+  pllm_model* other = nullptr;
+  ASSERT_EQ(pllm_model_load(real_model_path().c_str(), nullptr, &other), PLLM_OK);
+  EXPECT_EQ(pllm_chat_apply_template_json(other, messages, t, 1, nullptr, &text), PLLM_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(pllm_last_error()).find("another model"), std::string::npos) << pllm_last_error();
+  pllm_model_free(other);
+  pllm_tools_free(t);
+
+  pllm_tools* none = nullptr;
+  ASSERT_EQ(pllm_tools_create(model_, kWeatherTools, "\"none\"", 1, &none), PLLM_OK);
+  size_t written = 0;
+  char buf[64];
+  EXPECT_EQ(pllm_grammar_gbnf(pllm_tools_grammar(none), buf, sizeof buf, &written), PLLM_ERR_INVALID_ARGUMENT);
+  pllm_tools_free(none);
 }
 
 }  // namespace
