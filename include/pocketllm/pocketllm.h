@@ -294,6 +294,16 @@ PLLM_API pllm_status pllm_chat_apply_template_json(const pllm_model* model, cons
  * *json_out with pllm_string_free. */
 PLLM_API pllm_status pllm_tools_parse(const pllm_tools* tools, const pllm_token* tokens, size_t n_tokens,
                                       char** json_out);
+/* The same as the reply streams: push each generated token as it comes (a negative token ends
+ * the reply) and get what can be sent now, {"content": "...", "tool_calls": [{"index", "id",
+ * "name", "arguments"}]}, as OpenAI's delta.tool_calls: id and name only in a call's first
+ * delta, then argument fragments that concatenate to its arguments' JSON. Text that may still
+ * become a call's marker, or is half a UTF-8 character, waits for the next push. One stream per
+ * reply; the tools must outlive it. Free *json_out with pllm_string_free. */
+typedef struct pllm_tools_stream pllm_tools_stream;
+PLLM_API pllm_status pllm_tools_stream_create(const pllm_tools* tools, pllm_tools_stream** out);
+PLLM_API void pllm_tools_stream_free(pllm_tools_stream* stream);
+PLLM_API pllm_status pllm_tools_stream_push(pllm_tools_stream* stream, pllm_token token, char** json_out);
 
 /* ---- Generation ------------------------------------------------------------ */
 

@@ -65,10 +65,24 @@ def test_none_and_auto(model):
     ({"tools": [WEATHER], "tool_choice": "nope"}, "nope"),
     ({"tool_choice": "required"}, "tool_choice needs tools"),
     ({"tools": [WEATHER], "response_format": {"type": "json_object"}}, "exclude"),
-    ({"tools": [WEATHER], "stream": True}, "stream"),
     ({"messages": ASK + [{"role": "tool", "tool_call_id": "x", "content": "1"}]}, "no tool call"),
 ])
 def test_errors(model, kw, needle):
     messages = kw.pop("messages", ASK)
     with pytest.raises(pocketllm.InvalidArgument, match=needle.replace("[", r"\[").replace("]", r"\]")):
         model.chat(messages, max_tokens=4, **kw)
+
+
+def test_streamed_calls_equal_the_whole_reply(model):
+    """stream=True with tools: the pieces are the content, the calls fill ``tool_calls`` and end
+    equal to the blocking reply's (greedy); under auto, text streams as text."""
+    whole = model.chat(ASK, tools=[WEATHER], tool_choice="required", parallel_tool_calls=False, max_tokens=120)
+    stream = model.chat(ASK, tools=[WEATHER], tool_choice="required", parallel_tool_calls=False, max_tokens=120,
+                        stream=True)
+    pieces = list(stream)
+    assert "".join(pieces).strip() == str(whole)
+    assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in stream.tool_calls] == \
+        [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in whole.tool_calls]
+    free = model.chat(ASK, tools=[WEATHER], tool_choice="none", max_tokens=24)
+    streamed_free = model.chat(ASK, tools=[WEATHER], tool_choice="none", max_tokens=24, stream=True)
+    assert "".join(streamed_free) == str(free) and streamed_free.tool_calls == []

@@ -18,6 +18,11 @@ struct pllm_tools {
   mutable std::atomic<uint64_t> next_reply{0};  // names the calls of each parsed reply apart
 };
 
+struct pllm_tools_stream {
+  const pllm_tools* tools;
+  pllm::ToolCallStream calls;
+};
+
 namespace {
 
 template <class T>
@@ -119,6 +124,43 @@ pllm_status pllm_tools_parse(const pllm_tools* tools, const pllm_token* tokens, 
       out = {{"content", r.content.empty() && !r.calls.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.content)},
              {"tool_calls", std::move(calls)}};
     }
+    *json_out = dup_string(out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    return PLLM_OK;
+  });
+}
+
+pllm_status pllm_tools_stream_create(const pllm_tools* tools, pllm_tools_stream** out) {
+  return guarded([&] {
+    if (out) *out = nullptr;
+    if (!tools || !out) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_tools_stream_create: null argument");
+    // Under tool_choice none nothing is a call, but the stream still holds back half characters:
+    // any format's stream does that, and no call marker can be written.
+    const std::string prefix = "call_" + std::to_string(tools->next_reply++) + "_";
+    *out = new pllm_tools_stream{tools, pllm::ToolCallStream(tools->format.value_or(pllm::ToolCallFormat::hermes), prefix)};
+    return PLLM_OK;
+  });
+}
+
+void pllm_tools_stream_free(pllm_tools_stream* stream) { delete stream; }
+
+pllm_status pllm_tools_stream_push(pllm_tools_stream* stream, pllm_token token, char** json_out) {
+  return guarded([&] {
+    if (!stream || !json_out) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_tools_stream_push: null argument");
+    *json_out = nullptr;
+    if (token >= stream->tools->vocab->n_vocab())
+      return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_tools_stream_push: token " + std::to_string(token) + " out of range");
+    const pllm::ToolStreamDelta d =
+        token < 0 ? stream->calls.finish() : stream->calls.push(stream->tools->vocab->piece(token));
+    nlohmann::json calls = nlohmann::json::array();
+    for (const pllm::ToolCallDelta& c : d.calls) {
+      nlohmann::json j = {{"index", c.index}, {"arguments", c.arguments}};
+      if (!c.id.empty()) {
+        j["id"] = c.id;
+        j["name"] = c.name;
+      }
+      calls.push_back(std::move(j));
+    }
+    const nlohmann::json out = {{"content", d.content}, {"tool_calls", std::move(calls)}};
     *json_out = dup_string(out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     return PLLM_OK;
   });

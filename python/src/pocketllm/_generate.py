@@ -135,6 +135,36 @@ def parse_tool_reply(tools: Owned, tokens: Sequence[int]) -> dict:
     return json.loads(take_string(out.value))
 
 
+class ToolCallStream:
+    """A reply's calls read as its tokens come (pllm_tools_stream_*): ``push(token)`` returns the
+    text that can be shown now and adds to ``tool_calls`` (OpenAI's dicts, complete once the
+    reply ends: ``finish()``)."""
+
+    def __init__(self, tools: Owned):
+        out = C.c_void_p()
+        check(lib.pllm_tools_stream_create(tools.ptr, C.byref(out)))
+        self._tools = tools  # the stream reads the tools' vocabulary and format
+        self._h = Owned(out.value, lib.pllm_tools_stream_free)
+        self.tool_calls: list[dict] = []
+
+    def _take(self, token: int) -> str:
+        out = C.c_void_p()
+        check(lib.pllm_tools_stream_push(self._h.ptr, token, C.byref(out)))
+        delta = json.loads(take_string(out.value))
+        for d in delta["tool_calls"]:
+            if "id" in d:  # a call's first delta
+                self.tool_calls.append({"id": d["id"], "type": "function",
+                                        "function": {"name": d["name"], "arguments": ""}})
+            self.tool_calls[d["index"]]["function"]["arguments"] += d["arguments"]
+        return delta["content"]
+
+    def push(self, token: int) -> str:
+        return self._take(token)
+
+    def finish(self) -> str:
+        return self._take(-1)
+
+
 def sampling(model: int, max_tokens: int, temperature: float | None, top_p: float | None,
              top_k: int | None, min_p: float | None, repeat_penalty: float | None, seed: int | None,
              stop: str | Sequence[str] | None, response_format: Any = None,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal, Optional, Union, overload
 from . import _text
 from ._cache import PrefixCache
 from ._errors import InvalidArgument, check
-from ._generate import Completion, parse_tool_reply, run, sampling, tools_of
+from ._generate import Completion, ToolCallStream, parse_tool_reply, run, sampling, tools_of
 from ._lib import Owned, SessionParams, lib
 from ._stream import Stream
 
@@ -114,7 +114,8 @@ class Session:
         classes), ``tool_choice`` ("auto", "none", "required" or a function's name) and
         ``parallel_tool_calls``: the reply's calls are in ``.tool_calls`` (valid against their
         schemas; the text is the rest). Returns a Completion (a str with ``.stats``) or, with
-        ``stream=True``, a Stream (not with tools)."""
+        ``stream=True``, a Stream of text pieces (with tools: the content; the calls fill its
+        ``tool_calls`` as they come, complete once the stream ends)."""
         model = self._model_ptr()
         th = None if tools is None else tools_of(model, tools, tool_choice, parallel_tool_calls)
         if th is None and tool_choice is not None:
@@ -128,7 +129,7 @@ class Session:
         if th is None:
             return self._generate(ids, stream, **sampling_args)
         if stream:
-            raise InvalidArgument("stream=True with tools is not supported; the server streams tool calls")
+            return self._generate(ids, True, tools=th, **sampling_args)
         tokens: list[int] = []
         done = self._generate(ids, False, tools=th, on_token_id=tokens.append, **sampling_args)
         parsed = parse_tool_reply(th, tokens)
@@ -164,8 +165,23 @@ class Session:
         try:
             self._ptr()  # closed (perhaps while this call waited for the lock)?
             self._stop = stop_flag = threading.Event()
-            gen = Stream(lambda on_text, flag: run(h.ptr, ids, sp, on_text, flag, on_token_id), stop_flag,
-                         lambda: lib.pllm_session_cancel(h.ptr), self._lock.release)
+            calls = ToolCallStream(tools) if stream and tools is not None else None
+            if calls is None:
+                def body(on_text, flag):
+                    return run(h.ptr, ids, sp, on_text, flag, on_token_id)
+            else:  # the shown text is the reply's content; its calls go to the stream's tool_calls
+                def body(on_text, flag):
+                    def on_token(token):
+                        piece = calls.push(token)
+                        if piece:
+                            on_text(piece)
+                    stats = run(h.ptr, ids, sp, lambda _text: None, flag, on_token)
+                    rest = calls.finish()
+                    if rest:
+                        on_text(rest)
+                    return stats
+            gen = Stream(body, stop_flag, lambda: lib.pllm_session_cancel(h.ptr), self._lock.release)
+            gen.tool_calls = calls.tool_calls if calls is not None else []
         except BaseException:
             self._lock.release()
             raise

@@ -52,6 +52,9 @@ class Stream(Iterator[str]):
     waits for the engine to let go of the session, which is then ready for the next call.
     """
 
+    #: With tools: the reply's calls (OpenAI's dicts), filled as they stream; complete at the end.
+    tool_calls: list = []
+
     def __init__(self, start: Callable[[Callable[[str], None], threading.Event], Stats],
                  stop: threading.Event, cancel_engine: Callable[[], None], release: Callable[[], None]):
         self._q: queue.SimpleQueue = queue.SimpleQueue()
