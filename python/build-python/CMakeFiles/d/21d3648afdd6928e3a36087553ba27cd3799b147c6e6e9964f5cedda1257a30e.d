@@ -1,3 +1,0 @@
-src/backends/vulkan/generated/backends/vulkan/kv_store.spv.inc: \
-  /work/main/src/backends/vulkan/shaders/kv_store.comp \
-  /work/main/src/backends/vulkan/shaders/kv_num.glsl

@@ -1,2 +1,0 @@
-src/backends/vulkan/generated/backends/vulkan/rope.spv.inc: \
-  /work/main/src/backends/vulkan/shaders/rope.comp

@@ -1,2 +1,0 @@
-src/backends/vulkan/generated/backends/vulkan/residual.spv.inc: \
-  /work/main/src/backends/vulkan/shaders/residual.comp

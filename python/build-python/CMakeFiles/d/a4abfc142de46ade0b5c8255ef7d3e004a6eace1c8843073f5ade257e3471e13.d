@@ -1,2 +1,0 @@
-src/backends/vulkan/generated/backends/vulkan/glu.spv.inc: \
-  /work/main/src/backends/vulkan/shaders/glu.comp

@@ -1,2 +1,0 @@
-src/backends/vulkan/generated/backends/vulkan/add_bias.spv.inc: \
-  /work/main/src/backends/vulkan/shaders/add_bias.comp

@@ -1,1 +1,0 @@
-/work/main/python/build-python/src/backends/vulkan/generated/backends/vulkan/attention.spv.inc: /work/main/src/backends/vulkan/shaders/attention.comp /work/main/src/backends/vulkan/shaders/kv_num.glsl

@@ -1,1 +1,0 @@
-/work/main/python/build-python/src/backends/vulkan/generated/backends/vulkan/rmsnorm.spv.inc: /work/main/src/backends/vulkan/shaders/rmsnorm.comp

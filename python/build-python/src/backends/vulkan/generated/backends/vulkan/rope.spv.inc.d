@@ -1,1 +1,0 @@
-/work/main/python/build-python/src/backends/vulkan/generated/backends/vulkan/rope.spv.inc: /work/main/src/backends/vulkan/shaders/rope.comp
