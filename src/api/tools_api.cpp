@@ -118,11 +118,8 @@ pllm_status pllm_tools_parse(const pllm_tools* tools, const pllm_token* tokens, 
     } else {
       const std::string prefix = "call_" + std::to_string(tools->next_reply++) + "_";
       const pllm::ToolReply r = pllm::parse_tool_reply(*tools->format, text, prefix);
-      nlohmann::json calls = nlohmann::json::array();
-      for (const pllm::ToolCall& c : r.calls)
-        calls.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
       out = {{"content", r.content.empty() && !r.calls.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.content)},
-             {"tool_calls", std::move(calls)}};
+             {"tool_calls", pllm::tool_calls_json(r.calls)}};
     }
     *json_out = dup_string(out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     return PLLM_OK;

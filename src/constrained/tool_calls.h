@@ -85,6 +85,11 @@ struct ToolReply {
 // id_prefix + index names the calls ("call_7_0", ...).
 ToolReply parse_tool_reply(ToolCallFormat f, std::string_view text, const std::string& id_prefix);
 
+// OpenAI's message.tool_calls: [{"id", "type": "function", "function": {"name", "arguments"}}].
+nlohmann::json tool_calls_json(const std::vector<ToolCall>& calls);
+// Compact JSON text that never throws: bytes that are not UTF-8 (a model may write any) become U+FFFD.
+std::string json_text(const nlohmann::ordered_json& j);
+
 // One streamed piece of a call (OpenAI's delta.tool_calls[i]): id and name only in the first
 // piece of each call, then argument fragments that concatenate to the arguments' JSON text.
 struct ToolCallDelta {
@@ -106,8 +111,9 @@ class ToolCallStream {
   ToolStreamDelta push(std::string_view bytes);
   // The end of the reply: whatever was held back.
   ToolStreamDelta finish();
-  int n_calls() const;
   const std::vector<ToolCall>& calls() const;  // the calls read whole so far (arguments compact JSON)
+  // The reply so far as parse_tool_reply gives it: the content sent (trimmed beside calls) and the calls.
+  ToolReply reply() const;
 
  private:
   struct State;

@@ -13,9 +13,6 @@ namespace {
 using Json = nlohmann::ordered_json;
 constexpr size_t npos = std::string_view::npos;
 
-// Compact JSON text; bytes that are not UTF-8 (a model may write any) become U+FFFD.
-std::string compact(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
-
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 size_t skip_ws(std::string_view t, size_t p) {
   while (p < t.size() && is_space(t[p])) ++p;
@@ -121,12 +118,14 @@ struct PyReader {
           case 'u': {  // JSON-style escape (the grammar writes JSON strings): decode via JSON
             const size_t b = p - 2;
             size_t e2 = std::min(t.size(), p + 4);
-            std::string js = "\"" + std::string(t.substr(b, e2 - b));
+            std::string js(1, '"');
+            js.append(t.substr(b, e2 - b));
             if (e2 + 6 <= t.size() && t[e2] == '\\' && t[e2 + 1] == 'u') {  // a surrogate pair
-              js += std::string(t.substr(e2, 6));
+              js.append(t.substr(e2, 6));
               e2 += 6;
             }
-            auto j = Json::parse(js + "\"", nullptr, false);
+            js.push_back('"');
+            auto j = Json::parse(js, nullptr, false);
             if (j.is_discarded()) ok = false;
             else out += j.get<std::string>();
             p = e2;
@@ -401,7 +400,6 @@ struct ToolCallStream::State {
   std::string text;
   size_t pos = 0;              // text before pos is sent (as content) or belongs to finished blocks
   std::optional<size_t> block;  // the start of the block being read
-  int calls_before = 0;        // calls of earlier blocks
   struct Sent {
     bool named = false;
     size_t args_sent = 0;  // bytes of its arguments already sent
@@ -463,14 +461,14 @@ struct ToolCallStream::State {
           if (sent.size() <= k) sent.emplace_back();
           Sent& s = sent[k];
           if (!c.name_done) break;
-          const int index = calls_before + int(k);
+          const int index = int(calls.size() + k);
           if (!s.named) {
             out.calls.push_back({index, id_prefix + std::to_string(index), c.name, ""});
             s.named = true;
           }
           if (sx.python) {  // arguments sent whole once the call is read (they are converted)
             if (c.done && s.args_sent == 0) {
-              out.calls.push_back({index, "", "", compact(c.args)});
+              out.calls.push_back({index, "", "", json_text(c.args)});
               s.args_sent = 1;
             }
           } else if (c.args_begin != npos) {
@@ -492,9 +490,8 @@ struct ToolCallStream::State {
       if (!b.complete) return;
       for (size_t k = 0; k < b.calls.size(); ++k) {
         const CallScan& c = b.calls[k];
-        calls.push_back({id_prefix + std::to_string(calls_before + int(k)), c.name, compact(c.args)});
+        calls.push_back({id_prefix + std::to_string(calls.size()), c.name, json_text(c.args)});
       }
-      calls_before += int(b.calls.size());
       pos = b.end;
       block.reset();
       if (sx.at_start) {
@@ -526,18 +523,28 @@ ToolStreamDelta ToolCallStream::finish() {
   return out;
 }
 
-int ToolCallStream::n_calls() const { return st_->calls_before; }
+std::string json_text(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+nlohmann::json tool_calls_json(const std::vector<ToolCall>& calls) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const ToolCall& c : calls)
+    out.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+  return out;
+}
+
 const std::vector<ToolCall>& ToolCallStream::calls() const { return st_->calls; }
+
+ToolReply ToolCallStream::reply() const {
+  // Beside calls, the text around them is only the whitespace and line breaks the model wrote.
+  return {st_->calls.empty() ? st_->content : trim(st_->content), st_->calls};
+}
 
 ToolReply parse_tool_reply(ToolCallFormat f, std::string_view text, const std::string& id_prefix) {
   // The whole parse is a stream fed once: one scanner, one set of rules.
   ToolCallStream s(f, id_prefix);
-  std::string content = s.push(text).content;
-  content += s.finish().content;
-  ToolReply r;
-  r.calls = s.calls();
-  r.content = r.calls.empty() ? content : trim(content);
-  return r;
+  s.push(text);
+  s.finish();
+  return s.reply();
 }
 
 }  // namespace pllm

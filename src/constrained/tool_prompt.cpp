@@ -22,12 +22,12 @@ std::string python_literal(const Json& v) {
     std::string s = "{";
     bool first = true;
     for (const auto& [k, x] : v.items()) {
-      s += (first ? "" : ", ") + Json(k).dump(-1, ' ', false, Json::error_handler_t::replace) + ": " + python_literal(x);
+      s += (first ? "" : ", ") + json_text(Json(k)) + ": " + python_literal(x);
       first = false;
     }
     return s + "}";
   }
-  return v.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return json_text(v);
 }
 
 Result<Json> arguments_of(const ToolCall& c) {
@@ -36,8 +36,6 @@ Result<Json> arguments_of(const ToolCall& c) {
     return make_error(Status::invalid_argument, "the arguments of the call to '" + c.name + "' are not a JSON object");
   return a;
 }
-
-std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 constexpr const char* kGenericInstructions =
     "You can call functions. Their signatures, as JSON Schema, are within <tools></tools>:\n<tools>\n";
@@ -71,7 +69,7 @@ Result<std::string> write_tool_calls(ToolCallFormat f, const std::vector<ToolCal
     Json o = Json::object();
     o["name"] = c.name;
     o[key] = std::move(args);
-    objs.push_back(dump(o));
+    objs.push_back(json_text(o));
   }
   switch (f) {
     case ToolCallFormat::hermes:
@@ -140,7 +138,7 @@ Result<ToolConversation> tool_conversation(const ToolCallStyle& style, std::vect
   }
   if (!tools.empty()) {
     std::string text = kGenericInstructions;
-    for (const Json& t : tool_definitions_json(tools)) text += dump(t["function"]) + "\n";
+    for (const Json& t : tool_definitions_json(tools)) text += json_text(t["function"]) + "\n";
     text += kGenericUsage;
     if (!messages.empty() && messages[0].role == "system") messages[0].content += "\n\n" + text;
     else messages.insert(messages.begin(), ChatMessage{"system", text, {}, {}, {}});

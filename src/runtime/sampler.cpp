@@ -10,14 +10,14 @@ Sampler::Sampler(const SamplingConfig& cfg, int n_vocab, const GrammarConstraint
   cands_.reserve(size_t(n_vocab));
   if (!grammar.triggers.empty()) lazy_ = grammar;
   else if (grammar) matcher_.emplace(grammar.grammar, grammar.vocab);
+  for (const GrammarTrigger& t : lazy_.triggers) longest_trigger_ = std::max(longest_trigger_, t.text.size());
 }
 
 int32_t Sampler::watch_triggers(float* logits, int32_t id) {
   const int n_vocab = int(cands_.capacity());
-  size_t longest = 0;
-  for (const GrammarTrigger& t : lazy_.triggers) longest = std::max(longest, t.text.size());
   for (;;) {
-    const std::string text = tail_ + std::string(lazy_.vocab->piece(id));
+    window_.assign(tail_).append(lazy_.vocab->piece(id));
+    const std::string& text = window_;
     const size_t first = text.find_first_not_of(" \t\n\r");
     size_t at = std::string::npos;
     bool may_start = false;  // the text so far may still grow into an at_start trigger
@@ -36,7 +36,8 @@ int32_t Sampler::watch_triggers(float* logits, int32_t id) {
     }
     if (at == std::string::npos) {
       if (first != std::string::npos && !may_start) started_ = true;
-      tail_ = started_ && text.size() > longest ? text.substr(text.size() - longest) : text;
+      if (started_ && text.size() > longest_trigger_) tail_.assign(text, text.size() - longest_trigger_);
+      else tail_.assign(text);
       return id;
     }
     if (!lazy_.refuse_triggers) {

@@ -63,6 +63,8 @@ class Sampler {
   SamplingConfig cfg_;
   GrammarConstraint lazy_;  // triggers still being watched for (empty once the grammar holds)
   std::string tail_;        // the end of the text so far, as long as a trigger could span
+  std::string window_;      // tail_ and the drawn token's bytes (reused: no allocation per token)
+  size_t longest_trigger_ = 0;
   bool started_ = false;    // something other than whitespace was written (at_start triggers are over)
   std::optional<GrammarMatcher> matcher_;
   uint64_t rng_state_;

@@ -127,12 +127,10 @@ struct Reply {  // what one request produced so far
 // A whole reply's message: with calls, OpenAI's tool_calls (content null when there is none).
 json message_json(const std::string& text, const ToolCallStream* tools) {
   if (!tools || tools->calls().empty()) return {{"role", "assistant"}, {"content", text}};
-  json calls = json::array();
-  for (const ToolCall& c : tools->calls())
-    calls.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
-  const size_t b = text.find_first_not_of(" \t\n\r");
-  const std::string content = b == std::string::npos ? "" : text.substr(b, text.find_last_not_of(" \t\n\r") - b + 1);
-  return {{"role", "assistant"}, {"content", content.empty() ? json(nullptr) : json(content)}, {"tool_calls", calls}};
+  const ToolReply r = tools->reply();  // the same text, trimmed beside the calls
+  return {{"role", "assistant"},
+          {"content", r.content.empty() ? json(nullptr) : json(r.content)},
+          {"tool_calls", tool_calls_json(r.calls)}};
 }
 
 // How a request's end reads to the client: a finish_reason, or an error when the answer was
@@ -245,7 +243,7 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
       metrics.cached_tokens(uint64_t(e.n_cached));
       if (auto finish = finish_reason_of(e, stream->stopped())) {
         reply->finish_reason = *finish;
-        if (*finish == "stop" && stream->tool_calls() && stream->tool_calls()->n_calls() > 0)
+        if (*finish == "stop" && stream->tool_calls() && !stream->tool_calls()->calls().empty())
           reply->finish_reason = "tool_calls";
       } else {
         std::string why = "generation ended early: ";
