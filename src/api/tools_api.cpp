@@ -54,14 +54,12 @@ pllm_status pllm_tools_create(const pllm_model* m, const char* tools_json, const
     if (!c.ok()) return fail(c.error());
     h->request.choice = *c;
     h->request.parallel = parallel_tool_calls != 0;
-    const pllm::ToolCallStyle style = pllm::model_tool_style(*m->model, m->chat_template);
-    if (!style.unsupported.empty()) return fail(PLLM_ERR_UNSUPPORTED, "pllm_tools_create: " + style.unsupported);
-    auto g = pllm::tool_call_grammar(style.format, h->request.tools, h->request.choice, h->request.parallel);
-    if (!g.ok()) return fail(g.error());
     h->vocab = m->vocab.get(m->model->tokenizer());
-    h->grammar.constraint = {std::move(g->grammar), h->vocab, std::move(g->triggers), g->refuse_triggers};
+    auto constraint = pllm::tool_constraint(*m->model, m->chat_template, h->request, h->vocab);
+    if (!constraint.ok()) return fail(constraint.error());
+    h->grammar.constraint = std::move(constraint->grammar);
     h->grammar.model = m->model.get();
-    if (h->request.choice.mode != pllm::ToolChoiceMode::none) h->format = style.format;
+    h->format = constraint->format;
     *out = h.release();
     return PLLM_OK;
   });
@@ -91,11 +89,11 @@ pllm_status pllm_chat_apply_template_json(const pllm_model* m, const char* messa
     }
     if (tools && tools->grammar.model != m->model.get())
       return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_chat_apply_template_json: the tools were made for another model");
-    const pllm::ToolRequest none;
-    auto p = pllm::render_tool_chat(*m->model, std::move(msgs).value(), tools ? tools->request : none, m->chat_template,
-                                    vars, nullptr, add_generation_prompt != 0);
+    auto p = pllm::tool_chat_prompt(*m->model, std::move(msgs).value(),
+                                    tools ? tools->request.tools : std::vector<pllm::ToolDefinition>{},
+                                    m->chat_template, vars, add_generation_prompt != 0);
     if (!p.ok()) return fail(p.error());
-    const std::string& text = p->text;
+    const std::string& text = *p;
     *text_out = dup_string(text);
     return PLLM_OK;
   });

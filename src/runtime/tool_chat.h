@@ -24,16 +24,20 @@ struct ToolRequest {
 // the template has no tools of its own or the built-in layouts are asked for).
 ToolCallStyle model_tool_style(const Model& m, ChatTemplateMode mode);
 
-struct ToolChatPrompt {
-  std::string text;                      // the prompt
-  std::optional<ToolCallFormat> format;  // set when the reply is to be parsed for calls
-  GrammarConstraint grammar;             // the calls' grammar (lazy under auto); empty without tools
+// What a reply with tools is held to and read back with.
+struct ToolConstraint {
+  GrammarConstraint grammar;             // the calls' grammar (lazy under auto)
+  std::optional<ToolCallFormat> format;  // set when the reply is to be parsed for calls (not under none)
 };
+// The tools' constraint for this model. Errors start "tools" (an unsupported call format, a
+// parameter keyword the schema compiler cannot enforce).
+Result<ToolConstraint> tool_constraint(const Model& m, ChatTemplateMode mode, const ToolRequest& request,
+                                       std::shared_ptr<const TokenVocab> vocab);
 
-// messages may hold earlier calls and tool results even without tools. Errors that concern
-// the tools start "tools"; the others concern the messages.
-Result<ToolChatPrompt> render_tool_chat(const Model& m, std::vector<ChatMessage> messages, const ToolRequest& request,
-                                        ChatTemplateMode mode, const ChatTemplateVars& vars,
-                                        std::shared_ptr<const TokenVocab> vocab, bool add_generation_prompt = true);
+// The prompt of a conversation with tools (none: earlier calls and tool results still render).
+// Errors that concern the tools start "tools"; the others concern the messages.
+Result<std::string> tool_chat_prompt(const Model& m, std::vector<ChatMessage> messages,
+                                     const std::vector<ToolDefinition>& tools, ChatTemplateMode mode,
+                                     const ChatTemplateVars& vars, bool add_generation_prompt = true);
 
 }  // namespace pllm

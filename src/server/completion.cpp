@@ -162,16 +162,21 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
   std::optional<ToolCallFormat> tool_format;  // set when the reply is parsed for calls
   GrammarConstraint grammar;
   if (chat && r.uses_tools()) {
-    auto prompt = render_tool_chat(*model, std::move(r.messages), {std::move(r.tools), r.tool_choice, r.parallel_tool_calls},
-                                   opt.chat_template, r.template_vars, vocab.get(model->tokenizer()));
+    // The tools' constraint first: a format or schema that cannot be enforced is the tools' 400.
+    if (!r.tools.empty()) {
+      auto c = tool_constraint(*model, opt.chat_template, {r.tools, r.tool_choice, r.parallel_tool_calls},
+                               vocab.get(model->tokenizer()));
+      if (!c.ok()) return send_error(res, {400, "invalid_request_error", "tools", "", c.error().message}, endpoint);
+      grammar = std::move(c->grammar);
+      tool_format = c->format;
+    }
+    auto prompt = tool_chat_prompt(*model, std::move(r.messages), r.tools, opt.chat_template, r.template_vars);
     if (!prompt.ok()) {
       const std::string& e = prompt.error().message;
       return send_error(res, {400, "invalid_request_error", e.rfind("tools", 0) == 0 ? "tools" : "messages", "", e},
                         endpoint);
     }
-    text = std::move(prompt->text);
-    tool_format = prompt->format;
-    grammar = std::move(prompt->grammar);
+    text = std::move(*prompt);
   } else if (chat) {
     auto rendered = apply_chat_template(*model, r.messages, true, opt.chat_template, r.template_vars);
     if (!rendered.ok()) return send_error(res, {400, "invalid_request_error", "messages", "", rendered.error().message}, endpoint);
