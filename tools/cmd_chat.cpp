@@ -20,6 +20,8 @@ std::function<int()> add_chat(CLI::App& app) {
     const Grammar grammar(model, o->grammar);  // each reply follows it
     pllm_sampling_params sp = o->sampling(model.p);
     sp.grammar = grammar.p;
+    const Draft draft(o->draft, o->session);
+    sp.draft = draft.p();
     std::vector<std::pair<std::string, std::string>> history;
     auto reset = [&] {
       history.clear();

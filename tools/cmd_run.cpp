@@ -41,6 +41,8 @@ std::function<int()> add_run(CLI::App& app) {
     const Grammar grammar(model, o->gen.grammar);
     pllm_sampling_params sp = o->gen.sampling(model.p);
     sp.grammar = grammar.p;
+    const Draft draft(o->gen.draft, o->gen.session);
+    sp.draft = draft.p();
     const GenerationResult r = generate(session, ids, sp, !o->json);
     if (o->json) {
       nlohmann::json j = {{"text", r.text},
@@ -49,7 +51,10 @@ std::function<int()> add_run(CLI::App& app) {
                           {"ttft_ms", r.stats.ttft_ms},
                           {"prefill_tps", r.stats.prefill_tps},
                           {"decode_tps", r.stats.decode_tps},
-                          {"cached_tokens", r.stats.n_cached_tokens}};
+                          {"cached_tokens", r.stats.n_cached_tokens},
+                          {"draft_passes", r.stats.n_draft_passes},
+                          {"drafted", r.stats.n_drafted},
+                          {"draft_accepted", r.stats.n_draft_accepted}};
       if (cache.p) {
         for (const auto& [name, value] : counter_fields(cache.stats())) j["cache"][name] = value;
       }
@@ -60,6 +65,9 @@ std::function<int()> add_run(CLI::App& app) {
     std::fflush(stdout);
     session.report_profile(o->gen.session);
     session.report_backend(o->gen.session);
+    if (r.stats.n_draft_passes > 0)
+      std::fprintf(stderr, "[speculative: %d of %d guesses kept in %d verify passes]\n", r.stats.n_draft_accepted,
+                   r.stats.n_drafted, r.stats.n_draft_passes);
     if (r.stats.n_cached_tokens > 0) std::fprintf(stderr, "[%d prompt tokens restored from the prefix cache]\n", r.stats.n_cached_tokens);
     std::fprintf(stderr, "[prompt %d tokens, prefill %.1f tok/s, TTFT %.1f ms, %d tokens at %.1f tok/s, %s]\n",
                  r.stats.n_prompt_tokens, r.stats.prefill_tps, r.stats.ttft_ms, r.stats.n_generated,

@@ -6,6 +6,7 @@
 
 #include "cli_cpp_api.h"
 #include "commands.h"
+#include "draft_options.h"
 #include "model/model.h"
 #include "runtime/prefix_cache.h"
 #include "server/http_server.h"
@@ -20,12 +21,43 @@ struct Options {
   std::string chat_template = "file";  // --chat-template file|native
   double cache_ram_mb = 256;
   ActChoice act;
+  DraftOptions draft;
 };
+
+// The server's drafter (serve --draft ...), checked against the loaded model.
+pllm::DraftSpec draft_spec(const DraftOptions& d, const pllm::Model& m, pllm::ActMode act) {
+  pllm::DraftSpec spec;
+  spec.max_tokens = d.max_tokens;
+  if (d.kind == "lookup") spec.kind = pllm::DraftKind::lookup;
+  if (d.kind == "model") {
+    spec.kind = pllm::DraftKind::model;
+    const std::string path = resolve_model_path(d.model);
+    auto dm = pllm::Model::load(path, /*vocab_only=*/false, {}, pllm::repack_for(act));
+    if (!dm.ok()) fail("loading the draft model " + path + ": " + dm.error().message);
+    spec.model = std::move(*dm);
+  }
+  if (d.kind == "skip") {
+    spec.kind = pllm::DraftKind::skip;
+    if (!d.skip_file.empty()) {
+      auto layers = pllm::load_skip_layers(d.skip_file, m);
+      if (!layers.ok()) fail(layers.error().message);
+      spec.skip_layers = std::move(*layers);
+    } else {
+      spec.skip_layers = d.skip_layers;
+    }
+    for (int l : spec.skip_layers)
+      if (l < 0 || l >= m.config().n_layer)
+        fail("--draft-skip-layers: layer " + std::to_string(l) + " does not exist (the model has " +
+             std::to_string(m.config().n_layer) + ")");
+  }
+  return spec;
+}
 
 pllm::server::HttpServer* g_server = nullptr;  // for the signal thread only
 
 int serve(const Options& o) {
   const std::string path = resolve_model_path(o.model);
+  o.draft.check();
   pllm::server::ServerOptions so;
   so.host = o.host;
   so.port = o.port;
@@ -75,7 +107,7 @@ int serve(const Options& o) {
     cp.ram_bytes = uint64_t(o.cache_ram_mb * 1024 * 1024);
     cp.dir = o.cache_dir;
     if (auto c = pllm::PrefixCache::create((*model)->identity(), cp); c.ok()) cache = *c;
-    if (auto r = (*server)->set_model(*model, cache); !r.ok()) {
+    if (auto r = (*server)->set_model(*model, cache, draft_spec(o.draft, **model, so.session.act)); !r.ok()) {
       std::fprintf(stderr, "error: %s\n", r.error().message.c_str());
       std::exit(1);
     }
@@ -110,6 +142,7 @@ std::function<int()> add_serve(CLI::App& app) {
   cmd->add_option("--cache-ram", o->cache_ram_mb, "prefix cache RAM budget in MiB (default 256)")->check(CLI::Range(0.0, 1e7));
   cmd->add_option("--kv-type", o->kv_type, "KV cache storage")->check(CLI::IsMember({"f16", "q8", "q4", "f32"}));
   o->act.add_to(cmd);
+  o->draft.add_to(cmd);
   return [o]() { return serve(*o); };
 }
 

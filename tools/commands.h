@@ -9,6 +9,7 @@ namespace cli {
 std::function<int()> add_run(CLI::App& app);
 std::function<int()> add_chat(CLI::App& app);
 std::function<int()> add_tokenize(CLI::App& app);
+std::function<int()> add_draft_calibrate(CLI::App& app);
 std::function<int()> add_info(CLI::App& app);
 std::function<int()> add_logits(CLI::App& app);
 std::function<int()> add_bench(CLI::App& app);

@@ -43,6 +43,7 @@ void GenerationOptions::add_to(CLI::App* cmd) {
   session.add_to(cmd);
   cache.add_to(cmd);
   grammar.add_to(cmd);
+  draft.add_to(cmd);
 }
 
 pllm_sampling_params GenerationOptions::sampling(const pllm_model* model) const {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cli_common.h"
+#include "draft_options.h"
 #include "grammar_options.h"
 
 namespace cli {
@@ -26,6 +27,7 @@ struct GenerationOptions {
   SessionOptions session;  // -t, -c, --int8-act, --no-fuse, --profile
   CacheOptions cache;      // --cache-dir, --cache-ram, --cache-disk, --no-cache
   GrammarOptions grammar;  // --grammar-file, --json-schema, --json-object
+  DraftOptions draft;      // --draft, --draft-model, --draft-skip-*, --draft-max
 
   void add_to(CLI::App* cmd);
   // The model as these options load it (--repack, --chat-template).

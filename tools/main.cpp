@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   reg(cli::add_run(app));
   reg(cli::add_chat(app));
   reg(cli::add_tokenize(app));
+  reg(cli::add_draft_calibrate(app));
   reg(cli::add_info(app));
   reg(cli::add_logits(app));
   reg(cli::add_bench(app));

@@ -320,7 +320,40 @@ typedef struct pllm_sampling_params {
   size_t n_stop_strings;
   int32_t ignore_eos;               /* 1: do not stop at end-of-generation tokens (benchmarks) */
   const pllm_grammar* grammar;      /* NULL: free text; else the text follows it (same model) */
+  const struct pllm_draft_params* draft; /* NULL: plain decoding; else speculative (below) */
 } pllm_sampling_params;
+
+/* Speculative decoding: a drafter guesses the next tokens, the model checks them all in one
+ * batched pass and keeps each guess it would have drawn itself. The output is plain decoding's:
+ * greedy bit for bit (default int16 and exact activations), and seeded sampling draws the same
+ * tokens (each token is drawn once, from the model's own logits for its position; a guess is
+ * kept when the draw equals it, which is the speculative-sampling rule for a greedy drafter).
+ * The draft length adapts to the measured acceptance and step times, down to 0 (plain
+ * decoding) when guesses do not pay. The session keeps its drafter (a draft model's KV cache)
+ * between calls while the parameters stay the same. */
+typedef enum pllm_draft_kind {
+  PLLM_DRAFT_NONE = 0,
+  PLLM_DRAFT_LOOKUP = 1, /* the continuation of the latest earlier occurrence of the last n-gram
+                            (prompt lookup: no model, no memory) */
+  PLLM_DRAFT_MODEL = 2,  /* a smaller model with the same vocabulary, on the session's engine */
+  PLLM_DRAFT_SKIP = 3    /* the model itself with layers left out (pllm_draft_calibrate) */
+} pllm_draft_kind;
+typedef struct pllm_draft_params {
+  pllm_draft_kind kind;
+  int32_t max_tokens;          /* guesses per verify pass at most, 1..32 (0: 8) */
+  const pllm_model* model;     /* PLLM_DRAFT_MODEL: the draft model (kept alive by the caller) */
+  const int32_t* skip_layers;  /* PLLM_DRAFT_SKIP: the layers left out ... */
+  size_t n_skip_layers;
+  const char* skip_file;       /* ... or pllm_draft_calibrate's file for this model (list NULL) */
+} pllm_draft_params;
+PLLM_API pllm_draft_params pllm_draft_default_params(void); /* PLLM_DRAFT_NONE, max_tokens 8 */
+/* Measures which layers a PLLM_DRAFT_SKIP draft should leave out on `tokens` (a calibration
+ * text, >= 16 tokens; a few hundred suffice): greedily the layers whose removal keeps the most of
+ * the model's greedy predictions, while the expected speed-up grows. Writes the result as JSON
+ * to out_path (skip_file) and *speedup_out (if not NULL) gets the expected decode speed-up.
+ * Uses (and resets) the session. */
+PLLM_API pllm_status pllm_draft_calibrate(pllm_session* session, const pllm_token* tokens, size_t n_tokens,
+                                          int32_t max_tokens, const char* out_path, double* speedup_out);
 
 /* The sampler's generic defaults (llama.cpp's): temperature 0.8, top-k 40, top-p 0.95, min-p 0.05. */
 PLLM_API pllm_sampling_params pllm_sampling_default_params(void);
@@ -353,6 +386,9 @@ typedef struct pllm_generation_stats {
   pllm_stop_reason stop_reason;
   int32_t n_cached_tokens; /* prompt tokens restored from the prefix cache, not computed (counted
                               in n_reused_tokens too) */
+  int32_t n_draft_passes;   /* speculative decoding: verify passes that carried guesses */
+  int32_t n_drafted;        /* guesses verified */
+  int32_t n_draft_accepted; /* guesses kept (tokens gained over plain decoding's steps) */
 } pllm_generation_stats;
 
 /* Generate a reply to `prompt`, the whole context as tokens. The session reuses the longest
@@ -548,6 +584,8 @@ typedef struct pllm_event {
   pllm_end_reason reason; /* kind 1 */
   pllm_status status;    /* kind 1, PLLM_END_FAILED: why */
   int32_t n_generated;   /* kind 1 */
+  int32_t n_drafted;     /* kind 1, speculative decoding (sampling.draft): guesses verified */
+  int32_t n_draft_accepted; /* kind 1: guesses kept */
 } pllm_event;
 typedef void (*pllm_event_fn)(const pllm_event* event, void* user_data);
 

@@ -15,6 +15,7 @@
 #include "runtime/prefix_cache.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
+#include "runtime/speculative.h"
 
 struct pllm_model {
   std::shared_ptr<const pllm::Model> model;
@@ -34,6 +35,10 @@ struct pllm_session {
   std::unique_ptr<pllm::Sampler> sampler;
   pllm::SamplingConfig sampler_cfg;
   const pllm_grammar* sampler_grammar = nullptr;
+  // The drafter of speculative pllm_generate calls (a draft model's session and cache), kept
+  // while the requests' pllm_draft_params stay the same (draft_key).
+  std::unique_ptr<pllm::Drafter> drafter;
+  std::string draft_key;
 };
 
 namespace pllm {
@@ -113,6 +118,12 @@ inline pllm_status copy_out(const void* src, size_t n, size_t elem, void* out, s
 }  // namespace pllm_api
 
 namespace pllm_api {
+// The drafter d asks for, as the runtime's DraftSpec (kind none for null or PLLM_DRAFT_NONE;
+// a skip file is read for model m).
+pllm_status draft_spec(const pllm_draft_params* d, const pllm::Model& m, const char* fn, pllm::DraftSpec& out);
+// The session's drafter for sp.draft (null without one), made or kept (draft_api.cpp).
+pllm_status session_drafter(pllm_session& s, const pllm_sampling_params& sp, const char* fn, pllm::Drafter** out,
+                            int* max_tokens);
 // pllm_session_create's work, on engine e (null: a private one). *out null on error.
 pllm_status create_session(pllm_model* m, pllm_engine* e, const pllm_session_params* params, pllm_session** out);
 // pllm_session_params as a SessionConfig; an error for an unknown KV type.

@@ -107,6 +107,9 @@ pllm_status pllm_engine_step(pllm_engine* e, pllm_step_item* items, size_t n_ite
       if (it.sampling && !sampling_config(*it.sampling, sc))
         return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_engine_step: item " + std::to_string(i) +
                                                    ": sampling parameter out of range");
+      if (it.sampling && it.sampling->draft && it.sampling->draft->kind != PLLM_DRAFT_NONE)
+        return fail(PLLM_ERR_UNSUPPORTED, "pllm_engine_step: speculative decoding (sampling.draft) is pllm_generate's; "
+                                          "a step is one pass the caller chose");
       pllm::GrammarConstraint gc;
       if (it.sampling)
         if (pllm_status st = grammar_constraint(*it.sampling, it.session->session->model(), "pllm_engine_step", gc);

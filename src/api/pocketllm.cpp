@@ -392,6 +392,8 @@ pllm_status pllm_generate(pllm_session* s, const pllm_token* prompt, size_t n_pr
       return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_generate: sampling parameter out of range");
     if (pllm_status st = grammar_constraint(sp, s->session->model(), "pllm_generate", gp.grammar); st != PLLM_OK)
       return st;
+    if (pllm_status st = pllm_api::session_drafter(*s, sp, "pllm_generate", &gp.drafter, &gp.draft_max); st != PLLM_OK)
+      return st;
     gp.max_tokens = sp.max_tokens;
     gp.ignore_eos = sp.ignore_eos != 0;
     for (size_t i = 0; i < sp.n_stop_strings; ++i) {
@@ -412,6 +414,9 @@ pllm_status pllm_generate(pllm_session* s, const pllm_token* prompt, size_t n_pr
       stats->decode_tps = r->decode_tps;
       stats->stop_reason = stop_reason_of(r->reason);
       stats->n_cached_tokens = r->n_restored;
+      stats->n_draft_passes = r->n_draft_passes;
+      stats->n_drafted = r->n_drafted;
+      stats->n_draft_accepted = r->n_draft_accepted;
     }
     return PLLM_OK;
   });

@@ -194,6 +194,7 @@ pllm_status pllm_runtime_submit(pllm_runtime* r, int64_t session, const pllm_req
     rr.prompt.assign(req->prompt, req->prompt + req->n_prompt);
     rr.max_tokens = req->max_tokens;
     const pllm_sampling_params& sp = req->sampling ? *req->sampling : r->default_sampling;
+    if (pllm_status st = draft_spec(sp.draft, *r->model, "pllm_runtime_submit", rr.draft); st != PLLM_OK) return st;
     if (!sampling_config(sp, rr.sampling))
       return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_runtime_submit: sampling parameter out of range");
     if (pllm_status st = grammar_constraint(sp, *r->model, "pllm_runtime_submit", rr.grammar); st != PLLM_OK)
@@ -218,6 +219,8 @@ pllm_status pllm_runtime_submit(pllm_runtime* r, int64_t session, const pllm_req
           ev.reason = to_c(e.reason);
           ev.status = to_status(e.status);
           ev.n_generated = e.n_generated;
+          ev.n_drafted = e.draft.drafted;
+          ev.n_draft_accepted = e.draft.accepted;
         }
         ev.text = text.c_str();
         ev.text_len = text.size();

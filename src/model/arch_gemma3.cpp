@@ -52,6 +52,7 @@ Result<void> gemma_family_forward(const Model& m, LayerOps& ops) {
   PLLM_TRY(ops.embed(w.token_embd, std::sqrt(float(c.n_embd))));
   for (int l = 0; l < c.n_layer; ++l) {
     if (ops.cancelled()) return make_error(Status::cancelled, "cancelled");
+    if (ops.skipped(l)) continue;
     // Local layers see the last sliding_window positions (the KV cache gives them their own
     // ring of that size) and use their own RoPE table.
     const float* inv_freq = c.is_local_layer(l) ? w.rope_inv_freq_local.data() : w.rope_inv_freq.data();

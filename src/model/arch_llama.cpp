@@ -41,6 +41,7 @@ Result<void> llama_family_forward(const Model& m, LayerOps& ops) {
   PLLM_TRY(ops.embed(w.token_embd, c.embed_scale));
   for (int l = 0; l < c.n_layer; ++l) {
     if (ops.cancelled()) return make_error(Status::cancelled, "cancelled");
+    if (ops.skipped(l)) continue;
     if (c.is_recurrent(l)) {
       short_conv_block(ops, l, w.layers[size_t(l)]);
     } else {

@@ -47,6 +47,8 @@ class LayerOps {
   virtual ~LayerOps() = default;
   // True when every sequence of the step was cancelled: the pass may stop early.
   virtual bool cancelled() const = 0;
+  // Layer l is left out of this pass (a self-speculative draft, StepOptions::skip_layers).
+  virtual bool skipped(int /*l*/) const { return false; }
   // x = table[token of row] * scale.
   virtual Result<void> embed(const Matrix& table, float scale) = 0;
   // dst = rmsnorm(src) * w per row of n_embd (dst may be src). name, layer: for traces.

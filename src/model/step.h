@@ -39,6 +39,11 @@ struct StepOptions {
   bool fuse = true;                   // one pool job for Q/K/V and for gate/up
   Tracer* tracer = nullptr;           // op timings, or null
   ActObserver* observer = nullptr;    // sees every product's input (calibration), or null
+  // Self-speculative drafts (runtime/speculative.h): skip_layers[l] != 0 leaves layer l out (its
+  // cache slots of these positions stay unwritten: the verify pass that follows rewrites them).
+  // Empty: every layer.
+  std::span<const uint8_t> skip_layers = {};
+  bool skipped(int l) const { return size_t(l) < skip_layers.size() && skip_layers[size_t(l)] != 0; }
 };
 
 }  // namespace pllm

@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "runtime/decode_steps.h"
 #include "runtime/prefix_cache.h"
 #include "runtime/prefix_reuse.h"
 #include "runtime/stop_matcher.h"
@@ -63,12 +64,14 @@ Result<GenerateStats> generate(Session& s, std::span<const int32_t> prompt, cons
   st.prefill_tps = prefill_ms > 0 ? double(prompt.size() - common) * 1000.0 / prefill_ms : 0.0;
 
   Sampler sampler(params.sampling, model.config().n_vocab, params.grammar);
+  DecodeSteps steps(s, params.drafter, params.draft_min, params.draft_max);
+  float* logits = steps.first();
   StreamDecoder decoder(tok);
   StopMatcher stops(params.stop_strings);
   st.reason = EndReason::done;
   Clock::time_point t_first{};
   for (int i = 0; i < params.max_tokens; ++i) {
-    const int32_t id = sampler.sample(s.last_logits(), s.history());
+    const int32_t id = sampler.sample(logits, steps.sequence());
     if (id == Sampler::kNoToken) return grammar_dead_end(tok, s.history(), prompt.size());
     if (i == 0) {
       t_first = Clock::now();
@@ -98,12 +101,11 @@ Result<GenerateStats> generate(Session& s, std::span<const int32_t> prompt, cons
       break;
     }
     if (i + 1 == params.max_tokens) break;
-    if (!s.unbounded() && s.history().size() + 1 > size_t(s.n_ctx())) {
+    if (!s.unbounded() && steps.sequence().size() + 1 > size_t(s.n_ctx())) {
       st.reason = EndReason::context_full;
       break;
     }
-    const int32_t next[1] = {id};
-    auto e = s.eval_last(next);
+    auto e = steps.advance(id, params.max_tokens - i - 1, sampler.grammar());
     if (!e.ok()) {
       if (e.error().code == Status::cancelled) {
         st.reason = EndReason::cancelled;
@@ -111,7 +113,12 @@ Result<GenerateStats> generate(Session& s, std::span<const int32_t> prompt, cons
       }
       return e.error();
     }
+    logits = *e;
   }
+  steps.finish();
+  st.n_draft_passes = steps.stats().passes;
+  st.n_drafted = steps.stats().drafted;
+  st.n_draft_accepted = steps.stats().accepted;
   if (pc) {
     // After decoding, so the snapshot copy adds nothing to the time to first token. Without
     // the last token: the same prompt again restores up to there and runs that token.

@@ -12,6 +12,7 @@
 #include "runtime/end_reason.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
+#include "runtime/speculative.h"
 
 namespace pllm {
 
@@ -21,6 +22,11 @@ struct GenerateParams {
   std::vector<std::string> stop_strings;
   bool ignore_eos = false;  // keep going past end-of-generation tokens
   GrammarConstraint grammar;  // the text follows it (the model may end only where it is complete)
+  // Speculative decoding (runtime/speculative.h): guesses from this drafter, made for this
+  // session (make_drafter), verified in batched passes of at most draft_max + 1 rows. Null: plain.
+  Drafter* drafter = nullptr;
+  int draft_max = 8;
+  int draft_min = 0;  // the adaptive length never drafts fewer (draft_max: a fixed length)
 };
 
 struct GenerateStats {
@@ -33,6 +39,9 @@ struct GenerateStats {
   double decode_tps = 0;
   // done (max_tokens generated), eos, stop_string, callback, cancelled or context_full
   EndReason reason = EndReason::eos;
+  int n_draft_passes = 0;    // speculative: verify passes with guesses
+  int n_drafted = 0;         // guesses verified
+  int n_draft_accepted = 0;  // guesses kept
 };
 
 // Called per generated token with the newly completed text; return false to stop.

@@ -113,6 +113,12 @@ Result<uint64_t> ScheduledRuntime::submit(int64_t session, RuntimeRequest req) {
   live->id = id;
   live->session = session;
   live->submit_ms = now;
+  if (req.draft.kind != DraftKind::none) {
+    // Made for the session (a draft model's session shares the engine); per request, so a
+    // session's next request may draft another way.
+    PLLM_ASSIGN(live->drafter, make_drafter(req.draft, *it->second->session));
+    live->draft_length.emplace(0, req.draft.max_tokens, live->drafter->free());
+  }
   const bool idle = std::none_of(live_.begin(), live_.end(), [&](const auto& kv) { return kv.second->session == session; });
   if (idle && !req.prompt.empty()) {
     live->cached = int(restore_prefix_locked(session, *it->second, req.prompt));
@@ -129,6 +135,7 @@ Result<uint64_t> ScheduledRuntime::submit(int64_t session, RuntimeRequest req) {
     sr.id = gen_part(id);
     sr.kind = RequestKind::generate;
     sr.tokens = req.max_tokens;
+    sr.draft_tokens = live->drafter ? req.draft.max_tokens : 0;
     auto r = sched_.submit(sr);
     if (!r.ok()) {
       // The prompt part is queued already; the request cannot be half-taken. Only a bad

@@ -41,6 +41,7 @@
 #include "runtime/sampler.h"
 #include "runtime/scheduler.h"
 #include "runtime/session.h"
+#include "runtime/speculative.h"
 #include "runtime/thermal_source.h"
 
 namespace pllm {
@@ -59,6 +60,7 @@ struct RuntimeEvent {
   Status status = Status::ok;          // end: why it failed
   int n_generated = 0;                 // end: tokens the request generated
   int n_cached = 0;                    // end: prompt tokens restored from the prefix cache
+  DraftStats draft;                    // end: speculative decoding's guesses (req.draft)
   // token, when the request asked for logprobs: the token's log-probability under the model
   // (before sampling's penalties and cuts) and the top_logprobs most likely tokens.
   float logprob = 0;
@@ -82,6 +84,9 @@ struct RuntimeRequest {
   SamplingConfig sampling;                         // greedy when temperature <= 0
   GrammarConstraint grammar;                       // the generated text follows it (when set)
   int top_logprobs = -1;                           // >= 0: token events carry logprobs (and this many alternatives)
+  // Speculative decoding (runtime/speculative.h): guesses ride on the request's decode rows,
+  // as many as the step's time and KV allow (at most draft.max_tokens); output as without.
+  DraftSpec draft;
   RuntimeCallback on_event;                        // may be empty
 };
 
@@ -219,6 +224,14 @@ class ScheduledRuntime {
   void driver_loop();
   void auto_frame_locked(double now);
   size_t restore_prefix_locked(int64_t key, Slot& slot, std::span<const int32_t> prompt);
+  // A drawn token: streamed (unless it ends the generation), counted. False: the generation
+  // ends with it (an end-of-generation token, or a grammar that allows nothing more).
+  // raw_logits: its row before sampling (logprobs), or null.
+  bool emit_token(Live& live, int32_t token, const float* raw_logits);
+  // Speculative decoding (scheduled_runtime_draft.cpp): a decode row's drawn token plus the
+  // guesses after it, and, after the forward pass, the guesses kept (the row's result).
+  Result<std::span<const int32_t>> draft_row(RowWork& w);
+  RowResult settle_verify(RowWork& w, double forward_ms);
 
   std::shared_ptr<const Model> model_;
   std::shared_ptr<Engine> engine_;

@@ -33,6 +33,14 @@ struct ScheduledRuntime::Live {
   // A token sampled and streamed whose forward pass was stopped for an interactive request:
   // the next step feeds it again instead of sampling (the client already has it).
   std::optional<int32_t> replay_token;
+  // Speculative decoding (req.draft): the drafter, the adaptive guess count and the last
+  // verify row (the drawn token, then the guesses) with its logits.
+  std::unique_ptr<Drafter> drafter;
+  std::optional<DraftLength> draft_length;
+  std::vector<int32_t> verify_row, seq_scratch;
+  std::vector<float> verify_logits;
+  double draft_ms = 0;
+  DraftStats draft_stats;
 };
 
 struct ScheduledRuntime::Stash {

@@ -14,7 +14,7 @@ namespace pllm {
 namespace {
 
 // log-softmax of the raw logits at `token`, and the k most likely tokens with theirs.
-void log_probs(std::vector<float>& logits, int32_t token, int k, RuntimeEvent& ev) {
+void log_probs(std::span<const float> logits, int32_t token, int k, RuntimeEvent& ev) {
   const float mx = *std::max_element(logits.begin(), logits.end());
   double sum = 0;
   for (float x : logits) sum += std::exp(double(x - mx));
@@ -102,7 +102,6 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
 
   // Sampling and the forward pass run outside the lock: the slots and requests of the rows
   // stay put (only this thread, or remove_session under step_mu_, erases them).
-  const Tokenizer& tok = model_->tokenizer();
   const int32_t n_vocab = model_->config().n_vocab;
   std::vector<SessionStep>& steps = scratch_->steps;
   steps.clear();
@@ -122,7 +121,7 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
     if (w.row.is_prefill) {
       tokens = std::span<const int32_t>(live.req.prompt).subspan(size_t(live.prompted), size_t(w.row.n_tokens));
       logits = size_t(live.prompted + w.row.n_tokens) == live.req.prompt.size();  // the last chunk's
-    } else if (live.replay_token) {  // its last pass was stopped: the token was streamed already
+    } else if (live.replay_token) {  // its last pass was stopped, or a guess was not kept: the token is streamed already
       w.token = *live.replay_token;
       live.replay_token.reset();
       tokens = std::span<const int32_t>(&w.token, 1);
@@ -138,34 +137,24 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
         w.result = RowResult{0, false, Status::invalid_argument};
         continue;
       }
-      if (tok.is_end_of_generation(w.token)) {
-        w.result = RowResult{0, true, Status::ok};
-        continue;
-      }
-      if (live.on_event && *live.on_event) {
-        RuntimeEvent ev;
-        ev.kind = RuntimeEvent::Kind::token;
-        ev.request = live.id;
-        ev.session = live.session;
-        ev.token = w.token;
-        ev.index = live.generated;
-        if (live.req.top_logprobs >= 0) log_probs(logprob_scratch, w.token, live.req.top_logprobs, ev);
-        (*live.on_event)(ev);
-      }
-      if (live.generated == 0) {
-        const double now = clock_();
-        check_ttft_bound(live, now);
-        if (tracing()) cfg_.trace->instant("first_token", {{"request", double(live.id)}, {"ttft_ms", now - live.submit_ms}});
-      }
-      ++live.generated;
-      if (live.sampler->grammar() && live.sampler->grammar()->is_finished()) {
-        w.result = RowResult{0, true, Status::ok};  // nothing may follow but the end: no step to compute it
+      if (!emit_token(live, w.token, live.req.top_logprobs >= 0 ? logprob_scratch.data() : nullptr)) {
+        w.result = RowResult{0, true, Status::ok};  // nothing may follow: no step to compute it
         continue;
       }
       tokens = std::span<const int32_t>(&w.token, 1);
     }
+    float* all_logits = nullptr;
+    if (!w.row.is_prefill && live.drafter) {
+      auto row = draft_row(w);
+      if (!row.ok()) {
+        w.result = RowResult{0, false, row.error().code};
+        continue;
+      }
+      tokens = *row;
+      all_logits = live.verify_logits.data();
+    }
     step_of[i] = steps.size();
-    steps.push_back(SessionStep{&s, tokens, logits, nullptr, {}});
+    steps.push_back(SessionStep{&s, tokens, logits, all_logits, {}});
   }
   const double t_fwd = clock_();
   if (!steps.empty()) (void)Session::step(steps);  // a step-wide error is in every result too
@@ -179,7 +168,9 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
     RowWork& w = work[i];
     if (step_of[i] != SIZE_MAX) {
       const SessionStep& st = steps[step_of[i]];
-      if (st.result.ok()) {
+      if (st.result.ok() && st.logits_all) {
+        w.result = settle_verify(w, out.forward_ms);
+      } else if (st.result.ok()) {
         w.result = RowResult{w.row.n_tokens, false, Status::ok};
         w.slot->has_logits = st.logits;
         if (w.row.is_prefill) w.live->prompted += w.row.n_tokens;
@@ -212,6 +203,27 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
     tick_governor(t_start, out);
   }
   return out;
+}
+
+bool ScheduledRuntime::emit_token(Live& live, int32_t token, const float* raw_logits) {
+  if (model_->tokenizer().is_end_of_generation(token)) return false;
+  if (live.on_event && *live.on_event) {
+    RuntimeEvent ev;
+    ev.kind = RuntimeEvent::Kind::token;
+    ev.request = live.id;
+    ev.session = live.session;
+    ev.token = token;
+    ev.index = live.generated;
+    if (raw_logits) log_probs({raw_logits, size_t(model_->config().n_vocab)}, token, live.req.top_logprobs, ev);
+    (*live.on_event)(ev);
+  }
+  if (live.generated == 0) {
+    const double now = clock_();
+    check_ttft_bound(live, now);
+    if (tracing()) cfg_.trace->instant("first_token", {{"request", double(live.id)}, {"ttft_ms", now - live.submit_ms}});
+  }
+  ++live.generated;
+  return !(live.sampler->grammar() && live.sampler->grammar()->is_finished());
 }
 
 // One span per step that ran (its rows, threads, caps and the backend: 0 = CPU, the only
@@ -349,6 +361,7 @@ void ScheduledRuntime::finish(const EndedRequest& e, std::vector<Delivery>& even
   ev.status = live.reason ? live.status : status;
   ev.n_generated = live.generated;
   ev.n_cached = live.cached;
+  ev.draft = live.draft_stats;
   if (tracing())
     cfg_.trace->async_end("request", live.id, {{"generated", double(live.generated)}, {"reason", double(ev.reason)}});
   events.push_back(Delivery{live.on_event, ev});

@@ -27,6 +27,8 @@ Result<void> check_request(const SchedulerRequest& r) {
     return make_error(Status::invalid_argument, who + "needs at least 1 token, not " + std::to_string(r.tokens));
   if (r.base_weight && *r.base_weight < 0)
     return make_error(Status::invalid_argument, who + "weight must be >= 0, not " + std::to_string(*r.base_weight));
+  if (r.draft_tokens < 0 || (r.draft_tokens > 0 && r.kind != RequestKind::generate))
+    return make_error(Status::invalid_argument, who + "draft_tokens must be >= 0, and only a generate request drafts");
   return {};
 }
 
@@ -140,13 +142,25 @@ Result<void> Scheduler::complete(const StepPlan& plan, double actual_ms, std::sp
     if (r.eos && rows[i].is_prefill) return make_error(Status::invalid_argument, where + "a prefill row cannot end in EOS");
     if (r.status != Status::ok && r.tokens_done != 0)
       return make_error(Status::invalid_argument, where + "a failed row processed no tokens");
-    (rows[i].is_prefill ? prefill_tokens : decode_rows) += rows[i].is_prefill ? rows[i].n_tokens : 1;
+    if (r.rows_run < 0 || r.rows_run > rows[i].n_tokens || (r.rows_run > 0 && rows[i].is_prefill))
+      return make_error(Status::invalid_argument, where + "rows_run must be 0.." + std::to_string(rows[i].n_tokens) +
+                                                      " (decode rows only)");
+    if (rows[i].is_prefill) {
+      prefill_tokens += rows[i].n_tokens;
+    } else {  // a verify row's guesses cost as prompt tokens do
+      ++decode_rows;
+      prefill_tokens += std::max(1, r.rows_run) - 1;
+    }
   }
   // A step cut short (an ok row that processed fewer tokens than planned: preempted) says
-  // nothing about what the planned step costs.
+  // nothing about what the planned step costs. A decode row that kept fewer guesses than it
+  // ran did run whole.
   bool whole = true;
-  for (size_t i = 0; i < rows.size(); ++i)
-    whole = whole && (results[i].status != Status::ok || results[i].tokens_done == rows[i].n_tokens);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const RowResult& r = results[i];
+    const int ran = rows[i].is_prefill ? r.tokens_done : r.tokens_done > 0 ? rows[i].n_tokens : 0;
+    whole = whole && (r.status != Status::ok || ran == rows[i].n_tokens);
+  }
   if (!std::isfinite(actual_ms) || actual_ms < 0)
     return make_error(Status::invalid_argument, "complete: the step's cost must be a finite number >= 0");
   if (whole) PLLM_TRY(cost_for(outstanding_->cost_key).observe(decode_rows, prefill_tokens, actual_ms));

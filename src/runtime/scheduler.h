@@ -23,7 +23,9 @@
 //     (below). A prefill row is admitted at one token's cost and reserves the KV of its next
 //     chunk;
 //  3. sizes prefill rows, by priority, to the most of that chunk (<= prefill_chunk tokens)
-//     the time left allows. Rows are listed decode first (one token each), then prefill.
+//     the time left allows, then gives decode rows of speculative requests their guesses
+//     (draft_tokens at most, within the time and KV left; a guess costs as a prompt token).
+//     Rows are listed decode first (one token, plus guesses), then prefill.
 // A session keeps its progress when it is left out (preemption only between steps). A plan
 // is empty with wait_for_frame when not even one row fits the time limit or every session
 // has had its tokens of the frame. (The runtime protects a UI by threads, not by a time
@@ -83,6 +85,9 @@ struct SchedulerRequest {
   RequestKind kind = RequestKind::generate;
   int tokens = 0;           // prefill / prewarm: prompt tokens; generate: max new tokens
   ControlAction action = ControlAction::cancel;  // control only
+  // generate: up to this many drafted guesses may ride on each decode row (speculative
+  // decoding: runtime/speculative.h); the plan sizes them to the time and KV left.
+  int draft_tokens = 0;
 };
 
 struct SchedulerConfig {
@@ -137,9 +142,12 @@ struct StepPlan {
 };
 
 struct RowResult {
-  int tokens_done = 0;         // tokens the row processed (its n_tokens unless it failed)
+  // tokens the row processed (its n_tokens unless it failed; a decode row with guesses: the
+  // drawn token and the guesses kept)
+  int tokens_done = 0;
   bool eos = false;            // decode rows: the sampled token ends the generation
   Status status = Status::ok;  // not ok: the row failed and its request ends (tokens_done 0)
+  int rows_run = 0;            // decode rows: tokens the forward pass ran (1 + guesses); 0: 1
 };
 
 class Scheduler {

@@ -65,6 +65,22 @@ class Scheduler::PlanBuilder {
     }
     size_prefill_rows(true);
     size_prefill_rows(false);
+    size_draft_rows();
+  }
+
+  // A speculative request's decode row grows by the guesses the time and KV left allow (at
+  // most its draft_tokens, and never past its max tokens: the drawn token is one of them).
+  void size_draft_rows() {
+    for (Candidate& c : cands_) {
+      if (!c.admitted || front_is_prefill(*c.s)) continue;
+      const Pending& p = c.s->queue.front();
+      int most = std::min<int64_t>({p.req.draft_tokens, p.req.tokens - p.done - 1, std::max<int64_t>(0, free_kv())});
+      while (most > 0 && !fits_time(0, most)) --most;
+      if (most <= 0) continue;
+      row_of(c.key).n_tokens += most;
+      row_tokens_ += most;
+      prefill_tokens_ += most;
+    }
   }
 
   // Each prefill row of the class, by priority, grows from the one token admission charged to

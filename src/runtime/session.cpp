@@ -97,7 +97,8 @@ void Session::start_background(BackgroundWork work) {
 
 StepOptions Session::step_options() const { return {act_mode_, fuse_, tracer_.get(), observer_}; }
 
-Result<void> Session::run(std::span<const int32_t> tokens, float* logits, bool all_logits) {
+Result<void> Session::run(std::span<const int32_t> tokens, float* logits, bool all_logits,
+                          std::span<const uint8_t> skip_layers) {
   if (tokens.empty()) return make_error(Status::invalid_argument, "no tokens to evaluate");
   if (!unbounded() && history_.size() + tokens.size() > size_t(n_ctx()))
     return make_error(Status::out_of_range, std::to_string(history_.size() + tokens.size()) +
@@ -110,7 +111,9 @@ Result<void> Session::run(std::span<const int32_t> tokens, float* logits, bool a
     SeqStep seq{kv_.get(), tokens.subspan(done, n), nullptr, all_logits, &cancel_};
     if (all_logits) seq.logits = logits + done * size_t(n_vocab);
     else if (last_chunk) seq.logits = logits;
-    auto r = engine_->forward(*model_, {&seq, 1}, step_options(), lane_);
+    StepOptions opt = step_options();
+    opt.skip_layers = skip_layers;
+    auto r = engine_->forward(*model_, {&seq, 1}, opt, lane_);
     if (!r.ok()) {  // the failed batch may have written part of the cache: forget it
       history_.resize(size_t(kv_->truncate(int(history_.size()))));
       return r.error();
@@ -158,6 +161,12 @@ Result<void> Session::eval(std::span<const int32_t> tokens, float* logits_all) {
 Result<void> Session::eval_last(std::span<const int32_t> tokens) {
   stop_background();
   return run(tokens, logits_.data(), false);
+}
+
+Result<void> Session::eval_skipping(std::span<const int32_t> tokens, std::span<const uint8_t> skip_layers,
+                                   float* logits_all) {
+  stop_background();
+  return logits_all ? run(tokens, logits_all, true, skip_layers) : run(tokens, logits_.data(), false, skip_layers);
 }
 
 uint32_t Session::compute_tag() const { return uint32_t(act_mode_); }

@@ -61,6 +61,7 @@ class Session {
 
   const Model& model() const { return *model_; }
   Engine& engine() const { return *engine_; }
+  const std::shared_ptr<Engine>& shared_engine() const { return engine_; }
   int n_ctx() const { return n_ctx_; }
   int n_batch() const { return n_batch_; }
   const std::vector<int32_t>& history() const { return history_; }
@@ -69,6 +70,11 @@ class Session {
   Result<void> eval(std::span<const int32_t> tokens, float* logits_all);
   // Append tokens and leave the last token's logits in last_logits().
   Result<void> eval_last(std::span<const int32_t> tokens);
+  // eval (logits_all) or eval_last (null) with the layers skip_layers marks left out
+  // (StepOptions::skip_layers): self-speculative drafts, whose positions the caller truncates
+  // before verifying them, and their calibration.
+  Result<void> eval_skipping(std::span<const int32_t> tokens, std::span<const uint8_t> skip_layers,
+                             float* logits_all = nullptr);
   float* last_logits() { return logits_.data(); }
   const float* last_logits() const { return logits_.data(); }
 
@@ -131,7 +137,8 @@ class Session {
 
  private:
   Session(std::shared_ptr<const Model> model, std::shared_ptr<Engine> engine, int n_ctx, const SessionConfig& cfg);
-  Result<void> run(std::span<const int32_t> tokens, float* logits, bool all_logits);
+  Result<void> run(std::span<const int32_t> tokens, float* logits, bool all_logits,
+                   std::span<const uint8_t> skip_layers = {});
   StepOptions step_options() const;
 
   std::shared_ptr<const Model> model_;

@@ -89,6 +89,7 @@ struct Reply {  // what one request produced so far
   std::string id, model;
   bool chat = true;
   int n_prompt = 0, n_generated = 0, n_cached = 0;
+  DraftStats draft;  // speculative decoding's guesses
   std::string finish_reason;
   std::optional<ApiError> error;
   json logprobs = json::array();
@@ -96,10 +97,15 @@ struct Reply {  // what one request produced so far
   Clock::time_point start = Clock::now(), last_token;
 
   json usage() const {
-    return {{"prompt_tokens", n_prompt},
-            {"completion_tokens", n_generated},
-            {"total_tokens", n_prompt + n_generated},
-            {"prompt_tokens_details", {{"cached_tokens", n_cached}}}};
+    json u = {{"prompt_tokens", n_prompt},
+              {"completion_tokens", n_generated},
+              {"total_tokens", n_prompt + n_generated},
+              {"prompt_tokens_details", {{"cached_tokens", n_cached}}}};
+    // OpenAI's names for guessed tokens the model kept and the ones it did not.
+    if (draft.drafted > 0)
+      u["completion_tokens_details"] = {{"accepted_prediction_tokens", draft.accepted},
+                                        {"rejected_prediction_tokens", draft.drafted - draft.accepted}};
+    return u;
   }
   json chunk(const std::string& text, const json& choice_extra, const std::vector<ToolCallDelta>& calls = {}) const {
     json choice = {{"index", 0}, {"finish_reason", nullptr}};
@@ -210,6 +216,10 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
   rr.sampling = r.sampling;
   rr.top_logprobs = r.top_logprobs;
   rr.grammar = std::move(grammar);
+  if (draft.kind != DraftKind::none && r.draft_max != 0) {
+    rr.draft = draft;
+    if (r.draft_max > 0) rr.draft.max_tokens = r.draft_max;
+  }
   rr.on_event = [channel](const RuntimeEvent& e) { channel->push(e); };
   if (auto sub = runtime->submit(*key, std::move(rr)); !sub.ok()) {
     (void)runtime->remove_session(*key);
@@ -245,6 +255,7 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
       }
       out_text += stream->flush(out_calls);
       reply->n_cached = e.n_cached;
+      reply->draft = e.draft;
       metrics.cached_tokens(uint64_t(e.n_cached));
       if (auto finish = finish_reason_of(e, stream->stopped())) {
         reply->finish_reason = *finish;

@@ -145,7 +145,8 @@ Result<std::unique_ptr<HttpServer>> HttpServer::create(ServerOptions opt) {
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
 
-Result<void> HttpServer::set_model(std::shared_ptr<const Model> model, std::shared_ptr<PrefixCache> cache) {
+Result<void> HttpServer::set_model(std::shared_ptr<const Model> model, std::shared_ptr<PrefixCache> cache,
+                                   DraftSpec draft) {
   Impl& s = *impl_;
   PLLM_ASSIGN(std::shared_ptr<Engine> engine, Engine::create(s.opt.threads, s.opt.backend));
   RuntimeConfig cfg;
@@ -159,6 +160,7 @@ Result<void> HttpServer::set_model(std::shared_ptr<const Model> model, std::shar
   s.engine = std::move(engine);
   s.runtime = std::move(rt);
   s.cache = std::move(cache);
+  s.draft = std::move(draft);
   s.ready = true;
   return {};
 }

@@ -11,6 +11,7 @@
 #include "model/chat_prompt.h"
 #include "model/model.h"
 #include "runtime/session.h"
+#include "runtime/speculative.h"
 
 namespace pllm {
 class PrefixCache;
@@ -38,7 +39,10 @@ class HttpServer {
   static Result<std::unique_ptr<HttpServer>> create(ServerOptions opt);
   ~HttpServer();
   // cache: the prefix cache the requests share (made for this model), or null.
-  Result<void> set_model(std::shared_ptr<const Model> model, std::shared_ptr<PrefixCache> cache = nullptr);
+  // draft: speculative decoding for every completion (runtime/speculative.h; a request's
+  // speculative.n_max changes its length or turns it off).
+  Result<void> set_model(std::shared_ptr<const Model> model, std::shared_ptr<PrefixCache> cache = nullptr,
+                         DraftSpec draft = {});
   int port() const;
   // Serves until stop() (from another thread or a signal handler's helper thread).
   void run();

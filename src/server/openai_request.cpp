@@ -154,6 +154,13 @@ CompletionRequest parse(const json& j, bool chat, const SamplingConfig& defaults
   } else if (logprobs) {
     r.top_logprobs = int(integer(j, "logprobs", 0, 5));  // completions: logprobs is the count
   }
+  if (j.contains("speculative") && !j["speculative"].is_null()) {
+    const json& sp = j["speculative"];
+    if (!sp.is_object()) bad("speculative", "'speculative' must be an object, e.g. {\"n_max\": 8}");
+    for (const auto& [key, v] : sp.items())
+      if (key != "n_max") bad("speculative", "'speculative' takes only n_max, not '" + key + "'");
+    if (sp.contains("n_max")) r.draft_max = int(integer(sp, "n_max", 0, 32));
+  }
   if (j.contains("chat_template_kwargs") && !j["chat_template_kwargs"].is_null()) {
     if (!chat) bad("chat_template_kwargs", "'chat_template_kwargs' is for chat completions");
     r.template_vars = j["chat_template_kwargs"];

@@ -35,6 +35,9 @@ struct CompletionRequest {
   SamplingConfig sampling;            // the model's defaults, overridden by the request
   std::vector<std::string> stop;      // at most 4
   int top_logprobs = -1;              // -1: no logprobs; else 0..20 alternatives per token
+  // speculative.n_max (llama.cpp's field): guesses per verify pass with the server's drafter
+  // (serve --draft); -1: the server's, 0: none for this request.
+  int draft_max = -1;
   ChatTemplateVars template_vars;     // chat_template_kwargs (llama.cpp's name), e.g. enable_thinking
   // response_format json_object / json_schema, or `grammar` (GBNF, llama.cpp's field): the
   // source of the grammar the reply follows; compiled where the model's vocabulary is at hand.

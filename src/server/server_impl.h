@@ -26,6 +26,7 @@ struct HttpServer::Impl {
   std::mutex model_mu;  // guards model / engine / runtime being set
   std::shared_ptr<const Model> model;
   std::shared_ptr<PrefixCache> cache;
+  DraftSpec draft;  // every completion's drafter (kind none: plain decoding)
   std::shared_ptr<Engine> engine;
   std::unique_ptr<ScheduledRuntime> runtime;
   LazyTokenVocab vocab;  // the model's, for grammars (built on the first constrained request)

@@ -338,3 +338,67 @@ TEST(Scheduler, EmptyPlanWhenTheSmallestStepDoesNotFitTheTimeLeft) {
 
 }  // namespace
 }  // namespace pllm
+
+namespace pllm {
+namespace {
+
+// Speculative decoding: a generate request's decode rows carry up to draft_tokens guesses,
+// never more than its tokens left after the drawn one, and only what the time left allows.
+TEST(Scheduler, DecodeRowsCarryTheGuessesTimeAndTokensAllow) {
+  Scheduler s = sim::make_scheduler();
+  SchedulerRequest r = sim::work(1, 1, RequestKind::generate, 5, 0);
+  r.draft_tokens = 6;
+  ASSERT_TRUE(s.submit(r).ok());
+  StepPlan p = sim::plan(s, 0);
+  ASSERT_EQ(p.rows.size(), 1u);
+  EXPECT_EQ(p.rows[0].n_tokens, 5);  // the drawn token and 4 guesses: 5 tokens in all
+  // Two guesses kept of the four run: three tokens done.
+  EXPECT_FALSE(s.complete(p, 10, std::vector<RowResult>{RowResult{3, false, Status::ok, 6}}).ok());
+  ASSERT_TRUE(s.complete(p, 10, std::vector<RowResult>{RowResult{3, false, Status::ok, 5}}).ok());
+  p = sim::plan(s, 10);
+  ASSERT_EQ(p.rows.size(), 1u);
+  EXPECT_EQ(p.rows[0].n_tokens, 2);  // 2 tokens left: the drawn one and one guess
+  ASSERT_TRUE(s.complete(p, 10, std::vector<RowResult>{RowResult{2, false, Status::ok, 2}}).ok());
+  p = sim::plan(s, 20);
+  EXPECT_TRUE(p.rows.empty());
+  ASSERT_NE(sim::ended(p, 1), nullptr);
+  EXPECT_EQ(sim::ended(p, 1)->tokens_done, 5);
+
+  // The time left bounds the guesses like any row's (each costs as a prompt token).
+  Scheduler t = sim::make_scheduler();
+  r.tokens = 100;
+  r.draft_tokens = 16;
+  ASSERT_TRUE(t.submit(r).ok());
+  p = sim::plan(t, 0);
+  ASSERT_EQ(p.rows.size(), 1u);
+  EXPECT_EQ(p.rows[0].n_tokens, 17);
+  const double all_ms = p.predicted_ms;
+  ASSERT_TRUE(t.complete(p, 0, std::vector<RowResult>{RowResult{0, false, Status::ok, 0}}).ok());  // preempted
+  StepBudget tight;
+  tight.time_left_ms = 0.6 * all_ms;
+  p = sim::plan(t, 1, tight);
+  ASSERT_EQ(p.rows.size(), 1u);
+  EXPECT_GT(p.rows[0].n_tokens, 1);
+  EXPECT_LT(p.rows[0].n_tokens, 17);
+  EXPECT_LE(p.predicted_ms, *tight.time_left_ms);
+}
+
+TEST(Scheduler, DraftTokensAreChecked) {
+  Scheduler s = sim::make_scheduler();
+  SchedulerRequest r = sim::work(1, 1, RequestKind::generate, 5, 0);
+  r.draft_tokens = -1;
+  EXPECT_FALSE(s.submit(r).ok());
+  r = sim::work(2, 1, RequestKind::prefill, 5, 0);
+  r.draft_tokens = 2;
+  EXPECT_FALSE(s.submit(r).ok());  // only a generate request drafts
+  r.draft_tokens = 0;
+  ASSERT_TRUE(s.submit(r).ok());
+  StepPlan p = sim::plan(s, 0);
+  ASSERT_EQ(p.rows.size(), 1u);
+  // rows_run is a decode row's count
+  EXPECT_FALSE(s.complete(p, 1, std::vector<RowResult>{RowResult{5, false, Status::ok, 1}}).ok());
+  EXPECT_TRUE(s.complete(p, 1, sim::all_done(p)).ok());
+}
+
+}  // namespace
+}  // namespace pllm

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from ._errors import InvalidArgument, check
-from ._lib import TOKEN_FN, GenerationStats, Owned, SamplingParams, lib, take_string
+from ._lib import TOKEN_FN, DraftParams, GenerationStats, Owned, SamplingParams, lib, take_string
 
 # pllm_stop_reason by value. The package stops a generation through the token callback only
 # to cancel it, so PLLM_STOP_CALLBACK reads "cancelled" like PLLM_STOP_CANCELLED.
@@ -31,6 +31,10 @@ class Stats:
     #: "eog" (the model ended its turn), "max_tokens", "stop" (a stop string), "cancelled",
     #: "context_full"
     stop_reason: str
+    #: speculative decoding (``draft=``): verify passes with guesses, guesses verified, kept
+    n_draft_passes: int = 0
+    n_drafted: int = 0
+    n_draft_accepted: int = 0
 
 
 class Completion(str):
@@ -165,10 +169,46 @@ class ToolCallStream:
         return self._take(-1)
 
 
+DRAFT_LOOKUP, DRAFT_MODEL, DRAFT_SKIP = 1, 2, 3  # pllm_draft_kind
+
+
+def draft_of(draft: Any, draft_max: int) -> Optional[DraftParams]:
+    """Speculative decoding's parameters: None or "none" (plain decoding), "lookup", a Model
+    (a draft model with the same vocabulary), {"skip_layers": [...]} or {"skip_file": path}
+    (Session.calibrate_draft's file). The struct keeps what its pointers point at."""
+    if draft is None or draft == "none":
+        return None
+    dp = lib.pllm_draft_default_params()
+    if not isinstance(draft_max, int) or not 1 <= draft_max <= 32:
+        raise InvalidArgument("draft_max must be an int in 1..32")
+    dp.max_tokens = draft_max
+    if draft == "lookup":
+        dp.kind = DRAFT_LOOKUP
+    elif hasattr(draft, "_owned"):
+        dp.kind = DRAFT_MODEL
+        dp.model_owner = draft._owned()
+        dp.model = dp.model_owner.ptr
+    elif isinstance(draft, dict) and len(draft) == 1 and "skip_layers" in draft:
+        layers = list(draft["skip_layers"])
+        if not layers or not all(isinstance(v, int) and 0 <= v < 2**31 for v in layers):
+            raise InvalidArgument("skip_layers must be a non-empty list of layer indices")
+        dp.kind = DRAFT_SKIP
+        dp.layers_buf = (C.c_int32 * len(layers))(*layers)
+        dp.skip_layers, dp.n_skip_layers = dp.layers_buf, len(layers)
+    elif isinstance(draft, dict) and len(draft) == 1 and "skip_file" in draft:
+        dp.kind = DRAFT_SKIP
+        dp.skip_file = str(draft["skip_file"]).encode("utf-8")
+    else:
+        raise InvalidArgument('draft must be None, "none", "lookup", a Model, {"skip_layers": [...]} or '
+                              '{"skip_file": path}')
+    return dp
+
+
 def sampling(model: int, max_tokens: int, temperature: float | None, top_p: float | None,
              top_k: int | None, min_p: float | None, repeat_penalty: float | None, seed: int | None,
              stop: str | Sequence[str] | None, response_format: Any = None,
-             grammar: str | None = None, tools: Optional[Owned] = None) -> SamplingParams:
+             grammar: str | None = None, tools: Optional[Owned] = None, draft: Any = None,
+             draft_max: int = 8) -> SamplingParams:
     """The model's own sampling (pllm_model_sampling_params: greedy unless its file says
     otherwise) with the given fields replaced. The stop strings' buffers and the grammar live as
     long as the struct (ctypes keeps what is assigned to a pointer field; the grammar's owner is
@@ -181,6 +221,9 @@ def sampling(model: int, max_tokens: int, temperature: float | None, top_p: floa
         sp.grammar = lib.pllm_tools_grammar(tools.ptr)  # owned by the tools handle kept above
     elif sp.grammar_owner is not None:
         sp.grammar = sp.grammar_owner.ptr
+    sp.draft_owner = draft_of(draft, draft_max)
+    if sp.draft_owner is not None:
+        sp.draft = C.addressof(sp.draft_owner)
     sp.max_tokens = max_tokens
     for name, value in (("temperature", temperature), ("top_p", top_p), ("top_k", top_k),
                         ("min_p", min_p), ("repeat_penalty", repeat_penalty)):
@@ -227,4 +270,4 @@ def run(session: Optional[int], ids: Sequence[int], sp: SamplingParams, on_text:
     check(status)
     reason = STOP_REASONS[st.stop_reason] if 0 <= st.stop_reason < len(STOP_REASONS) else str(st.stop_reason)
     return Stats(st.n_prompt_tokens, st.n_reused_tokens, st.n_cached_tokens, st.n_generated, st.ttft_ms,
-                 st.prefill_tps, st.decode_tps, reason)
+                 st.prefill_tps, st.decode_tps, reason, st.n_draft_passes, st.n_drafted, st.n_draft_accepted)

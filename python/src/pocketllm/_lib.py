@@ -37,13 +37,19 @@ class SamplingParams(C.Structure):
     _fields_ = [("temperature", c_float), ("top_k", c_i32), ("top_p", c_float), ("min_p", c_float),
                 ("repeat_penalty", c_float), ("repeat_last_n", c_i32), ("seed", c_u64),
                 ("max_tokens", c_i32), ("stop_strings", C.POINTER(c_char_p)), ("n_stop_strings", c_size),
-                ("ignore_eos", c_i32), ("grammar", c_void_p)]
+                ("ignore_eos", c_i32), ("grammar", c_void_p), ("draft", c_void_p)]
+
+
+class DraftParams(C.Structure):
+    _fields_ = [("kind", c_int), ("max_tokens", c_i32), ("model", c_void_p), ("skip_layers", C.POINTER(c_i32)),
+                ("n_skip_layers", c_size), ("skip_file", c_char_p)]
 
 
 class GenerationStats(C.Structure):
     _fields_ = [("n_prompt_tokens", c_i32), ("n_reused_tokens", c_i32), ("n_generated", c_i32),
                 ("ttft_ms", c_double), ("prefill_tps", c_double), ("decode_tps", c_double),
-                ("stop_reason", c_int), ("n_cached_tokens", c_i32)]
+                ("stop_reason", c_int), ("n_cached_tokens", c_i32), ("n_draft_passes", c_i32),
+                ("n_drafted", c_i32), ("n_draft_accepted", c_i32)]
 
 
 class ChatMessage(C.Structure):
@@ -121,6 +127,8 @@ _SIGNATURES = {
     "pllm_tools_stream_push": (c_int, [c_void_p, c_i32, P(c_void_p)]),
     "pllm_generate": (c_int, [c_void_p, P(c_i32), c_size, P(SamplingParams), TOKEN_FN, c_void_p,
                               P(GenerationStats)]),
+    "pllm_draft_default_params": (DraftParams, []),
+    "pllm_draft_calibrate": (c_int, [c_void_p, P(c_i32), c_size, c_i32, c_char_p, P(c_double)]),
     "pllm_prefix_cache_default_params": (PrefixCacheParams, []),
     "pllm_prefix_cache_create": (c_int, [c_void_p, P(PrefixCacheParams), P(c_void_p)]),
     "pllm_prefix_cache_free": (None, [c_void_p]),

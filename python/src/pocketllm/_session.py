@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ctypes as C
+import os
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, Optional, Union, overload
@@ -115,7 +116,10 @@ class Session:
         ``parallel_tool_calls``: the reply's calls are in ``.tool_calls`` (valid against their
         schemas; the text is the rest). Returns a Completion (a str with ``.stats``) or, with
         ``stream=True``, a Stream of text pieces (with tools: the content; the calls fill its
-        ``tool_calls`` as they come, complete once the stream ends)."""
+        ``tool_calls`` as they come, complete once the stream ends). ``draft`` turns on
+        speculative decoding with the same output: "lookup" (n-grams of the prompt), a draft
+        Model with the same vocabulary, {"skip_layers": [...]} or {"skip_file": path} (see
+        calibrate_draft); ``draft_max`` caps the guesses per verify pass."""
         model = self._model_ptr()
         th = None if tools is None else tools_of(model, tools, tool_choice, parallel_tool_calls)
         if th is None and tool_choice is not None:
@@ -152,14 +156,27 @@ class Session:
             ids = [_i32("token id", t) for t in prompt]
         return self._generate(ids, stream, **sampling_args)
 
+    def calibrate_draft(self, text: Union[str, Sequence[int]], path: Union[str, os.PathLike], *,
+                        draft_max: int = 8) -> float:
+        """Measure which layers a self-speculative draft (draft={"skip_file": path}) leaves out,
+        on ``text`` (a calibration text like what the model will write, a few hundred tokens),
+        and save them to ``path``. Returns the expected decode speed-up. Resets the session."""
+        ids = _text.prompt_ids(self._model_ptr(), text) if isinstance(text, str) else [_i32("token id", t) for t in text]
+        arr = (C.c_int32 * len(ids))(*ids)
+        speedup = C.c_double()
+        with self._lock:
+            check(lib.pllm_draft_calibrate(self._ptr(), arr, len(ids), _i32("draft_max", draft_max),
+                                           os.fsencode(path), C.byref(speedup)))
+        return speedup.value
+
     def _generate(self, ids: list[int], stream: bool, *, max_tokens: int = 256, temperature: Optional[float] = None,
                   top_p: Optional[float] = None, top_k: Optional[int] = None, min_p: Optional[float] = None,
                   repeat_penalty: Optional[float] = None, seed: Optional[int] = None,
                   stop: Union[str, Sequence[str], None] = None, response_format: Any = None,
-                  grammar: Optional[str] = None, tools: Any = None,
+                  grammar: Optional[str] = None, tools: Any = None, draft: Any = None, draft_max: int = 8,
                   on_token_id: Any = None) -> Union[Completion, Stream]:
         sp = sampling(self._model_ptr(), _i32("max_tokens", max_tokens), temperature, top_p, top_k, min_p,
-                      repeat_penalty, seed, stop, response_format, grammar, tools)
+                      repeat_penalty, seed, stop, response_format, grammar, tools, draft, draft_max)
         h = self._h  # the generation holds the handle (not the Session) for as long as it runs
         self._lock.acquire()  # released by the worker when the generation ends
         try:

@@ -17,6 +17,7 @@ class CpuLayers final : public LayerOps {
             const StepOptions& opt);
 
   bool cancelled() const override;
+  bool skipped(int l) const override { return opt_.skipped(l); }
   Result<void> embed(const Matrix& table, float scale) override;
   void norm(const char* name, int layer, Act src, const float* w, Act dst) override;
   void project(const char* name, int layer, std::initializer_list<Product> products, Act in) override;

@@ -35,6 +35,7 @@ class VulkanBackendImpl final : public VulkanBackend {
     if (opt.act_mode != ActMode::exact && opt.act_mode != ActMode::int8 && opt.act_mode != ActMode::int16)
       return "the Vulkan backend runs exact, int16 or int8 activations only";
     if (opt.observer) return "calibration observers run on the CPU";
+    if (!opt.skip_layers.empty()) return "layer-skipping drafts (self-speculation) run on the CPU";
     const ModelConfig& c = m.config();
     if (c.head_dim > 256) return "head_dim > 256";
     if (std::string f = unmirrored_feature(m); !f.empty()) return f;

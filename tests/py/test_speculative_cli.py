@@ -1,0 +1,90 @@
+"""Speculative decoding through the CLI: `run --draft lookup|model|skip` writes plain decoding's
+tokens (greedy and seeded sampling) and says how many guesses it kept; `draft-calibrate` writes a
+skip-layer file that `--draft skip --draft-skip-file` reads; flags that do not fit together, a
+file calibrated for another model and a draft model with another vocabulary are one clear error."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pllm_cli import assert_clean_error, check_ok, run_cli
+
+REWRITE = ("Repeat this text exactly: The committee met on Tuesday to discuss the budget, the new "
+           "library hours and the repairs to the bridge over the river.")
+CALIBRATION = ("The committee met on Tuesday. It discussed the budget for next year, the opening hours "
+               "of the new library and the repairs to the old bridge. Everyone agreed that the bridge "
+               "came first, and that the library could wait until the spring. " * 4)
+
+
+def run_json(pllm_bin, model, *args):
+    proc = check_ok(run_cli(pllm_bin, ["run", "-m", model, "-t", "2", "-n", "48", "--json", "--seed", "7", *args]))
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def skip_file(pllm_bin, smollm2_path, tmp_path_factory):
+    d = tmp_path_factory.mktemp("draft")
+    text = d / "calib.txt"
+    text.write_text(CALIBRATION)
+    out = d / "skip.json"
+    proc = check_ok(run_cli(pllm_bin, ["draft-calibrate", "-m", smollm2_path, "-f", text, "-o", out, "-n", "96",
+                                       "-t", "2"], timeout=600))
+    saved = json.loads(out.read_text())
+    assert json.loads(proc.stdout) == saved
+    return out
+
+
+@pytest.mark.parametrize("draft", ["lookup", "model", "skip"])
+@pytest.mark.parametrize("sampling", [[], ["--temp", "0.8", "--top-k", "40"]], ids=["greedy", "sampled"])
+def test_run_with_a_draft_writes_plain_decodings_tokens(pllm_bin, smollm2_path, skip_file, draft, sampling):
+    plain = run_json(pllm_bin, smollm2_path, "-p", REWRITE, *sampling)
+    extra = {"lookup": [], "model": ["--draft-model", smollm2_path], "skip": ["--draft-skip-file", skip_file]}[draft]
+    spec = run_json(pllm_bin, smollm2_path, "-p", REWRITE, *sampling, "--draft", draft, *extra)
+    assert spec["tokens"] == plain["tokens"]
+    assert spec["text"] == plain["text"]
+    assert spec["drafted"] >= spec["draft_accepted"] >= 0
+    if draft == "model":  # the model drafting for itself: every greedy guess is right
+        assert spec["draft_passes"] > 0 and spec["draft_accepted"] > 0
+
+
+def test_calibration_file_says_what_it_measured(skip_file):
+    saved = json.loads(skip_file.read_text())
+    assert saved["skip_layers"] == sorted(set(saved["skip_layers"]))
+    assert all(0 <= layer < 30 for layer in saved["skip_layers"])
+    assert 0.0 <= saved["agreement"] <= 1.0 and saved["speedup"] >= 1.0
+    assert saved["n_tokens"] == 96
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--draft", "model"], "--draft-model"),
+    (["--draft", "skip"], "--draft-skip"),
+    (["--draft", "lookup", "--draft-skip-layers", "3"], "--draft skip"),
+    (["--draft", "skip", "--draft-skip-layers", "99"], "layer 99"),
+    (["--draft", "skip", "--draft-skip-layers", "x"], "draft-skip-layers"),
+    (["--draft", "guess"], "--draft"),
+    (["--draft", "lookup", "--draft-max", "0"], "--draft-max"),
+])
+def test_bad_draft_flags_are_one_error(pllm_bin, smollm2_path, args, needle):
+    msg = assert_clean_error(run_cli(pllm_bin, ["run", "-m", smollm2_path, "-p", "hi", "-n", "4", *args]))
+    assert needle in msg
+
+
+def test_skip_file_of_another_model_is_refused(pllm_bin, gemma3_path, skip_file):
+    msg = assert_clean_error(run_cli(pllm_bin, ["run", "-m", gemma3_path, "-p", "hi", "-n", "4", "--draft", "skip",
+                                                "--draft-skip-file", skip_file]))
+    assert "another model" in msg
+
+
+def test_corrupt_skip_file_is_refused(pllm_bin, smollm2_path, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"skip_layers": "all"}')
+    msg = assert_clean_error(run_cli(pllm_bin, ["run", "-m", smollm2_path, "-p", "hi", "-n", "4", "--draft", "skip",
+                                                "--draft-skip-file", bad]))
+    assert "skip-layer file" in msg
+
+
+def test_draft_model_with_another_vocabulary_is_refused(pllm_bin, smollm2_path, gemma3_path):
+    msg = assert_clean_error(run_cli(pllm_bin, ["run", "-m", smollm2_path, "-p", "hi", "-n", "4", "--draft", "model",
+                                                "--draft-model", gemma3_path]))
+    assert "vocabulary" in msg
