@@ -220,6 +220,9 @@ Result<std::vector<int>> load_skip_layers(const std::string& path, const Model& 
     if (!v.is_number_integer()) return make_error(Status::bad_format, path + ": skip_layers must hold layer indices");
     out.push_back(v.get<int>());
   }
+  if (out.empty())
+    return make_error(Status::invalid_argument, path + ": the calibration found no layers whose skipping pays on this "
+                                                       "model (a skip draft would only slow decoding)");
   return out;
 }
 

@@ -37,15 +37,28 @@ def skip_file(pllm_bin, smollm2_path, tmp_path_factory):
 
 @pytest.mark.parametrize("draft", ["lookup", "model", "skip"])
 @pytest.mark.parametrize("sampling", [[], ["--temp", "0.8", "--top-k", "40"]], ids=["greedy", "sampled"])
-def test_run_with_a_draft_writes_plain_decodings_tokens(pllm_bin, smollm2_path, skip_file, draft, sampling):
+def test_run_with_a_draft_writes_plain_decodings_tokens(pllm_bin, smollm2_path, draft, sampling):
     plain = run_json(pllm_bin, smollm2_path, "-p", REWRITE, *sampling)
-    extra = {"lookup": [], "model": ["--draft-model", smollm2_path], "skip": ["--draft-skip-file", skip_file]}[draft]
+    extra = {"lookup": [], "model": ["--draft-model", smollm2_path],
+             "skip": ["--draft-skip-layers", "14,16,18,20,22,24"]}[draft]
     spec = run_json(pllm_bin, smollm2_path, "-p", REWRITE, *sampling, "--draft", draft, *extra)
     assert spec["tokens"] == plain["tokens"]
     assert spec["text"] == plain["text"]
     assert spec["drafted"] >= spec["draft_accepted"] >= 0
     if draft == "model":  # the model drafting for itself: every greedy guess is right
         assert spec["draft_passes"] > 0 and spec["draft_accepted"] > 0
+
+
+def test_a_calibration_file_drafts_or_says_skipping_does_not_pay(pllm_bin, smollm2_path, skip_file):
+    """The file's layers draft with plain decoding's output; a file whose calibration found no
+    layer worth skipping is one clear error."""
+    plain = run_json(pllm_bin, smollm2_path, "-p", REWRITE)
+    proc = run_cli(pllm_bin, ["run", "-m", smollm2_path, "-t", "2", "-n", "48", "--json", "--seed", "7", "-p", REWRITE,
+                              "--draft", "skip", "--draft-skip-file", str(skip_file)])
+    if json.loads(skip_file.read_text())["skip_layers"]:
+        assert json.loads(check_ok(proc).stdout)["tokens"] == plain["tokens"]
+    else:
+        assert "no layers whose skipping pays" in assert_clean_error(proc)
 
 
 def test_calibration_file_says_what_it_measured(skip_file):
