@@ -33,14 +33,22 @@ def test_calibrated_skip_file(model, tmp_path):
         speedup = s.calibrate_draft("The cat sat on the mat. The dog sat on the log. " * 8, path, draft_max=4)
         saved = json.loads(path.read_text())
         assert speedup == pytest.approx(saved["speedup"])
+        if not saved["skip_layers"]:  # no layer worth skipping here: using the file says so
+            with pytest.raises(pocketllm.InvalidArgument, match="no layers whose skipping pays"):
+                s.chat(REWRITE, max_tokens=24, draft={"skip_file": str(path)})
+            return
         reply = s.chat(REWRITE, max_tokens=24, draft={"skip_file": str(path)})
     assert reply == model.chat(REWRITE, max_tokens=24)
 
 
-@pytest.mark.parametrize("draft", ["guess", {"skip_layers": []}, {"skip_layers": [99]}, {"skip_file": "/nonexistent"},
-                                   {"skip": 1}, 3])
-def test_bad_draft_is_invalid_argument(model, draft):
-    with pytest.raises((pocketllm.InvalidArgument, pocketllm.Error)):
+@pytest.mark.parametrize("draft,error", [("guess", pocketllm.InvalidArgument),
+                                         ({"skip_layers": []}, pocketllm.InvalidArgument),
+                                         ({"skip_layers": [99]}, pocketllm.InvalidArgument),
+                                         ({"skip_file": "/nonexistent"}, pocketllm.IoError),
+                                         ({"skip": 1}, pocketllm.InvalidArgument),
+                                         (3, pocketllm.InvalidArgument)])
+def test_bad_draft_is_one_clear_error(model, draft, error):
+    with pytest.raises(error):
         model.chat(REWRITE, max_tokens=4, draft=draft)
 
 
