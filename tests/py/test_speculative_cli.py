@@ -101,3 +101,51 @@ def test_draft_model_with_another_vocabulary_is_refused(pllm_bin, smollm2_path, 
     msg = assert_clean_error(run_cli(pllm_bin, ["run", "-m", smollm2_path, "-p", "hi", "-n", "4", "--draft", "model",
                                                 "--draft-model", gemma3_path]))
     assert "vocabulary" in msg
+
+
+@pytest.fixture(scope="module")
+def draft_server(pllm_bin, smollm2_path):
+    from server_util import Server
+    s = Server(pllm_bin, smollm2_path, "--parallel", "4", "--draft", "lookup", "--draft-max", "6")
+    yield s
+    s.close()
+    assert s.proc.returncode == 0, s.proc.stderr.read()
+
+
+def server_chat(server, **extra):
+    body = {"messages": [{"role": "user", "content": REWRITE}], "max_tokens": 48, "temperature": 0, **extra}
+    status, data = server.post("/v1/chat/completions", body)
+    assert status == 200, data
+    return json.loads(data)
+
+
+def test_server_drafts_with_the_plain_reply(draft_server):
+    """serve --draft lookup: the reply is plain decoding's (speculative.n_max 0 turns it off for a
+    request), and usage counts the guesses kept and missed under OpenAI's names."""
+    spec = server_chat(draft_server)
+    plain = server_chat(draft_server, speculative={"n_max": 0})
+    assert spec["choices"][0]["message"]["content"] == plain["choices"][0]["message"]["content"]
+    details = spec["usage"]["completion_tokens_details"]
+    assert details["accepted_prediction_tokens"] > 0 and details["rejected_prediction_tokens"] >= 0
+    assert "completion_tokens_details" not in plain["usage"]
+
+
+def test_server_streams_the_same_reply(draft_server):
+    body = {"messages": [{"role": "user", "content": REWRITE}], "max_tokens": 48, "temperature": 0, "stream": True}
+    status, data = draft_server.post("/v1/chat/completions", body)
+    assert status == 200
+    text = ""
+    for line in data.decode().splitlines():
+        if line.startswith("data: ") and line != "data: [DONE]":
+            for choice in json.loads(line[6:])["choices"]:
+                text += choice.get("delta", {}).get("content") or ""
+    assert text == server_chat(draft_server, speculative={"n_max": 0})["choices"][0]["message"]["content"]
+
+
+@pytest.mark.parametrize("spec", [{"n_max": 33}, {"n_max": -1}, {"k": 3}, 5])
+def test_server_bad_speculative_field_is_400(draft_server, spec):
+    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "speculative": spec}
+    status, data = draft_server.post("/v1/chat/completions", body)
+    assert status == 400, data
+    message = json.loads(data)["error"]["message"]
+    assert "speculative" in message or "n_max" in message, message
