@@ -78,11 +78,20 @@ TYPES = ("Q4_0", "Q4_K_M", "Q8_0")
 
 def copy_vocab(writer, vocab_path):
     """Every tokenizer.* key of vocab_path into writer; returns the token count."""
+    n_vocab = len(copy_keys(writer, vocab_path, lambda key: key.startswith("tokenizer.")).get("tokenizer.ggml.tokens", []))
+    if not n_vocab:
+        raise SystemExit(f"error: {vocab_path} has no tokenizer.ggml.tokens")
+    return n_vocab
+
+
+def copy_keys(writer, path, want):
+    """The metadata keys of the GGUF at path for which want(key) holds, into writer; returns
+    the arrays copied, by key."""
     import gguf
-    r = gguf.GGUFReader(vocab_path)
-    n_vocab = 0
+    r = gguf.GGUFReader(path)
+    arrays = {}
     for key, f in r.fields.items():
-        if not key.startswith("tokenizer."):
+        if key.startswith("GGUF.") or not want(key):
             continue
         vt = f.types[0]
         if vt == gguf.GGUFValueType.ARRAY:
@@ -92,15 +101,12 @@ def copy_vocab(writer, vocab_path):
             else:
                 vals = [f.parts[i][0].item() for i in f.data]
             writer.add_array(key, vals)
-            if key == "tokenizer.ggml.tokens":
-                n_vocab = len(vals)
+            arrays[key] = vals
         elif vt == gguf.GGUFValueType.STRING:
             writer.add_string(key, bytes(f.parts[f.data[0]]).decode("utf-8"))
         else:
             writer.add_key_value(key, f.parts[f.data[0]][0].item(), vt)
-    if not n_vocab:
-        raise SystemExit(f"error: {vocab_path} has no tokenizer.ggml.tokens")
-    return n_vocab
+    return arrays
 
 
 class RandomPool:

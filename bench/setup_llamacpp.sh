@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build llama.cpp's llama-bench, llama-batched-bench, llama-quantize and llama-server for the
-# side-by-side comparisons (llama-server: bench/server_compare.py), and llama-debug, whose
-# --save-logits gives the reference logits of bench/arch_vs_llamacpp.py.
+# side-by-side comparisons (llama-server: bench/server_compare.py), llama-debug, whose
+# --save-logits gives the reference logits of bench/arch_vs_llamacpp.py, and llama-lookup /
+# llama-speculative (bench/speculative.py).
 #
 # The source comes from the PyPI sdist of llama-cpp-python (it vendors llama.cpp under
 # vendor/llama.cpp). Everything is cached:
@@ -28,7 +29,7 @@ LLAMA_ISA="${LLAMA_ISA:-native}"
 case "$LLAMA_ISA" in
   native) BIN="$CACHE/bin"; BUILD="$CACHE/llama.cpp-build"; NATIVE=ON
           TOOLS=(llama-bench llama-quantize llama-batched-bench llama-completion llama-perplexity llama-server
-                 llama-debug) ;;
+                 llama-debug llama-lookup llama-speculative) ;;
   avx2) BIN="$CACHE/bin-avx2"; BUILD="$CACHE/llama.cpp-build-avx2"; NATIVE=OFF
         TOOLS=(llama-bench llama-batched-bench) ;;
   *) log "LLAMA_ISA must be native or avx2, not $LLAMA_ISA"; exit 2 ;;

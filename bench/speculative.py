@@ -1,22 +1,27 @@
 #!/usr/bin/env python3
-"""Speculative decoding against plain decoding (P19), pocketllm's side.
+"""Speculative decoding against plain decoding (P19), side by side with llama.cpp.
 
-For each model and workload (rewrite a given text, edit given code, open chat), runs
-`pocketllm run --json` plain and with each drafter, alternated, `--rounds` times, and reports the
-median decode tokens/s, the ratio to plain decoding, the acceptance rate (guesses kept / guesses
-verified) and the tokens each verify pass yielded. Greedy, so every run writes the same tokens
-(checked: a run whose tokens differ from plain decoding's is an error).
+For each model and workload (rewrite a given text, edit given code, open chat), in each round,
+alternated: `pocketllm run --json --raw` plain and with each drafter (lookup, skip, model), then
+llama.cpp's `llama-lookup` and `llama-speculative` (same file, same draft model, same prompt:
+the chat template rendered once by pocketllm, same threads, greedy). Reports the median decode
+tokens/s, the ratio to the engine's own plain decoding, the acceptance rate (guesses kept /
+guesses verified) and tokens per verify pass. pocketllm's drafted runs must write plain
+decoding's tokens (checked).
 
-  bench/speculative.py --model models/SmolLM2-135M-Instruct.Q4_1.gguf \\
-      --skip-layers 14,16,18,20,22,24 [--draft-model draft.gguf] [--rounds 3] [-n 128] [-t 2]
+  bench/speculative.py --model models/SmolLM2-135M-Instruct.Q4_1.gguf --skip-layers 14,16,18,20,22,24 \
+      --draft-layers 8 [--rounds 3] [-n 128] [-t 2] [--llama-bin bench/.cache/bin]
 
-Prints a Markdown table (docs/PERFORMANCE.md, "Speculative decoding").
+--draft-layers N writes the model's first N blocks as a draft model (bench/.cache/) for both
+engines. Plain llama.cpp decode speed comes from llama-bench (tg) in the same round. Prints a
+Markdown table (docs/PERFORMANCE.md, "Speculative decoding").
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -35,52 +40,131 @@ WORKLOADS = {
 }
 
 
+def cut_layers(src: str, n_keep: int, out: str) -> str:
+    """The first n_keep blocks of src (same vocabulary, embeddings and head) as a GGUF of their
+    own: a draft model for both engines (written once, reused)."""
+    if os.path.exists(out):
+        return out
+    import gguf
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from make_size_models import copy_keys
+    r = gguf.GGUFReader(src)
+    arch = bytes(r.fields["general.architecture"].parts[-1]).decode()
+    w = gguf.GGUFWriter(out, arch)
+    copy_keys(w, src, lambda key: key not in ("general.architecture", f"{arch}.block_count"))
+    w.add_uint32(f"{arch}.block_count", n_keep)
+    for t in r.tensors:
+        if t.name.startswith("blk.") and int(t.name.split(".")[1]) >= n_keep:
+            continue
+        w.add_tensor(t.name, t.data, raw_shape=t.data.shape, raw_dtype=t.tensor_type)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return out
+
+
 def run(binary: str, model: str, prompt: str, n: int, threads: int, extra: list[str]) -> dict:
-    cmd = [binary, "run", "-m", model, "-t", str(threads), "-n", str(n), "--json", "-p", prompt, *extra]
+    cmd = [binary, "run", "-m", model, "-t", str(threads), "-n", str(n), "--json", "--raw", "-p", prompt, *extra]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
         sys.exit(f"error: {' '.join(cmd[:8])} ...: {proc.stderr.strip()}")
     return json.loads(proc.stdout)
 
 
+def llama(tool: str, model: str, prompt: str, n: int, threads: int, draft_max: int, draft: str = "") -> dict:
+    """llama-lookup / llama-speculative, greedy: decode tok/s and the guesses drafted and kept."""
+    cmd = [tool, "-m", model, "-p", prompt, "-n", str(n), "-t", str(threads), "--temp", "0", "-c", "2048",
+           "--draft-max", str(draft_max), "--draft-min", "0", "-no-cnv"]
+    if draft:
+        cmd += ["-md", draft, "-td", str(threads), "--draft-p-min", "0"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    out = proc.stdout + proc.stderr
+    speed = re.search(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds, speed:\s+([\d.]+) t/s", out)
+    drafted = re.search(r"n_drafted\s*=\s*(\d+)", out)
+    accepted = re.search(r"n_accept\s*=\s*(\d+)", out)
+    if proc.returncode != 0 or not speed:
+        sys.exit(f"error: {' '.join(cmd[:3])} ... failed ({proc.returncode}):\n{out[-2000:]}")
+    return {"decode_tps": float(speed.group(3)), "drafted": int(drafted.group(1)) if drafted else 0,
+            "draft_accepted": int(accepted.group(1)) if accepted else 0}
+
+
+def llama_plain(bench: str, model: str, n: int, threads: int) -> float:
+    proc = subprocess.run([bench, "-m", model, "-p", "0", "-n", str(n), "-t", str(threads), "-r", "1", "-o", "json"],
+                          capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        sys.exit(f"error: llama-bench failed: {proc.stderr[-1000:]}")
+    return float(json.loads(proc.stdout)[0]["avg_ts"])
+
+
+def chat_text(model: str, user: str) -> str:
+    import pocketllm
+    with pocketllm.Model(model) as m:
+        return m.apply_chat_template([{"role": "user", "content": user}])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True, action="append", help="GGUF file (repeatable)")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "pocketllm"))
+    ap.add_argument("--llama-bin", default=os.path.join(ROOT, "bench", ".cache", "bin"),
+                    help="llama.cpp's tools (bench/setup_llamacpp.sh); '' to leave llama.cpp out")
     ap.add_argument("--skip-layers", action="append", default=[],
-                    help="layers a skip draft leaves out, one list per --model (e.g. 14,16,18)")
-    ap.add_argument("--draft-model", action="append", default=[], help="a draft model per --model ('' for none)")
+                    help="layers a skip draft leaves out, one list per --model ('' for none)")
+    ap.add_argument("--draft-layers", action="append", type=int, default=[],
+                    help="per --model: a draft model of its first N blocks (0: none)")
+    ap.add_argument("--workload", action="append", choices=list(WORKLOADS), help="default: all")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("-n", type=int, default=128, help="tokens to generate")
     ap.add_argument("-t", type=int, default=2, help="threads")
     ap.add_argument("--draft-max", type=int, default=8)
     a = ap.parse_args()
 
-    print(f"| model | workload | drafter | decode tok/s | vs plain | acceptance | tokens / verify pass |")
-    print(f"|---|---|---|---|---|---|---|")
+    print("| model | workload | engine | drafter | decode tok/s | vs its plain | acceptance | tokens / verify pass |")
+    print("|---|---|---|---|---|---|---|---|")
     for i, model in enumerate(a.model):
+        name = os.path.basename(model)
         drafters = {"plain": [], "lookup": ["--draft", "lookup"]}
         if i < len(a.skip_layers) and a.skip_layers[i]:
             drafters["skip"] = ["--draft", "skip", "--draft-skip-layers", a.skip_layers[i]]
-        if i < len(a.draft_model) and a.draft_model[i]:
-            drafters["model"] = ["--draft", "model", "--draft-model", a.draft_model[i]]
-        for wname, prompt in WORKLOADS.items():
-            tps: dict[str, list[float]] = {d: [] for d in drafters}
+        draft = ""
+        if i < len(a.draft_layers) and a.draft_layers[i] > 0:
+            os.makedirs(os.path.join(ROOT, "bench", ".cache"), exist_ok=True)
+            draft = cut_layers(model, a.draft_layers[i],
+                               os.path.join(ROOT, "bench", ".cache", f"{name}.first{a.draft_layers[i]}.gguf"))
+            drafters["model"] = ["--draft", "model", "--draft-model", draft]
+        tools = {}
+        if a.llama_bin:
+            tools = {"plain": None, "lookup": (os.path.join(a.llama_bin, "llama-lookup"), "")}
+            if draft:
+                tools["model"] = (os.path.join(a.llama_bin, "llama-speculative"), draft)
+        for wname in a.workload or list(WORKLOADS):
+            prompt = chat_text(model, WORKLOADS[wname])
+            ours: dict[str, list[float]] = {d: [] for d in drafters}
+            theirs: dict[str, list[float]] = {d: [] for d in tools}
             last: dict[str, dict] = {}
             for _ in range(a.rounds):
                 for d, extra in drafters.items():  # alternated within each round
                     r = run(a.bin, model, prompt, a.n, a.t, [*extra, "--draft-max", str(a.draft_max)] if extra else [])
-                    tps[d].append(r["decode_tps"])
+                    ours[d].append(r["decode_tps"])
                     last[d] = r
-            plain = statistics.median(tps["plain"])
-            for d in drafters:
-                r = last[d]
-                if r["tokens"] != last["plain"]["tokens"]:
+                for d, tool in tools.items():
+                    if tool is None:
+                        theirs[d].append(llama_plain(os.path.join(a.llama_bin, "llama-bench"), model, a.n, a.t))
+                        continue
+                    r = llama(tool[0], model, prompt, a.n, a.t, a.draft_max, tool[1])
+                    theirs[d].append(r["decode_tps"])
+                    last["llama." + d] = r
+            rows = [("pocketllm", d, statistics.median(ours[d]), last[d]) for d in drafters]
+            rows += [("llama.cpp", d, statistics.median(theirs[d]), last.get("llama." + d, {})) for d in tools]
+            for engine, d, med, r in rows:
+                if engine == "pocketllm" and r["tokens"] != last["plain"]["tokens"]:
                     sys.exit(f"error: {d} on {wname} wrote other tokens than plain decoding")
-                med = statistics.median(tps[d])
-                acc = f"{r['draft_accepted'] / r['drafted']:.2f}" if r["drafted"] else "–"
-                per_pass = f"{(r['draft_accepted'] + r['draft_passes']) / r['draft_passes']:.2f}" if r["draft_passes"] else "–"
-                print(f"| {os.path.basename(model)} | {wname} | {d} | {med:.1f} | {med / plain:.2f}× | {acc} | {per_pass} |",
+                base = statistics.median(ours["plain"] if engine == "pocketllm" else theirs["plain"])
+                acc = f"{r['draft_accepted'] / r['drafted']:.2f}" if r.get("drafted") else "–"
+                per_pass = (f"{(r['draft_accepted'] + r['draft_passes']) / r['draft_passes']:.2f}"
+                            if r.get("draft_passes") else "–")
+                print(f"| {name} | {wname} | {engine} | {d} | {med:.1f} | {med / base:.2f}× | {acc} | {per_pass} |",
                       flush=True)
 
 

@@ -21,6 +21,9 @@ struct SeqStep {
   float* logits = nullptr;
   bool all_logits = false;
   const std::atomic<bool>* cancel = nullptr;  // this sequence's cancel flag, or null
+  // Each row computed as this sequence's one-row decode step at its position would be, bit for
+  // bit (a speculative verify pass: its rows must be plain decoding's logits).
+  bool as_decode_steps = false;
   bool cancelled() const { return cancel && cancel->load(std::memory_order_relaxed); }
 };
 

@@ -84,7 +84,7 @@ Result<float*> DecodeSteps::verify(int32_t id, int remaining, GrammarMatcher* gr
   batch_.assign(1, id);
   batch_.insert(batch_.end(), drafts_.begin(), drafts_.end());
   rows_.resize(batch_.size() * size_t(n_vocab_));
-  PLLM_TRY(s_.eval(batch_, rows_.data()));
+  PLLM_TRY(s_.eval_as_steps(batch_, rows_.data()));
   pass_ms_ = ms_since(t0);
   resolved_ = false;
   ++stats_.passes;

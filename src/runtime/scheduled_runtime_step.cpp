@@ -154,7 +154,7 @@ Result<StepOutcome> ScheduledRuntime::step_locked(std::vector<Delivery>& events)
       all_logits = live.verify_logits.data();
     }
     step_of[i] = steps.size();
-    steps.push_back(SessionStep{&s, tokens, logits, all_logits, {}});
+    steps.push_back(SessionStep{&s, tokens, logits, all_logits, {}, all_logits != nullptr});
   }
   const double t_fwd = clock_();
   if (!steps.empty()) (void)Session::step(steps);  // a step-wide error is in every result too

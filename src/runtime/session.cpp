@@ -98,7 +98,7 @@ void Session::start_background(BackgroundWork work) {
 StepOptions Session::step_options() const { return {act_mode_, fuse_, tracer_.get(), observer_}; }
 
 Result<void> Session::run(std::span<const int32_t> tokens, float* logits, bool all_logits,
-                          std::span<const uint8_t> skip_layers) {
+                          std::span<const uint8_t> skip_layers, bool as_decode_steps) {
   if (tokens.empty()) return make_error(Status::invalid_argument, "no tokens to evaluate");
   if (!unbounded() && history_.size() + tokens.size() > size_t(n_ctx()))
     return make_error(Status::out_of_range, std::to_string(history_.size() + tokens.size()) +
@@ -108,7 +108,7 @@ Result<void> Session::run(std::span<const int32_t> tokens, float* logits, bool a
   while (done < tokens.size()) {
     const size_t n = std::min(tokens.size() - done, size_t(n_batch_));
     const bool last_chunk = done + n == tokens.size();
-    SeqStep seq{kv_.get(), tokens.subspan(done, n), nullptr, all_logits, &cancel_};
+    SeqStep seq{kv_.get(), tokens.subspan(done, n), nullptr, all_logits, &cancel_, as_decode_steps};
     if (all_logits) seq.logits = logits + done * size_t(n_vocab);
     else if (last_chunk) seq.logits = logits;
     StepOptions opt = step_options();
@@ -156,6 +156,11 @@ Result<void> Session::restore_prefix(std::span<const uint8_t> snapshot, bool ver
 Result<void> Session::eval(std::span<const int32_t> tokens, float* logits_all) {
   stop_background();
   return run(tokens, logits_all, logits_all != nullptr);
+}
+
+Result<void> Session::eval_as_steps(std::span<const int32_t> tokens, float* logits_all) {
+  stop_background();
+  return run(tokens, logits_all, true, {}, /*as_decode_steps=*/true);
 }
 
 Result<void> Session::eval_last(std::span<const int32_t> tokens) {

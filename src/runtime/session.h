@@ -41,6 +41,8 @@ struct SessionStep {
   bool logits = true;               // leave the last row's logits in session->last_logits()
   float* logits_all = nullptr;      // instead: every row's logits, tokens.size() * n_vocab floats
   Result<void> result;              // this session's outcome (cancelled, context full, ...)
+  // Each row exactly as a one-row decode step (SeqStep::as_decode_steps: a verify pass).
+  bool as_decode_steps = false;
 };
 
 class Session {
@@ -68,6 +70,9 @@ class Session {
 
   // Append tokens and run them. logits_all: nullptr or n * n_vocab floats (every position).
   Result<void> eval(std::span<const int32_t> tokens, float* logits_all);
+  // eval with every row's logits exactly those of one-token steps over the same tokens (a
+  // speculative verify pass: guesses must not change what plain decoding computes).
+  Result<void> eval_as_steps(std::span<const int32_t> tokens, float* logits_all);
   // Append tokens and leave the last token's logits in last_logits().
   Result<void> eval_last(std::span<const int32_t> tokens);
   // eval (logits_all) or eval_last (null) with the layers skip_layers marks left out
@@ -138,7 +143,7 @@ class Session {
  private:
   Session(std::shared_ptr<const Model> model, std::shared_ptr<Engine> engine, int n_ctx, const SessionConfig& cfg);
   Result<void> run(std::span<const int32_t> tokens, float* logits, bool all_logits,
-                   std::span<const uint8_t> skip_layers = {});
+                   std::span<const uint8_t> skip_layers = {}, bool as_decode_steps = false);
   StepOptions step_options() const;
 
   std::shared_ptr<const Model> model_;

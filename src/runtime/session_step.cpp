@@ -45,7 +45,7 @@ Result<void> Session::step(std::span<SessionStep> steps) {
     }
     if (!st.result.ok()) continue;
     float* out = st.logits_all ? st.logits_all : st.logits ? s.logits_.data() : nullptr;
-    seqs.push_back(SeqStep{s.kv_.get(), st.tokens, out, st.logits_all != nullptr, &s.cancel_});
+    seqs.push_back(SeqStep{s.kv_.get(), st.tokens, out, st.logits_all != nullptr, &s.cancel_, st.as_decode_steps});
     index.push_back(i);
   }
   if (seqs.empty()) return {};  // every session had its own error

@@ -21,6 +21,7 @@ Result<void> cpu_forward(const Model& m, StepScratch& s, ThreadPool& pool, std::
       s.row_kv[size_t(r)] = q.kv;
       s.row_pos[size_t(r)] = pos0 + i;
       s.row_token[size_t(r)] = q.tokens[size_t(i)];
+      s.row_decode[size_t(r)] = n == 1 || q.as_decode_steps;
     }
   }
   CpuLayers ops(m.config(), s, pool, seqs, rows, opt);

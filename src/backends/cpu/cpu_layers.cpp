@@ -22,7 +22,6 @@ constexpr int kPoolRows = 8;
 CpuLayers::CpuLayers(const ModelConfig& c, StepScratch& s, ThreadPool& pool, std::span<const SeqStep> seqs,
                      int n_rows, const StepOptions& opt)
     : c_(c), s_(s), pool_(pool), seqs_(seqs), n_(n_rows), opt_(opt) {
-  decode_only_ = std::all_of(seqs.begin(), seqs.end(), [](const SeqStep& q) { return q.tokens.size() == 1; });
   s_.mm.observer = opt.observer;
 }
 
@@ -192,14 +191,14 @@ void CpuLayers::short_conv(int l, const float* kernel, Act b_act, Act c_act, Act
   });
 }
 
-// A decode step with few rows and a long context would leave threads idle with one task
-// per (row, kv head): split each row's visible positions into parts, merged afterwards.
-int CpuLayers::attention_parts(int l) const {
-  if (!decode_only_ || n_ > StepScratch::kMaxSplitRows) return 1;
-  int visible = INT_MAX;
-  for (int r = 0; r < n_; ++r)
-    visible = std::min(visible, s_.row_kv[size_t(r)]->n_visible(l, s_.row_pos[size_t(r)]));
-  const int tasks = n_ * c_.n_head_kv, threads = pool_.size();
+// A decode row with a long context would leave threads idle with one task per kv head: its
+// visible positions are split into parts, merged afterwards in order. The count is the one a
+// step of this row alone would use (its visible positions, the kv heads, the threads), never
+// the step's other rows: a row's logits are then the same in any batch, which batched decoding
+// and speculative verify passes (SeqStep::as_decode_steps) rely on.
+int CpuLayers::decode_parts(int l, int r) const {
+  const int visible = s_.row_kv[size_t(r)]->n_visible(l, s_.row_pos[size_t(r)]);
+  const int tasks = c_.n_head_kv, threads = pool_.size();
   int n_parts = std::clamp(visible / 512, 1, StepScratch::kMaxAttnParts);
   // Fewer tasks than a multiple of the threads (SmolLM2: 3 kv heads on 2 threads) would leave
   // a thread idle for a whole head: split further while each part keeps >= 64 positions.
@@ -211,27 +210,43 @@ int CpuLayers::attention_parts(int l) const {
 void CpuLayers::attend(int l, AttnScore scale, const RopeSpec& rope) {
   TraceScope ts(opt_.tracer, "attention", l);
   const int n_kv = c_.n_head_kv, HD = c_.head_dim, QD = c_.q_dim(), group = c_.n_head / c_.n_head_kv;
-  const int n_parts = attention_parts(l);
-  // The query heads sharing a kv head go together, so each kv head is read once per row; in a
-  // prompt, up to kMaxGroup / group consecutive rows of a sequence go together too, so each
+  // Prompt rows: the query heads sharing a kv head go together, so each kv head is read once per
+  // row, and up to kMaxGroup / group consecutive rows of a sequence go together too, so each
   // cached key and value is read (and widened from f16) once per tile (KvCache::attend_rows:
-  // the same results bit for bit).
-  if (n_parts == 1 && !decode_only_) {
-    const int tile = std::max(1, KvCache::kMaxGroup / group);
-    int n_tiles = 0;
-    for (int r = 0; r < n_;) {
-      s_.attn_tiles[size_t(n_tiles++)] = r;
-      int e = r + 1;
-      while (e < n_ && e - r < tile && s_.row_kv[size_t(e)] == s_.row_kv[size_t(r)] &&
-             s_.row_pos[size_t(e)] == s_.row_pos[size_t(r)] + (e - r))
-        ++e;
-      r = e;
+  // the same results bit for bit as one row alone unsplit). Decode rows: one task per (row, kv
+  // head, part) of decode_parts.
+  const int tile = std::max(1, KvCache::kMaxGroup / group);
+  int n_tiles = 0, n_split = 0;
+  int64_t split_tasks = 0;
+  for (int r = 0; r < n_;) {
+    if (s_.row_decode[size_t(r)]) {
+      const int parts = decode_parts(l, r);
+      s_.split_row[size_t(n_split)] = r;
+      s_.split_parts[size_t(n_split)] = parts;
+      s_.split_first[size_t(n_split)] = int(split_tasks);
+      split_tasks += int64_t(parts) * n_kv;
+      ++n_split;
+      ++r;
+      continue;
     }
-    s_.attn_tiles[size_t(n_tiles)] = n_;
-    // Last tiles first: they see the most positions, so the threads end together.
-    pool_.run(int64_t(n_tiles) * n_kv, [&](int64_t task) {
+    int e = r + 1;
+    while (e < n_ && !s_.row_decode[size_t(e)] && e - r < tile && s_.row_kv[size_t(e)] == s_.row_kv[size_t(r)] &&
+           s_.row_pos[size_t(e)] == s_.row_pos[size_t(r)] + (e - r))
+      ++e;
+    s_.attn_tiles[size_t(n_tiles)] = r;
+    s_.attn_tile_end[size_t(n_tiles++)] = e;
+    r = e;
+  }
+  s_.split_first[size_t(n_split)] = int(split_tasks);
+  const size_t need = size_t(split_tasks) * size_t(group);
+  if (s_.attn_parts.size() < need) s_.attn_parts.resize(need, /*zero=*/false);
+  AttnAccum* parts = s_.attn_parts.data();  // [decode row][g][part][j]
+  const int64_t tile_tasks = int64_t(n_tiles) * n_kv;
+  pool_.run(tile_tasks + split_tasks, [&](int64_t task) {
+    if (task < tile_tasks) {
+      // Last tiles first: they see the most positions, so the threads end together.
       const int t = n_tiles - 1 - int(task / n_kv), g = int(task % n_kv);
-      const int r0 = s_.attn_tiles[size_t(t)], nr = s_.attn_tiles[size_t(t) + 1] - r0;
+      const int r0 = s_.attn_tiles[size_t(t)], nr = s_.attn_tile_end[size_t(t)] - r0;
       const size_t gq = size_t(group) * HD;
       alignas(64) float qt[KvCache::kMaxGroup * 256];  // the tile's query heads, row by row
       for (int j = 0; j < nr; ++j)
@@ -242,36 +257,28 @@ void CpuLayers::attend(int l, AttnScore scale, const RopeSpec& rope) {
       for (int j = 0; j < nr; ++j)
         for (int h = 0; h < group; ++h)
           attn_accum_finish(a[j * group + h], HD, &s_.att[size_t(r0 + j) * QD + size_t(g) * gq + size_t(h) * HD]);
-    });
-    return;
-  }
-  if (n_parts == 1) {
-    pool_.run(int64_t(n_) * n_kv, [&](int64_t task) {
-      const int r = int(task / n_kv), g = int(task % n_kv);
-      const size_t at = size_t(r) * QD + size_t(g) * group * HD;
-      AttnAccum a[KvCache::kMaxGroup];
-      for (int j = 0; j < group; ++j) attn_accum_init(a[j], HD);
-      // Causal: the row at position pos sees what its cache keeps up to pos.
-      s_.row_kv[size_t(r)]->attend_part(l, s_.row_pos[size_t(r)], g, group, &s_.q[at], scale, rope, 0, 1, a);
-      for (int j = 0; j < group; ++j) attn_accum_finish(a[j], HD, &s_.att[at + size_t(j) * HD]);
-    });
-    return;
-  }
-  AttnAccum* parts = s_.attn_parts.data();  // [row][g][part][j]
-  pool_.run(int64_t(n_) * n_kv * n_parts, [&](int64_t task) {
-    const int p = int(task % n_parts), g = int(task / n_parts % n_kv), r = int(task / n_parts / n_kv);
-    AttnAccum* a = parts + ((size_t(r) * n_kv + g) * n_parts + p) * group;
+      return;
+    }
+    const int64_t st = task - tile_tasks;
+    const int i = int(std::upper_bound(s_.split_first.begin(), s_.split_first.begin() + n_split, int(st)) -
+                      s_.split_first.begin()) - 1;
+    const int r = s_.split_row[size_t(i)], n_parts = s_.split_parts[size_t(i)];
+    const int local = int(st) - s_.split_first[size_t(i)], g = local / n_parts, p = local % n_parts;
+    AttnAccum* a = parts + size_t(st) * group;
     for (int j = 0; j < group; ++j) attn_accum_init(a[j], HD);
     const size_t at = size_t(r) * QD + size_t(g) * group * HD;
+    // Causal: the row at position pos sees what its cache keeps up to pos.
     s_.row_kv[size_t(r)]->attend_part(l, s_.row_pos[size_t(r)], g, group, &s_.q[at], scale, rope, p, n_parts, a);
   });
-  for (int r = 0; r < n_; ++r)
+  for (int i = 0; i < n_split; ++i) {
+    const int r = s_.split_row[size_t(i)], n_parts = s_.split_parts[size_t(i)];
     for (int g = 0; g < n_kv; ++g)
       for (int j = 0; j < group; ++j) {
-        AttnAccum* first = parts + (size_t(r) * n_kv + g) * n_parts * group;
+        AttnAccum* first = parts + (size_t(s_.split_first[size_t(i)]) + size_t(g) * n_parts) * group;
         for (int p = 1; p < n_parts; ++p) merge_accum(first[j], first[size_t(p) * group + j], HD);
         attn_accum_finish(first[j], HD, &s_.att[size_t(r) * QD + (size_t(g) * group + j) * HD]);
       }
+  }
 }
 
 void CpuLayers::glu(int l, Glu kind, int n_ff) {

@@ -40,15 +40,15 @@ class CpuLayers final : public LayerOps {
   // f(r) for every row r: on the pool for a prompt chunk, here for a decode step's few rows.
   template <class F>
   void for_rows(F f);
-  // Attention parts per row for a step of single-row sequences (1: no split).
-  int attention_parts(int l) const;
+  // Attention parts of a decode row (1: no split): what its one-row step uses, whatever else
+  // the step holds.
+  int decode_parts(int l, int r) const;
 
   const ModelConfig& c_;
   StepScratch& s_;
   ThreadPool& pool_;
   std::span<const SeqStep> seqs_;
   int n_;               // rows
-  bool decode_only_;    // every sequence has one row
   StepOptions opt_;
 };
 

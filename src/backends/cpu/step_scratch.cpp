@@ -19,7 +19,6 @@ void StepScratch::reserve(const ModelConfig& c, int rows, int gathered, int thre
     n_ff = std::max(n_ff, want_ff);
     n_head = std::max(n_head, c.n_head);
     const size_t R = size_t(rows_cap);
-    attn_parts.resize(size_t(kMaxSplitRows) * size_t(n_head) * kMaxAttnParts);
     x.resize(R * n_embd);
     h.resize(R * std::max(n_embd, 1));
     q.resize(R * q_dim);
@@ -38,7 +37,12 @@ void StepScratch::reserve(const ModelConfig& c, int rows, int gathered, int thre
     row_pos.resize(R);
     row_token.resize(R);
     out_rows.resize(R);
-    attn_tiles.resize(R + 1);
+    row_decode.resize(R);
+    attn_tiles.resize(R);
+    attn_tile_end.resize(R);
+    split_row.resize(R);
+    split_parts.resize(R);
+    split_first.resize(R + 1);
   }
   if (gathered > out_cap || c.n_vocab > n_vocab) {
     out_cap = std::max(out_cap, gathered);

@@ -20,10 +20,9 @@ struct StepScratch {
   // through the gather buffer (multi-sequence steps), on a pool of `threads` threads. Grows only.
   void reserve(const ModelConfig& c, int rows, int gathered, int threads);
 
-  // Decode attention split over the visible positions, for steps of at most kMaxSplitRows
-  // single-row sequences: [row][kv head][part][query head of the group] partial states.
+  // Decode rows' attention split over the visible positions: [decode row][kv head][part][query
+  // head of the group] partial states (grown to the step's decode rows when attention runs).
   static constexpr int kMaxAttnParts = 8;
-  static constexpr int kMaxSplitRows = 8;
   AlignedBuffer<AttnAccum> attn_parts;
 
   AlignedBuffer<float> x;        // [rows][n_embd] residual stream
@@ -45,7 +44,12 @@ struct StepScratch {
   std::vector<int> row_pos;
   std::vector<int32_t> row_token;
   std::vector<int> out_rows;  // rows whose logits are wanted, in output order
-  std::vector<int> attn_tiles;  // first row of each attention tile of prompt rows, then n rows
+  std::vector<uint8_t> row_decode;  // computed as a one-row decode step (SeqStep::as_decode_steps, or one row)
+  std::vector<int> attn_tiles;      // first row of each attention tile of prompt rows
+  std::vector<int> attn_tile_end;   // ... and the row after its last
+  std::vector<int> split_row;       // the decode rows, in order
+  std::vector<int> split_parts;     // ... their attention parts
+  std::vector<int> split_first;     // ... the index of their first (row, kv head, part) task
 
   int rows_cap = 0, out_cap = 0, threads_cap = 0;
   int n_embd = 0, q_dim = 0, kv_dim = 0, n_ff = 0, n_head = 0, n_vocab = 0;
