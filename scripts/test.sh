@@ -63,11 +63,12 @@ ASAN_TESTS=(test_gguf test_gguf_writer test_tokenizer test_chat_template test_ji
             test_matvec_rows test_gemm test_attention_kv test_quant test_thermal_sysfs test_trace_log
             test_scheduled_runtime test_runtime_api test_server_soak test_prune_compensate test_frame_policy
             test_scheduler_interactive test_stop_matcher test_chat_prompt test_grammar test_json_schema
-            test_sampler_grammar test_tool_calls)
+            test_sampler_grammar test_tool_calls test_speculative)
 ASAN_NUMERICS='EngineReal.BatchedEqualsSolo*:EngineReal.CancelMidStep*:PrefixCacheTest.SameGreedyOutput*'
 ASAN_NUMERICS+=':PrefixCacheTest.Prewarm*:PrefixCacheTest.SharedBySessions*:PrefixCacheTest.WindowedSessions*'
 ASAN_NUMERICS+=':PrefixCacheTest.BudgetsEvict*:PrefixCacheTest.ActivationModes*:KvSnapshot.RoundTrip*'
 ASAN_NUMERICS+=':KvSnapshot.Q4Only*:Api.SameSeedSameTokens'
+ASAN_NUMERICS+=':Speculative.*:Cases/SpeculativeIdentity.*'  # (its skip-file parsing stays)
 # the runtime's token-equality cases (its argument, control and frame cases stay)
 ASAN_NUMERICS+=':RuntimeReal.ManySessions*:RuntimeReal.AFollowUp*:RuntimeReal.Paused*:RuntimeReal.Interactive*'
 ASAN_NUMERICS+=':RuntimeReal.GovernorCaps*:RuntimeReal.DriverThread*:RuntimeApi.QuickStart*:RuntimeApi.ManySessions*'
@@ -95,7 +96,9 @@ PARSING_SUITES=(test_malformed_gguf.py test_cli_errors.py test_tokenize.py test_
                 "test_server.py::test_tokenize_round_trip" "test_server.py::test_disconnect_cancels_and_metrics_parse"
                 "test_prune_compensate.py::test_saved_gram_matrices_replace_the_calibration"
                 "test_structured_output.py::test_what_cannot_be_enforced_is_a_400" "test_structured_output.py::test_cli_grammar_flags_errors"
-                "test_tool_calls.py::test_bad_tools_and_history_are_400")
+                "test_tool_calls.py::test_bad_tools_and_history_are_400"
+                "test_speculative_cli.py::test_bad_draft_flags_are_one_error"
+                "test_speculative_cli.py::test_server_bad_speculative_field_is_400")
 if [ "$LONG" = 1 ]; then
   PY_ASAN=("$ROOT/tests/py")
 else
@@ -113,7 +116,7 @@ log "ThreadSanitizer build (concurrency tests)"
 # by sessions on several threads, the app-set thermal source. The numerics cases of the same suites run in the release
 # build (under TSan they take minutes and share no threads).
 TSAN_TESTS=(test_thread_pool test_engine test_api test_prefix_cache test_thermal test_scheduler test_governor test_frame_policy
-            test_trace_log test_scheduled_runtime test_runtime_api test_server_soak)
+            test_trace_log test_scheduled_runtime test_runtime_api test_server_soak test_speculative_runtime)
 declare -A TSAN_FILTER=(
   [test_thread_pool]='*'
   [test_thermal]='*'
@@ -124,6 +127,7 @@ declare -A TSAN_FILTER=(
   [test_server_soak]='*'
   [test_scheduled_runtime]='RuntimeReal.DriverThreadServesOtherThreads:RuntimeReal.ControlsEndWhatTheyShould:RuntimeReal.InteractiveSubmitStopsABackgroundPromptStep:RuntimeReal.FrameCallsFromOtherThreadsWhileTheDriverSteps'
   [test_runtime_api]='RuntimeApi.ManySessionsOnTheDriverThreadAndCancel'
+  [test_speculative_runtime]='SpecRuntime.InteractiveSubmitStopsABackgroundVerifyStep'
   [test_engine]='EngineReal.ConcurrentCallers*:EngineReal.CancelMidStep*'
   [test_api]='Api.CancelFromAnotherThread:Api.CallbackStopsAndCancelFromInsideStops:Api.PrewarmThenGenerate:ApiLoad.*'
   [test_prefix_cache]='PrefixCacheTest.SharedBySessions*:PrefixCacheTest.Prewarm*'

@@ -12,9 +12,13 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "constrained/grammar_source.h"
 #include "gguf/gguf_writer.h"
@@ -408,6 +412,56 @@ TEST(Speculative, VerifyRowsAreSingleSteps) {
         EXPECT_EQ(worst, 0.0f) << kv_type_name(t) << (act == ActMode::exact ? " exact" : " int16") << " row " << i;
       }
     }
+}
+
+}  // namespace
+}  // namespace pllm
+
+namespace pllm {
+namespace {
+
+// The skip-layer file is outside input: every malformed one is one clear error (this suite
+// runs under ASan too).
+TEST(SkipFile, MalformedFilesAreErrors) {
+  auto m = shared_real_model();
+  if (!m) GTEST_SKIP() << "SmolLM2 not found";
+  const std::string path = testing::TempDir() + "/skip_layers.json";
+  auto with = [&](const std::string& text) {
+    FILE* f = std::fopen(path.c_str(), "wb");
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+    return load_skip_layers(path, *m);
+  };
+  SkipCalibration c;
+  c.skip_layers = {3, 5};
+  ASSERT_TRUE(save_skip_layers(path, *m, c).ok());
+  auto good = load_skip_layers(path, *m);
+  ASSERT_TRUE(good.ok()) << good.error().message;
+  EXPECT_EQ(*good, (std::vector<int>{3, 5}));
+  std::string id;
+  {
+    std::ifstream f(path);
+    id = nlohmann::json::parse(f)["model_identity"];
+  }
+  for (const std::string& bad : {std::string(""), std::string("{"), std::string("[]"), std::string("{\"skip_layers\": [1]}"),
+                                 "{\"model_identity\": \"" + id + "\", \"skip_layers\": \"3\"}",
+                                 "{\"model_identity\": \"" + id + "\", \"skip_layers\": [1.5]}",
+                                 "{\"model_identity\": \"" + id + "\", \"skip_layers\": [\"x\"]}",
+                                 std::string("{\"model_identity\": 7, \"skip_layers\": [1]}"), std::string(1 << 16, '['),
+                                 std::string("\xff\xfe\x00", 3)}) {
+    auto r = with(bad);
+    EXPECT_FALSE(r.ok()) << bad.substr(0, 60);
+    if (!r.ok()) {
+      EXPECT_EQ(r.error().code, Status::bad_format) << bad.substr(0, 60) << ": " << r.error().message;
+    }
+  }
+  auto other = with("{\"model_identity\": \"0000000000000000\", \"skip_layers\": [1]}");
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.error().message.find("another model"), std::string::npos);
+  auto none = with("{\"model_identity\": \"" + id + "\", \"skip_layers\": []}");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().message.find("no layers whose skipping pays"), std::string::npos);
+  EXPECT_EQ(load_skip_layers(path + ".missing", *m).error().code, Status::io_error);
 }
 
 }  // namespace
