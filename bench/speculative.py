@@ -75,9 +75,9 @@ def run(binary: str, model: str, prompt: str, n: int, threads: int, extra: list[
 def llama(tool: str, model: str, prompt: str, n: int, threads: int, draft_max: int, draft: str = "") -> dict:
     """llama-lookup / llama-speculative, greedy: decode tok/s and the guesses drafted and kept."""
     cmd = [tool, "-m", model, "-p", prompt, "-n", str(n), "-t", str(threads), "--temp", "0", "-c", "2048",
-           "--draft-max", str(draft_max), "--draft-min", "0", "-no-cnv"]
+           "--spec-draft-n-max", str(draft_max), "--spec-draft-n-min", "0"]
     if draft:
-        cmd += ["-md", draft, "-td", str(threads), "--draft-p-min", "0"]
+        cmd += ["-md", draft, "-td", str(threads), "--spec-draft-p-min", "0"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     out = proc.stdout + proc.stderr
     speed = re.search(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds, speed:\s+([\d.]+) t/s", out)

@@ -72,19 +72,12 @@ class ModelDrafter final : public Drafter {
  public:
   explicit ModelDrafter(std::unique_ptr<Session> s) : s_(std::move(s)) {}
   DraftKind kind() const override { return DraftKind::model; }
+  Result<void> prepare(Session& target, std::span<const int32_t> t) override {
+    return t.empty() || t.size() >= size_t(s_->n_ctx()) ? Result<void>() : catch_up(target, t);
+  }
   Result<void> draft(Session& target, std::span<const int32_t> t, int max_n, std::vector<int32_t>& out) override {
     if (t.size() >= size_t(s_->n_ctx())) return {};  // no room: no draft
-    const auto& h = s_->history();
-    size_t common = std::mismatch(h.begin(), h.end(), t.begin(), t.end()).first - h.begin();
-    s_->truncate(std::min(common, t.size() - 1));  // at least the last token runs (its logits)
-    // The catch-up may be a whole prompt: in chunks, so a cancel of the target stops it.
-    size_t done = s_->history().size();
-    while (done < t.size()) {
-      if (target.cancel_requested()) return cancelled();
-      const size_t n = std::min(t.size() - done, size_t(s_->n_batch()));
-      PLLM_TRY(s_->eval_last(t.subspan(done, n)));
-      done += n;
-    }
+    PLLM_TRY(catch_up(target, t));
     const int n_vocab = s_->model().config().n_vocab;
     max_n = std::min<int>(max_n, s_->n_ctx() - int(t.size()));
     for (int i = 0; i < max_n; ++i) {
@@ -98,6 +91,22 @@ class ModelDrafter final : public Drafter {
   }
 
  private:
+  // The draft session holds t, its last token's logits ready: only what differs runs.
+  Result<void> catch_up(Session& target, std::span<const int32_t> t) {
+    const auto& h = s_->history();
+    size_t common = std::mismatch(h.begin(), h.end(), t.begin(), t.end()).first - h.begin();
+    s_->truncate(std::min(common, t.size() - 1));  // at least the last token runs (its logits)
+    // The catch-up may be a whole prompt: in chunks, so a cancel of the target stops it.
+    size_t done = s_->history().size();
+    while (done < t.size()) {
+      if (target.cancel_requested()) return cancelled();
+      const size_t n = std::min(t.size() - done, size_t(s_->n_batch()));
+      PLLM_TRY(s_->eval_last(t.subspan(done, n)));
+      done += n;
+    }
+    return {};
+  }
+
   std::unique_ptr<Session> s_;
 };
 

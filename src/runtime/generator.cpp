@@ -53,6 +53,7 @@ Result<GenerateStats> generate(Session& s, std::span<const int32_t> prompt, cons
   st.n_reused = int(common);
 
   auto r = s.eval_last(prompt.subspan(common));
+  if (r.ok() && params.drafter) r = params.drafter->prepare(s, s.history());  // a draft model reads the prompt too
   if (!r.ok()) {
     if (r.error().code == Status::cancelled) {
       st.reason = EndReason::cancelled;

@@ -36,7 +36,9 @@ std::pair<int, double> best_length(double a, double row, double draft, int max_k
 }
 
 constexpr double kDecay = 0.9;  // weight of the past per verify pass
-constexpr int kProbeEvery = 16; // plain steps between probes when drafts do not pay
+// Plain steps between probes when drafts do not pay: 16, doubled after each probe whose guess
+// was not kept (up to 256), back to 16 when one is.
+constexpr int kProbeEvery = 16, kProbeEveryMost = 256;
 
 }  // namespace
 
@@ -46,12 +48,12 @@ DraftLength::DraftLength(int min_tokens, int max_tokens, bool free_drafts)
 int DraftLength::next() { return std::clamp(choose(), min_, max_); }
 
 int DraftLength::choose() {
-  if (plain_ms_ <= 0) return max_ / 2 > 0 ? max_ / 2 : 1;  // nothing measured yet: try
+  if (plain_ms_ <= 0) return 0;  // a plain step first: every cost is measured against it
   const double row = row_ms_ > 0 ? row_ms_ / plain_ms_ : 0.15;
   const double draft = free_ ? 0.0 : draft_ms_ / plain_ms_;
   const int k = best_length(accept_, row, draft, max_).first;
   if (k > 0) return k;
-  if (++since_probe_ >= kProbeEvery) {  // drafts do not pay now: probe one now and then
+  if (++since_probe_ >= probe_every_) {  // drafts do not pay now: probe one now and then
     since_probe_ = 0;
     return 1;
   }
@@ -61,6 +63,7 @@ int DraftLength::choose() {
 void DraftLength::record_verify(int drafted, int accepted, double verify_ms, double draft_ms) {
   if (drafted <= 0) return;
   since_probe_ = 0;
+  probe_every_ = accepted > 0 ? kProbeEvery : std::min(2 * probe_every_, kProbeEveryMost);
   // Kept runs are geometric in the acceptance: its estimate is kept / (kept + rejections).
   kept_ = kept_ * kDecay + accepted;
   rejected_ = rejected_ * kDecay + (accepted < drafted ? 1 : 0);

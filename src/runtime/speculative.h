@@ -61,6 +61,9 @@ class Drafter {
                              std::vector<int32_t>& out) = 0;
   // Drafting costs no forward pass (lookup): the adaptive length then counts only the verify rows.
   virtual bool free() const { return false; }
+  // Called once the prompt is in the target session (its history: `tokens`): a draft model reads
+  // it now, as part of the prompt's time, rather than at its first guess.
+  virtual Result<void> prepare(Session& /*target*/, std::span<const int32_t> /*tokens*/) { return {}; }
 };
 
 // A drafter for `target` and sessions of its model (the draft model's vocabulary must equal the
@@ -94,6 +97,7 @@ class DraftLength {
   double row_ms_ = 0;       // extra ms per verify row beyond the first
   double draft_ms_ = 0;     // ms per drafted token
   int since_probe_ = 0;     // plain steps since the last draft
+  int probe_every_ = 16;    // plain steps between probes now
 };
 
 // Self-speculation's layer choice, measured: over `tokens` (a calibration text), layers are

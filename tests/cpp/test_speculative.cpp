@@ -466,3 +466,50 @@ TEST(SkipFile, MalformedFilesAreErrors) {
 
 }  // namespace
 }  // namespace pllm
+
+namespace pllm {
+namespace {
+
+// The adaptive length: a plain step first (every cost is measured against it); long drafts while
+// guesses are kept and cheap; none when they are not kept or cost as much as a step, with a
+// probe of one guess after 16 plain steps, twice as many after each failed probe; a fixed
+// length when min == max.
+TEST(DraftLength, FollowsTheMeasuredAcceptanceAndCosts) {
+  DraftLength good(0, 8, /*free_drafts=*/true);
+  EXPECT_EQ(good.next(), 0);
+  good.record_plain(10);
+  for (int i = 0; i < 20; ++i) {
+    const int k = good.next();
+    ASSERT_GT(k, 0) << i;
+    good.record_verify(k, k, 10 + 0.5 * k, 0);  // all kept, a row costs 5 % of a step
+  }
+  EXPECT_EQ(good.next(), 8);
+  EXPECT_GT(good.acceptance(), 0.9);
+
+  DraftLength bad(0, 8, /*free_drafts=*/false);
+  EXPECT_EQ(bad.next(), 0);
+  bad.record_plain(10);
+  int k = bad.next();
+  ASSERT_GT(k, 0);  // a first try
+  bad.record_verify(k, 0, 10 + 1.0 * k, 8.0 * k);  // nothing kept, each guess costs 0.8 of a step
+  int drafted = 0;
+  for (int i = 0; i < 64; ++i) {
+    k = bad.next();
+    if (k == 0) {
+      bad.record_plain(10);
+    } else {
+      ++drafted;
+      EXPECT_EQ(k, 1) << "a probe is one guess";
+      bad.record_verify(k, 0, 11, 8);
+    }
+  }
+  // The first pass kept nothing (16 -> 32 steps between probes): one probe after 32 plain
+  // steps, which fails too (-> 64): none more within 64 steps.
+  EXPECT_EQ(drafted, 1);
+
+  DraftLength fixed(4, 4, false);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(fixed.next(), 4);
+}
+
+}  // namespace
+}  // namespace pllm
