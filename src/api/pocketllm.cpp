@@ -96,7 +96,7 @@ pllm_status create_session(pllm_model* m, pllm_engine* e, const pllm_session_par
   if (pllm_status st = session_config(params, cfg); st != PLLM_OK) return st;
   auto s = pllm::Session::create(m->model, cfg, e ? e->engine : nullptr);
   if (!s.ok()) return fail(s.error());
-  *out = new pllm_session{std::move(s).value(), nullptr, {}};
+  *out = new pllm_session{std::move(s).value(), nullptr, {}, nullptr, nullptr, {}};
   return PLLM_OK;
 }
 

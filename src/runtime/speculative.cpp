@@ -43,15 +43,25 @@ constexpr int kProbeEvery = 16, kProbeEveryMost = 256;
 }  // namespace
 
 DraftLength::DraftLength(int min_tokens, int max_tokens, bool free_drafts)
-    : min_(std::max(0, min_tokens)), max_(std::max(1, max_tokens)), free_(free_drafts) {}
+    : min_(std::max(0, min_tokens)), max_(std::clamp(max_tokens, 1, kMaxLength)), free_(free_drafts) {}
 
 int DraftLength::next() { return std::clamp(choose(), min_, max_); }
 
 int DraftLength::choose() {
   if (plain_ms_ <= 0) return 0;  // a plain step first: every cost is measured against it
-  const double row = row_ms_ > 0 ? row_ms_ / plain_ms_ : 0.15;
-  const double draft = free_ ? 0.0 : draft_ms_ / plain_ms_;
-  const int k = best_length(accept_, row, draft, max_).first;
+  // A pass's cost is not linear in its rows (a few rows ride on the weights' stream for free,
+  // more are compute-bound): each length's measured cost, and for one not tried yet, the
+  // cheapest extra row seen so far (optimistic, so it gets tried and measured).
+  double row = 0.15 * plain_ms_;
+  for (int k = 1; k <= max_; ++k)
+    if (pass_ms_[size_t(k)] > 0) row = std::min(row, std::max(0.0, pass_ms_[size_t(k)] - plain_ms_) / k);
+  int k = 0;
+  double best = 1.0;  // tokens per plain step's time
+  for (int n = 1; n <= max_; ++n) {
+    const double pass = pass_ms_[size_t(n)] > 0 ? pass_ms_[size_t(n)] : plain_ms_ + n * row;
+    const double rate = tokens_per_pass(accept_, n) * plain_ms_ / (pass + (free_ ? 0.0 : n * draft_ms_));
+    if (rate > best) best = rate, k = n;
+  }
   if (k > 0) return k;
   if (++since_probe_ >= probe_every_) {  // drafts do not pay now: probe one now and then
     since_probe_ = 0;
@@ -68,9 +78,9 @@ void DraftLength::record_verify(int drafted, int accepted, double verify_ms, dou
   kept_ = kept_ * kDecay + accepted;
   rejected_ = rejected_ * kDecay + (accepted < drafted ? 1 : 0);
   accept_ = kept_ / (kept_ + rejected_);
-  if (plain_ms_ > 0) {
-    const double row = std::max(0.0, (verify_ms - plain_ms_) / drafted);
-    row_ms_ = row_ms_ > 0 ? row_ms_ * kDecay + row * (1 - kDecay) : row;
+  if (drafted <= kMaxLength) {
+    double& p = pass_ms_[size_t(drafted)];
+    p = p > 0 ? p * kDecay + verify_ms * (1 - kDecay) : verify_ms;
   }
   const double d = draft_ms / drafted;
   draft_ms_ = draft_ms_ > 0 ? draft_ms_ * kDecay + d * (1 - kDecay) : d;

@@ -18,6 +18,7 @@
 // exact kernels give a row the same logits whatever the step's row count, so greedy output
 // is plain decoding's bit for bit and seeded sampling draws the same tokens.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -93,8 +94,9 @@ class DraftLength {
   bool free_;               // drafting costs nothing measurable (lookup)
   double kept_ = 1.2, rejected_ = 0.8;  // decayed counts of kept drafts and of rejections
   double accept_ = 0.6;     // per-token acceptance estimate (the prior above: drafts often pay)
+  static constexpr int kMaxLength = 32;
   double plain_ms_ = 0;     // one-row step
-  double row_ms_ = 0;       // extra ms per verify row beyond the first
+  std::array<double, kMaxLength + 1> pass_ms_{};  // [k]: a verify pass of k guesses (0: not measured)
   double draft_ms_ = 0;     // ms per drafted token
   int since_probe_ = 0;     // plain steps since the last draft
   int probe_every_ = 16;    // plain steps between probes now
