@@ -12,6 +12,9 @@ decoding's tokens (checked).
   bench/speculative.py --model models/SmolLM2-135M-Instruct.Q4_1.gguf --skip-layers 14,16,18,20,22,24 \
       --draft-layers 8 [--rounds 3] [-n 128] [-t 2] [--llama-bin bench/.cache/bin]
 
+--cost prints only what a verify pass of r rows costs in plain decode steps, on both engines (the
+cost side, for random-weight files whose guesses mean nothing).
+
 --draft-layers N writes the model's first N blocks as a draft model (bench/.cache/) for both
 engines. Plain llama.cpp decode speed comes from llama-bench (tg) in the same round. Prints a
 Markdown table (docs/PERFORMANCE.md, "Speculative decoding").
@@ -97,6 +100,36 @@ def llama_plain(bench: str, model: str, n: int, threads: int) -> float:
     return float(json.loads(proc.stdout)[0]["avg_ts"])
 
 
+def cost_table(binary: str, llama_bin: str, model: str, threads: int, rounds: int, rows=(2, 3, 5, 9)) -> None:
+    """What a verify pass of r rows (r - 1 guesses) costs, in plain decode steps. Ours: build/
+    verify_cost (every row's logits, rows as one-row steps, at a 256-token context). llama.cpp:
+    llama-bench's pp of r tokens against its tg, a lower bound (pp computes only the last row's
+    logits; a verify pass needs them all)."""
+    verify = os.path.join(os.path.dirname(binary), "verify_cost")
+    print(f"| {os.path.basename(model)} | " + " | ".join(f"{r} rows" for r in rows) + " |")
+    print("|---|" + "---|" * len(rows))
+    ours = {r: [] for r in rows}
+    theirs = {r: [] for r in rows}
+    for _ in range(rounds):
+        proc = subprocess.run([verify, model, str(threads), "256", *map(str, rows)], capture_output=True, text=True,
+                              timeout=900)
+        if proc.returncode != 0:
+            sys.exit(f"error: verify_cost failed: {proc.stderr.strip()}")
+        d = json.loads(proc.stdout)
+        for r in rows:
+            ours[r].append(d["rows"][str(r)] / d["step_ms"])
+        if llama_bin:
+            for r in rows:
+                proc = subprocess.run([os.path.join(llama_bin, "llama-bench"), "-m", model, "-p", str(r), "-n", "32",
+                                       "-r", "2", "-t", str(threads), "-o", "json"], capture_output=True, text=True,
+                                      timeout=900)
+                pp, tg = (float(x["avg_ts"]) for x in json.loads(proc.stdout))
+                theirs[r].append((r / pp) * tg)
+    print("| pocketllm (verify pass) | " + " | ".join(f"{statistics.median(ours[r]):.2f}" for r in rows) + " |")
+    if llama_bin:
+        print("| llama.cpp (pp, lower bound) | " + " | ".join(f"{statistics.median(theirs[r]):.2f}" for r in rows) + " |")
+
+
 def chat_text(model: str, user: str) -> str:
     import pocketllm
     with pocketllm.Model(model) as m:
@@ -118,7 +151,13 @@ def main() -> None:
     ap.add_argument("-n", type=int, default=128, help="tokens to generate")
     ap.add_argument("-t", type=int, default=2, help="threads")
     ap.add_argument("--draft-max", type=int, default=8)
+    ap.add_argument("--cost", action="store_true",
+                    help="only the cost side: a verify pass of r rows in plain decode steps, both engines")
     a = ap.parse_args()
+    if a.cost:
+        for model in a.model:
+            cost_table(a.bin, a.llama_bin, model, a.t, a.rounds)
+        return
 
     print("| model | workload | engine | drafter | decode tok/s | vs its plain | acceptance | tokens / verify pass |")
     print("|---|---|---|---|---|---|---|---|")
