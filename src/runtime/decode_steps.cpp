@@ -17,14 +17,6 @@ size_t grammar_prefix(GrammarMatcher* g, std::span<const int32_t> guesses) {
   return n;
 }
 
-Result<void> truncate_exactly(Session& s, size_t n) {
-  if (s.history().size() <= n) return {};
-  const std::vector<int32_t> kept(s.history().begin(), s.history().begin() + ptrdiff_t(n));
-  s.truncate(n);
-  if (s.history().size() < n) PLLM_TRY(s.eval(std::span<const int32_t>(kept).subspan(s.history().size()), nullptr));
-  return {};
-}
-
 DecodeSteps::DecodeSteps(Session& s, Drafter* drafter, int draft_min, int draft_max)
     : s_(s), drafter_(drafter), length_(draft_min, draft_max, drafter && drafter->free()), n_vocab_(s.model().config().n_vocab) {
   if (drafter_) seq_ = s.history();
@@ -60,7 +52,7 @@ Result<float*> DecodeSteps::advance(int32_t id, int remaining, GrammarMatcher* g
 Result<float*> DecodeSteps::verify(int32_t id, int remaining, GrammarMatcher* grammar) {
   // The session holds seq_ but id, then perhaps guesses that were not kept: drop them. A cache
   // that cannot resume there (never within a batch's reach) keeps fewer: run those again.
-  PLLM_TRY(truncate_exactly(s_, seq_.size() - 1));
+  PLLM_TRY(s_.truncate_exactly(seq_.size() - 1));
 
   drafts_.clear();
   used_ = 0;

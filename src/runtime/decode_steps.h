@@ -17,10 +17,6 @@ namespace pllm {
 // in turn: a guess it refuses is not worth a verify row. Leaves the matcher as it was.
 size_t grammar_prefix(GrammarMatcher* g, std::span<const int32_t> guesses);
 
-// Drops the session's tokens past its first n; a cache that cannot resume there (a window
-// that has moved on: never within a batch's reach) keeps fewer, and those are run again.
-Result<void> truncate_exactly(Session& s, size_t n);
-
 class DecodeSteps {
  public:
   // The session holds the prompt and its last logits. drafter: null for plain decoding.

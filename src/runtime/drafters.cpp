@@ -1,6 +1,5 @@
 // The three drafters of runtime/speculative.h and the spec that chooses one.
 #include <algorithm>
-#include "runtime/decode_steps.h"
 #include "runtime/session.h"
 #include "runtime/speculative.h"
 
@@ -58,7 +57,7 @@ class SkipDrafter final : public Drafter {
       cur = argmax(s.last_logits(), n_vocab);
       out.push_back(cur);
     }
-    auto back = truncate_exactly(s, n0);
+    auto back = s.truncate_exactly(n0);
     return r.ok() ? back : r;
   }
 

@@ -56,7 +56,7 @@ RowResult ScheduledRuntime::settle_verify(RowWork& w, double forward_ms) {
     } else {
       live.draft_length->record_plain(forward_ms);
     }
-    if (auto r = truncate_exactly(s, base + fed); !r.ok()) return RowResult{0, false, r.error().code};
+    if (auto r = s.truncate_exactly(base + fed); !r.ok()) return RowResult{0, false, r.error().code};
     return RowResult{int(fed), eos, st, rows_run};
   };
   if (!live.sampler)  // a replayed first token: the sampler exists once a token was drawn

@@ -130,6 +130,20 @@ void Session::truncate(size_t n) {
   history_.resize(size_t(kv_->truncate(int(n))));
 }
 
+Result<void> Session::truncate_exactly(size_t n) {
+  stop_background();
+  if (n >= history_.size()) return {};
+  const size_t kept = size_t(kv_->truncate(int(n)));
+  if (kept == n) {
+    history_.resize(n);
+    return {};
+  }
+  // The rare case (a window slid past, a q4 group quantised): the tokens the cache dropped, again.
+  const std::vector<int32_t> lost(history_.begin() + ptrdiff_t(kept), history_.begin() + ptrdiff_t(n));
+  history_.resize(kept);
+  return run(lost, nullptr, false);
+}
+
 Result<std::vector<uint8_t>> Session::save_prefix(size_t n) {
   stop_background();
   if (n > history_.size())

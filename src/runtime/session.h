@@ -87,6 +87,9 @@ class Session {
   // Keeps fewer when the cache cannot resume there exactly (a window already slid past
   // what position n needs; a q4 group already quantised): check history().size().
   void truncate(size_t n);
+  // Exactly the first n tokens: what truncate's cache could not keep is run again (speculative
+  // rollback); last_logits() is left as it was.
+  Result<void> truncate_exactly(size_t n);
   void reset() { truncate(0); }
   // True when every layer has a sliding window: no context limit.
   bool unbounded() const { return kv_->unbounded(); }
