@@ -35,8 +35,11 @@ struct Matrix {
 };
 
 // Rows longer than this are never repacked: paths that need the file's layout unpack
-// panel rows onto the stack (matmul.cpp, the embedding lookup).
-inline constexpr size_t kMaxPanelRowBytes = 8192;
+// panel rows onto the stack (the embedding lookup, Vulkan's upload) or into one 16-row tile
+// per thread (matmul.cpp: 512 KiB each). 32 KiB holds a Q8_0 row of 30,000 columns; at 8 KiB
+// the Q6_K ffn_down of Qwen2.5-3B (11,008 columns: 9,030 bytes a row) and every Q8_0 matrix
+// wider than 7,700 columns missed the panels and decoded at half their streaming speed.
+inline constexpr size_t kMaxPanelRowBytes = 32768;
 
 // Row r in the file's layout, whatever the storage: a pointer into the matrix, or (panels)
 // the row unpacked into buf (row_bytes bytes).

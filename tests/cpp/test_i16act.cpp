@@ -445,7 +445,8 @@ TEST_P(I16ActIsa, GemmEqualsTileBitForBit) {
 // every activation-row count from a decode step through register tiles, passes of 32 and
 // beyond, n within one slice of kI16Slice units and beyond it, Gaussian and raw rows and
 // extreme codes, and nothing written outside the output. Q4_K (super-block panels): rows of
-// 1, 2, 6 and 35 super-blocks (the last two slices long), random scale bytes and fp16 d / dmin
+// 1, 2, 6, 35 and 43 super-blocks (the last two slices long; 43: Qwen2.5-3B's ffn_down, 9,030
+// bytes a Q6_K row, past the 8 KiB that once kept such rows out of panels), random scale bytes and fp16 d / dmin
 // (raw rows) and every scale and min at 63 with the largest codes (extreme), n_x 1-9, 16, 33.
 // Q6_K (super-block panels, two int32 halves): the same shapes, random scales and codes (raw),
 // codes -32 at scale -128 (extreme: the largest int16 codes), and blocks whose codes are all -32
@@ -464,7 +465,7 @@ TEST_P(I16ActIsa, PanelGemmEqualsTileBitForBit) {
     if (!k.gemm_i16_panels) continue;
     ASSERT_NE(k.vec_dot_i16act_tile, nullptr) << name(t);
     const bool kq = is_k(t);
-    for (int64_t n : kq ? std::vector<int64_t>{256, 512, 1536, 8960} : std::vector<int64_t>{32, 224, 640, 8224})
+    for (int64_t n : kq ? std::vector<int64_t>{256, 512, 1536, 8960, 11008} : std::vector<int64_t>{32, 224, 640, 8224})
       for (int kind = 0; kind < (kq ? 4 : 3); ++kind) {
         SCOPED_TRACE(::testing::Message() << name(t) << " n=" << n << " kind=" << kind);
         const size_t ws = *row_bytes(uint32_t(t), n), as = n / 32 * sizeof(block_q16) + 8;
