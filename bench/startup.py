@@ -5,8 +5,11 @@ What an app's user waits for when it opens a model: the process maps the file, r
 repacks, builds the tokenizer, reads a short chat prompt and samples one token. Both engines run
 as a fresh process per measurement with the same file, prompt and threads, `-n 1`, greedy:
 
-    ours:      pocketllm run -m FILE -p PROMPT -n 1 -t T --temp 0
-    llama.cpp: llama-completion -m FILE -p PROMPT -n 1 -t T --temp 0 -no-cnv
+    ours:      pocketllm run -m FILE -p PROMPT -n 1 -t T --temp 0 -c 4096
+    llama.cpp: llama-completion -m FILE -p PROMPT -n 1 -t T --temp 0 -c 4096 -no-cnv
+
+The same context on both sides (ours defaults to min(the model's, 4096); llama.cpp's tools to the
+model's whole training context, 128K tokens of f16 KV for these files: gigabytes and seconds).
 
 The wall time runs from the spawn to the process's exit (after the first token, both print it and
 tear down), and the peak RSS is the child's (wait4). Two page-cache states:
@@ -62,6 +65,7 @@ def main():
     ap.add_argument("--pocketllm", default=os.path.join(compare.ROOT, "build", "pocketllm"))
     ap.add_argument("--llama", default=os.path.join(BENCH, ".cache", "bin", "llama-completion"))
     ap.add_argument("-t", type=int, default=2, help="threads for both engines (default 2)")
+    ap.add_argument("-c", "--ctx", type=int, default=4096, help="context for both engines (default 4096)")
     ap.add_argument("--rounds", type=int, default=5, help="alternated rounds per file and cache state (default 5)")
     ap.add_argument("--states", default="warm,cold", help="page-cache states, comma-separated (default warm,cold)")
     ap.add_argument("--min-idle", type=float, default=0.8)
@@ -75,9 +79,10 @@ def main():
         if s not in ("warm", "cold"):
             sys.exit(f"error: unknown state {s!r} (warm or cold)")
     runners = {
-        "ours": lambda m: [args.pocketllm, "run", "-m", m, "-p", PROMPT, "-n", "1", "-t", str(args.t), "--temp", "0"],
+        "ours": lambda m: [args.pocketllm, "run", "-m", m, "-p", PROMPT, "-n", "1", "-t", str(args.t), "--temp", "0",
+                           "-c", str(args.ctx)],
         "llama.cpp": lambda m: [args.llama, "-m", m, "-p", PROMPT, "-n", "1", "-t", str(args.t), "--temp", "0",
-                                "-no-cnv"],
+                                "-c", str(args.ctx), "-no-cnv"],
     }
     results = {}
     for model in args.models:

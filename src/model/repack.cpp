@@ -1,7 +1,10 @@
 #include "model/repack.h"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
+#include <system_error>
+#include <thread>
 
 #include "quant/panel.h"
 
@@ -18,6 +21,9 @@ bool repackable(const Matrix& m, const KernelTable& kt, RepackMode mode) {
 namespace {
 
 size_t round64(size_t n) { return (n + 63) / 64 * 64; }
+
+// Load-time threads: a phone's big cores; more only contend for memory bandwidth.
+constexpr size_t kRepackThreads = 4;
 
 // Every 1-D weight the forward pass reads (norms, biases); null ones are skipped later.
 std::vector<const float**> vector_views(ModelWeights& w) {
@@ -85,42 +91,57 @@ RepackResult repack_weights(ModelWeights& w, const KernelTable& kt, const GgufFi
   }
 
   // Not zeroed: every byte read is written first, and untouched pages are not faulted in.
-  // In file order, each source is released in chunks as it is consumed but for its last
-  // 2 MiB, and in full once the next tensor is done (large folios straddle tensor
-  // boundaries and a read maps the whole folio): peak memory stays near one copy of the
-  // weights, the largest tensor never held twice.
+  // The work is cut into runs of about 2 MiB (whole panels for a matrix) taken in file order by
+  // a few load-time threads, joined before this returns: on a 1.5B file most of the load was
+  // this loop, half of it the kernel clearing the arena's fresh pages as they are first
+  // written, and both spread over cores. Each run's source pages are released when it is done
+  // and every source in full at the end (a large page-cache folio straddling two runs maps back
+  // when the next run reads it), so peak memory stays near one copy of the weights.
   AlignedBuffer<uint8_t>& arena = store.emplace_back(total, /*zero=*/false);
   std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.src < b.src; });
-  constexpr size_t kTail = size_t(2) << 20;
-  for (size_t i = 0; i < items.size(); ++i) {
-    const Item& it = items[i];
-    uint8_t* dst = arena.data() + it.offset;
-    size_t released = 0;
-    auto consumed = [&](size_t done) {  // bytes of the source done: release all but the tail
-      if (done >= released + 2 * kTail) {
-        f.release_pages(it.src, done - kTail);
-        released = done - kTail;
+  constexpr size_t kRun = size_t(2) << 20;
+  struct Run {
+    const Item* item;
+    size_t begin, end;  // source bytes of the item
+  };
+  std::vector<Run> runs;
+  for (const Item& it : items) {
+    const size_t step = it.m ? std::max<size_t>(1, kRun / (kPanelRows * it.m->row_bytes)) * kPanelRows * it.m->row_bytes
+                             : kRun;
+    for (size_t o = 0; o < it.bytes; o += step) runs.push_back({&it, o, std::min(it.bytes, o + step)});
+  }
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < runs.size();) {
+      const Run& run = runs[i];
+      const Item& it = *run.item;
+      uint8_t* dst = arena.data() + it.offset;
+      if (it.m) {
+        const Matrix& m = *it.m;
+        const size_t panel_bytes = kPanelRows * m.row_bytes;
+        for (size_t o = run.begin; o < run.end; o += panel_bytes)
+          pack_panel(m.type, it.src + o, m.row_bytes, m.cols, dst + o);
+      } else {
+        std::copy(it.src + run.begin, it.src + run.end, dst + run.begin);
       }
-    };
+      f.release_pages(it.src + run.begin, run.end - run.begin);
+    }
+  };
+  const size_t n_threads = std::min<size_t>({kRepackThreads, std::max(1u, std::thread::hardware_concurrency()), runs.size()});
+  std::vector<std::thread> helpers;
+  try {
+    for (size_t t = 1; t < n_threads; ++t) helpers.emplace_back(work);
+  } catch (const std::system_error&) {  // no thread to be had: the ones started (or this one) do it all
+  }
+  work();
+  for (std::thread& t : helpers) t.join();
+  for (const Item& it : items) {
+    f.release_pages(it.src, it.bytes);
     if (it.m) {
-      const Matrix& m = *it.m;
-      const size_t panel_bytes = kPanelRows * m.row_bytes;
-      for (int64_t p = 0; p < m.rows / kPanelRows; ++p) {
-        pack_panel(m.type, m.row(p * kPanelRows), m.row_bytes, m.cols, dst + size_t(p) * panel_bytes);
-        consumed(size_t(p + 1) * panel_bytes);
-      }
       ++r.tensors;
       r.bytes += it.bytes;
-    } else {
-      for (size_t o = 0; o < it.bytes; o += kTail) {
-        const size_t n = std::min(kTail, it.bytes - o);
-        std::copy(it.src + o, it.src + o + n, dst + o);
-        consumed(o + n);
-      }
     }
-    if (i > 0) f.release_pages(items[i - 1].src, items[i - 1].bytes);
   }
-  f.release_pages(items.back().src, items.back().bytes);
 
   // Point every view at the arena.
   std::map<const uint8_t*, bool> packed;  // file data -> held as panels
