@@ -4,8 +4,8 @@
 // tied embedding, is q6_k for the types below 6 bits unless --pure; T may be one of
 // llama.cpp's mixes, q2_k, q3_k_m, q4_k_s, q4_k_m, q5_k_m, iq4_nl, iq4_xs, which give
 // attn_v, ffn_down and attn_output more bits by layer as llama-quantize does; rows that do
-// not fit the type's block fall back, q4_k -> q5_0, q5_k -> q5_1, q2_k/q3_k/iq4_xs ->
-// iq4_nl, q6_k -> q8_0, else f16), other tensors F32, and the metadata is copied with
+// not fit the type's block fall back, q4_k -> q5_0, q5_k -> q5_1, q2_k/q3_k -> q4_0,
+// iq4_xs -> iq4_nl, q6_k -> q8_0, else f16), other tensors F32, and the metadata is copied with
 // provenance keys. Methods: rtn (the reference quantisers),
 // mse (per-block scale/clipping search), act (the search weighted by each input column's
 // mean x² from calibration statistics: --calib runs a text through IN, --stats loads a

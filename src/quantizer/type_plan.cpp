@@ -197,7 +197,7 @@ TensorType fallback_type(TensorType t, uint64_t cols) {
     case TensorType::Q4_K: alt = TensorType::Q5_0; break;
     case TensorType::Q5_K: alt = TensorType::Q5_1; break;
     case TensorType::Q2_K:
-    case TensorType::Q3_K:
+    case TensorType::Q3_K: alt = TensorType::Q4_0; break;
     case TensorType::IQ4_XS: alt = TensorType::IQ4_NL; break;
     case TensorType::Q6_K: alt = TensorType::Q8_0; break;
     default: break;

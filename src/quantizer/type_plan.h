@@ -14,10 +14,10 @@
 //      attn_output get more bits by layer position (kMixRules in type_plan.cpp);
 //   6. the base type.
 // Then, when the row length (dims[0]) is not a multiple of the chosen type's block, the
-// type falls back explicitly, as llama.cpp's quantiser does: q4_k -> q5_0, q5_k -> q5_1
-// (a 32-element type of about the same bits, llama.cpp's choices), q2_k, q3_k and iq4_xs
-// -> iq4_nl, q6_k -> q8_0, and any 32-element type -> f16 when the row is not a multiple
-// of 32. Every fallback is reported.
+// type falls back explicitly, as llama.cpp's quantiser does (its choices, in the version
+// bench/setup_llamacpp.sh builds): q4_k -> q5_0, q5_k -> q5_1, q2_k and q3_k -> q4_0,
+// iq4_xs -> iq4_nl, q6_k -> q8_0, and any 32-element type -> f16 when the row is not a
+// multiple of 32. Every fallback is reported.
 #pragma once
 #include <cstdint>
 #include <map>

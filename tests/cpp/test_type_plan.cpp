@@ -155,8 +155,8 @@ TEST(TypePlan, RowLengthFallbacks) {
   // 288 = 9 * 32: no 256-element type fits; 40 fits no 32-element type.
   EXPECT_EQ(fallback_type(TT::Q5_K, 288), TT::Q5_1);
   EXPECT_EQ(fallback_type(TT::Q4_K, 288), TT::Q5_0);
-  EXPECT_EQ(fallback_type(TT::Q3_K, 288), TT::IQ4_NL);
-  EXPECT_EQ(fallback_type(TT::Q2_K, 288), TT::IQ4_NL);
+  EXPECT_EQ(fallback_type(TT::Q3_K, 288), TT::Q4_0);
+  EXPECT_EQ(fallback_type(TT::Q2_K, 288), TT::Q4_0);
   EXPECT_EQ(fallback_type(TT::IQ4_XS, 288), TT::IQ4_NL);
   EXPECT_EQ(fallback_type(TT::Q6_K, 288), TT::Q8_0);
   for (TT t : {TT::Q5_K, TT::Q3_K, TT::Q2_K, TT::IQ4_XS, TT::IQ4_NL}) {

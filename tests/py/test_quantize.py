@@ -187,8 +187,8 @@ def _odd_shapes_file(path: Path) -> Path:
     ("q6_k", {"a.weight": "Q8_0", "b.weight": "F16", "c.weight": "Q6_K"}),
     ("q4_0", {"a.weight": "Q4_0", "b.weight": "F16", "c.weight": "Q4_0"}),
     ("q5_k", {"a.weight": "Q5_1", "b.weight": "F16", "c.weight": "Q5_K"}),
-    ("q3_k", {"a.weight": "IQ4_NL", "b.weight": "F16", "c.weight": "Q3_K"}),
-    ("q2_k", {"a.weight": "IQ4_NL", "b.weight": "F16", "c.weight": "Q2_K"}),  # the mix: no rule names these
+    ("q3_k", {"a.weight": "Q4_0", "b.weight": "F16", "c.weight": "Q3_K"}),
+    ("q2_k", {"a.weight": "Q4_0", "b.weight": "F16", "c.weight": "Q2_K"}),  # the mix: no rule names these
     ("iq4_xs", {"a.weight": "IQ4_NL", "b.weight": "F16", "c.weight": "IQ4_XS"}),
 ])
 def test_rows_that_do_not_fit_the_block_fall_back_explicitly(pllm_bin, work_dir, wtype, want):

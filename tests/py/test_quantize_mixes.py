@@ -41,7 +41,7 @@ MIXES = {
 MODELS = ["llama-F32", "gemma3-F32", "llama-ffnvar-F32"]
 BLOCK = {"Q2_K": 256, "Q3_K": 256, "Q4_K": 256, "Q5_K": 256, "Q6_K": 256, "IQ4_XS": 256,
          "IQ4_NL": 32, "Q4_0": 32, "Q5_0": 32, "Q5_1": 32, "Q8_0": 32}
-FALLBACK = {"Q2_K": "IQ4_NL", "Q3_K": "IQ4_NL", "IQ4_XS": "IQ4_NL", "Q4_K": "Q5_0", "Q5_K": "Q5_1",
+FALLBACK = {"Q2_K": "Q4_0", "Q3_K": "Q4_0", "IQ4_XS": "IQ4_NL", "Q4_K": "Q5_0", "Q5_K": "Q5_1",
             "Q6_K": "Q8_0"}
 
 
