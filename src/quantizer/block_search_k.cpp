@@ -4,9 +4,10 @@
 //  - signed scales (Q3_K, Q6_K, IQ4_XS): x = (D sc_g) value(q), levels IntLevels or Iq4Levels.
 // Per sub-block the scale (and min) come from the same search as the 32-element formats,
 // unrounded; the sub-block values are then quantised to the codes of a fp16 super-block
-// scale, trying a few super-block scales, and the super-block scale(s) are refitted by
-// least squares for the chosen codes and quants. rtn's parameters are one of the
-// candidates.
+// scale, trying a few super-block scales; then, twice, each code is moved by one where that
+// lowers its sub-block's error and the super-block scale(s) are refitted by least squares for
+// the chosen codes and quants. rtn's parameters are one of the candidates, and a candidate is
+// only taken when it lowers the block's error.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -83,8 +84,25 @@ AsymParams search_asym_k(const float* x, const float* w, const AsymFormat& f, co
       consider(p);
     }
   }
-  // Refit D and Dm for the chosen codes and quants: x ≈ D t - Dm s, t = sc q, s = mi.
+  // Alternately: each sub-block's codes moved by one where that lowers its error at the
+  // current super-block scales (rounding the sub-block values to codes one by one is not the
+  // best joint choice), then D and Dm refitted for the chosen codes and quants: x ≈ D t - Dm s,
+  // t = sc q, s = mi.
   for (int it = 0; it < 2; ++it) {
+    AsymParams r = best;
+    for (int j = 0; j < f.n_sub; ++j) {
+      const float* xj = x + L * j;
+      const float* wj = w ? w + L * j : nullptr;
+      double ej = asym_error(xj, wj, L, r.D * float(r.sc[j]), -(r.Dm * float(r.mi[j])), f.qmax, nullptr);
+      const int sc0 = r.sc[j], mi0 = r.mi[j];
+      for (int a = std::max(0, sc0 - 1); a <= std::min(f.code_max, sc0 + 1); ++a) {
+        for (int b = std::max(0, mi0 - 1); b <= std::min(f.code_max, mi0 + 1); ++b) {
+          const double e = asym_error(xj, wj, L, r.D * float(a), -(r.Dm * float(b)), f.qmax, nullptr);
+          if (e < ej) ej = e, r.sc[j] = uint8_t(a), r.mi[j] = uint8_t(b);
+        }
+      }
+    }
+    consider(r);
     asym_k_error(x, w, f, best, q);
     double A = 0, B = 0, C = 0, X1 = 0, X2 = 0;
     for (int i = 0; i < QK_K; ++i) {
@@ -165,7 +183,21 @@ SymParams search_sym_k(const float* x, const float* w, const SymFormat<Levels>& 
       p.sc[g] = int8_t(clamp_int(p.D > 0 ? nearest_int(s[g] / p.D) : 0, f.code_min, f.code_max));
     consider(p);
   }
-  for (int it = 0; it < 2; ++it) {  // refit D: x ≈ D t, t = sc value(q)
+  // Alternately: each group's code moved by one where that lowers its error at the current
+  // D, then D refitted for the chosen codes and quants: x ≈ D t, t = sc value(q).
+  for (int it = 0; it < 2; ++it) {
+    SymParams r = best;
+    for (int g = 0; g < f.n_sub; ++g) {
+      const float* xg = x + L * g;
+      const float* wg = w ? w + L * g : nullptr;
+      double eg = level_error(xg, wg, L, r.D * float(r.sc[g]), f.levels, nullptr);
+      const int c0 = r.sc[g];
+      for (int c = std::max(f.code_min, c0 - 1); c <= std::min(f.code_max, c0 + 1); ++c) {
+        const double e = level_error(xg, wg, L, r.D * float(c), f.levels, nullptr);
+        if (e < eg) eg = e, r.sc[g] = int8_t(c);
+      }
+    }
+    consider(r);
     sym_k_error(x, w, f, best, q);
     int t[QK_K];
     for (int i = 0; i < QK_K; ++i) t[i] = best.sc[i / L] * f.levels.value(q[i]);
