@@ -4,6 +4,7 @@ no imatrix) on the same full-precision input, for SmolLM2-135M.
 
     scripts/make_corpus.sh && bench/setup_llamacpp.sh      # once
     bench/quant_matrix.py [--chunks 16] [--types q8_0,q4_0,q4_1,q4_k,q6_k]
+    bench/quant_matrix.py --types q5_k,q3_k,q5_k_m,q4_k_s,q4_k_m,q3_k_m,q2_k,iq4_nl,iq4_xs
 
 Reference: the f16 dequantisation of the SmolLM2 Q8_0 file (`pocketllm quantize --type f16`). That is
 the closest to full precision the PyPI wheels carry; re-quantising the f16 of a 4-bit file to that
@@ -17,7 +18,9 @@ each chunk scored, llama.cpp's method) with KL divergence and top-1 agreement ag
 reference's log-probs (--save-logits / --kl-base).
 
 Per type, the tensor types of our file and llama.cpp's are compared and any difference is printed
-(k-quants use --pure on both sides, so the comparison is per type, not llama.cpp's Q4_K_M mixture).
+(the single k-quant types use --pure on both sides, so the comparison is per type; the mixes --
+q5_k_m, q4_k_s, q4_k_m, q3_k_m, and q2_k, iq4_nl, iq4_xs, which name llama-quantize's mixes on both
+sides -- follow each side's per-tensor rules, which should agree).
 Results: a markdown table on stdout and bench/.cache/quant/results.json.
 """
 import argparse
@@ -31,8 +34,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = os.environ.get("POCKETLLM_MODELS", os.path.join(ROOT, "models"))
 CACHE = os.path.join(ROOT, "bench", ".cache", "quant")
 LLAMA_QUANTIZE = os.path.join(ROOT, "bench", ".cache", "bin", "llama-quantize")
-LLAMA_TYPE = {"q8_0": "Q8_0", "q4_0": "Q4_0", "q4_1": "Q4_1", "q4_k": "Q4_K", "q6_k": "Q6_K"}
-PURE = {"q4_k", "q6_k"}
+LLAMA_TYPE = {"q8_0": "Q8_0", "q4_0": "Q4_0", "q4_1": "Q4_1", "q4_k": "Q4_K", "q6_k": "Q6_K", "q5_k": "Q5_K",
+              "q3_k": "Q3_K", "q2_k": "Q2_K", "iq4_nl": "IQ4_NL", "iq4_xs": "IQ4_XS", "q5_k_m": "Q5_K_M",
+              "q4_k_s": "Q4_K_S", "q4_k_m": "Q4_K_M", "q3_k_m": "Q3_K_M"}
+PURE = {"q4_k", "q6_k", "q5_k", "q3_k"}
 
 
 def run(cmd, **kw):

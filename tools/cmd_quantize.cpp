@@ -1,9 +1,12 @@
 // `pocketllm quantize IN OUT --type T`: our own quantiser (src/quantizer/). Every 2-D
 // weight of IN (any type the engine reads, dequantised to f32) is quantised to T (or the
 // type the rules in quantizer/type_plan.h choose: like llama.cpp, the output head, or the
-// tied embedding, is q6_k for the 4/5-bit types unless --pure; rows that do not fit the
-// type's block fall back, q4_k -> q5_0, q6_k -> q8_0, else f16), other tensors F32, and
-// the metadata is copied with provenance keys. Methods: rtn (the reference quantisers),
+// tied embedding, is q6_k for the types below 6 bits unless --pure; T may be one of
+// llama.cpp's mixes, q2_k, q3_k_m, q4_k_s, q4_k_m, q5_k_m, iq4_nl, iq4_xs, which give
+// attn_v, ffn_down and attn_output more bits by layer as llama-quantize does; rows that do
+// not fit the type's block fall back, q4_k -> q5_0, q5_k -> q5_1, q2_k/q3_k -> q4_0,
+// iq4_xs -> iq4_nl, q6_k -> q8_0, else f16), other tensors F32, and the metadata is copied with
+// provenance keys. Methods: rtn (the reference quantisers),
 // mse (per-block scale/clipping search), act (the search weighted by each input column's
 // mean x² from calibration statistics: --calib runs a text through IN, --stats loads a
 // --save-stats file).
@@ -62,7 +65,10 @@ std::function<int()> add_quantize(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   cmd->add_option("input", o->in, "model to quantise (any type the engine loads)")->required();
   cmd->add_option("output", o->out, "GGUF file to write (optional with --sensitivity alone)");
-  cmd->add_option("--type", o->type, "f16, bf16, f32, q8_0, q6_k, q5_0, q5_1, q4_0, q4_1, q4_k")->required();
+  cmd->add_option("--type", o->type,
+                  "f16, bf16, f32, q8_0, q6_k, q5_k, q5_0, q5_1, q4_0, q4_1, q4_k, q3_k, iq4_nl, iq4_xs, q2_k, or a "
+                  "llama.cpp mix: q5_k_m, q4_k_m, q4_k_s, q3_k_m, q2_k, iq4_xs, iq4_nl (with --pure: the type alone)")
+      ->required();
   cmd->add_option("--method", o->method, "rtn (default), mse (scale/clipping search) or act (activation-aware)");
   cmd->add_flag("--pure", o->pure, "every 2-D tensor at --type (no q6_k output head)");
   cmd->add_option("--tensor-type", o->tensor_types, "REGEX=TYPE for the tensors whose name matches (repeatable)");
@@ -78,10 +84,12 @@ std::function<int()> add_quantize(CLI::App& app) {
   cmd->add_option("--target-bpw", o->target_bpw, "per-tensor types (q4_0 ... f16, as the rows allow) with the least predicted KL within B bits per weight");
   cmd->add_option("-t,--threads", o->threads, "threads (default: physical performance cores)");
   return [o, cmd]() {
-    const pllm::TensorType base = unwrap(pllm::parse_quant_type(o->type));
+    const pllm::QuantPreset preset = unwrap(pllm::parse_quant_preset(o->type));
+    const pllm::TensorType base = preset.base;
     const QuantMethod method = unwrap(pllm::parse_quant_method(o->method));
     pllm::QuantizeOptions qo;
     qo.plan.base = base;
+    qo.plan.mix = preset.mix;
     qo.plan.pure = o->pure;
     for (const std::string& spec : o->tensor_types) qo.plan.rules.push_back(unwrap(pllm::parse_tensor_type_rule(spec)));
     qo.method = method;
@@ -97,6 +105,9 @@ std::function<int()> add_quantize(CLI::App& app) {
     if (measure && o->calib.empty()) fail("--sensitivity and --target-bpw need the text to measure on: --calib FILE");
     if (!o->sens_out.empty() && !measure) fail("--sensitivity-out needs --sensitivity or --target-bpw");
     if (planned && !o->tensor_types.empty()) fail("--target-bpw chooses the types itself: drop --tensor-type");
+    // Sensitivity is measured for one type; a mix would not be what --pure measures.
+    if ((o->sensitivity || planned || reuse) && preset.mix != pllm::QuantMix::none && !o->pure)
+      fail("--sensitivity and --target-bpw measure one type, not the mix " + o->type + ": add --pure or give a type");
     if (!o->calib.empty() && !o->stats.empty() && !measure)
       fail("--calib and --stats exclude each other (with --stats, --calib is only the sensitivity text)");
     if (!o->save_stats.empty() && (o->calib.empty() || !o->stats.empty()))
@@ -213,7 +224,7 @@ std::function<int()> add_quantize(CLI::App& app) {
     };
     const pllm::QuantizeReport rep = unwrap(pllm::quantize_file(*file, o->out, qo));
     bar.done();
-    print_summary(rep, o->in, file->file_size(), o->out, base, method, stats.get());
+    print_summary(rep, o->in, file->file_size(), o->out, preset, method, stats.get());
     return 0;
   };
 }

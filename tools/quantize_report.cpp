@@ -47,8 +47,8 @@ std::string base_name(const std::string& path) {
 }
 
 void print_summary(const pllm::QuantizeReport& rep, const std::string& in, uint64_t in_bytes, const std::string& out,
-                   pllm::TensorType base, pllm::QuantMethod method, const pllm::ActStats* stats) {
-  std::printf("quantize: %s -> %s (type %s, method %s", in.c_str(), out.c_str(), pllm::quant_type_name(base).c_str(),
+                   const pllm::QuantPreset& type, pllm::QuantMethod method, const pllm::ActStats* stats) {
+  std::printf("quantize: %s -> %s (type %s, method %s", in.c_str(), out.c_str(), pllm::quant_preset_name(type).c_str(),
               pllm::quant_method_name(method));
   if (method == pllm::QuantMethod::act && stats)
     std::printf(", calibration %s, %llu tokens", stats->source.c_str(), static_cast<unsigned long long>(stats->n_tokens));

@@ -29,7 +29,7 @@ std::string base_name(const std::string& path);
 // Per type: tensors, elements, MiB, bpw; the 2-D weights' total and bits per weight; file
 // size; every fallback (grouped); tensors the act method had no statistics for; time.
 void print_summary(const pllm::QuantizeReport& rep, const std::string& in, uint64_t in_bytes, const std::string& out,
-                   pllm::TensorType base, pllm::QuantMethod method, const pllm::ActStats* stats);
+                   const pllm::QuantPreset& type, pllm::QuantMethod method, const pllm::ActStats* stats);
 
 // The report's entries by the base type's measured KL, largest first (ties in file order).
 std::vector<const pllm::SensitivityEntry*> by_kl(const pllm::SensitivityReport& rep);

@@ -197,45 +197,83 @@ void dequantize_row_q5_1(const block_q5_1* x, float* y, int64_t n) {
   }
 }
 
+// ---------------------------------------------------------------- K-quants, round to nearest
+// Scales and mins (Q2_K, Q4_K, Q5_K). Per sub-block j: scale_j = (max_j - min(0, min_j)) /
+// qmax, mn_j = -min(0, min_j). Super-block: d = max scale_j / code_max, dmin = max mn_j /
+// code_max; the codes sc_j, m_j are those rounded, and the quants are recomputed with the
+// fp16-rounded d, dmin (so each is the nearest for the scale that is stored).
+void rtn_k_scale_min(const float* x, int n_sub, int qmax, int code_max, uint16_t* d_out, uint16_t* dmin_out,
+                     uint8_t* sc, uint8_t* m, uint8_t* q) {
+  const int len = QK_K / n_sub;
+  float scale[16], mins[16], max_scale = 0.0f, max_min = 0.0f;
+  for (int j = 0; j < n_sub; ++j) {
+    float lo = 0.0f, hi = -INFINITY;
+    for (int l = 0; l < len; ++l) {
+      lo = std::fmin(lo, x[len * j + l]);
+      hi = std::fmax(hi, x[len * j + l]);
+    }
+    scale[j] = (hi - lo) / float(qmax);
+    mins[j] = 0.0f - lo;  // +0 (not -0) when lo is 0: fmax of signed zeros is unspecified
+    max_scale = std::fmax(max_scale, scale[j]);
+    max_min = std::fmax(max_min, mins[j]);
+  }
+  const float inv_d = max_scale > 0.0f ? float(code_max) / max_scale : 0.0f;
+  const float inv_m = max_min > 0.0f ? float(code_max) / max_min : 0.0f;
+  for (int j = 0; j < n_sub; ++j) {
+    sc[j] = static_cast<uint8_t>(clampi(round_even(scale[j] * inv_d), 0, code_max));
+    m[j] = static_cast<uint8_t>(clampi(round_even(mins[j] * inv_m), 0, code_max));
+  }
+  *d_out = fp32_to_fp16(max_scale / float(code_max));
+  *dmin_out = fp32_to_fp16(max_min / float(code_max));
+  const float d = fp16_to_fp32(*d_out);
+  const float dmin = fp16_to_fp32(*dmin_out);
+  for (int j = 0; j < n_sub; ++j) {
+    const float step = d * static_cast<float>(sc[j]);
+    const float off = dmin * static_cast<float>(m[j]);
+    for (int l = 0; l < len; ++l) {
+      const int v = step > 0.0f ? round_even((x[len * j + l] + off) / step) : 0;
+      q[len * j + l] = static_cast<uint8_t>(clampi(v, 0, qmax));
+    }
+  }
+}
+
+// Signed scales (Q3_K, Q6_K). Per group g: scale_g = (signed value of largest magnitude) /
+// -qneg, so that it maps to q = -qneg exactly; d = max |scale_g| / code_max; sc_g =
+// round(scale_g / d); q = clamp(round(x / (d * sc_g)), -qneg, qneg - 1) with the
+// fp16-rounded d.
+void rtn_k_signed_scale(const float* x, int n_sub, int qneg, int code_max, uint16_t* d_out, int8_t* sc, int8_t* q) {
+  const int len = QK_K / n_sub;
+  float scale[16], max_abs_scale = 0.0f;
+  for (int g = 0; g < n_sub; ++g) {
+    float amax = 0.0f, max = 0.0f;
+    for (int l = 0; l < len; ++l) {
+      if (std::fabs(x[len * g + l]) > amax) {
+        amax = std::fabs(x[len * g + l]);
+        max = x[len * g + l];
+      }
+    }
+    scale[g] = max / -float(qneg);
+    max_abs_scale = std::fmax(max_abs_scale, amax / float(qneg));
+  }
+  const float inv_d = max_abs_scale > 0.0f ? float(code_max) / max_abs_scale : 0.0f;
+  *d_out = fp32_to_fp16(max_abs_scale / float(code_max));
+  const float d = fp16_to_fp32(*d_out);
+  for (int g = 0; g < n_sub; ++g) {
+    sc[g] = static_cast<int8_t>(clampi(round_even(scale[g] * inv_d), -code_max, code_max));
+    const float step = d * static_cast<float>(sc[g]);
+    for (int l = 0; l < len; ++l) {
+      const int v = step != 0.0f ? round_even(x[len * g + l] / step) : 0;
+      q[len * g + l] = static_cast<int8_t>(clampi(v, -qneg, qneg - 1));
+    }
+  }
+}
+
 // ---------------------------------------------------------------- Q4_K
-// Per sub-block j: scale_j = (max_j - min(0, min_j)) / 15, mn_j = -min(0, min_j).
-// Super-block: d = max scale_j / 63, dmin = max mn_j / 63; the 6-bit sc_j, m_j are
-// those rounded, and the quants are recomputed with the fp16-rounded d, dmin.
 void quantize_row_q4_K(const float* x, block_q4_K* y, int64_t n) {
   for (int64_t b = 0; b < n / QK_K; ++b, x += QK_K) {
-    float scale[8], mins[8], max_scale = 0.0f, max_min = 0.0f;
-    for (int j = 0; j < 8; ++j) {
-      float lo = 0.0f, hi = -INFINITY;
-      for (int l = 0; l < 32; ++l) {
-        lo = std::fmin(lo, x[32 * j + l]);
-        hi = std::fmax(hi, x[32 * j + l]);
-      }
-      scale[j] = (hi - lo) / 15.0f;
-      mins[j] = -lo;
-      max_scale = std::fmax(max_scale, scale[j]);
-      max_min = std::fmax(max_min, mins[j]);
-    }
-    const float inv_d = max_scale > 0.0f ? 63.0f / max_scale : 0.0f;
-    const float inv_m = max_min > 0.0f ? 63.0f / max_min : 0.0f;
-    uint8_t sc[8], m[8];
-    for (int j = 0; j < 8; ++j) {
-      sc[j] = static_cast<uint8_t>(clampi(round_even(scale[j] * inv_d), 0, 63));
-      m[j] = static_cast<uint8_t>(clampi(round_even(mins[j] * inv_m), 0, 63));
-    }
+    uint8_t sc[8], m[8], q[QK_K];
+    rtn_k_scale_min(x, 8, 15, 63, &y[b].d, &y[b].dmin, sc, m, q);
     pack_scale_min_k4(sc, m, y[b].scales);
-    y[b].d = fp32_to_fp16(max_scale / 63.0f);
-    y[b].dmin = fp32_to_fp16(max_min / 63.0f);
-    const float d = fp16_to_fp32(y[b].d);
-    const float dmin = fp16_to_fp32(y[b].dmin);
-    uint8_t q[QK_K];
-    for (int j = 0; j < 8; ++j) {
-      const float step = d * static_cast<float>(sc[j]);
-      const float off = dmin * static_cast<float>(m[j]);
-      for (int l = 0; l < 32; ++l) {
-        const int v = step > 0.0f ? round_even((x[32 * j + l] + off) / step) : 0;
-        q[32 * j + l] = static_cast<uint8_t>(clampi(v, 0, 15));
-      }
-    }
     pack_q4_K_quants(q, y[b].qs);
   }
 }
@@ -266,37 +304,13 @@ void dequantize_row_q4_K(const block_q4_K* x, float* y, int64_t n) {
 }
 
 // ---------------------------------------------------------------- Q6_K
-// Per group g of 16: scale_g = (signed value of largest magnitude) / -32 so that it
-// maps to q = -32 exactly; d = max |scale_g| / 127; sc_g = round(scale_g / d);
-// q = clamp(round(x / (d * sc_g)), -32, 31) with the fp16-rounded d.
 void quantize_row_q6_K(const float* x, block_q6_K* y, int64_t n) {
   for (int64_t b = 0; b < n / QK_K; ++b, x += QK_K) {
-    float scale[16], max_abs_scale = 0.0f;
-    for (int g = 0; g < 16; ++g) {
-      float amax = 0.0f, max = 0.0f;
-      for (int l = 0; l < 16; ++l) {
-        if (std::fabs(x[16 * g + l]) > amax) {
-          amax = std::fabs(x[16 * g + l]);
-          max = x[16 * g + l];
-        }
-      }
-      scale[g] = max / -32.0f;
-      max_abs_scale = std::fmax(max_abs_scale, amax / 32.0f);
-    }
-    const float inv_d = max_abs_scale > 0.0f ? 127.0f / max_abs_scale : 0.0f;
-    y[b].d = fp32_to_fp16(max_abs_scale / 127.0f);
-    const float d = fp16_to_fp32(y[b].d);
-    uint8_t q[QK_K];  // biased by +32: 0..63
-    for (int g = 0; g < 16; ++g) {
-      const int sc = clampi(round_even(scale[g] * inv_d), -127, 127);
-      y[b].scales[g] = static_cast<int8_t>(sc);
-      const float step = d * static_cast<float>(sc);
-      for (int l = 0; l < 16; ++l) {
-        const int v = step != 0.0f ? round_even(x[16 * g + l] / step) : 0;
-        q[16 * g + l] = static_cast<uint8_t>(clampi(v, -32, 31) + 32);
-      }
-    }
-    pack_q6_K_quants(q, y[b].ql, y[b].qh);
+    int8_t q[QK_K];
+    rtn_k_signed_scale(x, 16, 32, 127, &y[b].d, y[b].scales, q);
+    uint8_t qq[QK_K];  // biased by +32: 0..63
+    for (int i = 0; i < QK_K; ++i) qq[i] = static_cast<uint8_t>(q[i] + 32);
+    pack_q6_K_quants(qq, y[b].ql, y[b].qh);
   }
 }
 

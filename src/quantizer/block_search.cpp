@@ -1,5 +1,5 @@
-// Searching quantisers of the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0); the
-// K-quants are in block_search_k.cpp. See block_search.h.
+// Searching quantisers of the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL) and
+// the searches they share with the 256-element ones (block_search_k.cpp). See block_search.h.
 #include "quantizer/block_search.h"
 
 #include <cmath>
@@ -31,7 +31,8 @@ const float* effective_weights(const float* w, int n) {
   return nullptr;
 }
 
-float best_sym(const float* x, const float* w, int n, int qmin, int qmax, float rtn_d, bool round16, int* q) {
+template <class L>
+float best_levels(const float* x, const float* w, int n, const L& lv, float rtn_d, bool round16, int* q) {
   float amax = 0.0f, m = 0.0f;  // m: the signed value of largest magnitude
   for (int i = 0; i < n; ++i) {
     if (std::fabs(x[i]) > amax) {
@@ -40,28 +41,32 @@ float best_sym(const float* x, const float* w, int n, int qmin, int qmax, float 
     }
   }
   float best_d = rtn_d;
-  double best = sym_error(x, w, n, rtn_d, qmin, qmax, nullptr);
+  double best = level_error(x, w, n, rtn_d, lv, nullptr);
   auto consider = [&](float d) {
     if (round16) d = round_fp16(d);
     if (!std::isfinite(d)) return;
-    const double e = sym_error(x, w, n, d, qmin, qmax, nullptr);
+    const double e = level_error(x, w, n, d, lv, nullptr);
     if (e < best) best = e, best_d = d;
   };
   if (amax > 0.0f) {
+    const int lo = lv.value(lv.first()), hi = lv.value(lv.last());
     int tq[kMaxGroup];
     for (float r : kClipRatios) {
-      for (int target : {qmin, qmax}) {
-        if (target == 0 || (target == qmax && qmax == -qmin)) continue;  // symmetric: one side suffices
+      for (int target : {lo, hi}) {
+        if (target == 0 || (target == hi && hi == -lo)) continue;  // symmetric: one side suffices
         const float d0 = m / float(target) * r;
         consider(d0);
-        sym_error(x, w, n, d0, qmin, qmax, tq);
+        level_error(x, w, n, d0, lv, tq);
+        for (int i = 0; i < n; ++i) tq[i] = lv.value(tq[i]);
         consider(fit_scale(x, w, tq, n, d0));
       }
     }
   }
-  sym_error(x, w, n, best_d, qmin, qmax, q);
+  level_error(x, w, n, best_d, lv, q);
   return best_d;
 }
+template float best_levels(const float*, const float*, int, const IntLevels&, float, bool, int*);
+template float best_levels(const float*, const float*, int, const Iq4Levels&, float, bool, int*);
 
 void best_asym(const float* x, const float* w, int n, int qmax, bool round16, bool m_nonpos, const float* rtn_dm,
                float& d_out, float& m_out, int* q) {
@@ -152,6 +157,18 @@ void search_q5_1(const float* x, const float* w, block_q5_1* y) {
   y->d = fp32_to_fp16(d);
   y->m = fp32_to_fp16(m);
   ref::pack_q5_quants(q, y->qs, y->qh);
+}
+
+void search_iq4_nl(const float* x, const float* w, block_iq4_nl* y) {
+  w = effective_weights(w, QK4_0);
+  block_iq4_nl rtn;
+  ref::quantize_row_iq4_nl(x, &rtn, QK4_0);
+  int q[QK4_0];
+  const float d = best_levels(x, w, QK4_0, Iq4Levels{}, fp16_to_fp32(rtn.d), true, q);
+  y->d = fp32_to_fp16(d);
+  uint8_t qq[QK4_0];
+  for (int j = 0; j < QK4_0; ++j) qq[j] = uint8_t(q[j]);
+  ref::pack_iq4_quants(qq, y->qs);
 }
 
 }  // namespace pllm

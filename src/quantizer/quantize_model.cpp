@@ -93,14 +93,17 @@ Result<QuantizeReport> quantize_file(const GgufFile& in, const std::string& out_
   w.copy_metadata(in);
   for (const auto& [key, v] : in.metadata())
     if (key.rfind("pocketllm.quantize.", 0) == 0) w.remove(key);  // provenance of an earlier run
-  w.set_u32("general.file_type", llama_file_type(opts.plan.base));
-  w.set_string("pocketllm.quantize.type", quant_type_name(opts.plan.base));
+  const QuantPreset preset{opts.plan.base, opts.plan.mix};
+  w.set_u32("general.file_type", llama_file_type(preset));
+  w.set_string("pocketllm.quantize.type", quant_preset_name(preset));
   w.set_string("pocketllm.quantize.method", quant_method_name(opts.method));
   if (opts.method == QuantMethod::act) {
     w.set_string("pocketllm.quantize.calib_source", opts.stats->source);
     w.set_u64("pocketllm.quantize.calib_tokens", opts.stats->n_tokens);
   }
 
+  TypePlanOptions plan = opts.plan;
+  if (plan.mix != QuantMix::none) plan.shape = mix_shape(in);
   ThreadPool pool(opts.n_threads > 0 ? opts.n_threads : default_thread_count());
   const bool has_output = in.tensor("output.weight") != nullptr;
   QuantizeReport rep;
@@ -114,7 +117,7 @@ Result<QuantizeReport> quantize_file(const GgufFile& in, const std::string& out_
     tr.dims = t.dims;
     tr.in_type = t.type;
     tr.n_elements = t.n_elements;
-    tr.choice = choose_tensor_type(t.name, t.dims, has_output, opts.plan);
+    tr.choice = choose_tensor_type(t.name, t.dims, has_output, plan);
     PLLM_ASSIGN(std::vector<float> x, dequantize_tensor(t));
     std::vector<uint8_t> bytes;
     if (!tr.choice.quantized) {

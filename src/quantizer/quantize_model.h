@@ -1,7 +1,8 @@
 // Whole-file quantisation: every 2-D weight is dequantised to f32 and quantised to the
 // type type_plan.h chooses, with the chosen method; other tensors are written as F32.
 // The metadata is copied, with general.file_type, general.quantization_version and
-// pocketllm.quantize.* provenance keys set.
+// pocketllm.quantize.* provenance keys set. A mix's rules (plan.mix) read the model's
+// shape (mix_shape), filled in here.
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -19,7 +19,8 @@ constexpr NamedType kOutputTypes[] = {
     {"f32", TensorType::F32},   {"f16", TensorType::F16},   {"bf16", TensorType::BF16},
     {"q8_0", TensorType::Q8_0}, {"q6_k", TensorType::Q6_K}, {"q5_0", TensorType::Q5_0},
     {"q5_1", TensorType::Q5_1}, {"q4_0", TensorType::Q4_0}, {"q4_1", TensorType::Q4_1},
-    {"q4_k", TensorType::Q4_K},
+    {"q4_k", TensorType::Q4_K}, {"q5_k", TensorType::Q5_K}, {"q3_k", TensorType::Q3_K},
+    {"q2_k", TensorType::Q2_K}, {"iq4_nl", TensorType::IQ4_NL}, {"iq4_xs", TensorType::IQ4_XS},
 };
 
 std::string lower(std::string_view s) {
@@ -76,17 +77,8 @@ bool is_output_type(TensorType t) {
   return false;
 }
 
-// Read but never written: llama.cpp's low-bit types (their reference dequantisers only).
-bool is_input_type(uint32_t ggml_type) {
-  switch (static_cast<TensorType>(ggml_type)) {
-    case TensorType::Q2_K:
-    case TensorType::Q3_K:
-    case TensorType::Q5_K:
-    case TensorType::IQ4_NL:
-    case TensorType::IQ4_XS: return true;
-    default: return is_output_type(static_cast<TensorType>(ggml_type));
-  }
-}
+// Everything the reference dequantisers decode is also written.
+bool is_input_type(uint32_t ggml_type) { return is_output_type(static_cast<TensorType>(ggml_type)); }
 
 void quantize_row_to(TensorType type, const float* x, const float* w, bool search, uint8_t* dst, int64_t n) {
   switch (type) {
@@ -104,6 +96,11 @@ void quantize_row_to(TensorType type, const float* x, const float* w, bool searc
       case TensorType::Q4_0: ref::quantize_row_q4_0(x, reinterpret_cast<block_q4_0*>(dst), n); return;
       case TensorType::Q4_1: ref::quantize_row_q4_1(x, reinterpret_cast<block_q4_1*>(dst), n); return;
       case TensorType::Q4_K: ref::quantize_row_q4_K(x, reinterpret_cast<block_q4_K*>(dst), n); return;
+      case TensorType::Q5_K: ref::quantize_row_q5_K(x, reinterpret_cast<block_q5_K*>(dst), n); return;
+      case TensorType::Q3_K: ref::quantize_row_q3_K(x, reinterpret_cast<block_q3_K*>(dst), n); return;
+      case TensorType::Q2_K: ref::quantize_row_q2_K(x, reinterpret_cast<block_q2_K*>(dst), n); return;
+      case TensorType::IQ4_NL: ref::quantize_row_iq4_nl(x, reinterpret_cast<block_iq4_nl*>(dst), n); return;
+      case TensorType::IQ4_XS: ref::quantize_row_iq4_xs(x, reinterpret_cast<block_iq4_xs*>(dst), n); return;
       default: return;
     }
   }
@@ -115,6 +112,11 @@ void quantize_row_to(TensorType type, const float* x, const float* w, bool searc
     case TensorType::Q4_0: search_row<block_q4_0>(search_q4_0, QK4_0, x, w, dst, n); return;
     case TensorType::Q4_1: search_row<block_q4_1>(search_q4_1, QK4_1, x, w, dst, n); return;
     case TensorType::Q4_K: search_row<block_q4_K>(search_q4_K, QK_K, x, w, dst, n); return;
+    case TensorType::Q5_K: search_row<block_q5_K>(search_q5_K, QK_K, x, w, dst, n); return;
+    case TensorType::Q3_K: search_row<block_q3_K>(search_q3_K, QK_K, x, w, dst, n); return;
+    case TensorType::Q2_K: search_row<block_q2_K>(search_q2_K, QK_K, x, w, dst, n); return;
+    case TensorType::IQ4_NL: search_row<block_iq4_nl>(search_iq4_nl, QK4_0, x, w, dst, n); return;
+    case TensorType::IQ4_XS: search_row<block_iq4_xs>(search_iq4_xs, QK_K, x, w, dst, n); return;
     default: return;
   }
 }

@@ -18,13 +18,15 @@ enum class QuantMethod { rtn, mse, act };
 const char* quant_method_name(QuantMethod m);
 Result<QuantMethod> parse_quant_method(std::string_view s);
 
-// Output types: f32, f16, bf16, q8_0, q6_k, q5_0, q5_1, q4_0, q4_1, q4_k (any case).
+// Output types: f32, f16, bf16, q8_0, q6_k, q5_0, q5_1, q4_0, q4_1, q4_k, q5_k, q3_k, q2_k,
+// iq4_nl, iq4_xs (any case). (--type also takes llama.cpp's mixes: type_plan.h.)
 Result<TensorType> parse_quant_type(std::string_view s);
 // Lower-case name ("q4_k") of a type.
 std::string quant_type_name(TensorType t);
 // Whether the quantiser can write t.
 bool is_output_type(TensorType t);
-// Whether the quantiser can read t (everything the reference dequantisers decode).
+// Whether the quantiser can read t (everything the reference dequantisers decode: the
+// output types).
 bool is_input_type(uint32_t ggml_type);
 
 // Quantises one row of n elements (a multiple of the type's block) to `type` into dst

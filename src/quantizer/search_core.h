@@ -8,6 +8,8 @@
 #include <cstring>
 
 #include "base/fp16.h"
+#include "quant/blocks.h"
+#include "quant/reference.h"
 
 namespace pllm::search {
 
@@ -24,18 +26,42 @@ inline int clamp_int(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi 
 
 inline float round_fp16(float v) { return fp16_to_fp32(fp32_to_fp16(v)); }
 
-// x ≈ d * q, q in [qmin, qmax]: the nearest q for each element (q may be null) and
-// sum w (x - d q)² (w null: all 1).
-inline double sym_error(const float* x, const float* w, int n, float d, int qmin, int qmax, int* q) {
+// The values a quant stands for at unit scale. IntLevels: the integers qmin..qmax (the
+// linear formats; a quant is its value). Iq4Levels: the 16 non-linear kIq4nlValues (IQ4_NL,
+// IQ4_XS; a quant is an index into them). Both integer-valued, ascending, so least-squares
+// fits take the values as ints.
+struct IntLevels {
+  int qmin, qmax;
+  int nearest(float v) const { return clamp_int(nearest_int(v), qmin, qmax); }
+  int value(int q) const { return q; }
+  int first() const { return qmin; }
+  int last() const { return qmax; }
+};
+struct Iq4Levels {
+  int nearest(float v) const { return ref::nearest_iq4nl(v); }
+  int value(int q) const { return kIq4nlValues[q]; }
+  int first() const { return 0; }
+  int last() const { return 15; }
+};
+
+// x ≈ d * value(q): the nearest level for each element (q may be null) and sum w (x - d
+// value(q))² (w null: all 1).
+template <class L>
+double level_error(const float* x, const float* w, int n, float d, const L& lv, int* q) {
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   double err = 0;
   for (int i = 0; i < n; ++i) {
-    const int qi = clamp_int(nearest_int(x[i] * id), qmin, qmax);
+    const int qi = lv.nearest(x[i] * id);
     if (q) q[i] = qi;
-    const float e = x[i] - d * float(qi);
+    const float e = x[i] - d * float(lv.value(qi));
     err += double(w ? w[i] : 1.0f) * double(e) * double(e);
   }
   return err;
+}
+
+// x ≈ d * q, q in [qmin, qmax].
+inline double sym_error(const float* x, const float* w, int n, float d, int qmin, int qmax, int* q) {
+  return level_error(x, w, n, d, IntLevels{qmin, qmax}, q);
 }
 
 // x ≈ d * q + m, q in [0, qmax]: nearest q (q may be null) and the weighted error.
@@ -102,10 +128,16 @@ inline constexpr float kRangeDeltas[] = {-1.0f, -0.8f, -0.6f, -0.4f, -0.2f, 0.0f
 // w, or null when w is null or all zero (then the block is quantised unweighted).
 const float* effective_weights(const float* w, int n);
 
-// x ≈ d q, q in [qmin, qmax]: the best step over the clip-ratio grid (each candidate also
-// refitted by least squares) and rtn_d; round16: steps are rounded to fp16 before they
-// are scored (what the format stores). Writes the nearest quants at the chosen step.
-float best_sym(const float* x, const float* w, int n, int qmin, int qmax, float rtn_d, bool round16, int* q);
+// x ≈ d value(q): the best step over the clip-ratio grid, aimed at both ends of the levels
+// (one for symmetric integers; each candidate also refitted by least squares), and rtn_d;
+// round16: steps are rounded to fp16 before they are scored (what the format stores).
+// Writes the nearest quants at the chosen step. Defined for IntLevels and Iq4Levels.
+template <class L>
+float best_levels(const float* x, const float* w, int n, const L& lv, float rtn_d, bool round16, int* q);
+
+inline float best_sym(const float* x, const float* w, int n, int qmin, int qmax, float rtn_d, bool round16, int* q) {
+  return best_levels(x, w, n, IntLevels{qmin, qmax}, rtn_d, round16, q);
+}
 
 // x ≈ d q + m, q in [0, qmax], d >= 0 (m <= 0 with m_nonpos): the best (d, m) over the
 // range grid, their least-squares refits, (0, min) and rtn_dm (if not null: {d, m}).

@@ -1,14 +1,18 @@
-// The quantiser's block quantisers (rtn = the reference ones, mse/act = block_search):
-//  - round trip: every element decodes within half a quantisation step of its value
-//    (the step read back from the block's own scales), or, when it lies outside the
-//    block's representable range, at that range's nearest end; rtn picks its quants
-//    before rounding its scale to fp16, so it gets the rounding's share on top;
+// The quantiser's block quantisers (rtn = the reference ones, mse/act = block_search), for
+// every type it writes:
+//  - round trip: every element decodes within half the gap between the two representable
+//    values around it (half a quantisation step for the linear types; for IQ4_NL / IQ4_XS
+//    the gap between neighbouring table values at the block's step), read back from the
+//    block's own scales, or, when it lies outside the block's representable range, at that
+//    range's nearest end; rtn picks its quants before rounding its scale to fp16, so it gets
+//    the rounding's share on top;
 //  - the search is never worse than rtn on a block's (weighted) squared error;
 //  - weighting by importance lowers the weighted error compared with the unweighted
 //    search;
 //  - edge blocks (zeros, constants, one outlier, all negative, tiny values) decode sanely.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -23,14 +27,30 @@
 namespace pllm {
 namespace {
 
-const TensorType kTypes[] = {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1,
-                             TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K};
+const TensorType kTypes[] = {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0,   TensorType::Q5_1,
+                             TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K,   TensorType::Q5_K,
+                             TensorType::Q3_K, TensorType::Q2_K, TensorType::IQ4_NL, TensorType::IQ4_XS};
 
-// How element i of a row decodes: y = step * q + offset, q in [qmin, qmax].
+// How element i of a row decodes: y = step * level + offset, level an integer in [qmin,
+// qmax] (table null) or one of table[0..15] (ascending).
 struct ElemParams {
   float step, offset;
   int qmin, qmax;
+  const int8_t* table = nullptr;
 };
+
+// The representable values of an element, ascending (in double: the bound is about them,
+// not about float rounding).
+std::vector<double> levels(const ElemParams& p) {
+  std::vector<double> v;
+  if (p.table) {
+    for (int k = 0; k < 16; ++k) v.push_back(double(p.step) * p.table[k] + p.offset);
+  } else {
+    for (int q = p.qmin; q <= p.qmax; ++q) v.push_back(double(p.step) * q + p.offset);
+  }
+  std::sort(v.begin(), v.end());  // a negative step reverses them
+  return v;
+}
 
 ElemParams elem_params(TensorType t, const uint8_t* row, int64_t i) {
   switch (t) {
@@ -63,6 +83,31 @@ ElemParams elem_params(TensorType t, const uint8_t* row, int64_t i) {
     case TensorType::Q6_K: {
       const auto& b = reinterpret_cast<const block_q6_K*>(row)[i / 256];
       return {fp16_to_fp32(b.d) * float(b.scales[(i % 256) / 16]), 0.0f, -32, 31};
+    }
+    case TensorType::Q5_K: {
+      const auto& b = reinterpret_cast<const block_q5_K*>(row)[i / 256];
+      uint8_t sc, m;
+      ref::get_scale_min_k4(int(i % 256) / 32, b.scales, &sc, &m);
+      return {fp16_to_fp32(b.d) * float(sc), -(fp16_to_fp32(b.dmin) * float(m)), 0, 31};
+    }
+    case TensorType::Q3_K: {
+      const auto& b = reinterpret_cast<const block_q3_K*>(row)[i / 256];
+      int8_t sc[16];
+      ref::q3_K_scales(b.scales, sc);
+      return {fp16_to_fp32(b.d) * float(sc[(i % 256) / 16]), 0.0f, -4, 3};
+    }
+    case TensorType::Q2_K: {
+      const auto& b = reinterpret_cast<const block_q2_K*>(row)[i / 256];
+      const uint8_t s = b.scales[(i % 256) / 16];
+      return {fp16_to_fp32(b.d) * float(s & 0xF), -(fp16_to_fp32(b.dmin) * float(s >> 4)), 0, 3};
+    }
+    case TensorType::IQ4_NL: {
+      const auto& b = reinterpret_cast<const block_iq4_nl*>(row)[i / 32];
+      return {fp16_to_fp32(b.d), 0.0f, 0, 0, kIq4nlValues};
+    }
+    case TensorType::IQ4_XS: {
+      const auto& b = reinterpret_cast<const block_iq4_xs*>(row)[i / 256];
+      return {fp16_to_fp32(b.d) * float(ref::iq4_xs_scale(b, int(i % 256) / 32) - 32), 0.0f, 0, 0, kIq4nlValues};
     }
     default: return {0, 0, 0, 0};
   }
@@ -97,21 +142,26 @@ std::vector<float> make_row(int kind, size_t n, std::mt19937& rng) {
   return x;
 }
 
-// Every element within half a step (plus `slack` steps) of its value, or at the nearest
-// end of the representable range.
+// Every element within half the gap between its two neighbouring representable values
+// (plus `slack` of the largest magnitude the scale and offset reach), or at the nearest end
+// of the range.
 void expect_round_trip(TensorType t, const std::vector<float>& x, const std::vector<uint8_t>& q, double slack,
                        const char* what) {
   const std::vector<float> y = dequantize(t, q, x.size());
   int bad = 0;
   for (size_t i = 0; i < x.size() && bad < 5; ++i) {
     const ElemParams p = elem_params(t, q.data(), int64_t(i));
-    const double s = std::fabs(double(p.step));
-    const double a = double(p.step) * p.qmin + p.offset, b = double(p.step) * p.qmax + p.offset;
-    const double lo = std::min(a, b), hi = std::max(a, b);
+    const std::vector<double> v = levels(p);
+    const double lo = v.front(), hi = v.back();
+    double gap = 0;  // of the neighbours around x
+    for (size_t k = 0; k + 1 < v.size(); ++k)
+      if (v[k] <= x[i] && x[i] <= v[k + 1]) gap = v[k + 1] - v[k];
     const double outside = x[i] < lo ? lo - x[i] : (x[i] > hi ? x[i] - hi : 0.0);
     // The fp16 scale (and min) stored are within 2^-11 (relative) of what rtn computed with.
-    const double rounding = slack * (s * std::max(std::abs(p.qmin), std::abs(p.qmax)) + std::fabs(p.offset));
-    const double bound = (outside > 0 ? outside : 0.5 * s) + rounding + 1e-6 * (s + std::fabs(p.offset)) + 1e-30;
+    const double s = std::fabs(double(p.step));
+    const int max_level = p.table ? 127 : std::max(std::abs(p.qmin), std::abs(p.qmax));
+    const double rounding = slack * (s * max_level + std::fabs(p.offset));
+    const double bound = (outside > 0 ? outside : 0.5 * gap) + rounding + 1e-6 * (s + std::fabs(p.offset)) + 1e-30;
     const double err = std::fabs(double(x[i]) - double(y[i]));
     if (err > bound) {
       ++bad;
@@ -129,9 +179,12 @@ TEST(BlockSearch, RoundTripWithinHalfAStep) {
       std::vector<float> w(x.size());
       std::lognormal_distribution<float> lw(0.0f, 1.5f);
       for (float& v : w) v = lw(rng);
-      // rtn quantises with the unrounded scale, then stores it as fp16: 2^-10 covers the
-      // scale's and the min's rounding (relative error <= 2^-11 each) for the largest quant.
-      expect_round_trip(t, x, quantize(t, x, nullptr, false), std::ldexp(1.0, -10), "rtn");
+      // The 32-element linear types' rtn quantises with the unrounded scale, then stores it
+      // as fp16: 2^-10 covers the scale's and the min's rounding (relative error <= 2^-11
+      // each) for the largest quant. The K-quants' and IQ4's rtn pick the quants at the
+      // scales stored: no slack.
+      const bool at_stored = block_of(t) == QK_K || t == TensorType::IQ4_NL;
+      expect_round_trip(t, x, quantize(t, x, nullptr, false), at_stored ? 0.0 : std::ldexp(1.0, -10), "rtn");
       expect_round_trip(t, x, quantize(t, x, nullptr, true), 0.0, "mse");
       expect_round_trip(t, x, quantize(t, x, w.data(), true), 0.0, "act");
     }
@@ -187,6 +240,19 @@ TEST(BlockSearch, ImportanceWeightingLowersTheWeightedError) {
     EXPECT_LT(w_act, w_mse) << quant_type_name(t);
     EXPECT_GE(u_act, u_mse * (1 - 1e-9)) << quant_type_name(t);  // the price: plain error goes up (or stays)
   }
+}
+
+TEST(BlockSearch, NearestIq4nlIsTheNearestTableValue) {
+  // Every quarter step across and beyond the table (so every midpoint, where the lower
+  // value wins), against a plain scan.
+  for (int k = -4 * 140; k <= 4 * 140; ++k) {
+    const float v = float(k) / 4.0f;
+    int best = 0;
+    for (int i = 1; i < 16; ++i)
+      if (std::fabs(v - kIq4nlValues[i]) < std::fabs(v - kIq4nlValues[best])) best = i;
+    EXPECT_EQ(ref::nearest_iq4nl(v), best) << v;
+  }
+  EXPECT_EQ(ref::nearest_iq4nl(std::nanf("")), 0);
 }
 
 TEST(BlockSearch, EdgeBlocks) {
