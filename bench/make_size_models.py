@@ -74,6 +74,8 @@ SHAPES = {
                        attn_layers=(2, 5, 8, 10, 12, 14)),
 }
 TYPES = ("Q4_0", "Q4_K_M", "Q8_0")
+# llama.cpp's low-bit mixes (P16): --types names them; the default stays the three above.
+LOWBIT_TYPES = ("Q5_K_M", "Q3_K_M", "Q2_K", "IQ4_XS", "IQ4_NL", "Q4_K_S")
 
 
 def copy_vocab(writer, vocab_path):
@@ -215,7 +217,7 @@ def write_f16(shape: Shape, vocab_path: str, path: str):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("shapes", nargs="*", default=list(SHAPES), help=f"from {', '.join(SHAPES)} (default all)")
-    ap.add_argument("--types", default=",".join(TYPES), help=f"comma-separated, from {', '.join(TYPES)}")
+    ap.add_argument("--types", default=",".join(TYPES), help=f"comma-separated, from {', '.join(TYPES + LOWBIT_TYPES)} (default: the first three)")
     ap.add_argument("--out", default=os.path.join(os.environ.get("POCKETLLM_MODELS", os.path.join(ROOT, "models")), "sizes"))
     ap.add_argument("--qwen2-vocab", default=SHARED_VOCAB, help="a GGUF whose tokenizer.* keys the qwen2 files take")
     ap.add_argument("--llama3-vocab", default=os.path.join(BENCH, ".cache", "llama3-vocab.gguf"),
@@ -230,8 +232,8 @@ def main():
         if s not in SHAPES:
             sys.exit(f"error: unknown shape {s!r} (choose from {', '.join(SHAPES)})")
     for t in types:
-        if t not in TYPES:
-            sys.exit(f"error: unknown type {t!r} (choose from {', '.join(TYPES)})")
+        if t not in TYPES + LOWBIT_TYPES:
+            sys.exit(f"error: unknown type {t!r} (choose from {', '.join(TYPES + LOWBIT_TYPES)})")
     if not os.access(args.quantize, os.X_OK):
         sys.exit(f"error: {args.quantize} not built (run bench/setup_llamacpp.sh)")
     os.makedirs(args.out, exist_ok=True)
