@@ -32,6 +32,9 @@ ISA = {  # target flags per ISA, as src/kernels/CMakeLists.txt gives them to eac
 ARM_CPUS = ["cortex-a55", "cortex-a76", "neoverse-n1"]  # LLVM gives cortex-a76 the Cortex-A57 model; N1 is A76-based
 I8MM_CPUS = ["cortex-a510", "cortex-a710"]             # cores that have i8mm (A55/A76 do not)
 X86_CPUS = {"avx2": "znver3", "avx512": "znver4"}      # znver4 needs LLVM >= 17 (fallback below)
+# Per-file flags src/kernels/CMakeLists.txt adds for clang (without them clang leaves the int16
+# driver's row loops rolled, the states on the stack: not the code a clang build runs).
+TU_FLAGS = {"arm/i16act_neon.cpp": ["-mllvm", "-unroll-threshold=2000"]}
 
 # One row of the table per (label, arm loop, x86 AVX2 loop, x86 AVX-512 loop). A loop is
 # (isa, TU under src/kernels, substring of the demangled function, units per loop iteration):
@@ -39,6 +42,8 @@ X86_CPUS = {"avx2": "znver3", "avx512": "znver4"}      # znver4 needs LLVM >= 17
 # Which function runs is the dispatch tables' choice (fill_* in each TU, fill_rows_*): e.g. x86
 # exact Q4_0 decode is ExactRows<4 rows>, Q4_K exact is the one-row fused_dot of AVX2 in both
 # x86 tables. The largest innermost loop of the function is taken (the 4-row / full-tile case).
+# Optional after units: trips (constant-trip loops left rolled inside, see loop_bodies) and an op
+# the loop must contain (to pass over a larger scalar tail loop).
 def fd(isa_ns, dec):  # one_row calls fused_dot<.., 1, ..> where it did not inline it
     return (f"one_row<pllm::kern::drivers::FusedDot<pllm::kern::{isa_ns}, pllm::kern::{dec}>::K, float>",
             f"fused_dot<pllm::kern::{isa_ns}, 1, pllm::kern::{dec}, float>")
@@ -55,6 +60,7 @@ def gq8_neon(t):
 MICRO = "Tiles::micro<pllm::kern::(anonymous namespace)::"  # AVX-512: an outlined function
 GQ8 = "drivers::gemm_q8<pllm::kern::(anonymous namespace)::Tiles, pllm::kern::(anonymous namespace)::"  # micro inlined
 PNL = "panels<pllm::kern::(anonymous namespace)::"  # arm/panel_dotprod.cpp
+I16 = "drivers::i16_rows_nx<pllm::kern::(anonymous namespace)::S16, pllm::kern::(anonymous namespace)::"
 PACK = "drivers::gemm_q8<pllm::kern::(anonymous namespace)::Tiles, pllm::kern::x86_gemm::Pack<pllm::kern::(anonymous namespace)::Panel, "
 
 ROWS = [
@@ -68,9 +74,9 @@ ROWS = [
      ("avx2", "x86/rows_avx2.cpp", "exact_rows<pllm::kern::(anonymous namespace)::RowsSimd, pllm::kern::(anonymous namespace)::DecQ8_0>", 4),
      ("avx512", "x86/rows_avx512.cpp", "exact_rows<pllm::kern::(anonymous namespace)::RowsSimd, pllm::kern::(anonymous namespace)::DecQ8_0>", 4)),
     ("decode exact Q4_K", ("neon", "arm/neon.cpp", fd("neon::F32x4", "neon::DecQ4_K"), 8, (8,)),
-     ("avx2", "x86/avx2.cpp", fd("avx2::F32x8", "avx2::DecQ4_K"), 8), None),
+     ("avx2", "x86/avx2.cpp", fd("avx2::flags_avx2::F32x8", "avx2::DecQ4_K"), 8), None),
     ("decode exact Q6_K", ("neon", "arm/neon.cpp", fd("neon::F32x4", "neon::DecQ6_K"), 8, (8, 2)),
-     ("avx2", "x86/avx2.cpp", fd("avx2::F32x8", "avx2::DecQ6_K"), 8, (8,)), None),
+     ("avx2", "x86/avx2.cpp", fd("avx2::flags_avx2::F32x8", "avx2::DecQ6_K"), 8, (8,)), None),
     ("decode int8 Q4_0 (NEON)", ("neon", "arm/neon.cpp", bd("Q4_0"), 1),
      ("avx2", "x86/rows_avx2.cpp", "rows_by_4<pllm::kern::(anonymous namespace)::Rows<pllm::kern::(anonymous namespace)::MQ4_0>", 4),
      ("avx512", "x86/rows_avx512.cpp", "rows_by_4<pllm::kern::(anonymous namespace)::KQ4_0", 8)),
@@ -96,6 +102,15 @@ ROWS = [
     ("decode int8 Q6_K (NEON)", ("neon", "arm/neon.cpp", "::vec_dot_q6_K(", 8, (2, 4)),
      ("avx2", "x86/avx2.cpp", "::vec_dot_q6_K(", 8), ("avx512", "x86/avx512.cpp", "::vec_dot_q6_K(", 8)),
     ("decode int8 Q6_K (dotprod)", ("dotprod", "arm/neon_dotprod.cpp", "::vec_dot_q6_K(", 8), None, None),
+    # The default decode (int16 activations, arm/i16act_neon.cpp; baseline NEON in every ARM table,
+    # SMULL/SMLAL): one activation row, so the tile is 2 weight rows (tile_rows(1)) and one
+    # iteration of the group loop is 8 units of each: 16 units.
+    ("decode int16 Q4_0 (NEON, every ARM level)", ("neon", "arm/i16act_neon.cpp", I16 + "MQ4<pllm::block_q4_0, 8>, 1>", 16),
+     None, None),
+    ("decode int16 Q8_0 (NEON, every ARM level)", ("neon", "arm/i16act_neon.cpp", I16 + "MQ8_0, 1>", 16), None, None),
+    ("decode int16 Q4_K (NEON, every ARM level)", ("neon", "arm/i16act_neon.cpp",
+                                                    I16 + "MKScaleMin<pllm::block_q4_K>, 1>", 16), None, None),
+    ("decode int16 Q6_K (NEON, every ARM level)", ("neon", "arm/i16act_neon.cpp", I16 + "MQ6_K, 1>", 16), None, None),
     # Prefill micro-kernels: panel rows x tokens per K-block iteration (packing not counted).
     ("prefill GEMM Q4_0 (SDOT / AVX2 / VNNI)", ("dotprod", "arm/gemm_dotprod.cpp", gq8_neon("Q4_0"), 32),
      ("avx2", "x86/gemm_avx2.cpp", (MICRO + "Q40>", GQ8 + "Q40, false>", PACK + "8>::Q40, false>", PACK + "16>::Q40, false>"), 32),
@@ -118,18 +133,18 @@ def tool(env, *names):
     sys.exit(f"run_mca: none of {names} found (set {env})")
 
 
-def compile_tu(clang, isa, tu, out):
-    s = out / "asm" / f"{Path(tu).stem}.{isa}.s"
-    src = ROOT / "src" / "kernels" / tu
-    if not s.exists() or s.stat().st_mtime < src.stat().st_mtime:  # headers: use --clean
+def compile_src(compiler, flags, src, s):
+    """Assembly of src at s (kept until src is newer: headers need --clean), as lines."""
+    if not s.exists() or s.stat().st_mtime < src.stat().st_mtime:
         s.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run([clang, *ISA[isa], *COMMON, "-S", str(src), "-o", str(s)], check=True)
+        subprocess.run([compiler, *flags, "-S", str(src), "-o", str(s)], check=True)
     return s.read_text().splitlines()
 
 
 def functions(lines, cxxfilt):
     """demangled name -> the function's lines (label to .Lfunc_end)."""
-    starts = [(i, m.group(1)) for i, ln in enumerate(lines) if (m := re.match(r"^(_Z[\w.$]*):", ln))]
+    # C++ (_Z...) and C symbols; local labels (.L...) start with a dot.
+    starts = [(i, m.group(1)) for i, ln in enumerate(lines) if (m := re.match(r"^([A-Za-z_][\w.$]*):", ln))]
     names = subprocess.run([cxxfilt], input="\n".join(n for _, n in starts), capture_output=True, text=True,
                            check=True).stdout.splitlines()
     out = {}
@@ -209,7 +224,9 @@ def loop_bodies(fn, trips, comment):
     return {h: flatten(h, headers[h]) for h in headers if height[h] == len(trips)}
 
 
-KEY_OPS = re.compile(r"^\s*(fmla|sdot|smmla|smull|smlal2|vfmadd\d+ps|vpdpbusd|vpmaddubsw)\b")
+KEY_OPS = re.compile(r"^\s*(fmla|sdot|smmla|smull2?|smlal2?|vfmadd\d+ps|vpdpbusd|vpmaddubsw)\b")
+
+LOAD = re.compile(r"^\s*ld\w*\s")  # ldr, ldur, ldp, ld1, ld1r, ...
 
 
 def mca(llvm_mca, triple, cpu, attrs, asm_file, report):
@@ -223,6 +240,64 @@ def mca(llvm_mca, triple, cpu, attrs, asm_file, report):
     return total / iters
 
 
+class Mca:
+    """Compiles translation units (once each), cuts a function's loop out and runs llvm-mca on
+    it. source() says where a TU is and how it is compiled: src/kernels here; run_mca_llamacpp.py
+    overrides it for llama.cpp's files."""
+
+    def __init__(self, out):
+        self.out = out
+        for d in ("loops", "reports"):
+            (out / d).mkdir(parents=True, exist_ok=True)
+        self.clang = tool("CLANG", "clang++", "clang++-19", "clang++-14")
+        self.llvm_mca = tool("LLVM_MCA", "llvm-mca-19", "llvm-mca-18", "llvm-mca-17", "llvm-mca")
+        self.cxxfilt = tool("CXXFILT", "llvm-cxxfilt", "llvm-cxxfilt-19", "c++filt")
+        ver = subprocess.run([self.llvm_mca, "--version"], capture_output=True, text=True).stdout
+        self.ver = re.search(r"LLVM version ([\d.]+)", ver).group(1)
+        self.cver = re.search(r"version ([\d.]+)", subprocess.run([self.clang, "--version"], capture_output=True,
+                                                                    text=True).stdout).group(1)
+        self.asm, self.notes = {}, []
+
+    def source(self, isa, tu):  # -> (compiler, flags, source file)
+        return self.clang, [*ISA[isa], *COMMON, *TU_FLAGS.get(tu, [])], ROOT / "src" / "kernels" / tu
+
+    def measure(self, loop, tag, cpus, triple, attrs):
+        """{cpu: (cycles per iteration, cycles per unit) or None} of the loop's largest match."""
+        isa, tu, func, units, *rest = loop
+        trips = rest[0] if rest else ()
+        need = rest[1] if len(rest) > 1 else None  # an op the loop must have (not a scalar tail loop)
+        key, cmt = (isa, tu), "#" if isa.startswith("avx") else "//"
+        if key not in self.asm:
+            compiler, flags, src = self.source(isa, tu)
+            s = self.out / "asm" / f"{Path(tu).stem}.{isa}.s"
+            self.asm[key] = functions(compile_src(compiler, flags, src, s), self.cxxfilt)
+        fns = self.asm[key]
+        for pat in (func,) if isinstance(func, str) else func:  # the first that has the loop
+            loops = [lp for n in fns if pat in n for lp in loop_bodies(fns[n], trips, cmt).items()
+                     if not need or any(re.match(rf"^\s*{need}\b", x) for x in lp[1])]
+            if loops:
+                func = pat
+                break
+        if not loops:  # the compiler unrolled differently: say what there is
+            have = {n[:60]: {t: len(b) for t in [(), (2,), (2, 2)] for b in loop_bodies(fns[n], t, cmt).values()}
+                    for pat in ((func,) if isinstance(func, str) else func) for n in fns if pat in n}
+            sys.exit(f"run_mca: no loop with {len(trips)} loop levels inside for {func!r} in {tu} ({isa}): {have}")
+        label, insns = max(loops, key=lambda lp: len(lp[1]))
+        f = self.out / "loops" / f"{tag}.s"
+        f.write_text("\n".join(insns) + "\n")
+        ops = [m.group(1) for x in insns if (m := KEY_OPS.match(x))]  # for checking units by eye
+        ops = ", ".join(f"{ops.count(o)} {o}" for o in sorted(set(ops)))
+        n_ld = sum(1 for x in insns if LOAD.match(x))  # AArch64 only (x86 loads are operands)
+        loads = "" if cmt == "#" else f"; {n_ld} loads"
+        self.notes.append(f"{tag}: {tu} [{isa}] {func}, loop {label} (trips {trips}): {len(insns)} instructions, "
+                          f"{units} units/iteration; {ops}{loads}")
+        res = {}
+        for cpu in cpus:
+            cyc = mca(self.llvm_mca, triple, cpu, attrs, f, self.out / "reports" / f"{tag}.{cpu}.txt")
+            res[cpu] = None if cyc is None else (cyc, cyc / units)
+        return res
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(ROOT / "build-mca"), help="work folder (asm, loops, reports)")
@@ -231,43 +306,9 @@ def main():
     out = Path(args.out)
     if args.clean and out.exists():
         shutil.rmtree(out)
-    for d in ("loops", "reports"):
-        (out / d).mkdir(parents=True, exist_ok=True)
-    clang = tool("CLANG", "clang++", "clang++-19", "clang++-14")
-    llvm_mca = tool("LLVM_MCA", "llvm-mca-19", "llvm-mca-18", "llvm-mca-17", "llvm-mca")
-    cxxfilt = tool("CXXFILT", "llvm-cxxfilt", "c++filt")
-    ver = subprocess.run([llvm_mca, "--version"], capture_output=True, text=True).stdout
-    ver = re.search(r"LLVM version ([\d.]+)", ver).group(1)
-    cver = re.search(r"version ([\d.]+)", subprocess.run([clang, "--version"], capture_output=True,
-                                                         text=True).stdout).group(1)
-    asm, results, notes = {}, {}, []
-
-    def measure(loop, tag, cpus, triple, attrs):
-        isa, tu, func, units, trips = (*loop, ())[:5]
-        key, cmt = (isa, tu), "#" if isa.startswith("avx") else "//"
-        if key not in asm:
-            asm[key] = functions(compile_tu(clang, isa, tu, out), cxxfilt)
-        for pat in (func,) if isinstance(func, str) else func:  # the first that has the loop
-            loops = [lp for n in asm[key] if pat in n for lp in loop_bodies(asm[key][n], trips, cmt).items()]
-            if loops:
-                func = pat
-                break
-        if not loops:  # the compiler unrolled differently: say what there is
-            have = {n[:60]: {t: len(b) for t in [(), (2,), (2, 2)] for b in loop_bodies(asm[key][n], t, cmt).values()}
-                    for pat in ((func,) if isinstance(func, str) else func) for n in asm[key] if pat in n}
-            sys.exit(f"run_mca: no loop with {len(trips)} loop levels inside for {func!r} in {tu} ({isa}): {have}")
-        label, insns = max(loops, key=lambda lp: len(lp[1]))
-        f = out / "loops" / f"{tag}.s"
-        f.write_text("\n".join(insns) + "\n")
-        ops = [m.group(1) for x in insns if (m := KEY_OPS.match(x))]  # for checking units by eye
-        ops = ", ".join(f"{ops.count(o)} {o}" for o in sorted(set(ops)))
-        notes.append(f"{tag}: {tu} [{isa}] {func}, loop {label} (trips {trips}): {len(insns)} instructions, "
-                     f"{units} units/iteration; {ops}")
-        res = {}
-        for cpu in cpus:
-            cyc = mca(llvm_mca, triple, cpu, attrs, f, out / "reports" / f"{tag}.{cpu}.txt")
-            res[cpu] = None if cyc is None else (cyc, cyc / units)
-        return res
+    m = Mca(out)
+    ver, cver, notes, measure = m.ver, m.cver, m.notes, m.measure
+    results = {}
 
     for label, arm, x2, x5 in ROWS:
         tag = re.sub(r"[^A-Za-z0-9]+", "_", label).strip("_").lower()

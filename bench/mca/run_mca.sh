@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Static cycle estimates of the kernels' inner loops (issue P7): see run_mca.py and
 # docs/PERFORMANCE.md "ARM estimates (llvm-mca)". Needs clang (any recent) and llvm-mca; LLVM >= 17
-# for the znver4 and Neoverse N1 models (Debian 12: apt-get install llvm-19). Runs niced: the TUs
+# for the znver4 and Neoverse N1 models (Debian 12: apt-get install llvm-19; the AArch64 target
+# headers: g++-aarch64-linux-gnu). Runs niced: the TUs
 # compile one at a time (~1 min).
 set -euo pipefail
 exec nice -n 10 python3 "$(dirname "$0")/run_mca.py" "$@"
