@@ -32,7 +32,7 @@ struct PruneOpts {
   double ffn = 0.0, heads = 0.0;
   std::string calib, stats, save_stats, requant, output_type, compensate = "auto", ffn_plan = "uniform";
   std::string gram, save_gram, sens_text;
-  double ridge = 0.01;
+  double ridge = pllm::kDefaultRidge, shrink = pllm::kDefaultShrink;
   int64_t sens_tokens = 512;
   int64_t calib_tokens = 0;  // 0: kCalibTokens, or kCompensateTokens when the fit needs activations
   int calib_ctx = 512;
@@ -142,6 +142,25 @@ std::vector<int> sensitivity_plan(const PruneOpts& o, const std::shared_ptr<pllm
   return plan.keep();
 }
 
+// The least-squares fit estimates each pruned layer's channel correlations from the
+// calibration tokens; with few tokens per channel the shrinkage keeps it from chasing the text,
+// but it still fits worse than with more text, so say so (on stderr, once the fit succeeded:
+// a failed run's one line is its error).
+void warn_short_calibration(const pllm::GramStats& gram, pllm::Compensate comp) {
+  if (comp != pllm::Compensate::lsq && comp != pllm::Compensate::lsq_bias) return;
+  uint64_t tokens = 0;
+  int channels = 0;
+  if (!gram.short_calibration(tokens, channels)) return;
+  std::fflush(stdout);
+  std::fprintf(stderr,
+               "warning: the compensation is fitted on %llu calibration tokens, %.1f per input channel of the "
+               "widest pruned layer (%d); below %d per channel (%llu tokens here) the fit is noticeably worse "
+               "(docs/QUANTIZATION.md, \"Short calibration\"): give --calib more text\n",
+               (unsigned long long)tokens, double(tokens) / double(channels), channels,
+               pllm::kShortCalibTokensPerChannel,
+               (unsigned long long)(uint64_t(pllm::kShortCalibTokensPerChannel) * uint64_t(channels)));
+}
+
 void report(const PruneOpts& o, const pllm::Model& model, const pllm::PrunePlan& plan, pllm::Compensate comp) {
   const pllm::ModelConfig& c = model.config();
   const char* importance =
@@ -230,7 +249,11 @@ std::function<int()> add_prune(CLI::App& app) {
                                      "the fit (give --stats for the statistics)");
   cmd->add_option("--sens-text", o->sens_text, "--ffn-plan sensitivity: measure the KL on this text (default: "
                                                "the --calib text)");
-  cmd->add_option("--ridge", o->ridge, "lsq: ridge strength, a fraction of the mean input power (default 0.01)");
+  cmd->add_option("--ridge", o->ridge, "lsq: ridge strength, a fraction of the mean input power (default "
+                                       "1e-4)");
+  cmd->add_option("--shrink", o->shrink, "lsq: per-channel shrinkage, s = SHRINK * channels / calibration tokens "
+                                         "times each channel's variance; 0 turns it off (default 3; see "
+                                         "docs/QUANTIZATION.md)");
   cmd->add_option("--vocab-keep", o->vocab_keep, kVocabKeepHelp)->type_name("FILE|N");
   cmd->add_option("-t,--threads", o->threads, "threads for calibration and re-quantisation (default: performance cores)");
   return [o]() {
@@ -259,6 +282,7 @@ std::function<int()> add_prune(CLI::App& app) {
            "(or --sens-text)");
     if (o->sens_tokens < 1) fail("--sens-tokens must be >= 1");
     if (!(o->ridge >= 0.0 && o->ridge <= 1e6)) fail("--ridge must be a number in [0, 1e6]");
+    if (!(o->shrink >= 0.0 && o->shrink <= 1e6)) fail("--shrink must be a number in [0, 1e6]");
     auto model = unwrap(pllm::Model::load_for_tools(o->in));
     std::vector<int32_t> text;
     if (!o->calib.empty()) text = unwrap(pllm::tokenize_text_file(*model, o->calib));
@@ -273,6 +297,7 @@ std::function<int()> add_prune(CLI::App& app) {
     po.ffn_ratio = o->ffn;
     po.head_ratio = o->heads;
     po.ridge = o->ridge;
+    po.shrink = o->shrink;
     po.compensate = choose_compensation(*o, *model);
     const std::string& arch = model->config().arch;
     if (pllm::compensate_has_bias(po.compensate) && arch != "llama" && arch != "deci")
@@ -311,11 +336,12 @@ std::function<int()> add_prune(CLI::App& app) {
     if (!o->output_type.empty()) po.output_type = unwrap(pllm::parse_quant_type(o->output_type));
     if (o->ffn_plan == "sensitivity") po.ffn_keep = sensitivity_plan(*o, model, po, sens_text);
     const pllm::PrunePlan plan = unwrap(pllm::plan_prune(*model, po));
+    if (po.gram) warn_short_calibration(*po.gram, po.compensate);
     // FFN / KV ranking: nothing of it applies to a vocabulary-only prune
     if (!vocab_only) report(*o, *model, plan, po.gram ? po.compensate : pllm::Compensate::none);
     if (po.compensate != pllm::Compensate::none && po.gram)
-      std::printf("compensation: %s (ridge %g), fitted on %llu calibration tokens\n",
-                  pllm::compensate_name(po.compensate), po.ridge, (unsigned long long)stats.n_tokens);
+      std::printf("compensation: %s (ridge %g, shrink %g), fitted on %llu calibration tokens\n",
+                  pllm::compensate_name(po.compensate), po.ridge, po.shrink, (unsigned long long)stats.n_tokens);
     if (po.vocab) report_vocab_plan(vocab);
 
     pllm::GgufWriter w;

@@ -113,6 +113,7 @@ Result<CompensateResult> fit_layer(const PruneOptions& opts, const Matrix& W, co
   spec.width = width;
   spec.n_remove = n_remove;
   spec.ridge = opts.ridge;
+  spec.shrink = opts.shrink;
   auto r = compensate_prune(Wd, int(W.rows), b0, *G, spec);
   if (!r.ok()) return make_error(r.error().code, std::string(W.name) + ": " + r.error().message);
   return r;
@@ -182,6 +183,8 @@ Result<void> check_compensation(const Model& model, const PruneOptions& opts) {
                                                " does not read: use --compensate lsq");
   if (!(opts.ridge >= 0.0) || !std::isfinite(opts.ridge) || opts.ridge > 1e6)
     return make_error(Status::invalid_argument, "--ridge must be a number in [0, 1e6]");
+  if (!(opts.shrink >= 0.0) || !std::isfinite(opts.shrink) || opts.shrink > 1e6)
+    return make_error(Status::invalid_argument, "--shrink must be a number in [0, 1e6]");
   return {};
 }
 }  // namespace

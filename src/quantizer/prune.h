@@ -55,7 +55,8 @@ struct PruneOptions {
   // attn_output's when heads go) on calibration text. The bias modes need an architecture
   // whose llama.cpp graph reads output biases (llama, deci).
   Compensate compensate = Compensate::none;
-  double ridge = 0.01;
+  double ridge = kDefaultRidge;
+  double shrink = kDefaultShrink;  // per-channel shrinkage (quantizer/prune_compensate.h)
   const GramStats* gram = nullptr;
   // FFN channels to keep per layer (a multiple of PrunePlan::ffn_align, at most n_ff), e.g.
   // from plan_ffn_sensitivity (quantizer/prune_plan.h); empty: ffn_ratio in every layer.

@@ -73,6 +73,13 @@ Result<void> obs_greedy(Mat& Wc, const GramMatrix& G, const CompensateSpec& s, i
     return make_error(Status::invalid_argument, "the calibration activations of this layer are all zero or not "
                                                 "finite: nothing to fit the compensation on");
   H.diagonal().array() += s.ridge * mean_diag;
+  // The per-channel shrinkage (prune_compensate.h): s · Var(x_j), Var from the channel sums
+  // in G's last row (clamped: rounding can make a constant channel's slightly negative).
+  const double shrink = s.shrink * double(n) / T;
+  for (int j = 0; j < n; ++j) {
+    const double mean = G.at(n, j) / T;
+    H(j, j) += shrink * std::max(G.at(j, j) / T - mean * mean, 0.0);
+  }
   // A pivot that is rounding noise means the data do not determine the fit (fewer tokens
   // than channels, or channels that are exact combinations of others) and the ridge is
   // too small to stand in for them.
@@ -240,6 +247,18 @@ const GramMatrix* GramStats::find(std::string_view weight) const {
   return G.count > 0 ? &G : nullptr;
 }
 
+bool GramStats::short_calibration(uint64_t& tokens, int& channels) const {
+  bool found = false;
+  double worst = HUGE_VAL;
+  for (const GramMatrix& G : grams_) {
+    if (G.count == 0) continue;
+    const double per_channel = double(G.count) / double(G.n);
+    if (per_channel < kShortCalibTokensPerChannel && per_channel < worst)
+      worst = per_channel, tokens = G.count, channels = G.n, found = true;
+  }
+  return found;
+}
+
 Result<void> GramStats::save(const std::string& path, uint64_t model_identity) const {
   if (!finished_) return make_error(Status::internal, "GramStats::save before finish()");
   GgufWriter w;
@@ -329,6 +348,8 @@ Result<CompensateResult> compensate_prune(std::span<const double> W, int rows, s
   if (G.count == 0) return make_error(Status::invalid_argument, "no calibration tokens reached this layer");
   if (!(s.ridge >= 0.0) || !std::isfinite(s.ridge))
     return make_error(Status::invalid_argument, "--ridge must be a finite number >= 0");
+  if (!(s.shrink >= 0.0) || !std::isfinite(s.shrink))
+    return make_error(Status::invalid_argument, "--shrink must be a finite number >= 0");
 
   const bool intercept = s.mode == Compensate::lsq_bias;
   const int m = n + (intercept ? 1 : 0);

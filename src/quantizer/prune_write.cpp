@@ -228,10 +228,13 @@ Result<void> build_pruned(const Model& model, const PruneOptions& opts, const Pr
   out.set_string("pocketllm.prune.importance", plan.from_activations ? "activations" : "weights");
   out.set_string("pocketllm.prune.requant", quant_method_name(opts.requant));
   out.set_string("pocketllm.prune.compensate", compensate_name(opts.compensate));
-  if (opts.compensate != Compensate::none)
+  if (opts.compensate != Compensate::none) {
     out.set_f32("pocketllm.prune.ridge", float(opts.ridge));
-  else
+    out.set_f32("pocketllm.prune.shrink", float(opts.shrink));
+  } else {
     out.remove("pocketllm.prune.ridge");
+    out.remove("pocketllm.prune.shrink");
+  }
   out.set_string("pocketllm.prune.source", source_name);
   if (opts.output_type)
     out.set_string("pocketllm.prune.output_type", quant_type_name(*opts.output_type));

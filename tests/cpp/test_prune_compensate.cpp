@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
@@ -64,13 +65,41 @@ double output_error(const Data& d, const CompensateResult& r, int width, const s
   return e / d.T;
 }
 
-CompensateSpec spec(Compensate mode, int n_remove, double ridge, int width = 1) {
+// Shrinkage off unless asked for: most tests check the plain least-squares fit's exact answers.
+CompensateSpec spec(Compensate mode, int n_remove, double ridge, int width = 1, double shrink = 0.0) {
   CompensateSpec s;
   s.mode = mode;
   s.n_remove = n_remove;
   s.ridge = ridge;
   s.width = width;
+  s.shrink = shrink;
   return s;
+}
+
+// Activations as a layer sees them: a few shared factors plus each channel's own noise, at
+// scales spread over two decades (SwiGLU outputs are far from equal in power), a mean too.
+Data make_correlated(int n, int T, int rows, int factors, uint32_t seed, const std::vector<double>* W = nullptr) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> N(0.0, 1.0);
+  std::mt19937 shape_rng(1234);  // the distribution's shape: the same for every sample drawn
+  std::normal_distribution<double> S(0.0, 1.0);
+  std::uniform_real_distribution<double> U(-1.0, 1.0);
+  std::vector<double> A(size_t(n) * size_t(factors)), scale(static_cast<size_t>(n));
+  for (auto& v : A) v = S(shape_rng);
+  for (auto& v : scale) v = std::pow(10.0, U(shape_rng));
+  Data d{n, T, rows, std::vector<double>(size_t(T) * n), W ? *W : std::vector<double>(size_t(rows) * n)};
+  if (!W)
+    for (auto& v : d.W) v = S(shape_rng);
+  std::vector<double> z(static_cast<size_t>(factors));
+  for (int t = 0; t < T; ++t) {
+    for (auto& v : z) v = N(rng);
+    for (int j = 0; j < n; ++j) {
+      double x = 0.3 + 0.5 * N(rng);
+      for (int f = 0; f < factors; ++f) x += A[size_t(j) * factors + f] * z[size_t(f)];
+      d.X[size_t(t) * n + j] = scale[size_t(j)] * x;
+    }
+  }
+  return d;
 }
 
 }  // namespace
@@ -163,6 +192,65 @@ TEST(PruneCompensate, SingularWithoutRidgeIsAClearError) {
   auto z = compensate_prune(d.W, d.rows, {}, zero, spec(Compensate::lsq, 4, 0.01));
   ASSERT_FALSE(z.ok());
   EXPECT_NE(z.error().message.find("zero"), std::string::npos) << z.error().message;
+}
+
+TEST(PruneCompensate, ShrinkageHoldsOnTokensTheFitDidNotSee) {
+  // Fewer calibration tokens than channels: the fit without shrinkage (only the ridge keeps
+  // it solvable; ridge 0.01 was the default before shrinkage) matches the calibration tokens
+  // and misses on new ones; the shrinkage, with that ridge and with the default one, must
+  // stay finite and do clearly better there. With 40
+  // tokens per channel it must cost next to nothing against the plain fit (a ridge too small
+  // to matter in both: 0.01 of the mean power would overcharge removing the quiet channels).
+  const int n = 48, rows = 6, n_remove = 16;
+  const Data test = make_correlated(n, 20000, rows, 6, 100);
+  for (int T : {40, 40 * n}) {
+    const Data train = make_correlated(n, T, rows, 6, uint32_t(T), &test.W);
+    const GramMatrix G = gram_of(train);
+    const double ridge = T < n ? 0.01 : kDefaultRidge;
+    auto plain = compensate_prune(train.W, rows, {}, G, spec(Compensate::lsq_bias, n_remove, ridge, 1, 0.0));
+    auto shrunk = compensate_prune(train.W, rows, {}, G, spec(Compensate::lsq_bias, n_remove, ridge, 1,
+                                                                kDefaultShrink));
+    auto defaults = compensate_prune(train.W, rows, {}, G, spec(Compensate::lsq_bias, n_remove, kDefaultRidge, 1,
+                                                                  kDefaultShrink));
+    ASSERT_TRUE(defaults.ok());
+    if (T < n) EXPECT_LT(output_error(test, *defaults, 1, {}), 0.8 * output_error(test, *plain, 1, {}));
+    ASSERT_TRUE(plain.ok() && shrunk.ok());
+    for (double v : shrunk->w) ASSERT_TRUE(std::isfinite(v));
+    const double e_plain = output_error(test, *plain, 1, {}), e_shrunk = output_error(test, *shrunk, 1, {});
+    std::printf("T %d: held-out error plain %.4g, shrunk %.4g\n", T, e_plain, e_shrunk);
+    if (T < n)
+      EXPECT_LT(e_shrunk, 0.8 * e_plain);
+    else
+      EXPECT_LT(e_shrunk, 1.02 * e_plain);
+  }
+  // Shrinkage out of range is a clear error.
+  const Data d = make_correlated(n, 100, rows, 6, 3);
+  auto bad = compensate_prune(d.W, rows, {}, gram_of(d), spec(Compensate::lsq, 4, 0.01, 1, -1.0));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("--shrink"), std::string::npos);
+}
+
+TEST(GramStats, ShortCalibrationNamesTheWorstLayer) {
+  Matrix a, b;
+  a.name = "a";
+  a.rows = b.rows = 2;
+  a.cols = 4;
+  b.name = "b";
+  b.cols = 8;
+  GramStats gs({"a", "b"});
+  const int T = kShortCalibTokensPerChannel * 8 - 1;  // short for b's 8 channels, not for a's 4
+  std::vector<float> X(size_t(T) * 8, 1.0f);
+  gs.observe(a, X.data(), T);
+  gs.observe(b, X.data(), T);
+  gs.finish();
+  uint64_t tokens = 0;
+  int channels = 0;
+  ASSERT_TRUE(gs.short_calibration(tokens, channels));
+  EXPECT_EQ(tokens, uint64_t(T));
+  EXPECT_EQ(channels, 8);
+  gs.observe(b, X.data(), 1);  // now exactly the threshold
+  gs.finish();
+  EXPECT_FALSE(gs.short_calibration(tokens, channels));
 }
 
 TEST(GramStats, SumsEqualDirectOnesAcrossFlushes) {

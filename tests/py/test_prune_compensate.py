@@ -2,9 +2,10 @@
 the pruner's code on tiny models:
   * numpy runs the calibration text through the reference forward pass, collects the input
     of every ffn_down / attn_output, and solves the ridge least-squares problem by its normal
-    equations for the channels the pruner kept: W'_K = (W·G[:, K] + λ·W_K)(G_KK + λI)⁻¹
-    with G = X̃ᵀX̃/T (X̃ with a column of ones for the intercept modes) -- which must be what
-    the file holds (F32 model: no re-quantisation in between), the bias included;
+    equations for the channels the pruner kept: W'_K = (W·G[:, K] + W_K·Λ_KK)(G_KK + Λ_KK)⁻¹
+    with G = X̃ᵀX̃/T (X̃ with a column of ones for the intercept modes) and Λ = λI plus the
+    shrinkage diag(SHRINK · n / T · Var(x_j)) -- which must be what the file holds (F32
+    model: no re-quantisation in between), the bias included;
   * the kept channels fit at least as well as numpy's own one-at-a-time greedy choice, and
     better than dropping the statistics-ranked channels;
   * bias mode: the removed channels are the lowest ||W[:,j]||²·Var(x_j), b = W_R·mean(x_R);
@@ -31,7 +32,8 @@ from test_prune import CALIB_TEXT, LLAMA_BENCH, Raw, _kept_rows, _prune
 CONFIGS = tm.model_configs()
 CTX = 64
 TEXT = CALIB_TEXT * 5
-RIDGE = 0.01
+RIDGE = 1e-4  # the default --ridge
+SHRINK = 3.0  # the default --shrink
 
 
 def _calib_inputs(pllm_bin, model: Path, text: Path, names: list[str]) -> dict[str, np.ndarray]:
@@ -50,17 +52,25 @@ def _calib_inputs(pllm_bin, model: Path, text: Path, names: list[str]) -> dict[s
     return {n: np.vstack(v) for n, v in seen.items()}
 
 
-def _ridge_fit(W: np.ndarray, X: np.ndarray, keep: list[int], intercept: bool, ridge: float = RIDGE):
-    """Normal equations of min ||W̃X̃ᵀ − W'_K X̃_Kᵀ||²/T + λ||W'_K − W̃_K||² (the constant column last
-    and always kept when intercept)."""
+def _penalty(X: np.ndarray, intercept: bool) -> np.ndarray:
+    """The diagonal Λ: λ = RIDGE × the mean power on every channel (the constant one too),
+    plus SHRINK · n / T × the channel's variance on the real ones."""
+    T, n = X.shape
+    lam = RIDGE * np.mean(np.mean(X ** 2, axis=0)) + SHRINK * n / T * X.var(axis=0)
+    return np.append(lam, RIDGE * np.mean(np.mean(X ** 2, axis=0))) if intercept else lam
+
+
+def _ridge_fit(W: np.ndarray, X: np.ndarray, keep: list[int], intercept: bool):
+    """Normal equations of min ||W̃X̃ᵀ − W'_K X̃_Kᵀ||²/T + Σ_j Λ_j ||W'_j − W̃_j||² (the constant
+    column last and always kept when intercept)."""
     T, n = X.shape
     Xa = np.hstack([X, np.ones((T, 1))]) if intercept else X
     Wa = np.hstack([W, np.zeros((W.shape[0], 1))]) if intercept else W
     K = list(keep) + ([n] if intercept else [])
     G = Xa.T @ Xa / T
-    lam = ridge * np.mean(np.diag(G)[:n])
-    A = G[np.ix_(K, K)] + lam * np.eye(len(K))
-    Wk = np.linalg.solve(A, (Wa @ G[:, K] + lam * Wa[:, K]).T).T
+    lam = _penalty(X, intercept)[K]
+    A = G[np.ix_(K, K)] + np.diag(lam)
+    Wk = np.linalg.solve(A, (Wa @ G[:, K] + Wa[:, K] * lam).T).T
     return (Wk[:, :-1], Wk[:, -1]) if intercept else (Wk, None)
 
 
@@ -69,7 +79,7 @@ def _condition(X: np.ndarray, keep: list[int], intercept: bool) -> float:
     Xa = np.hstack([X, np.ones((T, 1))]) if intercept else X
     K = list(keep) + ([n] if intercept else [])
     G = Xa.T @ Xa / T
-    return float(np.linalg.cond(G[np.ix_(K, K)] + RIDGE * np.mean(np.diag(G)[:n]) * np.eye(len(K))))
+    return float(np.linalg.cond(G[np.ix_(K, K)] + np.diag(_penalty(X, intercept)[K])))
 
 
 def _residual(W, X, keep, Wk, b):
@@ -79,12 +89,12 @@ def _residual(W, X, keep, Wk, b):
 
 
 def _greedy_one_at_a_time(W, X, n_remove, intercept):
-    """Optimal Brain Surgeon one channel at a time on H = G + λI: numpy's own greedy choice."""
+    """Optimal Brain Surgeon one channel at a time on H = G + Λ: numpy's own greedy choice."""
     T, n = X.shape
     Xa = np.hstack([X, np.ones((T, 1))]) if intercept else X
     Wa = np.hstack([W, np.zeros((W.shape[0], 1))]) if intercept else W.copy()
     G = Xa.T @ Xa / T
-    Hinv = np.linalg.inv(G + RIDGE * np.mean(np.diag(G)[:n]) * np.eye(G.shape[0]))
+    Hinv = np.linalg.inv(G + np.diag(_penalty(X, intercept)))
     removed = []
     for _ in range(n_remove):
         sal = np.sum(Wa ** 2, axis=0) / np.diag(Hinv)
@@ -235,9 +245,10 @@ BAD = {
     "compensate_needs_calib": (["--ffn", "0.3", "--compensate", "lsq", "--weights-only"], "--calib"),
     "ridge_negative": (["--ffn", "0.3", "--compensate", "lsq", "--ridge", "-1", "@calib"], "--ridge"),
     "ridge_nan": (["--ffn", "0.3", "--compensate", "lsq", "--ridge", "nan", "@calib"], "--ridge"),
-    # 8 tokens cannot determine 512 channels, and no ridge stands in for them
-    "singular": (["--ffn", "0.3", "--compensate", "lsq", "--ridge", "0", "--calib-tokens", "8", "@calib"],
-                 "singular"),
+    "shrink_negative": (["--ffn", "0.3", "--compensate", "lsq", "--shrink", "-0.5", "@calib"], "--shrink"),
+    # 8 tokens cannot determine 512 channels, and neither ridge nor shrinkage stands in for them
+    "singular": (["--ffn", "0.3", "--compensate", "lsq", "--ridge", "0", "--shrink", "0", "--calib-tokens", "8",
+                  "@calib"], "singular"),
     "plan_needs_calib": (["--ffn", "0.3", "--ffn-plan", "sensitivity", "--weights-only"], "--calib"),
     "plan_unknown": (["--ffn", "0.3", "--ffn-plan", "greedy", "@calib"], "--ffn-plan"),
     "sens_tokens_zero": (["--ffn", "0.3", "--ffn-plan", "sensitivity", "--sens-tokens", "0", "@calib"],
@@ -305,3 +316,30 @@ def test_saved_gram_matrices_replace_the_calibration(pllm_bin, tiny_models_paths
                                                                              "--gram", gram]))
     assert "attn_output" in msg, msg
     assert not other.exists()
+
+
+def test_short_calibration_is_warned_about(pllm_bin, tiny_models_paths, work_dir, calib_file):
+    """A fit on fewer than 16 calibration tokens per FFN channel (the tiny model's 512: 8192)
+    warns on stderr, with the count; 8192 or more, or no fit at all, does not."""
+    src, out = tiny_models_paths["llama-F32"], work_dir / "w.gguf"
+    long_text = work_dir / "long.txt"
+    long_text.write_text(CALIB_TEXT * 40)  # well over 8192 tokens of the tiny vocabulary
+    common = ["--ffn", "0.25", "--calib-ctx", CTX]
+
+    def run(text, *extra):
+        proc = pllm_cli.check_ok(_prune(pllm_bin, src, out, common + ["--calib", text, *extra]))
+        return proc.stdout.decode(), proc.stderr.decode()
+
+    stdout, stderr = run(calib_file)
+    tokens = int(stdout.split("fitted on ")[1].split()[0])
+    assert tokens < 8192, stdout
+    assert f"warning: the compensation is fitted on {tokens} calibration tokens" in stderr, stderr
+    assert "below 16 per channel (8192 tokens here)" in stderr, stderr
+    stdout, stderr = run(long_text)
+    assert int(stdout.split("fitted on ")[1].split()[0]) >= 8192, stdout
+    assert "warning" not in stderr, stderr
+    # the threshold itself: 8192 tokens do not warn, 8191 do
+    assert "warning" not in run(long_text, "--calib-tokens", "8192")[1]
+    assert "fitted on 8191 calibration tokens" in run(long_text, "--calib-tokens", "8191")[1]
+    # nothing fitted, nothing to warn about
+    assert "warning" not in run(calib_file, "--compensate", "none")[1]
