@@ -5,4 +5,10 @@
 # headers: g++-aarch64-linux-gnu). Runs niced: the TUs
 # compile one at a time (~1 min).
 set -euo pipefail
+# What it compiles and measures with, installed where we can (root + apt), as scripts/common.sh does.
+# shellcheck source=../../scripts/common.sh
+source "$(dirname "$0")/../../scripts/common.sh"
+DEB_PACKAGES=(clang llvm-19 g++-aarch64-linux-gnu)
+DEB_OPTIONAL=()
+install_deps
 exec nice -n 10 python3 "$(dirname "$0")/run_mca.py" "$@"
