@@ -214,55 +214,58 @@ const AsymFormat kQ2K{16, 3, 15}, kQ4K{8, 15, 63}, kQ5K{8, 31, 63};
 const SymFormat<IntLevels> kQ3K{16, IntLevels{-4, 3}, -32, 31}, kQ6K{16, IntLevels{-32, 31}, -127, 127};
 const SymFormat<Iq4Levels> kIQ4XS{8, Iq4Levels{}, -32, 31};
 
+// The searched super-block of an asymmetric K type (Q2_K, Q4_K, Q5_K), from rtn's parameters,
+// with its codes as the bytes the packers take.
+AsymParams search_asym_block(const float* x, const float* w0, const AsymFormat& f, uint8_t q[QK_K]) {
+  int c[QK_K];
+  const AsymParams p = search_asym_k(x, effective_weights(w0, QK_K), f, rtn_asym(x, f), c);
+  for (int i = 0; i < QK_K; ++i) q[i] = uint8_t(c[i]);
+  return p;
+}
+
+// rtn's parameters of a signed-scale K type of 16-element groups (Q3_K: codes -4..3, Q6_K:
+// -32..31; scale codes up to code_max).
+SymParams rtn_sym(const float* x, int qneg, int code_max) {
+  SymParams rtn;
+  uint16_t d;
+  int8_t q[QK_K];
+  ref::rtn_k_signed_scale(x, 16, qneg, code_max, &d, rtn.sc, q);
+  rtn.D = fp16_to_fp32(d);
+  return rtn;
+}
+
 }  // namespace
 
 void search_q2_K(const float* x, const float* w0, block_q2_K* y) {
-  const float* w = effective_weights(w0, QK_K);
-  int q[QK_K];
-  const AsymParams p = search_asym_k(x, w, kQ2K, rtn_asym(x, kQ2K), q);
+  uint8_t q[QK_K];
+  const AsymParams p = search_asym_block(x, w0, kQ2K, q);
   y->d = fp32_to_fp16(p.D);
   y->dmin = fp32_to_fp16(p.Dm);
   for (int j = 0; j < 16; ++j) y->scales[j] = uint8_t(p.sc[j] | (p.mi[j] << 4));
-  uint8_t qq[QK_K];
-  for (int i = 0; i < QK_K; ++i) qq[i] = uint8_t(q[i]);
-  ref::pack_q2_K_quants(qq, y->qs);
+  ref::pack_q2_K_quants(q, y->qs);
 }
 
 void search_q4_K(const float* x, const float* w0, block_q4_K* y) {
-  const float* w = effective_weights(w0, QK_K);
-  int q[QK_K];
-  const AsymParams p = search_asym_k(x, w, kQ4K, rtn_asym(x, kQ4K), q);
+  uint8_t q[QK_K];
+  const AsymParams p = search_asym_block(x, w0, kQ4K, q);
   y->d = fp32_to_fp16(p.D);
   y->dmin = fp32_to_fp16(p.Dm);
   ref::pack_scale_min_k4(p.sc, p.mi, y->scales);
-  uint8_t qq[QK_K];
-  for (int i = 0; i < QK_K; ++i) qq[i] = uint8_t(q[i]);
-  ref::pack_q4_K_quants(qq, y->qs);
+  ref::pack_q4_K_quants(q, y->qs);
 }
 
 void search_q5_K(const float* x, const float* w0, block_q5_K* y) {
-  const float* w = effective_weights(w0, QK_K);
-  int q[QK_K];
-  const AsymParams p = search_asym_k(x, w, kQ5K, rtn_asym(x, kQ5K), q);
+  uint8_t q[QK_K];
+  const AsymParams p = search_asym_block(x, w0, kQ5K, q);
   y->d = fp32_to_fp16(p.D);
   y->dmin = fp32_to_fp16(p.Dm);
   ref::pack_scale_min_k4(p.sc, p.mi, y->scales);
-  uint8_t qq[QK_K];
-  for (int i = 0; i < QK_K; ++i) qq[i] = uint8_t(q[i]);
-  ref::pack_q5_K_quants(qq, y->qs, y->qh);
+  ref::pack_q5_K_quants(q, y->qs, y->qh);
 }
 
 void search_q3_K(const float* x, const float* w0, block_q3_K* y) {
-  const float* w = effective_weights(w0, QK_K);
-  SymParams rtn;
-  {
-    uint16_t d;
-    int8_t q[QK_K];
-    ref::rtn_k_signed_scale(x, 16, 4, 31, &d, rtn.sc, q);
-    rtn.D = fp16_to_fp32(d);
-  }
   int q[QK_K];
-  const SymParams p = search_sym_k(x, w, kQ3K, rtn, q);
+  const SymParams p = search_sym_k(x, effective_weights(w0, QK_K), kQ3K, rtn_sym(x, 4, 31), q);
   y->d = fp32_to_fp16(p.D);
   ref::pack_q3_K_scales(p.sc, y->scales);
   int8_t qq[QK_K];
@@ -271,16 +274,8 @@ void search_q3_K(const float* x, const float* w0, block_q3_K* y) {
 }
 
 void search_q6_K(const float* x, const float* w0, block_q6_K* y) {
-  const float* w = effective_weights(w0, QK_K);
-  SymParams rtn;
-  {
-    uint16_t d;
-    int8_t q[QK_K];
-    ref::rtn_k_signed_scale(x, 16, 32, 127, &d, rtn.sc, q);
-    rtn.D = fp16_to_fp32(d);
-  }
   int q[QK_K];
-  const SymParams p = search_sym_k(x, w, kQ6K, rtn, q);
+  const SymParams p = search_sym_k(x, effective_weights(w0, QK_K), kQ6K, rtn_sym(x, 32, 127), q);
   y->d = fp32_to_fp16(p.D);
   for (int g = 0; g < 16; ++g) y->scales[g] = p.sc[g];
   uint8_t qq[QK_K];
