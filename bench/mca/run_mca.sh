@@ -11,4 +11,10 @@ source "$(dirname "$0")/../../scripts/common.sh"
 DEB_PACKAGES=(clang llvm-19 g++-aarch64-linux-gnu)
 DEB_OPTIONAL=()
 install_deps
-exec nice -n 10 python3 "$(dirname "$0")/run_mca.py" "$@"
+# --vs-llamacpp: run_mca_llamacpp.py (ours against llama.cpp's NEON kernels) instead.
+script=run_mca.py
+if [ "${1:-}" = --vs-llamacpp ]; then
+  script=run_mca_llamacpp.py
+  shift
+fi
+exec nice -n 10 python3 "$(dirname "$0")/$script" "$@"
