@@ -69,7 +69,8 @@ struct IdentityCase {
 class SpeculativeIdentity : public ::testing::TestWithParam<IdentityCase> {};
 
 // Two turns per prompt on one session (the second reuses the first's cache, guesses and all),
-// for each drafter: the tokens and the end reasons are plain decoding's.
+// for each drafter: the tokens and the end reasons are plain decoding's. Plain decoding runs
+// once per prompt; each drafter's session then replays the same turns.
 TEST_P(SpeculativeIdentity, GreedyIsPlainDecoding) {
   const IdentityCase& c = GetParam();
   const Fixture* fx = fixture(c.model);
@@ -77,28 +78,42 @@ TEST_P(SpeculativeIdentity, GreedyIsPlainDecoding) {
   GenerateParams gp;
   gp.max_tokens = 40;
   gp.stop_strings = {"\n\n\n"};
+  struct Turn {
+    std::vector<int32_t> prompt;
+    Gen plain;
+  };
+  std::vector<std::vector<Turn>> runs;  // per prompt, its two turns as plain decoding ran them
+  for (const char* text : kPrompts) {
+    auto plain_s = session(*fx, c.kv, c.act);
+    ASSERT_TRUE(plain_s);
+    std::vector<int32_t> prompt = encode(*fx->target, text);
+    std::vector<Turn>& turns = runs.emplace_back();
+    for (int turn = 0; turn < 2; ++turn) {
+      turns.push_back({prompt, gen(*plain_s, prompt, gp)});
+      const std::vector<int32_t>& out = turns.back().plain.tokens;
+      prompt.insert(prompt.end(), out.begin(), out.end());
+      for (int32_t t : encode(*fx->target, " Say it again."))
+        if (t != fx->target->tokenizer().bos()) prompt.push_back(t);
+    }
+  }
   for (DraftKind kind : {DraftKind::lookup, DraftKind::model, DraftKind::skip}) {
     int drafted = 0, kept = 0;
-    for (const char* text : kPrompts) {
-      auto plain_s = session(*fx, c.kv, c.act);
+    for (size_t p = 0; p < runs.size(); ++p) {
       auto spec_s = session(*fx, c.kv, c.act);
+      ASSERT_TRUE(spec_s);
       auto d = drafter(kind, *fx, *spec_s);
-      ASSERT_TRUE(plain_s && spec_s && d);
-      std::vector<int32_t> prompt = encode(*fx->target, text);
+      ASSERT_TRUE(d);
       GenerateParams sp = gp;
       sp.drafter = d.get();
       sp.draft_min = sp.draft_max = 4;  // a verify pass every step, whatever the guesses are worth
-      for (int turn = 0; turn < 2; ++turn) {
-        const Gen a = gen(*plain_s, prompt, gp);
-        const Gen b = gen(*spec_s, prompt, sp);
-        ASSERT_EQ(a.tokens, b.tokens) << draft_kind_name(kind) << " turn " << turn << ": " << text;
-        EXPECT_EQ(a.stats.reason, b.stats.reason);
+      for (size_t turn = 0; turn < runs[p].size(); ++turn) {
+        const Turn& t = runs[p][turn];
+        const Gen b = gen(*spec_s, t.prompt, sp);
+        ASSERT_EQ(t.plain.tokens, b.tokens) << draft_kind_name(kind) << " turn " << turn << ": " << kPrompts[p];
+        EXPECT_EQ(t.plain.stats.reason, b.stats.reason);
         EXPECT_EQ(b.stats.n_drafted >= b.stats.n_draft_accepted, true);
         drafted += b.stats.n_drafted;
         kept += b.stats.n_draft_accepted;
-        prompt.insert(prompt.end(), a.tokens.begin(), a.tokens.end());
-        for (int32_t t : encode(*fx->target, " Say it again."))
-          if (t != fx->target->tokenizer().bos()) prompt.push_back(t);
       }
     }
     // Each drafter made guesses and both kept and rejected some (else the test checks nothing).
