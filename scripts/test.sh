@@ -38,6 +38,8 @@ export POCKETLLM_MODELS="$MODELS_DIR"
 log "release build"
 build "$ROOT/build" -DCMAKE_BUILD_TYPE=Release -DPLLM_BUILD_TESTS=ON -DPLLM_SANITIZE=OFF -DPLLM_TSAN=OFF
 (cd "$ROOT/build" && ctest --output-on-failure -j "$JOBS")
+# the server soak at full length on the real model (ctest's run: 16 clients x 8 requests)
+[ "$LONG" = 1 ] && PLLM_SOAK_REQUESTS=20 "$ROOT/build/tests/cpp/test_server_soak" --gtest_brief=1
 # --durations: the slowest cases in the log, for keeping the suite within CI's time
 POCKETLLM_BIN="$ROOT/build/pocketllm" "$VENV/bin/python" -m pytest -q --durations=15 "$ROOT/tests/py"
 

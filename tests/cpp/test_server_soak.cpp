@@ -4,9 +4,9 @@
 // carry the same text a lone request gets (greedy: batching, queueing and the shared prefix
 // cache must not change a token); every cut request must be cancelled on the server, and no
 // work may be left behind.
-// Scale: PLLM_SOAK_CLIENTS (default 16) clients x PLLM_SOAK_REQUESTS (default 20) requests each
-// of up to PLLM_SOAK_MAX_TOKENS (24) tokens; the sanitizer builds run fewer (scripts/test.sh;
-// all of it with --long).
+// Scale: PLLM_SOAK_CLIENTS (default 16) clients x PLLM_SOAK_REQUESTS (default 8) requests each
+// of up to PLLM_SOAK_MAX_TOKENS (24) tokens; scripts/test.sh --long runs 20 requests each on the
+// real model and the sanitizer builds run the tiny model (scripts/test.sh).
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -237,7 +237,7 @@ std::string check_stream(const Job& job, const Stream& s, const Reference& ref) 
 
 TEST_F(ServerSoak, ConcurrentStreamsWithDisconnects) {
   const int n_clients = env_int("PLLM_SOAK_CLIENTS", 16);
-  const int n_requests = env_int("PLLM_SOAK_REQUESTS", 20);
+  const int n_requests = env_int("PLLM_SOAK_REQUESTS", 8);
   const unsigned seed = unsigned(env_int("PLLM_SOAK_SEED", 1234));
   SCOPED_TRACE("clients " + std::to_string(n_clients) + " x requests " + std::to_string(n_requests) + ", seed " +
                std::to_string(seed));
@@ -396,7 +396,7 @@ json run_constrained(int port, int which, bool stream) {
 
 TEST_F(ServerSoak, ConcurrentConstrainedRequestsMatchLoneOnes) {
   const int n_clients = std::min(8, env_int("PLLM_SOAK_CLIENTS", 16));
-  const int n_requests = std::min(4, env_int("PLLM_SOAK_REQUESTS", 20));
+  const int n_requests = std::min(4, env_int("PLLM_SOAK_REQUESTS", 8));
   {
     // One request first: the system's cpp-httplib (not built with TSan) initialises its own
     // statics on first use, which TSan would report; the engine's state stays cold.
