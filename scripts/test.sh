@@ -34,6 +34,7 @@ setup_venv
 fetch_model
 fetch_gemma3
 export POCKETLLM_MODELS="$MODELS_DIR"
+export PLLM_TEST_LONG="$LONG"  # the Python suites' long-only cases (test_golden_logits.py: every ISA level)
 
 log "release build"
 build "$ROOT/build" -DCMAKE_BUILD_TYPE=Release -DPLLM_BUILD_TESTS=ON -DPLLM_SANITIZE=OFF -DPLLM_TSAN=OFF
