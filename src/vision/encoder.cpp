@@ -69,39 +69,54 @@ class Products {
   MatmulScratch s_{};
 };
 
-// Softmax attention of every query row against all n keys, head by head; q, k, v, out [n][E].
+// Softmax attention, every head: per head scores = Q_h K_h^T and out = P V_h as F32 products on
+// the matmul (its SIMD kernels), queries in blocks of kRowsPerCall so the score block stays
+// [256][n] however many patches. q, k, v, out: [n][E].
 void attention(const float* q, const float* k, const float* v, float* out, int n, int n_head, int d_head,
-               ThreadPool& pool) {
+               Products& prod, ThreadPool& pool) {
   const int E = n_head * d_head;
   const float scale = 1.0f / std::sqrt(float(d_head));
-  std::vector<std::vector<float>> scores(size_t(pool.size()), std::vector<float>(size_t(n)));
-  // One task per (head, query row).
-  pool.run_indexed(int64_t(n_head) * n, [&](int64_t task, int thread) {
-    const int h = int(task / n), i = int(task % n);
-    float* s = scores[size_t(thread)].data();
-    const float* qi = q + int64_t(i) * E + h * d_head;
-    float mx = -INFINITY;
-    for (int j = 0; j < n; ++j) {
-      const float* kj = k + int64_t(j) * E + h * d_head;
-      float dot = 0.0f;
-      for (int d = 0; d < d_head; ++d) dot += qi[d] * kj[d];
-      s[j] = dot * scale;
-      mx = std::max(mx, s[j]);
+  std::vector<float> qh(size_t(n) * size_t(d_head)), vt(size_t(d_head) * size_t(n));
+  std::vector<float> sc(size_t(std::min(n, kRowsPerCall)) * size_t(n)), oh(size_t(n) * size_t(d_head));
+  for (int h = 0; h < n_head; ++h) {
+    // K_h in place: n rows of d_head floats, E floats apart.
+    Matrix kh;
+    kh.name = "attn.k";
+    kh.data = reinterpret_cast<const uint8_t*>(k + size_t(h) * size_t(d_head));
+    kh.type = TensorType::F32;
+    kh.rows = n;
+    kh.cols = d_head;
+    kh.row_bytes = size_t(E) * sizeof(float);
+    // V_h transposed ([d_head][n]) so that P V_h is a product of the same form.
+    Matrix vh = kh;
+    vh.name = "attn.v";
+    vh.data = reinterpret_cast<const uint8_t*>(vt.data());
+    vh.rows = d_head;
+    vh.cols = n;
+    vh.row_bytes = size_t(n) * sizeof(float);
+    pool.run_spread(n, [&](int64_t i) {
+      std::copy_n(q + i * E + h * d_head, d_head, qh.data() + i * d_head);
+      for (int d = 0; d < d_head; ++d) vt[size_t(d) * size_t(n) + size_t(i)] = v[i * E + h * d_head + d];
+    });
+    for (int i0 = 0; i0 < n; i0 += kRowsPerCall) {
+      const int rows = std::min(kRowsPerCall, n - i0);
+      prod.run(kh, qh.data() + size_t(i0) * size_t(d_head), rows, sc.data());
+      pool.run_spread(rows, [&](int64_t r) {
+        float* s = sc.data() + r * n;
+        float mx = -INFINITY;
+        for (int j = 0; j < n; ++j) mx = std::max(mx, s[j] * scale);
+        double sum = 0.0;
+        for (int j = 0; j < n; ++j) {
+          s[j] = std::exp(s[j] * scale - mx);
+          sum += s[j];
+        }
+        const float inv = float(1.0 / sum);
+        for (int j = 0; j < n; ++j) s[j] *= inv;
+      });
+      prod.run(vh, sc.data(), rows, oh.data() + size_t(i0) * size_t(d_head));
     }
-    double sum = 0.0;
-    for (int j = 0; j < n; ++j) {
-      s[j] = std::exp(s[j] - mx);
-      sum += s[j];
-    }
-    const float inv = float(1.0 / sum);
-    float* o = out + int64_t(i) * E + h * d_head;
-    std::fill(o, o + d_head, 0.0f);
-    for (int j = 0; j < n; ++j) {
-      const float p = s[j] * inv;
-      const float* vj = v + int64_t(j) * E + h * d_head;
-      for (int d = 0; d < d_head; ++d) o[d] += p * vj[d];
-    }
-  });
+    pool.run_spread(n, [&](int64_t i) { std::copy_n(oh.data() + i * d_head, d_head, out + i * E + h * d_head); });
+  }
 }
 
 // Patch (px, py) of the image as one row, in the conv kernel's order (channel, y, x).
@@ -132,7 +147,7 @@ Result<std::vector<float>> encode_image(const VisionModel& m, const ImageF32& im
   const int E = hp.n_embd, F = hp.n_ff, P = hp.patch_size, side = hp.patches_per_side(), n = hp.n_patches();
   const int in_patch = 3 * P * P;
   const int64_t merged_cols = int64_t(E) * hp.n_merge * hp.n_merge;
-  Products prod(std::max<int64_t>({in_patch, E, F, merged_cols}), pool, opt.act);
+  Products prod(std::max<int64_t>({in_patch, E, F, merged_cols, n}), pool, opt.act);
 
   // The patch embedding as a product with an F32 matrix over the decoded conv kernel.
   Matrix patch;
@@ -156,7 +171,7 @@ Result<std::vector<float>> encode_image(const VisionModel& m, const ImageF32& im
     prod.run(L.q, h.data(), n, q.data(), L.q_b);
     prod.run(L.k, h.data(), n, k.data(), L.k_b);
     prod.run(L.v, h.data(), n, v.data(), L.v_b);
-    attention(q.data(), k.data(), v.data(), a.data(), n, hp.n_head, E / hp.n_head, pool);
+    attention(q.data(), k.data(), v.data(), a.data(), n, hp.n_head, E / hp.n_head, prod, pool);
     prod.run(L.o, a.data(), n, h.data(), L.o_b);
     pool.run_spread(n, [&](int64_t t) { add_f32(x.data() + t * E, h.data() + t * E, E); });
 
