@@ -135,6 +135,18 @@ Result<VisionHparams> read_hparams(const GgufFile& f) {
     return bad(f, "image size " + std::to_string(hp.image_size) + " is not a multiple of the patch size " +
                       std::to_string(hp.patch_size));
   if (hp.n_embd % hp.n_head != 0) return bad(f, "embedding length is not a multiple of the head count");
+  // A hostile header could ask for a patch grid whose activations no phone holds (the tensors
+  // that would have to match it are checked later, after these buffers' sizes are known):
+  // bound the grid and the encoder's working set up front. Real encoders: SmolVLM 1024 patches
+  // and ~30 MiB, Gemma 3 4096 patches and ~170 MiB.
+  if (hp.n_patches() > kMaxPatches)
+    return make_error(Status::out_of_range, f.path() + ": " + std::to_string(hp.n_patches()) +
+                                                " patches per image, more than the limit of " + std::to_string(kMaxPatches));
+  const int64_t act_bytes = int64_t(hp.n_patches()) * (6 * int64_t(hp.n_embd) + hp.n_ff) * int64_t(sizeof(float));
+  if (act_bytes > kMaxActivationBytes)
+    return make_error(Status::out_of_range, f.path() + ": the encoder would need " + std::to_string(act_bytes >> 20) +
+                                                " MiB of activations, more than the limit of " +
+                                                std::to_string(kMaxActivationBytes >> 20) + " MiB");
   if (hp.projector == Projector::gemma3 && hp.patches_per_side() < hp.n_merge)
     return bad(f, "gemma3 pooling kernel is larger than the patch grid");
   return hp;

@@ -24,6 +24,10 @@ const char* projector_name(Projector p);
 // How llama.cpp resamples for a projector (mtmd-image.cpp follows Pillow's filters).
 enum class ResizeFilter { bilinear, bicubic, lanczos };
 
+// Limits on what an mmproj header may ask for (load errors, out_of_range, beyond them).
+inline constexpr int kMaxPatches = 16384;                        // a 128 x 128 patch grid
+inline constexpr int64_t kMaxActivationBytes = int64_t(2) << 30;  // the encoder's working set
+
 struct VisionHparams {
   Projector projector = Projector::idefics3;
   int image_size = 0;    // the square the encoder sees
