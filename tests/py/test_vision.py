@@ -73,8 +73,8 @@ def read_result(path: Path) -> list[tuple[np.ndarray, np.ndarray]]:
     return out
 
 
-def run(cmd: list, check: bool = True) -> subprocess.CompletedProcess:
-    r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=120)
+def run(cmd: list, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=120, env=env)
     if check and r.returncode != 0:
         raise AssertionError(f"{cmd[0]} failed ({r.returncode}): {r.stderr[-2000:]}")
     return r
@@ -158,6 +158,26 @@ def test_embeddings_match_llamacpp(files, probe, oracle, proj, wt):
             for i, ((_, ea), (_, eb), (_, et)) in enumerate(zip(read_result(ours8), read_result(q8), b)):
                 print(f"{proj} q8_0 {name} image {i}: llama.cpp Q8_0 vs F32 NMSE {nmse(eb, et):.3e}, "
                       f"ours int8 vs F32 {nmse(ea, et):.3e}, ours int8 vs llama.cpp Q8_0 {nmse(ea, eb):.3e}")
+
+
+@pytest.mark.parametrize("isa", [i for i in pllm_cli.available_isas() if i != "default"])
+def test_every_isa_matches_llamacpp(files, probe, oracle, isa):
+    """The encoder's products on the kernel table of each ISA level (PLLM_ISA), the scalar twins
+    included: an F16 file against llama.cpp on it, a Q8_0 file against llama.cpp on its weights
+    decoded to F32 (as test_embeddings_match_llamacpp)."""
+    d, models, images = files
+    for proj, wt in (("idefics3", "f16"), ("gemma3", "q8_0")):
+        ref_model = models[proj, wt]
+        if wt == "q8_0":
+            ref_model = write_mmproj(d / f"isa-{proj}-q8_0-as-f32.gguf",
+                                     VisionSpec(projector=proj, wtype="q8_0", dequantized=True, **SPECS[proj]))
+        ours, ref = d / f"isa-{isa}-{proj}.ours", d / f"isa-{proj}-{wt}.ref"
+        run([probe, "encode", models[proj, wt], images["rgb-77x45"], ours, 2, "exact"], env=pllm_cli.isa_env(isa))
+        if not ref.exists():
+            run([oracle, ref_model, images["rgb-77x45"], ref, 2])
+        for i, ((_, ea), (_, eb)) in enumerate(zip(read_result(ours), read_result(ref))):
+            e = nmse(ea, eb)
+            assert e <= NMSE_MAX, f"{isa} {proj} {wt} image {i}: NMSE {e:.3e} > {NMSE_MAX}"
 
 
 def test_attention_is_not_uniform(files):
