@@ -186,3 +186,40 @@ TEST(VisionPreprocess, NormalisesAsFloatSteps) {
   EXPECT_EQ(f.px[1], (0.0f - 0.25f) / 0.25f);
   EXPECT_EQ(f.px[2], 51.0f / 255.0f);
 }
+
+#include "vision/layout.h"
+
+TEST(VisionLayout, Idefics3TilesRowByRowThenOverview) {
+  VisionHparams hp;
+  hp.projector = Projector::idefics3;
+  Preprocessed pre;
+  pre.grid_x = 2;
+  pre.grid_y = 2;
+  pre.has_overview = true;
+  pre.images.resize(5);
+  const auto l = image_layout(hp, pre);
+  const std::vector<std::pair<std::string, int>> want = {
+      {"<fake_token_around_image><row_1_col_1>", -1}, {"", 0},
+      {"<fake_token_around_image><row_1_col_2>", -1}, {"", 1},
+      {"\n<fake_token_around_image><row_2_col_1>", -1}, {"", 2},
+      {"<fake_token_around_image><row_2_col_2>", -1}, {"", 3},
+      {"\n\n<fake_token_around_image><global-img>", -1}, {"", 4},
+      {"<fake_token_around_image>", -1}};
+  ASSERT_EQ(l.size(), want.size());
+  for (size_t i = 0; i < l.size(); ++i) {
+    EXPECT_EQ(l[i].text, want[i].first) << i;
+    EXPECT_EQ(l[i].image, want[i].second) << i;
+  }
+}
+
+TEST(VisionLayout, Gemma3OneImageBetweenItsMarkers) {
+  VisionHparams hp;
+  hp.projector = Projector::gemma3;
+  Preprocessed pre;
+  pre.images.resize(1);
+  const auto l = image_layout(hp, pre);
+  ASSERT_EQ(l.size(), 3u);
+  EXPECT_EQ(l[0].text, "<start_of_image>");
+  EXPECT_EQ(l[1].image, 0);
+  EXPECT_EQ(l[2].text, "<end_of_image>");
+}
