@@ -4,7 +4,8 @@ programs that write the same file format: our tests/cpp/vision_probe and llama.c
 pllm-clip-oracle (tests/oracle/clip_oracle.cpp, built by bench/setup_llamacpp.sh).
 
   - preprocessing: the normalised float images are bit-identical (sizes, tiles, every float);
-  - embeddings: NMSE <= 1e-5 against llama.cpp for each projector and weight type;
+  - embeddings: NMSE <= 1e-5 against llama.cpp for each projector and weight type, and
+    <= 1e-9 against a float64 numpy reference (vision_reference.py; runs without llama.cpp);
   - malformed mmproj files and hostile images: one clear error, exit status 2, no crash.
 
 Environment: VISION_PROBE (default <build dir of POCKETLLM_BIN>/tests/cpp/vision_probe),
@@ -27,6 +28,11 @@ from vision_models import VisionSpec, write_mmproj
 
 REPO = Path(__file__).resolve().parents[2]
 NMSE_MAX = 1e-5
+# Against the float64 numpy reference: f32 arithmetic alone, each operation's relative error
+# ~6e-8 compounding over a few dozen dependent steps (products, norms, softmax): NMSE of order
+# (30 * 6e-8)^2 ~ 3e-12; 1e-9 leaves room for longer sums yet catches any real difference
+# (a wrong rounding of the input or an f16 step anywhere shows as 1e-7 or more).
+REF_NMSE_MAX = 1e-9
 
 
 def probe_path() -> Path:
@@ -178,6 +184,25 @@ def test_every_isa_matches_llamacpp(files, probe, oracle, isa):
         for i, ((_, ea), (_, eb)) in enumerate(zip(read_result(ours), read_result(ref))):
             e = nmse(ea, eb)
             assert e <= NMSE_MAX, f"{isa} {proj} {wt} image {i}: NMSE {e:.3e} > {NMSE_MAX}"
+
+
+@pytest.mark.parametrize("wt", ["f32", "f16", "q8_0"])
+@pytest.mark.parametrize("proj", list(SPECS))
+def test_embeddings_match_numpy_reference(files, probe, proj, wt):
+    """No llama.cpp needed: our embeddings (exact mode) against vision_reference.py, float64 on
+    the file's own weights, fed with the preprocessed images our probe writes."""
+    from vision_reference import VisionReference
+    d, models, images = files
+    ref = VisionReference(models[proj, wt])
+    for name in ("rgb-77x45", "greyalpha-131x17"):
+        ours = d / f"r-{proj}-{wt}-{name}.ours"
+        run([probe, "encode", models[proj, wt], images[name], ours, 2, "exact"])
+        for i, (img, emb) in enumerate(read_result(ours)):
+            want = ref.encode(img.astype(np.float64))
+            assert emb.shape == want.shape, f"{name} image {i}: {emb.shape} vs {want.shape}"
+            e = nmse(emb, want)
+            print(f"{proj} {wt} {name} image {i}: NMSE vs numpy {e:.3e}")
+            assert e <= REF_NMSE_MAX, f"{proj} {wt} {name} image {i}: NMSE {e:.3e} > {REF_NMSE_MAX}"
 
 
 def test_attention_is_not_uniform(files):
