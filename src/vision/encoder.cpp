@@ -186,23 +186,20 @@ Result<std::vector<float>> encode_image(const VisionModel& m, const ImageF32& im
   std::vector<float> out(size_t(n_tok) * size_t(hp.n_out));
   const int s = hp.n_merge;
   if (hp.projector == Projector::idefics3) {
-    // Pixel shuffle: each s x s block of patches (the grid zero-padded to whole blocks) becomes
-    // one token of E * s * s features, ordered (row in block, column in block, channel).
-    const int gs = (side + s - 1) / s;
-    std::vector<float> merged(size_t(n_tok) * size_t(merged_cols), 0.0f);
+    // Pixel shuffle: each s x s block of patches becomes one token of E * s * s features, ordered
+    // (row in block, column in block, channel). The loader checks that s divides the grid.
+    const int gs = side / s;
+    std::vector<float> merged(size_t(n_tok) * size_t(merged_cols));
     for (int by = 0; by < gs; ++by)
       for (int bx = 0; bx < gs; ++bx) {
         float* dst = merged.data() + (int64_t(by) * gs + bx) * merged_cols;
         for (int dy = 0; dy < s; ++dy)
-          for (int dx = 0; dx < s; ++dx) {
-            const int py = by * s + dy, px = bx * s + dx;
-            if (py >= side || px >= side) continue;
-            std::copy_n(x.data() + (int64_t(py) * side + px) * E, E, dst + (int64_t(dy) * s + dx) * E);
-          }
+          for (int dx = 0; dx < s; ++dx)
+            std::copy_n(x.data() + (int64_t(by * s + dy) * side + bx * s + dx) * E, E, dst + (int64_t(dy) * s + dx) * E);
       }
     prod.run(m.mm_fc, merged.data(), n_tok, out.data());
   } else {
-    // Average pool s x s (stride s, no padding; a remainder is dropped), RMS norm, projection.
+    // Average pool s x s (stride s), RMS norm, projection.
     const int gs = side / s;
     std::vector<float> pooled(size_t(n_tok) * size_t(E), 0.0f);
     const float inv = 1.0f / float(s * s);

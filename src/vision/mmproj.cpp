@@ -16,12 +16,7 @@ const char* projector_name(Projector p) {
 }
 
 int VisionHparams::tokens_per_image() const {
-  const int side = patches_per_side();
-  if (projector == Projector::gemma3) {
-    const int pooled = n_merge > 0 ? side / n_merge : 0;  // ggml's pool_2d: floor
-    return pooled * pooled;
-  }
-  const int merged = (side + n_merge - 1) / n_merge;  // the patch grid is zero-padded to a multiple
+  const int merged = n_merge > 0 ? patches_per_side() / n_merge : 0;  // the loader checks it divides
   return merged * merged;
 }
 
@@ -147,8 +142,12 @@ Result<VisionHparams> read_hparams(const GgufFile& f) {
     return make_error(Status::out_of_range, f.path() + ": the encoder would need " + std::to_string(act_bytes >> 20) +
                                                 " MiB of activations, more than the limit of " +
                                                 std::to_string(kMaxActivationBytes >> 20) + " MiB");
-  if (hp.projector == Projector::gemma3 && hp.patches_per_side() < hp.n_merge)
-    return bad(f, "gemma3 pooling kernel is larger than the patch grid");
+  // Both projectors merge n_merge x n_merge patches into a token. llama.cpp aborts on a grid
+  // that does not divide (its token count disagrees with the graph's), so such a file has no
+  // reference behaviour to follow: refused.
+  if (hp.patches_per_side() % hp.n_merge != 0)
+    return bad(f, "the patch grid (" + std::to_string(hp.patches_per_side()) + " a side) is not a multiple of the "
+                      "projector's merge factor " + std::to_string(hp.n_merge));
   return hp;
 }
 

@@ -229,6 +229,7 @@ MALFORMED = [
     ("bad patch", dict(kv_override={"clip.vision.patch_size": 7}), "not a multiple of the patch size"),
     ("missing position embd", dict(drop={"v.position_embd.weight"}), "v.position_embd.weight"),
     ("zero std", dict(std=(0.2, 0.0, 0.2)), "clip.vision.image_std"),
+    ("grid not divisible", dict(kv_override={"clip.vision.image_size": 80}), "not a multiple of the projector's merge"),
     ("huge grid", dict(kv_override={"clip.vision.image_size": 4096, "clip.vision.patch_size": 1}),
      "more than the limit of 16384"),
     ("wrong key type", dict(kv_override={"clip.vision.image_mean": "grey"}), "clip.vision.image_mean"),
