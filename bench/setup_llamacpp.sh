@@ -99,7 +99,10 @@ fi
 # needs a text model to tokenize and does not show the preprocessed image), linked statically.
 if [ "$need_oracle" -eq 1 ]; then
   log "building pllm-clip-oracle"
-  cmake --build "$BUILD" -j "$JOBS" --target mtmd llama ggml
+  TARGETS=(mtmd llama ggml)
+  # newer llama.cpp links mtmd with a small hashing library of its own
+  grep -q '^build vendor-hash:' "$BUILD/build.ninja" && TARGETS+=(vendor-hash)
+  cmake --build "$BUILD" -j "$JOBS" --target "${TARGETS[@]}"
   OPENMP=()
   grep -q '^GGML_OPENMP_ENABLED:INTERNAL=ON' "$BUILD/CMakeCache.txt" && OPENMP=(-fopenmp)
   HASH_LIB=()
