@@ -86,6 +86,13 @@ def run(cmd: list, check: bool = True, env: dict | None = None) -> subprocess.Co
     return r
 
 
+def run_oracle(oracle: Path, model: Path, image: Path, out: Path) -> None:
+    """One thread, and OpenMP threads that sleep instead of spinning: these encodes take
+    milliseconds, and spinning threads on a busy CI machine made them take seconds."""
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS="1")
+    run([oracle, model, image, out, 1], env=env)
+
+
 def nmse(a: np.ndarray, ref: np.ndarray) -> float:
     return float(np.sum((a.astype(np.float64) - ref) ** 2) / max(np.sum(ref.astype(np.float64) ** 2), 1e-30))
 
@@ -125,7 +132,7 @@ def test_preprocessing_bit_identical(files, probe, oracle, proj):
     for name, img in images.items():
         ours, ref = d / f"p-{proj}-{name}.ours", d / f"p-{proj}-{name}.ref"
         run([probe, "encode", models[proj, "f32"], img, ours])
-        run([oracle, models[proj, "f32"], img, ref])
+        run_oracle(oracle, models[proj, "f32"], img, ref)
         a, b = read_result(ours), read_result(ref)
         assert len(a) == len(b), f"{name}: {len(a)} images, llama.cpp {len(b)}"
         for i, ((ia, _), (ib, _)) in enumerate(zip(a, b)):
@@ -149,7 +156,7 @@ def test_embeddings_match_llamacpp(files, probe, oracle, proj, wt):
     for name in ("rgb-77x45", "jpeg-61x39"):
         ours, ref = d / f"e-{proj}-{wt}-{name}.ours", d / f"e-{proj}-{wt}-{name}.ref"
         run([probe, "encode", models[proj, wt], images[name], ours, 2, "exact"])
-        run([oracle, ref_model, images[name], ref, 2])
+        run_oracle(oracle, ref_model, images[name], ref)
         a, b = read_result(ours), read_result(ref)
         assert len(a) == len(b)
         for i, ((_, ea), (_, eb)) in enumerate(zip(a, b)):
@@ -159,7 +166,7 @@ def test_embeddings_match_llamacpp(files, probe, oracle, proj, wt):
             assert e <= NMSE_MAX, f"{proj} {wt} {name} image {i}: NMSE {e:.3e} > {NMSE_MAX}"
         if wt == "q8_0":
             q8, ours8 = d / f"e-{proj}-q8-{name}.llama", d / f"e-{proj}-q8-{name}.int8"
-            run([oracle, models[proj, wt], images[name], q8, 2])
+            run_oracle(oracle, models[proj, wt], images[name], q8)
             run([probe, "encode", models[proj, wt], images[name], ours8, 2, "int8"])
             for i, ((_, ea), (_, eb), (_, et)) in enumerate(zip(read_result(ours8), read_result(q8), b)):
                 print(f"{proj} q8_0 {name} image {i}: llama.cpp Q8_0 vs F32 NMSE {nmse(eb, et):.3e}, "
@@ -180,7 +187,7 @@ def test_every_isa_matches_llamacpp(files, probe, oracle, isa):
         ours, ref = d / f"isa-{isa}-{proj}.ours", d / f"isa-{proj}-{wt}.ref"
         run([probe, "encode", models[proj, wt], images["rgb-77x45"], ours, 2, "exact"], env=pllm_cli.isa_env(isa))
         if not ref.exists():
-            run([oracle, ref_model, images["rgb-77x45"], ref, 2])
+            run_oracle(oracle, ref_model, images["rgb-77x45"], ref)
         for i, ((_, ea), (_, eb)) in enumerate(zip(read_result(ours), read_result(ref))):
             e = nmse(ea, eb)
             assert e <= NMSE_MAX, f"{isa} {proj} {wt} image {i}: NMSE {e:.3e} > {NMSE_MAX}"
