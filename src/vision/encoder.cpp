@@ -39,7 +39,8 @@ void gelu_f32(float* x, int64_t n) {
 namespace {
 
 // Rows per matmul call: bounds the quantised-activation scratch (kMaxActFormats x rows x the
-// widest row) whatever the patch count, at no cost in speed (256 rows keep every tile busy).
+// widest row) whatever the patch count. 256 is more than the engine's prompt chunks (n_batch
+// 64), so the products take the same prompt paths they take there.
 constexpr int kRowsPerCall = 256;
 
 class Products {
