@@ -38,7 +38,8 @@ Result<std::vector<float>> encode_images(const VisionModel& m, const Preprocesse
 // The f32 row ops the encoder uses (plain loops: these are their scalar versions).
 // LayerNorm with weight and bias (w, b may be null): y = (x - mean) / sqrt(var + eps) * w + b.
 void layernorm_f32(const float* x, const float* w, const float* b, float* y, int64_t n, float eps);
-// GELU, tanh approximation (ggml_gelu's formula, computed here in f32 without its f16 table).
+// GELU, tanh approximation (ggml_gelu's formula, in f32 without its f16 table), with libm's
+// tanh: the plain reference the tests hold the kernel table's GeGLU (which the encoder runs) to.
 void gelu_f32(float* x, int64_t n);
 
 }  // namespace pllm::vision

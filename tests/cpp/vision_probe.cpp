@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -64,16 +65,22 @@ int cmd_encode(int argc, char** argv) {
   put_u32(f, 1);
   put_u32(f, uint32_t(pre->images.size()));
   put_u32(f, uint32_t(n_out));
+  double encode_ms = 0.0;
   for (const auto& im : pre->images) {
     put_u32(f, uint32_t(im.width));
     put_u32(f, uint32_t(im.height));
     put_f32s(f, im.px.data(), im.px.size());
+    const auto t0 = std::chrono::steady_clock::now();
     auto e = pllm::vision::encode_image(**model, im, pool, opt);
+    encode_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (!e.ok()) return fail(e.error());
     put_u32(f, uint32_t(e->size() / size_t(n_out)));
     put_f32s(f, e->data(), e->size());
   }
-  return f.good() ? 0 : fail(pllm::make_error(pllm::Status::io_error, "write failed"));
+  if (!f.good()) return fail(pllm::make_error(pllm::Status::io_error, "write failed"));
+  // On stdout, for bench/vision_compare.py: the encoder alone (load and preprocessing excluded).
+  std::printf("encode_ms %.3f\n", encode_ms);
+  return 0;
 }
 
 int cmd_jpeg(int argc, char** argv) {

@@ -14,8 +14,10 @@
 // OUT (little-endian): "PLLMCLIP" u32 version=1, u32 n_entries, u32 n_embd_out, then per entry:
 //   u32 nx, u32 ny, f32[ny][nx][3] preprocessed image (RGB interleaved, normalised),
 //   u32 n_tokens, f32[n_tokens][n_embd_out] embeddings.
+// Prints "encode_ms T" (the encodes alone) on stdout.
 // Exit status: 0 ok, 1 usage, 2 load/decode/encode failure (message on stderr).
 #include <cstdint>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -110,6 +112,7 @@ int main(int argc, char** argv) {
   put_u32(f, 1);
   put_u32(f, static_cast<uint32_t>(order.size()));
   put_u32(f, static_cast<uint32_t>(n_embd_out));
+  double encode_ms = 0.0;
   for (const clip_image_f32* e : order) {
     put_u32(f, static_cast<uint32_t>(e->nx()));
     put_u32(f, static_cast<uint32_t>(e->ny()));
@@ -119,7 +122,10 @@ int main(int argc, char** argv) {
     batch.entries.push_back(*e);
     const int n_tok = clip_n_output_tokens(ctx, e);
     std::vector<float> embd(static_cast<size_t>(n_tok) * n_embd_out);
-    if (!clip_image_batch_encode(ctx, n_threads, &batch, embd)) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const bool ok = clip_image_batch_encode(ctx, n_threads, &batch, embd);
+    encode_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (!ok) {
       clip_free(ctx);
       return fail("clip_image_batch_encode failed");
     }
@@ -127,5 +133,7 @@ int main(int argc, char** argv) {
     put_f32s(f, embd.data(), embd.size());
   }
   clip_free(ctx);
-  return f.good() ? 0 : fail("write failed");
+  if (!f.good()) return fail("write failed");
+  std::printf("encode_ms %.3f\n", encode_ms);  // the encoder alone, for bench/vision_compare.py
+  return 0;
 }
