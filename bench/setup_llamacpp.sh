@@ -2,7 +2,9 @@
 # Build llama.cpp's llama-bench, llama-batched-bench, llama-quantize and llama-server for the
 # side-by-side comparisons (llama-server: bench/server_compare.py), llama-debug, whose
 # --save-logits gives the reference logits of bench/arch_vs_llamacpp.py, and llama-lookup /
-# llama-speculative (bench/speculative.py).
+# llama-speculative (bench/speculative.py), and llama-mtmd-cli with pllm-clip-oracle (ours,
+# tests/oracle/clip_oracle.cpp, linked against llama.cpp's static mtmd/clip libraries): the
+# image embeddings the vision tests (tests/py/test_vision.py) compare against.
 #
 # The source comes from the PyPI sdist of llama-cpp-python (it vendors llama.cpp under
 # vendor/llama.cpp). Everything is cached:
@@ -29,7 +31,7 @@ LLAMA_ISA="${LLAMA_ISA:-native}"
 case "$LLAMA_ISA" in
   native) BIN="$CACHE/bin"; BUILD="$CACHE/llama.cpp-build"; NATIVE=ON
           TOOLS=(llama-bench llama-quantize llama-batched-bench llama-completion llama-perplexity llama-server
-                 llama-debug llama-lookup llama-speculative) ;;
+                 llama-debug llama-lookup llama-speculative llama-mtmd-cli) ;;
   avx2) BIN="$CACHE/bin-avx2"; BUILD="$CACHE/llama.cpp-build-avx2"; NATIVE=OFF
         TOOLS=(llama-bench llama-batched-bench) ;;
   *) log "LLAMA_ISA must be native or avx2, not $LLAMA_ISA"; exit 2 ;;
@@ -48,7 +50,12 @@ fi
 
 missing=()
 for t in "${TOOLS[@]}"; do [ -x "$BIN/$t" ] || missing+=("$t"); done
-if [ "${#missing[@]}" -eq 0 ]; then
+ORACLE_SRC="$BENCH/../tests/oracle/clip_oracle.cpp"
+need_oracle=0
+if [ "$LLAMA_ISA" = native ] && { [ ! -x "$BIN/pllm-clip-oracle" ] || [ "$ORACLE_SRC" -nt "$BIN/pllm-clip-oracle" ]; }; then
+  need_oracle=1
+fi
+if [ "${#missing[@]}" -eq 0 ] && [ "$need_oracle" -eq 0 ]; then
   log "${TOOLS[*]} already built in $BIN"
   exit 0
 fi
@@ -67,7 +74,9 @@ if [ ! -f "$SRC_ROOT/.unpacked" ]; then
   tar -xzf "$SDIST" -C "$SRC_ROOT" --strip-components=1
   touch "$SRC_ROOT/.unpacked"
 fi
-LLAMA_SRC="$SRC_ROOT/vendor/llama.cpp"
+# The physical path: a git worktree may reach bench/.cache through a symlink, and configuring
+# the shared build with the other spelling of the same source makes ninja rebuild everything.
+LLAMA_SRC="$(cd "$SRC_ROOT/vendor/llama.cpp" && pwd -P)"
 [ -f "$LLAMA_SRC/CMakeLists.txt" ] || { log "no vendor/llama.cpp/CMakeLists.txt in the sdist"; exit 1; }
 
 # 3. configure + build only the tools the benchmarks use
@@ -77,11 +86,33 @@ cmake -S "$LLAMA_SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON \
   -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF \
   -DLLAMA_BUILD_APP=OFF >/dev/null
-log "building ${missing[*]} with -j$JOBS (takes a while on few cores)"
-cmake --build "$BUILD" -j "$JOBS" --target "${missing[@]}"
-for t in "${missing[@]}"; do
-  cp "$(find "$BUILD" -type f -name "$t" -perm -u+x | head -n1)" "$BIN/$t"
-done
+if [ "${#missing[@]}" -gt 0 ]; then
+  log "building ${missing[*]} with -j$JOBS (takes a while on few cores)"
+  cmake --build "$BUILD" -j "$JOBS" --target "${missing[@]}"
+  for t in "${missing[@]}"; do
+    # "$BUILD/": find descends into the build dir even where it is a symlink (a worktree's bench/.cache)
+    cp "$(find "$BUILD/" -type f -name "$t" -perm -u+x | head -n1)" "$BIN/$t"
+  done
+fi
+
+# 4. the clip oracle: our program over llama.cpp's internal clip/mtmd API (the public mtmd API
+# needs a text model to tokenize and does not show the preprocessed image), linked statically.
+if [ "$need_oracle" -eq 1 ]; then
+  log "building pllm-clip-oracle"
+  TARGETS=(mtmd llama ggml)
+  # newer llama.cpp links mtmd with a small hashing library of its own
+  grep -q '^build vendor-hash:' "$BUILD/build.ninja" && TARGETS+=(vendor-hash)
+  cmake --build "$BUILD" -j "$JOBS" --target "${TARGETS[@]}"
+  OPENMP=()
+  grep -q '^GGML_OPENMP_ENABLED:INTERNAL=ON' "$BUILD/CMakeCache.txt" && OPENMP=(-fopenmp)
+  HASH_LIB=()
+  [ -f "$BUILD/vendor/hash/libvendor-hash.a" ] && HASH_LIB=("$BUILD/vendor/hash/libvendor-hash.a")
+  ${CXX:-g++} -std=c++17 -O2 -I"$LLAMA_SRC/tools/mtmd" -I"$LLAMA_SRC/include" -I"$LLAMA_SRC/ggml/include" \
+    "$ORACLE_SRC" -o "$BIN/pllm-clip-oracle" \
+    "$BUILD/tools/mtmd/libmtmd.a" "$BUILD/src/libllama.a" "${HASH_LIB[@]}" \
+    "$BUILD/ggml/src/libggml.a" "$BUILD/ggml/src/libggml-cpu.a" "$BUILD/ggml/src/libggml-base.a" \
+    "${OPENMP[@]}" -lpthread -ldl -lm
+fi
 log "done: ${TOOLS[*]} in $BIN"
 "$BIN/llama-bench" --help >/dev/null 2>&1 || log "warning: llama-bench --help failed"
 [ ! -x "$BIN/llama-server" ] || "$BIN/llama-server" --version >/dev/null 2>&1 || log "warning: llama-server --version failed"

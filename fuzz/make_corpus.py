@@ -10,7 +10,8 @@ vocabulary, and a file holding every metadata value type and tensor type. fuzz_t
 tokenizer, byte 1 the flags (fuzz_tokenizer.cpp), then UTF-8 edge cases. fuzz_chat_template:
 each family's template as text. fuzz_jinja: the real chat templates and a few language pieces.
 fuzz_kv_snapshot: written by the fuzzer binary itself from a
-real KV cache (make_kv_snapshot), so only with --kv-fuzzer.
+real KV cache (make_kv_snapshot), so only with --kv-fuzzer. fuzz_image: small PNGs of every
+colour type the decoder meets (grey, grey + alpha, RGB, RGBA) and a BMP.
 
 Files found by fuzzing (crash-*, regressions) live next to the seeds and are kept: this
 script only overwrites the files it writes.
@@ -216,6 +217,19 @@ def kv_seeds(fuzzer: Path) -> None:
     subprocess.run([str(fuzzer)], env={**os.environ, "PLLM_FUZZ_WRITE_SEEDS": str(d)}, check=True)
 
 
+def image_seeds() -> None:
+    import numpy as np
+    from vision_images import pattern, png_bytes
+    for name, (w, h, c) in {"grey": (9, 7, 1), "grey_alpha": (5, 11, 2), "rgb": (13, 6, 3), "rgba": (8, 8, 4)}.items():
+        write("fuzz_image", f"{name}.png", png_bytes(pattern(w, h, c, seed=w * h)))
+    # 24-bit BMP, 3 x 2, bottom-up rows padded to 4 bytes.
+    w, h = 3, 2
+    rows = b"".join(np.arange(w * 3, dtype=np.uint8).tobytes() + b"\0" * ((4 - w * 3 % 4) % 4) for _ in range(h))
+    header = b"BM" + struct.pack("<IHHI", 54 + len(rows), 0, 0, 54)
+    info = struct.pack("<IiiHHIIiiII", 40, w, h, 1, 24, 0, len(rows), 2835, 2835, 0, 0)
+    write("fuzz_image", "tiny.bmp", header + info + rows)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kv-fuzzer", type=Path, help="the built fuzz_kv_snapshot (writes its seeds)")
@@ -224,6 +238,7 @@ def main() -> None:
     tokenizer_seeds()
     chat_seeds()
     jinja_seeds()
+    image_seeds()
     if a.kv_fuzzer:
         kv_seeds(a.kv_fuzzer)
 

@@ -9,6 +9,7 @@ JOBS="${JOBS:-$(nproc 2>/dev/null || echo 2)}"
 # Debian packages the build and tests need.
 DEB_PACKAGES=(cmake ninja-build g++ pkg-config libpcre2-dev libcli11-dev nlohmann-json3-dev libgtest-dev libcpp-httplib-dev
               libeigen3-dev  # the pruner's least-squares compensation
+              libstb-dev  # stb_image: the vision layer's PNG / JPEG / BMP decoder (header only)
               python3 python3-venv python3-pip
               # the fuzzers (scripts/fuzz.sh): clang, libFuzzer's runtime (only a Recommends of
               # clang, which minimal images skip) and llvm-symbolizer for readable reports

@@ -58,7 +58,7 @@ CMAKE_ARGS="$(cmake_launcher) -DCMAKE_C_COMPILER=$(compiler_of C) -DCMAKE_CXX_CO
 
 log "AddressSanitizer + UBSan build (the suites that parse input or touch memory directly)"
 # Parsers (GGUF, tokenizer, chat template, KV snapshots, the prefix cache's files, the C API's
-# arguments, sysfs thermal files, stop strings over streamed text), the KV cache and engine memory, and the kernels' bounds on small inputs. Test
+# arguments, sysfs thermal files, stop strings over streamed text, mmproj files and image bytes), the KV cache and engine memory, and the kernels' bounds on small inputs. Test
 # cases that only re-run the real model's numerics are left to the release build: under ASan
 # each costs minutes and checks no input handling the cases kept here do not.
 ASAN_TESTS=(test_gguf test_gguf_writer test_tokenizer test_chat_template test_jinja test_sampler test_kv_cache test_kv_memory
@@ -66,7 +66,7 @@ ASAN_TESTS=(test_gguf test_gguf_writer test_tokenizer test_chat_template test_ji
             test_matvec_rows test_gemm test_attention_kv test_quant test_thermal_sysfs test_trace_log
             test_scheduled_runtime test_runtime_api test_server_soak test_prune_compensate test_frame_policy
             test_scheduler_interactive test_stop_matcher test_chat_prompt test_grammar test_json_schema
-            test_sampler_grammar test_tool_calls test_speculative)
+            test_sampler_grammar test_tool_calls test_speculative test_vision)
 ASAN_NUMERICS='EngineReal.BatchedEqualsSolo*:EngineReal.CancelMidStep*:PrefixCacheTest.SameGreedyOutput*'
 ASAN_NUMERICS+=':PrefixCacheTest.Prewarm*:PrefixCacheTest.SharedBySessions*:PrefixCacheTest.WindowedSessions*'
 ASAN_NUMERICS+=':PrefixCacheTest.BudgetsEvict*:PrefixCacheTest.ActivationModes*:KvSnapshot.RoundTrip*'
@@ -78,7 +78,7 @@ ASAN_NUMERICS+=':RuntimeReal.GovernorCaps*:RuntimeReal.DriverThread*:RuntimeApi.
 ASAN_NUMERICS+=':RuntimeReal.InteractiveFirstToken*:RuntimeReal.InteractiveSubmitStops*:RuntimeReal.FrameCalls*'
 cmake -S "$ROOT" -B "$ROOT/build-asan" -G Ninja $(cmake_launcher) "${SANITIZER_BUILD[@]}" -DPLLM_SANITIZE=ON -DPLLM_TSAN=OFF \
   -DPLLM_BUILD_TESTS=ON >/dev/null
-cmake --build "$ROOT/build-asan" -j "$JOBS" --target pocketllm_cli "${ASAN_TESTS[@]}"
+cmake --build "$ROOT/build-asan" -j "$JOBS" --target pocketllm_cli vision_probe "${ASAN_TESTS[@]}"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ASAN_FILTER="-$ASAN_NUMERICS"
 [ "$LONG" = 1 ] && ASAN_FILTER='*'
@@ -101,7 +101,9 @@ PARSING_SUITES=(test_malformed_gguf.py test_cli_errors.py test_tokenize.py test_
                 "test_structured_output.py::test_what_cannot_be_enforced_is_a_400" "test_structured_output.py::test_cli_grammar_flags_errors"
                 "test_tool_calls.py::test_bad_tools_and_history_are_400"
                 "test_speculative_cli.py::test_bad_draft_flags_are_one_error"
-                "test_speculative_cli.py::test_server_bad_speculative_field_is_400")
+                "test_speculative_cli.py::test_server_bad_speculative_field_is_400"
+                "test_vision.py::test_malformed_mmproj_is_one_clear_error"
+                "test_vision.py::test_hostile_images_are_one_clear_error")
 if [ "$LONG" = 1 ]; then
   PY_ASAN=("$ROOT/tests/py")
 else

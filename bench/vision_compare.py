@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Vision encoder speed, ours against llama.cpp's clip, on random-weight mmproj files of real
+encoders' shapes (tests/py/vision_models.py), one image each.
+
+    bench/setup_llamacpp.sh                      # builds pllm-clip-oracle
+    bench/vision_compare.py --probe build/tests/cpp/vision_probe -t 2 --rounds 3 [--layers 4]
+
+Each round runs ours then llama.cpp (the order flips on odd rounds), separate processes, the same
+thread count; both print the time of their encodes alone (load, decode and preprocessing left
+out). The table: median ms over the rounds, ours / llama.cpp, and the NMSE between the two.
+--layers shrinks the encoders' depth (time scales with it) to keep the files small.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "py"))
+
+from test_vision import nmse, read_result  # noqa: E402
+from vision_images import write_png  # noqa: E402
+from vision_models import VisionSpec, write_mmproj  # noqa: E402
+
+SHAPES = {
+    # SmolVLM-256M's SigLIP: 512 px tiles of 16 px patches, 768 wide, pixel shuffle 4.
+    "smolvlm": dict(projector="idefics3", image_size=512, patch_size=16, n_embd=768, n_ff=3072, n_head=12,
+                    n_layer=12, scale_factor=4, longest_edge=512, proj_out=576),
+    # Gemma 3's SigLIP: 896 px, 14 px patches (4096 of them), 1152 wide, pooled 4 x 4.
+    "gemma3": dict(projector="gemma3", image_size=896, patch_size=14, n_embd=1152, n_ff=4304, n_head=16,
+                   n_layer=27, scale_factor=4, proj_out=2560),
+}
+
+
+def timed(cmd: list, env: dict) -> float:
+    r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        sys.exit(f"{cmd[0]} failed: {r.stderr[-1000:]}")
+    for line in r.stdout.splitlines():
+        if line.startswith("encode_ms "):
+            return float(line.split()[1])
+    sys.exit(f"{cmd[0]}: no encode_ms line")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--probe", type=Path, default=ROOT / "build" / "tests" / "cpp" / "vision_probe")
+    ap.add_argument("--oracle", type=Path, default=ROOT / "bench" / ".cache" / "bin" / "pllm-clip-oracle")
+    ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--layers", type=int, default=0, help="encoder depth (0: the real one)")
+    ap.add_argument("--wtype", default="f16", choices=["f32", "f16", "q8_0"])
+    ap.add_argument("--shapes", default="smolvlm,gemma3")
+    a = ap.parse_args()
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        img = write_png(d / "img.png", 640, 480, 3)
+        print(f"| encoder | layers | ours ms | llama.cpp ms | ours / llama.cpp | NMSE |")
+        print(f"|---|---|---|---|---|---|")
+        for name in a.shapes.split(","):
+            kw = dict(SHAPES[name])
+            if a.layers:
+                kw["n_layer"] = a.layers
+            model = write_mmproj(d / f"{name}.gguf", VisionSpec(wtype=a.wtype, **kw))
+            ours_t, ref_t = [], []
+            for r in range(a.rounds):
+                runs = [("ours", [a.probe, "encode", model, img, d / "o.bin", a.threads, "exact"]),
+                        ("ref", [a.oracle, model, img, d / "r.bin", a.threads])]
+                for who, cmd in (runs if r % 2 == 0 else runs[::-1]):
+                    (ours_t if who == "ours" else ref_t).append(timed(cmd, env))
+            e = max(nmse(x[1], y[1]) for x, y in zip(read_result(d / "o.bin"), read_result(d / "r.bin")))
+            mo, mr = statistics.median(ours_t), statistics.median(ref_t)
+            print(f"| {name} {a.wtype} | {kw['n_layer']} | {mo:.0f} | {mr:.0f} | {mo / mr:.2f} | {e:.1e} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+// pllm-clip-oracle: llama.cpp's answer for one image through one mmproj file, written for the
+// vision tests to compare against (tests/py/test_vision.py). Built by bench/setup_llamacpp.sh
+// against llama.cpp's static mtmd/clip libraries; not part of PocketLLM itself.
+//
+//   pllm-clip-oracle MMPROJ IMAGE OUT [THREADS]
+//
+// It decodes the image with the stb_image inside libmtmd (as mtmd_helper_bitmap_init_from_file
+// does: 3 channels), runs the projector's own llama.cpp preprocessor (the class mtmd picks for it)
+// and encodes each preprocessed image separately with clip_image_batch_encode. The entries are
+// written in the order mtmd places them in the text: for idefics3 the tiles row by row, then the
+// overview; for gemma3 the one image. The internal clip/mtmd headers are used on purpose: the
+// public mtmd API needs a text model for tokenizing, and hides the preprocessed floats.
+//
+// OUT (little-endian): "PLLMCLIP" u32 version=1, u32 n_entries, u32 n_embd_out, then per entry:
+//   u32 nx, u32 ny, f32[ny][nx][3] preprocessed image (RGB interleaved, normalised),
+//   u32 n_tokens, f32[n_tokens][n_embd_out] embeddings.
+// Prints "encode_ms T" (the encodes alone) on stdout.
+// Exit status: 0 ok, 1 usage, 2 load/decode/encode failure (message on stderr).
+#include <cstdint>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "clip.h"
+#include "clip-impl.h"
+#include "clip-model.h"
+#include "mtmd-image.h"
+
+extern "C" unsigned char* stbi_load_from_memory(const unsigned char* buffer, int len, int* x, int* y,
+                                                 int* channels_in_file, int desired_channels);
+extern "C" void stbi_image_free(void* retval_from_stbi_load);
+
+namespace {
+
+void put_u32(std::ofstream& f, uint32_t v) { f.write(reinterpret_cast<const char*>(&v), 4); }
+void put_f32s(std::ofstream& f, const float* p, size_t n) {
+  f.write(reinterpret_cast<const char*>(p), static_cast<std::streamsize>(n * sizeof(float)));
+}
+
+int fail(const std::string& msg) {
+  std::fprintf(stderr, "pllm-clip-oracle: %s\n", msg.c_str());
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: %s MMPROJ IMAGE OUT [THREADS]\n", argv[0]);
+    return 1;
+  }
+  const int n_threads = argc > 4 ? std::atoi(argv[4]) : 1;
+
+  std::ifstream in(argv[2], std::ios::binary);
+  if (!in) return fail(std::string("cannot open ") + argv[2]);
+  std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  int nx = 0, ny = 0, nc = 0;
+  unsigned char* rgb = stbi_load_from_memory(bytes.data(), static_cast<int>(bytes.size()), &nx, &ny, &nc, 3);
+  if (rgb == nullptr) return fail("stb_image could not decode the image");
+  clip_image_u8 img;
+  img.set_size({nx, ny}, false);
+  for (int y = 0; y < ny; ++y)
+    for (int x = 0; x < nx; ++x) {
+      const unsigned char* p = rgb + (static_cast<size_t>(y) * nx + x) * 3;
+      img.set_pixel(x, y, {p[0], p[1], p[2]});
+    }
+  stbi_image_free(rgb);
+
+  clip_context_params params{};
+  params.use_gpu = false;
+  params.device = nullptr;
+  // Plain f32 attention: the reference, not the f16 flash-attention path.
+  params.flash_attn_type = CLIP_FLASH_ATTN_TYPE_DISABLED;
+  params.image_min_tokens = -1;
+  params.image_max_tokens = -1;
+  params.warmup = false;
+  clip_init_result res = clip_init(argv[1], params);
+  clip_ctx* ctx = res.ctx_v;
+  if (ctx == nullptr) return fail("clip_init failed (no vision encoder, or the file is malformed)");
+
+  std::unique_ptr<mtmd_image_preprocessor> pre;
+  // The two projectors the tests cover, with the preprocessor mtmd.cpp gives each.
+  const projector_type pt = clip_get_projector_type(ctx);
+  if (pt == PROJECTOR_TYPE_IDEFICS3) {
+    pre = std::make_unique<mtmd_image_preprocessor_idefics3>(ctx);
+  } else if (pt == PROJECTOR_TYPE_GEMMA3) {
+    pre = std::make_unique<mtmd_image_preprocessor_fixed_size>(ctx);
+  } else {
+    clip_free(ctx);
+    return fail("projector type not covered by the oracle");
+  }
+  mtmd_image_preproc_out out;
+  try {
+    out = pre->preprocess(img);
+  } catch (const std::exception& e) {
+    clip_free(ctx);
+    return fail(std::string("preprocess: ") + e.what());
+  }
+  // mtmd's order for these projectors: tiles row by row, then the overview (ov_img_first = false).
+  std::vector<const clip_image_f32*> order;
+  for (const auto& e : out.entries) order.push_back(&e);
+  if (out.has_overview()) order.push_back(&out.overview);
+
+  const int n_embd_out = clip_n_mmproj_embd(ctx);
+  std::ofstream f(argv[3], std::ios::binary);
+  if (!f) return fail(std::string("cannot write ") + argv[3]);
+  f.write("PLLMCLIP", 8);
+  put_u32(f, 1);
+  put_u32(f, static_cast<uint32_t>(order.size()));
+  put_u32(f, static_cast<uint32_t>(n_embd_out));
+  double encode_ms = 0.0;
+  for (const clip_image_f32* e : order) {
+    put_u32(f, static_cast<uint32_t>(e->nx()));
+    put_u32(f, static_cast<uint32_t>(e->ny()));
+    const std::vector<float>& px = e->get_ro_buf();
+    put_f32s(f, px.data(), px.size());
+    clip_image_f32_batch batch;
+    batch.entries.push_back(*e);
+    const int n_tok = clip_n_output_tokens(ctx, e);
+    std::vector<float> embd(static_cast<size_t>(n_tok) * n_embd_out);
+    const auto t0 = std::chrono::steady_clock::now();
+    const bool ok = clip_image_batch_encode(ctx, n_threads, &batch, embd);
+    encode_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (!ok) {
+      clip_free(ctx);
+      return fail("clip_image_batch_encode failed");
+    }
+    put_u32(f, static_cast<uint32_t>(n_tok));
+    put_f32s(f, embd.data(), embd.size());
+  }
+  clip_free(ctx);
+  if (!f.good()) return fail("write failed");
+  std::printf("encode_ms %.3f\n", encode_ms);  // the encoder alone, for bench/vision_compare.py
+  return 0;
+}
