@@ -31,6 +31,10 @@ SHAPES = {
     # SmolVLM-256M's SigLIP: 512 px tiles of 16 px patches, 768 wide, pixel shuffle 4.
     "smolvlm": dict(projector="idefics3", image_size=512, patch_size=16, n_embd=768, n_ff=3072, n_head=12,
                     n_layer=12, scale_factor=4, longest_edge=512, proj_out=576),
+    # ViT-Tiny's shape (~5.5 M encoder parameters + the projector: ~12 M in all): 224 px, 196
+    # patches of 16 px, 192 wide, 3 heads, 12 layers; pixel shuffle 2 into a 576-wide text model.
+    "vittiny": dict(projector="idefics3", image_size=224, patch_size=16, n_embd=192, n_ff=768, n_head=3,
+                    n_layer=12, scale_factor=2, longest_edge=224, proj_out=576),
     # Gemma 3's SigLIP: 896 px, 14 px patches (4096 of them), 1152 wide, pooled 4 x 4.
     "gemma3": dict(projector="gemma3", image_size=896, patch_size=14, n_embd=1152, n_ff=4304, n_head=16,
                    n_layer=27, scale_factor=4, proj_out=2560),
@@ -55,7 +59,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--layers", type=int, default=0, help="encoder depth (0: the real one)")
     ap.add_argument("--wtype", default="f16", choices=["f32", "f16", "q8_0"])
-    ap.add_argument("--shapes", default="smolvlm,gemma3")
+    ap.add_argument("--shapes", default="vittiny,smolvlm,gemma3")
+    ap.add_argument("--act", default="exact", choices=["exact", "int8"],
+                    help="our activations (llama.cpp's Q8_0 products round them to int8: int8 is its like)")
     a = ap.parse_args()
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
     with tempfile.TemporaryDirectory() as tmp:
@@ -70,13 +76,13 @@ def main() -> None:
             model = write_mmproj(d / f"{name}.gguf", VisionSpec(wtype=a.wtype, **kw))
             ours_t, ref_t = [], []
             for r in range(a.rounds):
-                runs = [("ours", [a.probe, "encode", model, img, d / "o.bin", a.threads, "exact"]),
+                runs = [("ours", [a.probe, "encode", model, img, d / "o.bin", a.threads, a.act]),
                         ("ref", [a.oracle, model, img, d / "r.bin", a.threads])]
                 for who, cmd in (runs if r % 2 == 0 else runs[::-1]):
                     (ours_t if who == "ours" else ref_t).append(timed(cmd, env))
             e = max(nmse(x[1], y[1]) for x, y in zip(read_result(d / "o.bin"), read_result(d / "r.bin")))
             mo, mr = statistics.median(ours_t), statistics.median(ref_t)
-            print(f"| {name} {a.wtype} | {kw['n_layer']} | {mo:.0f} | {mr:.0f} | {mo / mr:.2f} | {e:.1e} |")
+            print(f"| {name} {a.wtype} {a.act} | {kw['n_layer']} | {mo:.0f} | {mr:.0f} | {mo / mr:.2f} | {e:.1e} |")
 
 
 if __name__ == "__main__":
