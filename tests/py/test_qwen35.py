@@ -7,6 +7,7 @@ state through the server's prefix cache (snapshots at block boundaries) is in
 test_hybrid_state.py, the cache's rules for it in tests/cpp/test_kv_cache.cpp."""
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -121,6 +122,19 @@ def test_engine_and_reference_match_llama_cpp(pllm_bin, tiny_models_paths, refs,
         _check(ours, theirs[None], CONFIGS[name].wtype, f"{name} prompt {k}: engine vs llama.cpp", mode=mode)
         _check(refs[name].forward(ids, last_only=True), theirs[None], CONFIGS[name].wtype,
                f"{name} prompt {k}: reference vs llama.cpp", mode=mode)
+
+
+def test_info_names_what_the_arch_adds(pllm_bin, tiny_models_paths):
+    """The MTP block is not a layer: 4 of the file's 5 blocks; layers 0-2 DeltaNet."""
+    proc = pllm_cli.run_cli(pllm_bin, ["info", "-m", tiny_models_paths["qwen35-mtp-F32"], "--json"])
+    pllm_cli.check_ok(proc)
+    hp = json.loads(proc.stdout)["hparams"]
+    cfg = CONFIGS["qwen35-mtp-F32"]
+    want = {"n_layer": 4, "conv_layers": [0, 1, 2], "conv_taps": cfg.conv_kernel, "delta_net_head": cfg.head_k_dim,
+            "delta_net_k_heads": cfg.n_k_heads, "delta_net_v_heads": cfg.n_v_heads, "attn_output_gate": True,
+            "rope_sections": list(cfg.sections), "n_rot": cfg.n_rot, "q_k_norm": True}
+    for k, v in want.items():
+        assert hp.get(k) == v, f"info: {k} = {hp.get(k)!r}, expected {v!r}"
 
 
 def _without(spec, *, kv=None, tensor=None):
