@@ -99,6 +99,17 @@ def test_each_feature_moves_the_logits(refs, what):
     assert s["max_rel"] >= 10 * tol.FLOAT_TOL[0], f"{what} barely matters ({s['max_rel']:.2e})"
 
 
+def test_unrotated_fourth_rope_section_moves_the_logits(tiny_models_paths):
+    """qwen35-layers-F32's sections (1, 1, 1, 1) leave pairs 3 and 7 unrotated for text; rotating
+    them (one section over every pair) moves the logits 10x past the bound."""
+    r = Qwen35Reference(tiny_models_paths["qwen35-layers-F32"])
+    ids = tq.sample_ids(CONFIGS["qwen35-layers-F32"], 16)
+    want = r.forward(ids)
+    r.sections = [r.n_rot // 2, 0, 0, 0]
+    s = compare(r.forward(ids), want)
+    assert s["max_rel"] >= 10 * tol.FLOAT_TOL[0], f"the fourth section barely matters ({s['max_rel']:.2e})"
+
+
 def _llama_debug(model: Path, prompt: str, out_dir: Path):
     proc = subprocess.run([str(LLAMA_DEBUG), "-m", str(model), "-p", prompt, "--save-logits", "--logits-output-dir",
                            str(out_dir), "-c", "256", "-t", "2", "--no-warmup"], capture_output=True, text=True)

@@ -16,6 +16,8 @@ layer 3 is gated attention, like every group of four in Qwen3.5-0.8B/2B/4B.
   * every layer: attn_norm, post_attention_norm (the FFN's input norm), SwiGLU FFN.
   * qwen35-mtp-F32: the same model plus one multi-token-prediction block (block_count 5,
     nextn_predict_layers 1, its nextn.* tensors): the main pass ignores it.
+  * qwen35-layers-F32: attention.recurrent_layers (attention at layer 1) and RoPE sections
+    (1, 1, 1, 1), whose fourth section leaves pairs 3 and 7 unrotated.
 
 Scales: as tiny_models.py's (activations O(1) after each norm, attention scores std ~1,
 logits std ~3); in the DeltaNet layers the decay exp(softplus(alpha + dt) * ssm_a) spreads over
@@ -55,18 +57,22 @@ class Qwen35Config:
     rope_base: float = 10000000.0
     rms_eps: float = 1e-6
     mtp: bool = False                # one nextn block after the main layers
+    recurrent: tuple = ()            # attention.recurrent_layers written (bools) when set
 
     @property
     def seed(self) -> int:
         return zlib.crc32(self.name.encode())
 
     def is_recurrent(self, il: int) -> bool:
-        return (il + 1) % self.attn_interval != 0
+        return bool(self.recurrent[il]) if self.recurrent else (il + 1) % self.attn_interval != 0
 
 
 def configs() -> dict[str, Qwen35Config]:
     cfgs = [Qwen35Config("qwen35-F32"), Qwen35Config("qwen35-Q8_0", wtype="Q8_0"),
-            Qwen35Config("qwen35-mtp-F32", mtp=True)]
+            Qwen35Config("qwen35-mtp-F32", mtp=True),
+            # the layer kinds listed (attention at layer 1, as the converter writes layer_types) and
+            # sections whose fourth one is used: pairs 3 and 7 of the 8 do not rotate for text
+            Qwen35Config("qwen35-layers-F32", recurrent=(1, 0, 1, 1), sections=(1, 1, 1, 1))]
     return {c.name: c for c in cfgs}
 
 
@@ -115,6 +121,9 @@ def build_spec(cfg: Qwen35Config) -> tm.ModelSpec:
     ]
     if cfg.mtp:
         kvs.append(gb.KV(f"{a}.nextn_predict_layers", gb.U32, 1))
+    if cfg.recurrent:
+        kvs.append(gb.KV(f"{a}.attention.recurrent_layers", gb.ARRAY, [bool(r) for r in cfg.recurrent],
+                         elem_type=gb.BOOL))
     tensors: list[gb.Tensor] = []
 
     def mat(name: str, ne0: int, ne1: int, std: float):
