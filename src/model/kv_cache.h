@@ -21,13 +21,14 @@
 // incomplete group from those, so what it sees never depends on later positions or on
 // how the prompt was split into batches).
 //
-// A hybrid model's convolution layers (ModelConfig::is_recurrent, lfm2) keep no keys or
-// values but the convolution's state: the conv inputs [n_embd] (f32) of the newest positions,
-// in a ring of conv_taps - 1 + kConvRollback rows per layer. A step reads the conv_taps - 1
-// rows before its first position and writes its own; the ring's extra rows let truncate()
-// and the snapshots go back up to kConvRollback positions from end() (a chat turn that
-// re-renders the end of the last answer differently) and still resume exactly; further back
-// the only exact point is 0, where the state is zeros.
+// A hybrid model's convolution layers (ModelConfig::is_recurrent: lfm2's, qwen35's Gated
+// DeltaNet) keep no keys or values but the convolution's state: the conv inputs
+// [ModelConfig::conv_row_dim()] (f32) of the newest positions, in a ring of conv_taps - 1 +
+// kConvRollback rows per layer. A step reads the conv_taps - 1 rows before its first position
+// and writes its own; the ring's extra rows let truncate() and the snapshots go back up to
+// kConvRollback positions from end() (a chat turn that re-renders the end of the last answer
+// differently) and still resume exactly; further back the only exact point is 0, where the
+// state is zeros. DeltaNet layers also keep a state that cannot be rewound (delta_state below).
 //
 // Each layer's arrays start on their own page and a decode step reads each once, front to
 // back. Stores are single-threaded (the forward pass writes a batch's keys and values before
