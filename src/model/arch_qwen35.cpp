@@ -69,9 +69,11 @@ Result<ModelConfig> read_qwen35_config(const GgufFile& f) {
   c.n_ff = 0;
   for (int v : c.n_ff_layer) c.n_ff = std::max(c.n_ff, v);
   PLLM_ASSIGN(uint64_t taps, get_in(f, "qwen35.ssm.conv_kernel", 2, 64));
-  PLLM_ASSIGN(uint64_t head, get_in(f, "qwen35.ssm.state_size", 1, 1024));
-  PLLM_ASSIGN(uint64_t k_heads, get_in(f, "qwen35.ssm.group_count", 1, 1024));
-  PLLM_ASSIGN(uint64_t v_heads, get_in(f, "qwen35.ssm.time_step_rank", 1, 1024));
+  // Real files: heads of 128, 16 to 64 of them; the bounds keep a state matrix set (v_heads *
+  // head^2 floats per layer and sequence) within 256 MiB whatever a file claims.
+  PLLM_ASSIGN(uint64_t head, get_in(f, "qwen35.ssm.state_size", 1, 512));
+  PLLM_ASSIGN(uint64_t k_heads, get_in(f, "qwen35.ssm.group_count", 1, 256));
+  PLLM_ASSIGN(uint64_t v_heads, get_in(f, "qwen35.ssm.time_step_rank", 1, 256));
   PLLM_ASSIGN(uint64_t inner, get_in(f, "qwen35.ssm.inner_size", 1, 1 << 20));
   // llama.cpp's delta-rule op needs square states (key head = value head) and whole groups.
   if (inner != v_heads * head)

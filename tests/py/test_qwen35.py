@@ -168,9 +168,17 @@ def test_a_file_missing_what_the_arch_needs_is_one_error(pllm_bin, work_dir, cha
     assert needle in pllm_cli.assert_clean_error(proc)
 
 
-def test_inner_size_other_than_value_heads_is_one_error(pllm_bin, work_dir):
+@pytest.mark.parametrize("key,kv,needle", [
+    ("qwen35.ssm.inner_size", tm.gb.KV("qwen35.ssm.inner_size", tm.gb.U32, 96), "inner_size"),
+    ("qwen35.ssm.state_size", tm.gb.KV("qwen35.ssm.state_size", tm.gb.U32, 4096), "state_size"),
+    ("qwen35.full_attention_interval", tm.gb.KV("qwen35.attention.recurrent_layers", tm.gb.ARRAY, [True, False],
+                                                elem_type=tm.gb.BOOL), "one value per layer"),
+    ("qwen35.full_attention_interval", tm.gb.KV("qwen35.attention.recurrent_layers", tm.gb.ARRAY, [True] * 4,
+                                                elem_type=tm.gb.BOOL), "without attention layers"),
+])
+def test_bad_hyperparameters_are_one_error(pllm_bin, work_dir, key, kv, needle):
     spec = tq.build_spec(CONFIGS["qwen35-F32"])
-    spec.kvs = [tm.gb.KV(x.key, x.vtype, 96) if x.key == "qwen35.ssm.inner_size" else x for x in spec.kvs]
+    spec.kvs = [kv if x.key == key else x for x in spec.kvs]
     path = tm.write_with_gguf_writer(spec, work_dir / "bad.gguf")
     proc = pllm_cli.run_cli(pllm_bin, ["logits", "-m", path, "--ids", "5 6 7", "--out", work_dir / "x.f32"])
-    assert "inner_size" in pllm_cli.assert_clean_error(proc)
+    assert needle in pllm_cli.assert_clean_error(proc)
