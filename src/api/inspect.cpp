@@ -79,6 +79,14 @@ Result<std::string> inspect_file_json(const std::string& path) {
         j["hparams"]["conv_layers"] = conv;
         j["hparams"]["conv_taps"] = c->conv_taps;
       }
+      if (c->delta_net()) {  // qwen35: the conv layers are Gated DeltaNet
+        j["hparams"]["delta_net_head"] = c->dn_head;
+        j["hparams"]["delta_net_k_heads"] = c->dn_k_heads;
+        j["hparams"]["delta_net_v_heads"] = c->dn_v_heads;
+      }
+      if (c->attn_out_gate) j["hparams"]["attn_output_gate"] = true;
+      if (c->rope_sections[0] + c->rope_sections[1] + c->rope_sections[2] + c->rope_sections[3] > 0)
+        j["hparams"]["rope_sections"] = std::vector<int>(c->rope_sections, c->rope_sections + 4);
     }
     j["supported_architecture"] = true;
   } else {

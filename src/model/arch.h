@@ -52,5 +52,7 @@ extern const ArchDescriptor kArchGranite;  // arch_granite.cpp
 extern const ArchDescriptor kArchMiniCPM;  // arch_granite.cpp
 extern const ArchDescriptor kArchPhi3;     // arch_phi3.cpp
 extern const ArchDescriptor kArchLfm2;     // arch_lfm2.cpp: convolution layers besides attention
+// arch_qwen35.cpp: Gated DeltaNet layers besides gated attention (model/blocks.h).
+extern const ArchDescriptor kArchQwen35;
 
 }  // namespace pllm

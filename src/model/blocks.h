@@ -24,6 +24,13 @@ void ffn_block(LayerOps& ops, int l, const LayerWeights& L, int n_ff, Glu glu, f
 // model's convolution layer (lfm2; LayerOps::short_conv).
 void short_conv_block(LayerOps& ops, int l, const LayerWeights& L);
 
+// qwen35's gated attention: [q ‖ gate per head] = Wq · h, k = Wk · h, v = Wv · h with h =
+// rmsnorm(x) * attn_norm; per-head q/k norms and RoPE; x += Wo · (attention * sigmoid(gate)).
+void gated_attention_block(LayerOps& ops, int l, const LayerWeights& L, const AttnBlockSpec& s);
+// qwen35's Gated DeltaNet layer: x += ssm_out · delta_net(attn_qkv · h, attn_gate · h, ssm_beta ·
+// h, ssm_alpha · h) with h = rmsnorm(x) * attn_norm (LayerOps::delta_net).
+void delta_net_block(LayerOps& ops, int l, const LayerWeights& L);
+
 // The RoPE of layer l of a model with one set of frequencies (every arch but gemma3's local
 // layers): none on NoPE layers (c.has_rope), LongRoPE's tables and attn_factor when loaded.
 RopeSpec layer_rope(const ModelConfig& c, const ModelWeights& w, int l);

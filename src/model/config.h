@@ -68,6 +68,25 @@ struct ModelConfig {
   int conv_taps = 0;
   bool is_recurrent(int l) const { return !recurrent_layer.empty() && recurrent_layer[size_t(l)] != 0; }
 
+  // Gated DeltaNet layers (qwen35; the recurrent_layer ones there, conv_taps = ssm.conv_kernel):
+  // dn_k_heads key heads and dn_v_heads value heads of dn_head each (ssm.group_count,
+  // ssm.time_step_rank, ssm.state_size); value head j reads key head j % dn_k_heads (ggml's
+  // tiling). The causal convolution runs over the dn_conv_dim() channels of q, k, v; each value
+  // head's delta-rule state is a [dn_head][dn_head] matrix, kept in the sequence's cache.
+  int dn_head = 0, dn_k_heads = 0, dn_v_heads = 0;
+  bool delta_net() const { return dn_v_heads > 0; }
+  int dn_key_dim() const { return dn_head * dn_k_heads; }
+  int dn_value_dim() const { return dn_head * dn_v_heads; }
+  int dn_conv_dim() const { return 2 * dn_key_dim() + dn_value_dim(); }
+  size_t dn_state_floats() const { return size_t(dn_v_heads) * size_t(dn_head) * size_t(dn_head); }
+  // The width of a convolution layer's rows: its q, k, v channels (DeltaNet), else n_embd (lfm2).
+  int conv_row_dim() const { return delta_net() ? dn_conv_dim() : n_embd; }
+  // Gated attention (qwen35): attn_q holds per head the query, then its output gate (2 q_dim rows).
+  bool attn_out_gate = false;
+  // Interleaved multimodal RoPE (qwen35's rope.dimension_sections [4]): for text, a rotated pair
+  // whose section is the fourth does not rotate (model/arch_qwen35.cpp); all zeros: plain RoPE.
+  int rope_sections[4] = {0, 0, 0, 0};
+
   int n_ff_at(int l) const { return n_ff_layer[size_t(l)]; }
   bool n_ff_uniform() const;  // every layer has the same feed-forward size
   int q_dim() const { return n_head * head_dim; }

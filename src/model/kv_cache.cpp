@@ -64,7 +64,8 @@ KvCache::KvCache(const ModelConfig& c, const KvOptions& o, int n_ctx, int n_batc
                  const std::vector<int>& layer_window)
     : type_(o.type), kv_dim_(c.kv_dim()), head_dim_(c.head_dim), n_ctx_(n_ctx) {
   if (c.conv_taps > 0) {
-    conv_dim_ = c.n_embd;
+    conv_dim_ = c.conv_row_dim();
+    delta_floats_ = c.delta_net() ? c.dn_state_floats() : 0;
     conv_taps_ = c.conv_taps;
     conv_hist_ = c.conv_taps - 1 + kConvRollback;
   }
@@ -90,6 +91,11 @@ KvCache::KvCache(const ModelConfig& c, const KvOptions& o, int n_ctx, int n_batc
     if (c.is_recurrent(l)) {
       L.conv = true;
       L.k = place(size_t(conv_dim_) * 4, conv_hist_, 0, 1);
+      if (delta_floats_ > 0) {  // one slot each, committed with the first position
+        L.delta = true;
+        L.ds = place(delta_floats_ * 4, 1, 0, 1);
+        L.dc = place(delta_floats_ * 4, 1, 0, 1);
+      }
       continue;
     }
     const int own = size_t(l) < layer_window.size() ? layer_window[size_t(l)] : 0;
@@ -140,6 +146,7 @@ KvCache::KvCache(const ModelConfig& c, const KvOptions& o, int n_ctx, int n_batc
         break;
     }
   }
+  if (delta_floats_ > 0) layer_ckpt_.assign(layers_.size(), -1);
   memory_ = ReservedMemory(off);
   for (Layer& L : layers_) L.base = memory_.data();
   update_grow_at();
@@ -222,9 +229,18 @@ int KvCache::oldest_kept(const Layer& L) const {
   return std::max(L.sinks, newest_group - L.ring);
 }
 
+void KvCache::set_delta_checkpoint(int l, int n) {
+  layer_ckpt_[size_t(l)] = n;
+  delta_ckpt_ = n;
+  for (size_t i = 0; i < layers_.size(); ++i)
+    if (layers_[i].delta && layer_ckpt_[i] != n) delta_ckpt_ = -1;
+}
+
 int KvCache::truncate(int n) {
   ++stamp_;
   int m = std::clamp(n, 0, end_);
+  // DeltaNet state: the checkpoint when it is there (and not past m), else from 0.
+  if (delta_floats_ > 0 && m != end_) m = delta_ckpt_ > 0 && delta_ckpt_ <= m && conv_resumable(delta_ckpt_) ? delta_ckpt_ : 0;
   for (int pass = 0; pass < 2; ++pass) {
     if (!conv_resumable(m)) m = 0;
     for (const Layer& L : layers_) {
@@ -238,6 +254,13 @@ int KvCache::truncate(int n) {
   }
   if (!conv_resumable(m)) m = 0;
   if (m == 0) conv_lo_ = 0;  // the state at 0 is zeros: nothing to read
+  if (delta_floats_ > 0 && m != end_ && m > 0)
+    for (size_t l = 0; l < layers_.size(); ++l)
+      if (layers_[l].delta) std::memcpy(delta_at(int(l), false), delta_at(int(l), true), delta_floats_ * 4);
+  if (delta_ckpt_ > m) {
+    delta_ckpt_ = -1;
+    std::fill(layer_ckpt_.begin(), layer_ckpt_.end(), -1);
+  }
   end_ = m;
   shrink_to(m);
   return m;

@@ -21,13 +21,14 @@
 // incomplete group from those, so what it sees never depends on later positions or on
 // how the prompt was split into batches).
 //
-// A hybrid model's convolution layers (ModelConfig::is_recurrent, lfm2) keep no keys or
-// values but the convolution's state: the conv inputs [n_embd] (f32) of the newest positions,
-// in a ring of conv_taps - 1 + kConvRollback rows per layer. A step reads the conv_taps - 1
-// rows before its first position and writes its own; the ring's extra rows let truncate()
-// and the snapshots go back up to kConvRollback positions from end() (a chat turn that
-// re-renders the end of the last answer differently) and still resume exactly; further back
-// the only exact point is 0, where the state is zeros.
+// A hybrid model's convolution layers (ModelConfig::is_recurrent: lfm2's, qwen35's Gated
+// DeltaNet) keep no keys or values but the convolution's state: the conv inputs
+// [ModelConfig::conv_row_dim()] (f32) of the newest positions, in a ring of conv_taps - 1 +
+// kConvRollback rows per layer. A step reads the conv_taps - 1 rows before its first position
+// and writes its own; the ring's extra rows let truncate() and the snapshots go back up to
+// kConvRollback positions from end() (a chat turn that re-renders the end of the last answer
+// differently) and still resume exactly; further back the only exact point is 0, where the
+// state is zeros. DeltaNet layers also keep a state that cannot be rewound (delta_state below).
 //
 // Each layer's arrays start on their own page and a decode step reads each once, front to
 // back. Stores are single-threaded (the forward pass writes a batch's keys and values before
@@ -141,6 +142,24 @@ class KvCache {
   int conv_history() const { return conv_hist_; }
   int conv_kept() const { return conv_lo_; }
 
+  // Gated DeltaNet layers (ModelConfig::delta_net, qwen35) also keep, beside the convolution's
+  // rows, each value head's delta-rule state matrix: ModelConfig::dn_state_floats() f32 per
+  // layer, the state after position end() - 1 (a step reads it at its first position unless
+  // that is 0, where the state is zeros, and leaves its last row's). It cannot be rewound, so
+  // the cache also keeps a checkpoint: the state after the newest position p with p + 1 a
+  // multiple of kDeltaCheckpoint (the prefix cache's block, runtime/prefix_cache.h), which the
+  // step that computes position p writes. truncate() and the snapshots can then go back to
+  // end(), to that checkpoint (within kConvRollback of end(), so the conv rows are held) or to 0.
+  static constexpr int kDeltaCheckpoint = 64;
+  bool has_delta_state() const { return delta_floats_ > 0; }
+  float* delta_state(int l) { return delta_at(l, false); }
+  float* delta_checkpoint(int l) { return delta_at(l, true); }
+  // The step that computed position n - 1 (n a multiple of kDeltaCheckpoint) wrote layer l's
+  // checkpoint. The checkpoint is usable once every DeltaNet layer holds the same n (a step
+  // cancelled between layers, or a draft that skipped some, leaves them apart: then none is).
+  void set_delta_checkpoint(int l, int n);
+  int delta_checkpoint_pos() const { return delta_ckpt_; }
+
   // Positions per KV block, the unit memory is committed and released in.
   static constexpr int kBlock = 64;
   // Bytes the cache reserves (all layers, K and V, scales, tails, each array page-aligned):
@@ -181,7 +200,9 @@ class KvCache {
     int window = 0;  // 0: none
     int ring = 0;    // R, ring slots (a multiple of kKvQ4GroupTokens for q4)
     int recent = 0;  // q4: f16 rows of the newest positions (a multiple of the group, >= group + batch)
-    bool conv = false;  // a convolution layer: k is its ring of conv_hist_ f32 rows [n_embd]
+    bool conv = false;  // a convolution layer: k is its ring of conv_hist_ f32 rows [conv_dim_]
+    bool delta = false;  // a DeltaNet layer too: ds its state, dc the checkpoint ([delta_floats_] f32 each)
+    size_t ds = 0, dc = 0;
     uint8_t* base = nullptr;  // start of memory_ (the offsets below are from it)
     // Offsets in bytes from base; which are used depends on the type.
     size_t k = 0, v = 0;                    // f32/f16/q8 rows [slots][kv_dim]; q4: f16 sinks [S][kv_dim]
@@ -223,14 +244,22 @@ class KvCache {
     return 0;
   }
   // Whether the convolution layers can resume at n (rows [n - taps + 1, n) still held).
-  bool conv_resumable(int n) const { return conv_hist_ == 0 || n == 0 || std::max(0, n - conv_taps_ + 1) >= conv_lo_; }
+  bool conv_resumable(int n) const {
+    if (delta_floats_ > 0 && n != 0 && n != end_ && n != delta_ckpt_) return false;  // no state there
+    return conv_hist_ == 0 || n == 0 || std::max(0, n - conv_taps_ + 1) >= conv_lo_;
+  }
+  float* delta_at(int l, bool ckpt) const {
+    const Layer& L = layers_[size_t(l)];
+    return reinterpret_cast<float*>(L.base + (ckpt ? L.dc : L.ds));
+  }
   float* conv_row_at(int l, int pos) const {
     const Layer& L = layers_[size_t(l)];
     return reinterpret_cast<float*>(L.base + L.k) + size_t(pos % conv_hist_) * size_t(conv_dim_);
   }
   // The cache's bytes that hold the snapshot of [0, n) (no window), every layer's in
   // snapshot order: what export_prefix copies out and import_prefix copies back in.
-  std::vector<std::span<uint8_t>> prefix_spans(int n) const;
+  // importing: the spans import_prefix(n) writes (the live DeltaNet state, whatever end() is now).
+  std::vector<std::span<uint8_t>> prefix_spans(int n, bool importing = false) const;
   // q4: what a query at pos reads from the f16 rows (positions >= this) rather than from
   // quantised groups: the group it is in is incomplete for it, whatever the batch stored.
   static int q4_tail_for(const Layer& L, int pos);
@@ -244,6 +273,9 @@ class KvCache {
   int end_ = 0;
   int conv_dim_ = 0, conv_taps_ = 0, conv_hist_ = 0;  // convolution layers: row width, taps, ring rows
   int conv_lo_ = 0;                                   // the oldest position whose conv rows are held
+  size_t delta_floats_ = 0;                           // DeltaNet state per layer (0: none)
+  int delta_ckpt_ = -1;                               // the position every checkpoint holds, or -1
+  std::vector<int> layer_ckpt_;                       // [n_layer] what each DeltaNet layer's holds (-1: none)
   uint64_t stamp_;  // the cache's id (high 32 bits) and a change count
   std::vector<Layer> layers_;
   std::vector<Region> regions_;  // every layer's arrays

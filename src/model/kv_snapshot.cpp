@@ -47,7 +47,8 @@ Error bad(const std::string& what) { return make_error(Status::bad_format, "KV s
 
 size_t KvCache::layer_prefix_bytes(const Layer& L, int n) const {
   const size_t D = size_t(kv_dim_), N = size_t(n);
-  if (L.conv) return size_t(std::min(n, conv_taps_ - 1)) * size_t(conv_dim_) * 4;
+  if (L.conv)  // the conv rows before n, then (DeltaNet) the state after n - 1
+    return size_t(std::min(n, conv_taps_ - 1)) * size_t(conv_dim_) * 4 + (L.delta && n > 0 ? delta_floats_ * 4 : 0);
   switch (type_) {
     case KvType::f32: return 2 * N * D * 4;
     case KvType::f16: return 2 * N * D * 2;
@@ -75,6 +76,10 @@ Result<size_t> KvCache::prefix_bytes(int n) const {
   if (type_ == KvType::q4 && n % G != 0 && n / G * G < end_ - q4_recent())
     return make_error(Status::invalid_argument, "a q4 KV snapshot must end on a group of " + std::to_string(G) +
                                                     " positions or inside a group whose f16 rows are still kept");
+  if (delta_floats_ > 0 && n != 0 && n != end_ && n != delta_ckpt_)
+    return make_error(Status::invalid_argument, "the DeltaNet state at position " + std::to_string(n) +
+                                                    " is not held (only at the end, " + std::to_string(end_) +
+                                                    ", and at the checkpoint, " + std::to_string(delta_ckpt_) + ")");
   if (!conv_resumable(n))
     return make_error(Status::invalid_argument, "the convolution state at position " + std::to_string(n) +
                                                     " is no longer held (it is kept for the last " +
@@ -82,7 +87,7 @@ Result<size_t> KvCache::prefix_bytes(int n) const {
   return payload_bytes(n);
 }
 
-std::vector<std::span<uint8_t>> KvCache::prefix_spans(int n) const {
+std::vector<std::span<uint8_t>> KvCache::prefix_spans(int n, bool importing) const {
   const size_t D = size_t(kv_dim_), N = size_t(n);
   std::vector<std::span<uint8_t>> out;
   out.reserve(layers_.size() * 4);
@@ -94,6 +99,9 @@ std::vector<std::span<uint8_t>> KvCache::prefix_spans(int n) const {
       const int first = std::min(k, conv_hist_ - s0);
       add(L.k + size_t(s0) * row, size_t(first) * row);
       add(L.k, size_t(k - first) * row);
+      // The state after n - 1: the live one at end() (and where a snapshot is restored), else
+      // the checkpoint (prefix_bytes allowed only those).
+      if (L.delta && n > 0) add(importing || n == end_ ? L.ds : L.dc, delta_floats_ * 4);
       continue;
     }
     switch (type_) {
@@ -144,11 +152,20 @@ Result<void> KvCache::import_prefix(int n, const uint8_t* in, size_t len) {
     return make_error(Status::bad_format, "KV snapshot payload has " + std::to_string(len) + " bytes, expected " +
                                               std::to_string(payload_bytes(n)));
   PLLM_TRY(grow_to(n));  // before anything changes: a failure leaves the cache as it was
-  for (std::span<uint8_t> s : prefix_spans(n)) {
+  for (std::span<uint8_t> s : prefix_spans(n, /*importing=*/true)) {
     if (!s.empty()) std::memcpy(s.data(), in, s.size());
     in += s.size();
   }
   end_ = n;
+  delta_ckpt_ = -1;
+  std::fill(layer_ckpt_.begin(), layer_ckpt_.end(), -1);
+  if (delta_floats_ > 0 && n > 0 && n % kDeltaCheckpoint == 0) {  // a block boundary: also the checkpoint
+    for (size_t l = 0; l < layers_.size(); ++l)
+      if (layers_[l].delta) {
+        std::memcpy(delta_at(int(l), true), delta_at(int(l), false), delta_floats_ * 4);
+        set_delta_checkpoint(int(l), n);
+      }
+  }
   if (conv_hist_ > 0) conv_lo_ = std::max(0, n - conv_taps_ + 1);  // the rows the snapshot held
   shrink_to(n);  // a shorter prefix than the cache held: release the blocks past it
   return {};

@@ -35,6 +35,14 @@ struct QkvSpec {
   RopeSpec rope;
 };
 
+// A Gated DeltaNet layer's 1-D weights (qwen35; LayerOps::delta_net).
+struct DeltaNetSpec {
+  const float* conv_kernel = nullptr;  // [dn_conv_dim][conv_taps]: tap conv_taps - 1 on the row itself
+  const float* dt = nullptr;           // [dn_v_heads] ssm_dt.bias
+  const float* a = nullptr;            // [dn_v_heads] ssm_a = -exp(A_log)
+  const float* norm = nullptr;         // [dn_head] ssm_norm
+};
+
 // What becomes of the logits after the output product: z = softcap > 0 ? softcap *
 // tanh(mul * z / softcap) : mul * z (granite's 1 / logit_scale; gemma2's final soft-capping).
 struct HeadSpec {
@@ -67,6 +75,22 @@ class LayerOps {
   // (zeros before position 0; those of earlier steps from the sequence's cache at layer l,
   // which then keeps the step's own).
   virtual void short_conv(int l, const float* kernel, Act b, Act c, Act x, Act out) = 0;
+  // Gated attention (qwen35): qg holds per row and head the query, then its gate ([2 q_dim],
+  // head by head); q gets the queries and gate the gates ([q_dim] each).
+  virtual void split_q_gate(int l, Act qg, Act q, Act gate) = 0;
+  // x *= sigmoid(gate) over [q_dim] rows (the gated attention's output).
+  virtual void sigmoid_gate(int l, Act x, Act gate) = 0;
+  // A Gated DeltaNet layer (model/blocks.h: delta_net_block) over rows of qkv [dn_conv_dim],
+  // z [dn_value_dim], beta and alpha [dn_v_heads] (the input projections): conv = silu(the
+  // depthwise causal convolution over the row's qkv and the conv_taps - 1 before it, zeros
+  // before 0, earlier steps' from the sequence's cache, which then keeps the step's); q, k
+  // L2-normed per head; per value head j (key head j % dn_k_heads) the delta rule over the
+  // sequence's state S [dn_head][dn_head] (the cache's; zeros at position 0), row by row:
+  //   S *= exp(softplus(alpha + dt) * a);  S += k ((v - S^T k) * sigmoid(beta))^T;
+  //   o = S^T q / sqrt(dn_head)
+  // then out = rmsnorm(o) * norm * silu(z) per head ([dn_value_dim]). conv is scratch
+  // ([dn_conv_dim] rows); beta and alpha are overwritten.
+  virtual void delta_net(int l, const DeltaNetSpec& s, Act qkv, Act z, Act beta, Act alpha, Act conv, Act out) = 0;
   // gate = act(gate) * up over the layer's n_ff columns.
   virtual void glu(int l, Glu kind, int n_ff) = 0;
   // x += y * scale with y = from + bias, or y = rmsnorm(from + bias) * post_norm when

@@ -49,16 +49,27 @@ struct LayerWeights {
   Matrix conv_b, conv_c, conv_x;
   const float* conv_kernel = nullptr;
   Matrix conv_out;
+  // A Gated DeltaNet layer (qwen35; ModelConfig::delta_net) instead of wq..wo: attn_qkv
+  // [dn_conv_dim x n_embd] (q, k, v channels), attn_gate (z) [dn_value_dim x n_embd], ssm_beta and
+  // ssm_alpha [dn_v_heads x n_embd], ssm_out [n_embd x dn_value_dim]; the depthwise kernel
+  // ssm_conv1d [dn_conv_dim][conv_taps] (f32), ssm_dt.bias and ssm_a (-exp(A_log)) [dn_v_heads],
+  // ssm_norm [dn_head].
+  Matrix dn_qkv, dn_z, dn_beta, dn_alpha, dn_out;
+  const float* dn_conv = nullptr;
+  const float* dn_dt = nullptr;
+  const float* dn_a = nullptr;
+  const float* dn_norm = nullptr;
 
   // Every matrix view of the layer (those the architecture has no use for have no data), for
   // the code that visits them all (repacking, overrides, activation scales).
-  std::array<Matrix*, 11> matrices() {
-    return {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down, &conv_b, &conv_c, &conv_x, &conv_out};
+  std::array<Matrix*, 16> matrices() {
+    return {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down, &conv_b, &conv_c, &conv_x, &conv_out,
+            &dn_qkv, &dn_z, &dn_beta, &dn_alpha, &dn_out};
   }
   // Every 1-D weight of the layer (null where absent).
-  std::array<const float**, 10> vectors() {
+  std::array<const float**, 14> vectors() {
     return {&attn_norm, &bq, &bk, &bv, &ffn_norm, &attn_q_norm, &attn_k_norm, &post_attn_norm, &post_ffn_norm,
-            &conv_kernel};
+            &conv_kernel, &dn_conv, &dn_dt, &dn_a, &dn_norm};
   }
 };
 

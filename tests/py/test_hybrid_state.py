@@ -1,6 +1,6 @@
-"""A hybrid model's second kind of sequence state (lfm2's convolution rows, kept in the sequence's
-cache beside the attention layers' keys and values) survives what the runtime does to a sequence:
-the server's prefix cache restores it (RAM tier: the same requests, several sessions) and a
+"""A hybrid model's second kind of sequence state (lfm2's convolution rows, qwen35's DeltaNet
+conv rows and state matrices, kept in the sequence's cache beside the attention layers' keys and
+values) survives what the runtime does to a sequence: the server's prefix cache restores it (RAM tier: the same requests, several sessions) and a
 greedy reply's every top-5 log-probability is what a server without the cache computes, bit for
 bit, whether the request matches the entry's prompt or only its prefix. The KvCache rules themselves
 (rollback within kConvRollback positions, snapshots) are tests/cpp/test_kv_cache.cpp's."""
@@ -37,7 +37,9 @@ def metric(server: Server, name: str) -> float:
     return float(m.group(1))
 
 
-@pytest.mark.parametrize("name", ["lfm2-F32", "lfm2-Q8_0"])
+# qwen35: the DeltaNet layers' conv rows and delta-rule matrices, snapshotted at the 64-position
+# checkpoint (KvCache::kDeltaCheckpoint) the prompt crossed and restored there.
+@pytest.mark.parametrize("name", ["lfm2-F32", "lfm2-Q8_0", "qwen35-F32"])
 def test_prefix_cache_restores_the_convolution_state(pllm_bin, tiny_models_paths, name):
     model = tiny_models_paths[name]
     plain = Server(pllm_bin, model, "--cache-ram", "0")

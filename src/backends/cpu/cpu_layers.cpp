@@ -12,13 +12,6 @@
 
 namespace pllm {
 
-namespace {
-// Row-wise work (norms, RoPE, GLU, residual) goes on the pool only for more rows than this (a
-// prompt chunk): a decode step's few rows cost less here than a hand-off. At 3+ rows on the
-// pool, a --parallel 4 step of SmolLM2 Q4_0 ran 20 % slower (550 against 658 tok/s).
-constexpr int kPoolRows = 8;
-}  // namespace
-
 CpuLayers::CpuLayers(const ModelConfig& c, StepScratch& s, ThreadPool& pool, std::span<const SeqStep> seqs,
                      int n_rows, const StepOptions& opt)
     : c_(c), s_(s), pool_(pool), seqs_(seqs), n_(n_rows), opt_(opt) {
@@ -59,15 +52,6 @@ Result<void> CpuLayers::embed(const Matrix& table, float scale) {
       for (int j = 0; j < E; ++j) x[j] *= scale;
   }
   return {};
-}
-
-template <class F>
-void CpuLayers::for_rows(F f) {
-  if (n_ > kPoolRows) {
-    pool_.run_spread(n_, f);
-  } else {
-    for (int r = 0; r < n_; ++r) f(int64_t(r));
-  }
 }
 
 void CpuLayers::norm(const char* name, int layer, Act src, const float* w, Act dst) {

@@ -6,16 +6,20 @@ namespace pllm {
 
 void StepScratch::reserve(const ModelConfig& c, int rows, int gathered, int threads) {
   // A convolution layer (model/blocks.h: short_conv_block) holds b, c, x and its output in
-  // gate, q, up and att: [n_embd] each.
-  const int conv = c.conv_taps > 0 ? c.n_embd : 0;
-  const int want_q = std::max(c.q_dim(), conv), want_ff = std::max(c.n_ff, conv);
-  const bool fits = rows <= rows_cap && c.n_embd <= n_embd && want_q <= q_dim && c.kv_dim() <= kv_dim &&
+  // gate, q, up and att: [n_embd] each. A DeltaNet layer (delta_net_block) holds qkv in gate and
+  // its convolution in q [dn_conv_dim], z in up and its output in att [dn_value_dim], beta and
+  // alpha in k and v [dn_v_heads]; a gated attention layer its [2 q_dim] query-and-gate rows in gate.
+  const int conv = c.conv_taps > 0 ? c.conv_row_dim() : 0;
+  const int want_q = std::max({c.q_dim(), conv, c.dn_value_dim()});
+  const int want_ff = std::max({c.n_ff, conv, c.dn_value_dim(), c.attn_out_gate ? 2 * c.q_dim() : 0});
+  const int want_kv = std::max(c.kv_dim(), c.dn_v_heads);
+  const bool fits = rows <= rows_cap && c.n_embd <= n_embd && want_q <= q_dim && want_kv <= kv_dim &&
                     want_ff <= n_ff && c.n_head <= n_head;
   if (!fits) {
     rows_cap = std::max(rows, rows_cap);
     n_embd = std::max(n_embd, c.n_embd);
     q_dim = std::max(q_dim, want_q);
-    kv_dim = std::max(kv_dim, c.kv_dim());
+    kv_dim = std::max(kv_dim, want_kv);
     n_ff = std::max(n_ff, want_ff);
     n_head = std::max(n_head, c.n_head);
     const size_t R = size_t(rows_cap);

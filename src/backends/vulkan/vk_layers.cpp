@@ -163,6 +163,19 @@ void VulkanLayers::short_conv(int, const float*, Act, Act, Act, Act) {
   fail(make_error(Status::unsupported, "convolution layers are not on the device"));
 }
 
+// qwen35: unsupported_reason (vk_backend.cpp) keeps it on the CPU; these are the safety net.
+void VulkanLayers::split_q_gate(int, Act, Act, Act) {
+  fail(make_error(Status::unsupported, "gated attention is not on the device"));
+}
+
+void VulkanLayers::sigmoid_gate(int, Act, Act) {
+  fail(make_error(Status::unsupported, "gated attention is not on the device"));
+}
+
+void VulkanLayers::delta_net(int, const DeltaNetSpec&, Act, Act, Act, Act, Act, Act) {
+  fail(make_error(Status::unsupported, "DeltaNet layers are not on the device"));
+}
+
 void VulkanLayers::glu(int, Glu kind, int n_ff) {
   // gate and up hold n_ff columns per row (the products' row stride).
   const int n = int(rows_.size());

@@ -32,6 +32,9 @@ class VulkanLayers final : public LayerOps {
   void attend(int l, AttnScore score, const RopeSpec& rope) override;
   // Never reached: a model with convolution layers steps on the CPU (unmirrored_feature).
   void short_conv(int l, const float* kernel, Act b, Act c, Act x, Act out) override;
+  void split_q_gate(int l, Act qg, Act q, Act gate) override;
+  void sigmoid_gate(int l, Act x, Act gate) override;
+  void delta_net(int l, const DeltaNetSpec& s, Act qkv, Act z, Act beta, Act alpha, Act conv, Act out) override;
   void glu(int l, Glu kind, int n_ff) override;
   void residual(int l, Act from, const float* bias, const float* post_norm, float scale) override;
   void head(const float* norm, const Matrix& out, const HeadSpec& spec) override;

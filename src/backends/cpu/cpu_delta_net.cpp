@@ -1,0 +1,148 @@
+// The CPU layer seam's ops of qwen35 (model/layer_ops.h): the gated attention's query/gate
+// split and output gate, and the Gated DeltaNet layer, whose state lives in each sequence's
+// cache (model/kv_cache.h: the convolution's rows and the delta-rule matrices).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backends/cpu/cpu_layers.h"
+#include "base/trace.h"
+#include "kernels/ops_f32.h"
+
+namespace pllm {
+
+namespace {
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+float silu(float x) { return x / (1.0f + std::exp(-x)); }
+// log(1 + e^x) without overflow; above 20 it is x to f32 precision (ggml's softplus cut-off).
+float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+}  // namespace
+
+void CpuLayers::split_q_gate(int l, Act qg_act, Act q_act, Act gate_act) {
+  TraceScope ts(opt_.tracer, "q_gate_split", l);
+  const int QD = c_.q_dim(), HD = c_.head_dim;
+  const float* qg = buf(qg_act);
+  float* q = buf(q_act);
+  float* g = buf(gate_act);
+  for_rows([&](int64_t r) {
+    const float* src = qg + size_t(r) * 2 * QD;
+    for (int h = 0; h < c_.n_head; ++h) {
+      std::memcpy(q + size_t(r) * QD + size_t(h) * HD, src + size_t(h) * 2 * HD, size_t(HD) * sizeof(float));
+      std::memcpy(g + size_t(r) * QD + size_t(h) * HD, src + size_t(h) * 2 * HD + HD, size_t(HD) * sizeof(float));
+    }
+  });
+}
+
+void CpuLayers::sigmoid_gate(int l, Act x_act, Act gate_act) {
+  TraceScope ts(opt_.tracer, "attn_gate", l);
+  const size_t QD = size_t(c_.q_dim());
+  float* x = buf(x_act);
+  const float* g = buf(gate_act);
+  for_rows([&](int64_t r) {
+    for (size_t j = 0; j < QD; ++j) x[size_t(r) * QD + j] *= sigmoid(g[size_t(r) * QD + j]);
+  });
+}
+
+void CpuLayers::delta_net(int l, const DeltaNetSpec& sp, Act qkv_act, Act z_act, Act beta_act, Act alpha_act,
+                          Act conv_act, Act out_act) {
+  TraceScope ts(opt_.tracer, "delta_net", l);
+  const int CD = c_.dn_conv_dim(), T = c_.conv_taps, HK = c_.dn_head, NK = c_.dn_k_heads, NV = c_.dn_v_heads;
+  const int KD = c_.dn_key_dim(), VD = c_.dn_value_dim();
+  const float* raw = buf(qkv_act);
+  float* cv = buf(conv_act);
+  const float* z = buf(z_act);
+  float* beta = buf(beta_act);
+  float* decay = buf(alpha_act);
+  float* out = buf(out_act);
+
+  // Per row (independent): the convolution over the row's qkv and the T - 1 before it (this
+  // step's rows where its sequence has them, a sequence's rows being consecutive positions,
+  // else the cache's; none before 0), silu, the L2 norms of the q and k heads, and the gates.
+  for_rows([&](int64_t r) {
+    const KvCache* kv = s_.row_kv[size_t(r)];
+    const int pos = s_.row_pos[size_t(r)];
+    const float* in[64];
+    for (int t = 0; t < T; ++t) {
+      const int p = pos - (T - 1) + t;
+      const int64_t rr = r - (pos - p);
+      in[t] = p < 0 ? nullptr : rr >= 0 && s_.row_kv[size_t(rr)] == kv ? raw + size_t(rr) * CD : kv->conv_row(l, p);
+    }
+    float* o = cv + size_t(r) * CD;
+    for (int j = 0; j < CD; ++j) {
+      const float* k = sp.conv_kernel + size_t(j) * T;
+      float acc = 0.0f;
+      for (int t = 0; t < T; ++t)
+        if (in[t]) acc += k[t] * in[t][j];
+      o[j] = silu(acc);
+    }
+    for (int h = 0; h < 2 * NK; ++h) {  // q heads, then k heads: x / sqrt(sum x^2 + eps)
+      float* x = o + size_t(h) * HK;
+      float ss = 0.0f;
+      for (int i = 0; i < HK; ++i) ss += x[i] * x[i];
+      const float inv = 1.0f / std::sqrt(ss + c_.rms_eps);
+      for (int i = 0; i < HK; ++i) x[i] *= inv;
+    }
+    for (int h = 0; h < NV; ++h) {
+      float& b = beta[size_t(r) * NV + h];
+      float& a = decay[size_t(r) * NV + h];
+      b = sigmoid(b);
+      a = std::exp(softplus(a + sp.dt[h]) * sp.a[h]);
+    }
+  });
+  // The rows the next steps read, once every row has read its own.
+  for_rows([&](int64_t r) {
+    KvCache* kv = s_.row_kv[size_t(r)];
+    const int pos = s_.row_pos[size_t(r)];
+    if (pos >= kv->end() - kv->conv_history())
+      std::memcpy(kv->conv_row(l, pos), raw + size_t(r) * CD, size_t(CD) * sizeof(float));
+  });
+
+  // The recurrence: one task per (sequence, value head), its rows in order over the
+  // sequence's state, which starts from zeros at position 0. A row ending a checkpoint block
+  // also leaves its state in the checkpoint.
+  const int n_seq = int(seqs_.size());
+  int row0[64];  // a step holds few sequences; more run in groups below
+  const float scale = 1.0f / std::sqrt(float(HK));
+  const size_t SS = size_t(HK) * size_t(HK);
+  for (int s0 = 0, first = 0; s0 < n_seq; s0 += 64) {
+    const int n = std::min(64, n_seq - s0);
+    for (int i = 0; i < n; ++i) {
+      row0[i] = first;
+      first += int(seqs_[size_t(s0 + i)].tokens.size());
+    }
+    pool_.run(int64_t(n) * NV, [&](int64_t task) {
+      const int i = int(task / NV), h = int(task % NV);
+      const int r0 = row0[i], nr = int(seqs_[size_t(s0 + i)].tokens.size());
+      KvCache* kv = s_.row_kv[size_t(r0)];
+      float* S = kv->delta_state(l) + size_t(h) * SS;
+      if (s_.row_pos[size_t(r0)] == 0) std::memset(S, 0, SS * sizeof(float));
+      const int kh = h % NK;
+      for (int r = r0; r < r0 + nr; ++r) {
+        const float* row = cv + size_t(r) * CD;
+        delta_rule_step_f32(S, row + size_t(kh) * HK, row + KD + size_t(kh) * HK, row + 2 * KD + size_t(h) * HK,
+                            decay[size_t(r) * NV + h], beta[size_t(r) * NV + h], scale, HK,
+                            out + size_t(r) * VD + size_t(h) * HK);
+        if ((s_.row_pos[size_t(r)] + 1) % KvCache::kDeltaCheckpoint == 0)
+          std::memcpy(kv->delta_checkpoint(l) + size_t(h) * SS, S, SS * sizeof(float));
+      }
+    });
+    for (int i = 0; i < n; ++i) {
+      const int r0 = row0[i], nr = int(seqs_[size_t(s0 + i)].tokens.size());
+      const int last = s_.row_pos[size_t(r0 + nr - 1)] + 1;
+      const int ckpt = last / KvCache::kDeltaCheckpoint * KvCache::kDeltaCheckpoint;
+      if (ckpt > s_.row_pos[size_t(r0)]) s_.row_kv[size_t(r0)]->set_delta_checkpoint(l, ckpt);
+    }
+  }
+
+  // out = rmsnorm(o) * norm * silu(z), head by head.
+  for_rows([&](int64_t r) {
+    for (int h = 0; h < NV; ++h) {
+      float* o = out + size_t(r) * VD + size_t(h) * HK;
+      const float* zz = z + size_t(r) * VD + size_t(h) * HK;
+      rmsnorm_f32(o, sp.norm, o, HK, c_.rms_eps);
+      for (int i = 0; i < HK; ++i) o[i] *= silu(zz[i]);
+    }
+  });
+}
+
+}  // namespace pllm
