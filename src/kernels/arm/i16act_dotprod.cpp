@@ -331,18 +331,21 @@ using SOff = SDot<false, kOff, false>;  // Q4_0 (8), Q5_0 (16)
 using SQ8 = SDot<true, 128, false>;
 using SQ6 = SDot<true, 32, true>;
 
+template <class S, class M>
+constexpr auto tile = drivers::i16_tile<S, M, true>;
+
 }  // namespace
 
 void fill_i16act_dotprod(KernelTable& t) {
   auto at = [&t](TensorType type) -> TypeKernels& { return t.types[static_cast<uint32_t>(type) & 31]; };
-  at(TensorType::Q4_0).vec_dot_i16act_tile = drivers::i16_tile<SOff<8>, MQ45<block_q4_0, 8, false>>;
-  at(TensorType::Q4_1).vec_dot_i16act_tile = drivers::i16_tile<SNat, MQ45<block_q4_1, 0, false>>;
-  at(TensorType::Q5_0).vec_dot_i16act_tile = drivers::i16_tile<SOff<16>, MQ45<block_q5_0, 16, true>>;
-  at(TensorType::Q5_1).vec_dot_i16act_tile = drivers::i16_tile<SNat, MQ45<block_q5_1, 0, true>>;
-  at(TensorType::Q8_0).vec_dot_i16act_tile = drivers::i16_tile<SQ8, MQ8_0>;
-  at(TensorType::Q4_K).vec_dot_i16act_tile = drivers::i16_tile<SNat, MKScaleMin<block_q4_K>>;
-  at(TensorType::Q5_K).vec_dot_i16act_tile = drivers::i16_tile<SNat, MKScaleMin<block_q5_K>>;
-  at(TensorType::Q6_K).vec_dot_i16act_tile = drivers::i16_tile<SQ6, MQ6_K>;
+  at(TensorType::Q4_0).vec_dot_i16act_tile = tile<SOff<8>, MQ45<block_q4_0, 8, false>>;
+  at(TensorType::Q4_1).vec_dot_i16act_tile = tile<SNat, MQ45<block_q4_1, 0, false>>;
+  at(TensorType::Q5_0).vec_dot_i16act_tile = tile<SOff<16>, MQ45<block_q5_0, 16, true>>;
+  at(TensorType::Q5_1).vec_dot_i16act_tile = tile<SNat, MQ45<block_q5_1, 0, true>>;
+  at(TensorType::Q8_0).vec_dot_i16act_tile = tile<SQ8, MQ8_0>;
+  at(TensorType::Q4_K).vec_dot_i16act_tile = tile<SNat, MKScaleMin<block_q4_K>>;
+  at(TensorType::Q5_K).vec_dot_i16act_tile = tile<SNat, MKScaleMin<block_q5_K>>;
+  at(TensorType::Q6_K).vec_dot_i16act_tile = tile<SQ6, MQ6_K>;
   // Q3_K, IQ4_NL, IQ4_XS keep the SMLAL tiles (their halves exceed 2^24 too: permuted codes
   // would do; not measured yet).
 }

@@ -228,24 +228,37 @@ void i16_rows_nx(int64_t n, const uint8_t* w, size_t ws, int n_rows, const uint8
   }
 }
 
+// i16_rows_nx as a function of its own (i16_tile<S, M, true>).
+template <class S, class M, int NX>
+[[gnu::noinline]] void i16_rows_nx_outlined(int64_t n, const uint8_t* w, size_t ws, int n_rows, const uint8_t* a,
+                                            size_t as, float* out, int64_t os) {
+  i16_rows_nx<S, M, NX>(n, w, ws, n_rows, a, as, out, os);
+}
+
 // TypeKernels::vec_dot_i16act_tile: the activation rows in groups of up to 8, each group one
-// pass over the weight rows.
-template <class S, class M>
+// pass over the weight rows. kOutline: each activation-row count stays a function of its own
+// (arm/i16act_dotprod.cpp: clang inlines some of them into this one, where bench/mca cannot
+// tell their loops apart; the call costs nothing against a pass over the rows).
+template <class S, class M, bool kOutline = false>
 void i16_tile(int64_t n, const void* w, size_t ws, int n_rows, const void* xq, size_t xs, int n_x, float* out,
               int64_t os) {
   const uint8_t* wb = static_cast<const uint8_t*>(w);
+  auto rows = [&]<int NX>(const uint8_t* a, float* o) {
+    if constexpr (kOutline) i16_rows_nx_outlined<S, M, NX>(n, wb, ws, n_rows, a, xs, o, os);
+    else i16_rows_nx<S, M, NX>(n, wb, ws, n_rows, a, xs, o, os);
+  };
   for (int x0 = 0; x0 < n_x; x0 += 8) {
     const uint8_t* a = static_cast<const uint8_t*>(xq) + size_t(x0) * xs;
     float* o = out + x0 * os;
     switch (n_x - x0 < 8 ? n_x - x0 : 8) {
-      case 1: i16_rows_nx<S, M, 1>(n, wb, ws, n_rows, a, xs, o, os); break;
-      case 2: i16_rows_nx<S, M, 2>(n, wb, ws, n_rows, a, xs, o, os); break;
-      case 3: i16_rows_nx<S, M, 3>(n, wb, ws, n_rows, a, xs, o, os); break;
-      case 4: i16_rows_nx<S, M, 4>(n, wb, ws, n_rows, a, xs, o, os); break;
-      case 5: i16_rows_nx<S, M, 5>(n, wb, ws, n_rows, a, xs, o, os); break;
-      case 6: i16_rows_nx<S, M, 6>(n, wb, ws, n_rows, a, xs, o, os); break;
-      case 7: i16_rows_nx<S, M, 7>(n, wb, ws, n_rows, a, xs, o, os); break;
-      default: i16_rows_nx<S, M, 8>(n, wb, ws, n_rows, a, xs, o, os); break;
+      case 1: rows.template operator()<1>(a, o); break;
+      case 2: rows.template operator()<2>(a, o); break;
+      case 3: rows.template operator()<3>(a, o); break;
+      case 4: rows.template operator()<4>(a, o); break;
+      case 5: rows.template operator()<5>(a, o); break;
+      case 6: rows.template operator()<6>(a, o); break;
+      case 7: rows.template operator()<7>(a, o); break;
+      default: rows.template operator()<8>(a, o); break;
     }
   }
 }
