@@ -115,14 +115,15 @@ ROWS = [
     ("decode int16 Q6_K (NEON, every ARM level)", ("neon", "arm/i16act_neon.cpp", I16 + "MQ6_K, 1>", 16), None, None),
     # The same tiles on SDOT / UDOT (arm/i16act_dotprod.cpp; the dotprod and i8mm tables), bit for
     # bit the NEON ones; the activation split (once per call and activation row) is not counted.
+    # Q6_K's tile is one weight row (tile_rows): 8 units per iteration.
     ("decode int16 Q4_0 (SDOT/UDOT: dotprod, i8mm)", ("dotprod", "arm/i16act_dotprod.cpp", I16D.format(
-        s="SDot<false, 8, false>", m="MQ45<pllm::block_q4_0, 8, false>"), 16), None, None),
+        s="SDot<false, 8, false, false>", m="MQ45<pllm::block_q4_0, 8, false>"), 16), None, None),
     ("decode int16 Q8_0 (SDOT/UDOT: dotprod, i8mm)", ("dotprod", "arm/i16act_dotprod.cpp", I16D.format(
-        s="SDot<true, 128, false>", m="MQ8_0"), 16), None, None),
+        s="SDot<true, 128, true, false>", m="MQ8_0"), 16), None, None),
     ("decode int16 Q4_K (SDOT/UDOT: dotprod, i8mm)", ("dotprod", "arm/i16act_dotprod.cpp", I16D.format(
-        s="SDot<false, 0, false>", m="MKScaleMin<pllm::block_q4_K>"), 16), None, None),
+        s="SDot<false, 0, false, false>", m="MKScaleMin<pllm::block_q4_K>"), 16), None, None),
     ("decode int16 Q6_K (SDOT/UDOT: dotprod, i8mm)", ("dotprod", "arm/i16act_dotprod.cpp", I16D.format(
-        s="SDot<true, 32, true>", m="MQ6_K"), 16), None, None),
+        s="SDot<true, 32, false, true>", m="MQ6_K"), 8), None, None),
     # Prefill micro-kernels: panel rows x tokens per K-block iteration (packing not counted).
     ("prefill GEMM Q4_0 (SDOT / AVX2 / VNNI)", ("dotprod", "arm/gemm_dotprod.cpp", gq8_neon("Q4_0"), 32),
      ("avx2", "x86/gemm_avx2.cpp", (MICRO + "Q40>", GQ8 + "Q40, false>", PACK + "8>::Q40, false>", PACK + "16>::Q40, false>"), 32),
