@@ -169,7 +169,7 @@ constexpr std::array<Filler, 9> kNeon = {
     kern::fill_act_neon,
     kern::fill_f16act_neon,
     fill_f16act_fp16_if_present,
-    kern::fill_i16act_neon,  // SMULL/SMLAL on every level
+    kern::fill_i16act_neon,  // SMULL/SMLAL (the dotprod table overrides the main types)
 };
 constexpr std::array<Filler, 13> kNeonDotprod = {
     kern::fill_neon,
