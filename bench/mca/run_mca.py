@@ -34,7 +34,8 @@ I8MM_CPUS = ["cortex-a510", "cortex-a710"]             # cores that have i8mm (A
 X86_CPUS = {"avx2": "znver3", "avx512": "znver4"}      # znver4 needs LLVM >= 17 (fallback below)
 # Per-file flags src/kernels/CMakeLists.txt adds for clang (without them clang leaves the int16
 # driver's row loops rolled, the states on the stack: not the code a clang build runs).
-TU_FLAGS = {"arm/i16act_neon.cpp": ["-mllvm", "-unroll-threshold=2000"]}
+TU_FLAGS = {"arm/i16act_neon.cpp": ["-mllvm", "-unroll-threshold=2000"],
+            "arm/i16act_dotprod.cpp": ["-mllvm", "-unroll-threshold=2000"]}
 
 # One row of the table per (label, arm loop, x86 AVX2 loop, x86 AVX-512 loop). A loop is
 # (isa, TU under src/kernels, substring of the demangled function, units per loop iteration):
@@ -61,6 +62,7 @@ MICRO = "Tiles::micro<pllm::kern::(anonymous namespace)::"  # AVX-512: an outlin
 GQ8 = "drivers::gemm_q8<pllm::kern::(anonymous namespace)::Tiles, pllm::kern::(anonymous namespace)::"  # micro inlined
 PNL = "panels<pllm::kern::(anonymous namespace)::"  # arm/panel_dotprod.cpp
 I16 = "drivers::i16_rows_nx<pllm::kern::(anonymous namespace)::S16, pllm::kern::(anonymous namespace)::"
+I16D = ("drivers::i16_rows_nx_outlined<pllm::kern::(anonymous namespace)::{s}, pllm::kern::(anonymous namespace)::{m}, 1>")
 PACK = "drivers::gemm_q8<pllm::kern::(anonymous namespace)::Tiles, pllm::kern::x86_gemm::Pack<pllm::kern::(anonymous namespace)::Panel, "
 
 ROWS = [
@@ -111,6 +113,17 @@ ROWS = [
     ("decode int16 Q4_K (NEON, every ARM level)", ("neon", "arm/i16act_neon.cpp",
                                                     I16 + "MKScaleMin<pllm::block_q4_K>, 1>", 16), None, None),
     ("decode int16 Q6_K (NEON, every ARM level)", ("neon", "arm/i16act_neon.cpp", I16 + "MQ6_K, 1>", 16), None, None),
+    # The same tiles on SDOT / UDOT (arm/i16act_dotprod.cpp; the dotprod and i8mm tables), bit for
+    # bit the NEON ones; the activation split (once per call and activation row) is not counted.
+    # Q6_K's tile is one weight row (tile_rows): 8 units per iteration.
+    ("decode int16 Q4_0 (SDOT/UDOT: dotprod, i8mm)", ("dotprod", "arm/i16act_dotprod.cpp", I16D.format(
+        s="SDot<false, 8, false, false>", m="MQ45<pllm::block_q4_0, 8, false>"), 16), None, None),
+    ("decode int16 Q8_0 (SDOT/UDOT: dotprod, i8mm)", ("dotprod", "arm/i16act_dotprod.cpp", I16D.format(
+        s="SDot<true, 128, true, false>", m="MQ8_0"), 16), None, None),
+    ("decode int16 Q4_K (SDOT/UDOT: dotprod, i8mm)", ("dotprod", "arm/i16act_dotprod.cpp", I16D.format(
+        s="SDot<false, 0, false, false>", m="MKScaleMin<pllm::block_q4_K>"), 16), None, None),
+    ("decode int16 Q6_K (SDOT/UDOT: dotprod, i8mm)", ("dotprod", "arm/i16act_dotprod.cpp", I16D.format(
+        s="SDot<true, 32, false, true>", m="MQ6_K"), 8), None, None),
     # Prefill micro-kernels: panel rows x tokens per K-block iteration (packing not counted).
     ("prefill GEMM Q4_0 (SDOT / AVX2 / VNNI)", ("dotprod", "arm/gemm_dotprod.cpp", gq8_neon("Q4_0"), 32),
      ("avx2", "x86/gemm_avx2.cpp", (MICRO + "Q40>", GQ8 + "Q40, false>", PACK + "8>::Q40, false>", PACK + "16>::Q40, false>"), 32),
@@ -302,6 +315,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(ROOT / "build-mca"), help="work folder (asm, loops, reports)")
     ap.add_argument("--clean", action="store_true", help="recompile every TU (after header changes)")
+    ap.add_argument("--rows", default="", help="only the rows whose label matches this regular expression")
     args = ap.parse_args()
     out = Path(args.out)
     if args.clean and out.exists():
@@ -311,6 +325,8 @@ def main():
     results = {}
 
     for label, arm, x2, x5 in ROWS:
+        if not re.search(args.rows, label):
+            continue
         tag = re.sub(r"[^A-Za-z0-9]+", "_", label).strip("_").lower()
         row = {}
         if arm:

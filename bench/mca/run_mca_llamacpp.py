@@ -49,6 +49,7 @@ LLAMA_ROWS = [
 # Ours: run_mca.py's rows by label.
 OUR_ROWS = [(t, f"ours {k}", lab) for t in ("Q4_0", "Q8_0", "Q4_K", "Q6_K")
             for k, lab in (("int16 (default)", f"decode int16 {t} (NEON, every ARM level)"),
+                           ("int16 SDOT/UDOT (dotprod, i8mm)", f"decode int16 {t} (SDOT/UDOT: dotprod, i8mm)"),
                            ("int8 dotprod", f"decode int8 {t} (dotprod)"),
                            ("int8 dotprod panels", f"decode int8 {t} panels (SDOT / VNNI)"))]
 

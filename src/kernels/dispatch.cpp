@@ -169,9 +169,9 @@ constexpr std::array<Filler, 9> kNeon = {
     kern::fill_act_neon,
     kern::fill_f16act_neon,
     fill_f16act_fp16_if_present,
-    kern::fill_i16act_neon,  // SMULL/SMLAL on every level
+    kern::fill_i16act_neon,  // SMULL/SMLAL (the dotprod table overrides the main types)
 };
-constexpr std::array<Filler, 12> kNeonDotprod = {
+constexpr std::array<Filler, 13> kNeonDotprod = {
     kern::fill_neon,
     kern::fill_lowbit_neon,
     kern::fill_neon_dotprod,
@@ -184,6 +184,7 @@ constexpr std::array<Filler, 12> kNeonDotprod = {
     kern::fill_f16act_neon,
     fill_f16act_fp16_if_present,
     kern::fill_i16act_neon,
+    kern::fill_i16act_dotprod,  // SDOT / UDOT tiles for the main types, bit for bit the SMLAL ones
 };
 // The dotprod table with SMMLA prefill GEMMs.
 constexpr auto kNeonI8mm = then(kNeonDotprod, std::array<Filler, 1>{kern::fill_gemm_neon_i8mm});

@@ -57,6 +57,7 @@ void fill_act_neon(KernelTable& t);            // act_neon.cpp: SwiGLU, GeGLU (e
 void fill_f16act_neon(KernelTable& t);         // f16act_neon.cpp: W4A16, f32 FMA (every ARM table)
 void fill_f16act_neon_fp16(KernelTable& t);    // f16act_neon_fp16.cpp: FP16 FMLA (needs ASIMDHP)
 void fill_i16act_neon(KernelTable& t);         // i16act_neon.cpp (every ARM table)
+void fill_i16act_dotprod(KernelTable& t);      // i16act_dotprod.cpp: tiles on SDOT / UDOT (dotprod, i8mm)
 void fill_neon_dotprod(KernelTable& t);        // neon_dotprod.cpp: one-row int8 dots on SDOT
 void fill_gemm_neon_dotprod(KernelTable& t);   // gemm_dotprod.cpp
 void fill_panel_neon_dotprod(KernelTable& t);  // panel_dotprod.cpp (dotprod and i8mm tables)

@@ -114,7 +114,8 @@ struct TypeKernels {
   // ---- end W4A16
 
   // ---- int16 activations (ActMode::int16; kernels: generic/i16act_scalar.cpp,
-  // x86/i16act_avx2.cpp, x86/i16act_avxvnni.cpp, x86/i16act_avx512.cpp, arm/i16act_neon.cpp). Activation format:
+  // x86/i16act_avx2.cpp, x86/i16act_avxvnni.cpp, x86/i16act_avx512.cpp, arm/i16act_neon.cpp,
+  // arm/i16act_dotprod.cpp). Activation format:
   // block_q16 rows written by KernelTable::quantize_row_q16. A tile of n_rows weight rows
   // (w_stride bytes apart) against n_x activation rows (xq_stride bytes apart; any n_x >= 1, <= 8
   // in practice): out[x * out_stride + r] = dot(weight row r, activation row x). The scalar twins give the dot of

@@ -555,10 +555,15 @@ TEST_P(I16ActIsa, ExtremeCodesDoNotOverflow) {
 // the same f32 part, and per unit the same two 16-product halves converted to f32 and added
 // (Q6_K's and Q8_0's halves can exceed 2^24 and round: raw and extreme rows, full-scale blocks).
 // avxvnni (x86/i16act_avxvnni.cpp): the avx2 code with vpdpwssd for vpmaddwd + vpaddd.
-void expect_tiles_equal_avx2(Isa isa) {
-  const KernelTable* k2 = kernels_for(Isa::avx2);
+// ARM (base neon): the dotprod and i8mm tables' SDOT / UDOT tiles (arm/i16act_dotprod.cpp) give
+// the SMLAL tiles' results; their activation rows also come as raw codes: uniform over the whole
+// int16 range (every high / low byte pair) and the byte split's edge values (+-32767, -32768,
+// +-256, 255, -129, 128, -1, 0), so every correction and permutation path meets its extremes.
+void expect_tiles_equal(Isa base, Isa isa) {
+  const KernelTable* k2 = kernels_for(base);
   const KernelTable* k5 = kernels_for(isa);
-  if (!k2 || !k5) GTEST_SKIP() << "needs the avx2 and " << isa_name(isa) << " tables";
+  if (!k2 || !k5) GTEST_SKIP() << "needs the " << isa_name(base) << " and " << isa_name(isa) << " tables";
+  const bool raw_act = base == Isa::neon;
   constexpr int kRows = 5, kX = 9;
   std::mt19937 rng(77);
   for (TensorType t : kTypes) {
@@ -574,21 +579,58 @@ void expect_tiles_equal_avx2(Isa isa) {
           make_row(t, n, rng, kind > 0, &w[r * ws]);
           if (kind == 2) set_extreme_codes(t, &w[r * ws], ws);
         }
-        for (int x = 0; x < kX; ++x) k2->quantize_row_q16(make_act(rng, n, x + kind).data(), &a[x * as], n);
-        for (int nx = 1; nx <= kX; ++nx) {
-          std::vector<float> o2(nx * kRows, 1.0f), o5(nx * kRows, 2.0f);
-          f2(n, w.data(), ws, kRows, a.data(), as, nx, o2.data(), kRows);
-          f5(n, w.data(), ws, kRows, a.data(), as, nx, o5.data(), kRows);
-          for (int i = 0; i < nx * kRows; ++i)
-            ASSERT_EQ(0, std::memcmp(&o2[i], &o5[i], sizeof(float)))
-                << "nx=" << nx << " out " << i << ": " << o2[i] << " vs " << o5[i];
+        for (int x = 0; x < kX; ++x) {
+          k2->quantize_row_q16(make_act(rng, n, x + kind).data(), &a[x * as], n);
+          if (!raw_act || x % 3 == 0) continue;
+          static const int16_t kEdge[] = {-32768, -32767, 32767, -256, 256, 255, -129, 128, -1, 0};
+          auto* b = reinterpret_cast<block_q16*>(&a[x * as]);
+          for (int64_t u = 0; u < n / 32; ++u) {
+            int32_t sum = 0;
+            for (int l = 0; l < 32; ++l) {
+              b[u].qs[l] = x % 3 == 1 ? int16_t(rng()) : kEdge[rng() % 10];
+              sum += b[u].qs[l];
+            }
+            b[u].sum = sum;
+            b[u].d = std::ldexp(1.0f + float(rng() % 1000) / 1000.0f, -int(rng() % 20));
+          }
         }
+        for (int nr = 1; nr <= kRows; nr += raw_act ? 1 : kRows - 1)
+          for (int nx = 1; nx <= kX; ++nx) {
+            std::vector<float> o2(nx * kRows, -7.25f), o5(nx * kRows, -7.25f);  // rows >= nr: untouched
+            f2(n, w.data(), ws, nr, a.data(), as, nx, o2.data(), kRows);
+            f5(n, w.data(), ws, nr, a.data(), as, nx, o5.data(), kRows);
+            for (int i = 0; i < nx * kRows; ++i)
+              ASSERT_EQ(0, std::memcmp(&o2[i], &o5[i], sizeof(float)))
+                  << "n_rows=" << nr << " nx=" << nx << " out " << i << ": " << o2[i] << " vs " << o5[i];
+          }
       }
   }
 }
 
-TEST(I16ActX86, Avx512TilesEqualAvx2) { expect_tiles_equal_avx2(Isa::avx512); }
-TEST(I16ActX86, AvxVnniTilesEqualAvx2) { expect_tiles_equal_avx2(Isa::avxvnni); }
+TEST(I16ActX86, Avx512TilesEqualAvx2) { expect_tiles_equal(Isa::avx2, Isa::avx512); }
+TEST(I16ActX86, AvxVnniTilesEqualAvx2) { expect_tiles_equal(Isa::avx2, Isa::avxvnni); }
+TEST(I16ActArm, DotprodTilesEqualNeon) { expect_tiles_equal(Isa::neon, Isa::neon_dotprod); }
+TEST(I16ActArm, I8mmTilesEqualNeon) { expect_tiles_equal(Isa::neon, Isa::neon_i8mm); }
+
+// The dotprod and i8mm tables run their own int16 tiles for the types of
+// arm/i16act_dotprod.cpp, the SMLAL ones (the neon table's) for the rest.
+TEST(I16ActArm, DotprodTablesHaveTheirOwnTiles) {
+  const KernelTable* kn = kernels_for(Isa::neon);
+  if (!kn) GTEST_SKIP() << "needs the neon table";
+  for (Isa isa : {Isa::neon_dotprod, Isa::neon_i8mm}) {
+    const KernelTable* k = kernels_for(isa);
+    if (!k) continue;
+    for (TensorType t : kTypes) {
+      const bool own = t == TensorType::Q4_0 || t == TensorType::Q4_1 || t == TensorType::Q5_0 ||
+                       t == TensorType::Q5_1 || t == TensorType::Q8_0 || t == TensorType::Q4_K ||
+                       t == TensorType::Q5_K || t == TensorType::Q6_K;
+      const auto mine = k->for_type(t).vec_dot_i16act_tile, neon = kn->for_type(t).vec_dot_i16act_tile;
+      if (own) EXPECT_NE(mine, neon) << isa_name(isa) << " " << name(t);
+      else EXPECT_EQ(mine, neon) << isa_name(isa) << " " << name(t);
+      EXPECT_EQ(k->for_type(t).gemm_i16, mine) << isa_name(isa) << " " << name(t) << ": the tile is its GEMM";
+    }
+  }
+}
 
 // The avxvnni table is the avx2 table but for its int16 kernels: tiles, GEMMs and panel kernels
 // of its own (so the I16ActIsa suite above tests VNNI code, not the avx2 table's again), int16

@@ -28,6 +28,12 @@
 //            kLanes]): the add tree of a group; lane j of t[k] = total of unit k * kLanes + j,
 //            in f32. An int32 lane may hold at most 16 products: convert before that.
 //   prefetch(p): a software prefetch of the cache line at p (may be empty)
+//   Optional activation layout: traits that define Act get their activation rows in that
+//   layout instead of the int16 codes, made once per call and slice by split(const block_q16*
+//   src, int64_t nu, Act* dst) (units [0, nu) of src to dst[0, nu)) into scratch(units), and
+//   dot(const Q&, const Act*) then reads one unit of it (arm/i16act_dotprod.cpp: the codes'
+//   high and low bytes for SDOT / UDOT; a re-layout per weight row would cost more than the
+//   dot). Without Act, dot gets the unit's block_q16::qs.
 // Contract of M (one weight type on that ISA):
 //   W        the weight block type; kUnits: units per block (1, or 8 for K-quants)
 //   kMin     the type has a min term (or an offset kept out of the codes)
@@ -62,16 +68,34 @@
 
 namespace pllm::kern::drivers {
 
+// The activation unit type S::dot reads (see the contract above) and its address.
+template <class S, class = void>
+struct ActOf {
+  using type = block_q16;
+  static constexpr bool kSplit = false;
+};
+template <class S>
+struct ActOf<S, std::void_t<typename S::Act>> {
+  using type = typename S::Act;
+  static constexpr bool kSplit = true;
+};
+PLLM_I16_AI const int16_t* act_unit(const block_q16* a, int u) { return a[u].qs; }
+template <class A>
+PLLM_I16_AI const A* act_unit(const A* a, int u) {
+  return a + u;
+}
+
 // Activation scales are staged per slice of this many units (8192 elements; 16 KB of stack
 // at NX = 8). A multiple of 8.
 constexpr int kI16Slice = 256;
 
-// One group of R rows (wr) x NX activation rows (ax: the group's first unit of each), its
+// One group of R rows (wr) x NX activation rows (ax: the group's first unit of each, in the
+// traits' activation layout), its
 // staged d_a / d_a * sum at da / sa (x stride kI16Slice). kTail: the row's last group, whose
 // first nu < 8 units exist (nu <= kMax: units from kMax on are left out at compile time, so a
 // short tail costs a fraction of a group).
 template <class S, class M, int R, int NX, int kMax, bool kTail>
-PLLM_I16_AI void i16_group(const typename M::W* const* wr, int nu, const block_q16* const* ax, const float* da,
+PLLM_I16_AI void i16_group(const typename M::W* const* wr, int nu, const typename ActOf<S>::type* const* ax, const float* da,
                            const float* sa, typename S::F (*acc)[NX]) {
   using F = typename S::F;
   using I = typename S::I;
@@ -114,7 +138,7 @@ PLLM_I16_AI void i16_group(const typename M::W* const* wr, int nu, const block_q
       for (int r = 0; r < R; ++r) {
         I d = S::izero();
         if constexpr (U < kMax)
-          if (live) d = S::dot(c[r], ax[x][U].qs);
+          if (live) d = S::dot(c[r], act_unit(ax[x], U));
         step(std::integral_constant<int, U>{}, d, ev[r][x], p01[r][x], q[r][x]);
       }
   });
@@ -123,18 +147,20 @@ PLLM_I16_AI void i16_group(const typename M::W* const* wr, int nu, const block_q
 }
 
 // Units [u0, u0 + nu) of R rows at w (ws bytes apart; u0 a multiple of 8) against NX activation
-// rows (ax), staged scales at da / sa (unit u0 first). The slice's sums are stored (u0 = 0) or
+// rows (ax: unit u0 of each), staged scales at da / sa (unit u0 first). The slice's sums are stored (u0 = 0) or
 // added to out[x * os + r].
 template <class S, class M, int R, int NX>
-PLLM_I16_AI void i16_slice(int64_t u0, int64_t nu, const uint8_t* w, size_t ws, const block_q16* const* ax,
-                          const float* da, const float* sa, float* out, int64_t os) {
+PLLM_I16_AI void i16_slice(int64_t u0, int64_t nu, const uint8_t* w, size_t ws,
+                          const typename ActOf<S>::type* const* ax, const float* da, const float* sa, float* out,
+                          int64_t os) {
   using W = typename M::W;
+  using A = typename ActOf<S>::type;
   constexpr int kGroupBytes = int(sizeof(W)) * 8 / M::kUnits;
   typename S::F acc[R][NX];
   for (int r = 0; r < R; ++r)
     for (int x = 0; x < NX; ++x) acc[r][x] = S::zero();
   const W* wr[R];
-  const block_q16* axu[NX];
+  const A* axu[NX];
   // Rows normally follow each other in memory: prefetch the rows 4 ahead of this tile as one
   // linear stream (R interleaved row streams are too short for the hardware to train on).
   const uint8_t* pf = w + 4 * ws + (u0 / 8) * R * kGroupBytes;
@@ -142,12 +168,12 @@ PLLM_I16_AI void i16_slice(int64_t u0, int64_t nu, const uint8_t* w, size_t ws, 
   for (; u + 8 <= nu; u += 8, pf += R * kGroupBytes) {
     for (int k = 0; k < R * kGroupBytes; k += 64) S::prefetch(pf + k);
     for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const W*>(w + r * ws) + (u0 + u) / M::kUnits;
-    for (int x = 0; x < NX; ++x) axu[x] = ax[x] + u0 + u;
+    for (int x = 0; x < NX; ++x) axu[x] = ax[x] + u;
     i16_group<S, M, R, NX, 8, false>(wr, 8, axu, da + u, sa + u, acc);
   }
   if (u < nu) {
     for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const W*>(w + r * ws) + (u0 + u) / M::kUnits;
-    for (int x = 0; x < NX; ++x) axu[x] = ax[x] + u0 + u;
+    for (int x = 0; x < NX; ++x) axu[x] = ax[x] + u;
     const int left = int(nu - u);
     if (left <= 2) i16_group<S, M, R, NX, 2, true>(wr, left, axu, da + u, sa + u, acc);
     else if (left <= 4) i16_group<S, M, R, NX, 4, true>(wr, left, axu, da + u, sa + u, acc);
@@ -171,10 +197,20 @@ void i16_rows_nx(int64_t n, const uint8_t* w, size_t ws, int n_rows, const uint8
   for (int x = 0; x < NX; ++x) ax[x] = reinterpret_cast<const block_q16*>(a + x * as);
   alignas(64) float da[NX * kI16Slice];
   alignas(64) float sa[M::kMin ? NX * kI16Slice : 1];
+  using Act = ActOf<S>;
+  typename Act::type* split = nullptr;
+  if constexpr (Act::kSplit) split = S::scratch(size_t(NX) * kI16Slice);
+  const typename Act::type* axs[NX];
   const int64_t units = n / 32;
   for (int64_t u0 = 0; u0 < units; u0 += kI16Slice) {
     const int64_t nu = units - u0 < kI16Slice ? units - u0 : kI16Slice;
     for (int x = 0; x < NX; ++x) {
+      if constexpr (Act::kSplit) {
+        S::split(ax[x] + u0, nu, split + x * kI16Slice);
+        axs[x] = split + x * kI16Slice;
+      } else {
+        axs[x] = ax[x] + u0;
+      }
       for (int64_t i = 0; i < nu; ++i) {
         const block_q16& ab = ax[x][u0 + i];
         da[x * kI16Slice + i] = ab.d;
@@ -186,30 +222,43 @@ void i16_rows_nx(int64_t n, const uint8_t* w, size_t ws, int n_rows, const uint8
       }
     }
     int r = 0;
-    for (; r + kR <= n_rows; r += kR) i16_slice<S, M, kR, NX>(u0, nu, w + r * ws, ws, ax, da, sa, out + r, os);
+    for (; r + kR <= n_rows; r += kR) i16_slice<S, M, kR, NX>(u0, nu, w + r * ws, ws, axs, da, sa, out + r, os);
     if constexpr (kR > 1)
-      for (; r < n_rows; ++r) i16_slice<S, M, 1, NX>(u0, nu, w + r * ws, ws, ax, da, sa, out + r, os);
+      for (; r < n_rows; ++r) i16_slice<S, M, 1, NX>(u0, nu, w + r * ws, ws, axs, da, sa, out + r, os);
   }
 }
 
+// i16_rows_nx as a function of its own (i16_tile<S, M, true>).
+template <class S, class M, int NX>
+[[gnu::noinline]] void i16_rows_nx_outlined(int64_t n, const uint8_t* w, size_t ws, int n_rows, const uint8_t* a,
+                                            size_t as, float* out, int64_t os) {
+  i16_rows_nx<S, M, NX>(n, w, ws, n_rows, a, as, out, os);
+}
+
 // TypeKernels::vec_dot_i16act_tile: the activation rows in groups of up to 8, each group one
-// pass over the weight rows.
-template <class S, class M>
+// pass over the weight rows. kOutline: each activation-row count stays a function of its own
+// (arm/i16act_dotprod.cpp: clang inlines some of them into this one, where bench/mca cannot
+// tell their loops apart; the call costs nothing against a pass over the rows).
+template <class S, class M, bool kOutline = false>
 void i16_tile(int64_t n, const void* w, size_t ws, int n_rows, const void* xq, size_t xs, int n_x, float* out,
               int64_t os) {
   const uint8_t* wb = static_cast<const uint8_t*>(w);
+  auto rows = [&]<int NX>(const uint8_t* a, float* o) {
+    if constexpr (kOutline) i16_rows_nx_outlined<S, M, NX>(n, wb, ws, n_rows, a, xs, o, os);
+    else i16_rows_nx<S, M, NX>(n, wb, ws, n_rows, a, xs, o, os);
+  };
   for (int x0 = 0; x0 < n_x; x0 += 8) {
     const uint8_t* a = static_cast<const uint8_t*>(xq) + size_t(x0) * xs;
     float* o = out + x0 * os;
     switch (n_x - x0 < 8 ? n_x - x0 : 8) {
-      case 1: i16_rows_nx<S, M, 1>(n, wb, ws, n_rows, a, xs, o, os); break;
-      case 2: i16_rows_nx<S, M, 2>(n, wb, ws, n_rows, a, xs, o, os); break;
-      case 3: i16_rows_nx<S, M, 3>(n, wb, ws, n_rows, a, xs, o, os); break;
-      case 4: i16_rows_nx<S, M, 4>(n, wb, ws, n_rows, a, xs, o, os); break;
-      case 5: i16_rows_nx<S, M, 5>(n, wb, ws, n_rows, a, xs, o, os); break;
-      case 6: i16_rows_nx<S, M, 6>(n, wb, ws, n_rows, a, xs, o, os); break;
-      case 7: i16_rows_nx<S, M, 7>(n, wb, ws, n_rows, a, xs, o, os); break;
-      default: i16_rows_nx<S, M, 8>(n, wb, ws, n_rows, a, xs, o, os); break;
+      case 1: rows.template operator()<1>(a, o); break;
+      case 2: rows.template operator()<2>(a, o); break;
+      case 3: rows.template operator()<3>(a, o); break;
+      case 4: rows.template operator()<4>(a, o); break;
+      case 5: rows.template operator()<5>(a, o); break;
+      case 6: rows.template operator()<6>(a, o); break;
+      case 7: rows.template operator()<7>(a, o); break;
+      default: rows.template operator()<8>(a, o); break;
     }
   }
 }
