@@ -46,7 +46,7 @@ void CpuLayers::sigmoid_gate(int l, Act x_act, Act gate_act) {
 void CpuLayers::delta_net(int l, const DeltaNetSpec& sp, Act qkv_act, Act z_act, Act beta_act, Act alpha_act,
                           Act conv_act, Act out_act) {
   TraceScope ts(opt_.tracer, "delta_net", l);
-  const int CD = c_.dn_conv_dim(), T = c_.conv_taps, HK = c_.dn_head, NK = c_.dn_k_heads, NV = c_.dn_v_heads;
+  const int CD = c_.dn_conv_dim(), HK = c_.dn_head, NK = c_.dn_k_heads, NV = c_.dn_v_heads;
   const int KD = c_.dn_key_dim(), VD = c_.dn_value_dim();
   const float* raw = buf(qkv_act);
   float* cv = buf(conv_act);
@@ -55,26 +55,12 @@ void CpuLayers::delta_net(int l, const DeltaNetSpec& sp, Act qkv_act, Act z_act,
   float* decay = buf(alpha_act);
   float* out = buf(out_act);
 
-  // Per row (independent): the convolution over the row's qkv and the T - 1 before it (this
-  // step's rows where its sequence has them, a sequence's rows being consecutive positions,
-  // else the cache's; none before 0), silu, the L2 norms of the q and k heads, and the gates.
+  // Per row (independent): the causal convolution over the row's qkv, silu, the L2 norms of
+  // the q and k heads, and the gates.
   for_rows([&](int64_t r) {
-    const KvCache* kv = s_.row_kv[size_t(r)];
-    const int pos = s_.row_pos[size_t(r)];
-    const float* in[64];
-    for (int t = 0; t < T; ++t) {
-      const int p = pos - (T - 1) + t;
-      const int64_t rr = r - (pos - p);
-      in[t] = p < 0 ? nullptr : rr >= 0 && s_.row_kv[size_t(rr)] == kv ? raw + size_t(rr) * CD : kv->conv_row(l, p);
-    }
     float* o = cv + size_t(r) * CD;
-    for (int j = 0; j < CD; ++j) {
-      const float* k = sp.conv_kernel + size_t(j) * T;
-      float acc = 0.0f;
-      for (int t = 0; t < T; ++t)
-        if (in[t]) acc += k[t] * in[t][j];
-      o[j] = silu(acc);
-    }
+    causal_conv_row(l, r, raw, size_t(CD), sp.conv_kernel, o);
+    for (int j = 0; j < CD; ++j) o[j] = silu(o[j]);
     for (int h = 0; h < 2 * NK; ++h) {  // q heads, then k heads: x / sqrt(sum x^2 + eps)
       float* x = o + size_t(h) * HK;
       float ss = 0.0f;
@@ -89,13 +75,7 @@ void CpuLayers::delta_net(int l, const DeltaNetSpec& sp, Act qkv_act, Act z_act,
       a = std::exp(softplus(a + sp.dt[h]) * sp.a[h]);
     }
   });
-  // The rows the next steps read, once every row has read its own.
-  for_rows([&](int64_t r) {
-    KvCache* kv = s_.row_kv[size_t(r)];
-    const int pos = s_.row_pos[size_t(r)];
-    if (pos >= kv->end() - kv->conv_history())
-      std::memcpy(kv->conv_row(l, pos), raw + size_t(r) * CD, size_t(CD) * sizeof(float));
-  });
+  keep_conv_rows(l, raw, size_t(CD));
 
   // The recurrence: one task per (sequence, value head), its rows in order over the
   // sequence's state, which starts from zeros at position 0. A row ending a checkpoint block

@@ -139,7 +139,6 @@ void CpuLayers::qkv_to_cache(int l, const QkvSpec& sp) {
 void CpuLayers::short_conv(int l, const float* kernel, Act b_act, Act c_act, Act x_act, Act out_act) {
   TraceScope ts(opt_.tracer, "short_conv", l);
   const size_t E = size_t(c_.n_embd);
-  const int T = c_.conv_taps;
   float* b = buf(b_act);
   const float* c = buf(c_act);
   const float* x = buf(x_act);
@@ -147,31 +146,39 @@ void CpuLayers::short_conv(int l, const float* kernel, Act b_act, Act c_act, Act
   for_rows([&](int64_t r) {  // b = b * x: the rows' conv inputs
     for (size_t j = 0; j < E; ++j) b[size_t(r) * E + j] *= x[size_t(r) * E + j];
   });
-  // The row's own input and the T - 1 before it: rows of this step where its sequence has
-  // them (a sequence's rows are consecutive positions), else the cache's; none before 0.
   for_rows([&](int64_t r) {
-    const KvCache* kv = s_.row_kv[size_t(r)];
-    const int pos = s_.row_pos[size_t(r)];
-    const float* in[64];
-    for (int t = 0; t < T; ++t) {
-      const int p = pos - (T - 1) + t;
-      const int64_t rr = r - (pos - p);
-      in[t] = p < 0 ? nullptr : rr >= 0 && s_.row_kv[size_t(rr)] == kv ? b + size_t(rr) * E : kv->conv_row(l, p);
-    }
     float* o = out + size_t(r) * E;
-    for (size_t j = 0; j < E; ++j) {
-      const float* k = kernel + j * size_t(T);
-      float acc = 0.0f;
-      for (int t = 0; t < T; ++t)
-        if (in[t]) acc += k[t] * in[t][j];
-      o[j] = c[size_t(r) * E + j] * acc;
-    }
+    causal_conv_row(l, r, b, E, kernel, o);
+    for (size_t j = 0; j < E; ++j) o[j] *= c[size_t(r) * E + j];
   });
-  // Then the inputs the next steps read: once every row of the step has read its own.
+  keep_conv_rows(l, b, E);
+}
+
+void CpuLayers::causal_conv_row(int l, int64_t r, const float* rows, size_t width, const float* kernel,
+                                float* out) const {
+  const int T = c_.conv_taps;
+  const KvCache* kv = s_.row_kv[size_t(r)];
+  const int pos = s_.row_pos[size_t(r)];
+  const float* in[64];
+  for (int t = 0; t < T; ++t) {
+    const int p = pos - (T - 1) + t;
+    const int64_t rr = r - (pos - p);
+    in[t] = p < 0 ? nullptr : rr >= 0 && s_.row_kv[size_t(rr)] == kv ? rows + size_t(rr) * width : kv->conv_row(l, p);
+  }
+  for (size_t j = 0; j < width; ++j) {
+    const float* k = kernel + j * size_t(T);
+    float acc = 0.0f;
+    for (int t = 0; t < T; ++t)
+      if (in[t]) acc += k[t] * in[t][j];
+    out[j] = acc;
+  }
+}
+
+void CpuLayers::keep_conv_rows(int l, const float* rows, size_t width) {
   for_rows([&](int64_t r) {
     KvCache* kv = s_.row_kv[size_t(r)];
     const int pos = s_.row_pos[size_t(r)];
-    if (pos >= kv->end() - kv->conv_history()) std::memcpy(kv->conv_row(l, pos), b + size_t(r) * E, E * sizeof(float));
+    if (pos >= kv->end() - kv->conv_history()) std::memcpy(kv->conv_row(l, pos), rows + size_t(r) * width, width * sizeof(float));
   });
 }
 
