@@ -408,6 +408,7 @@ TEST_P(I16ActIsa, GemmEqualsTileBitForBit) {
     const TypeKernels& k = table_->for_type(t);
     if (!k.vec_dot_i16act_tile) continue;
     ASSERT_NE(k.gemm_i16, nullptr) << name(t);
+    if (k.gemm_i16 == k.vec_dot_i16act_tile) continue;  // the tile itself (ARM): nothing to compare
     for (int64_t n : is_k(t) ? std::vector<int64_t>{256, 2304, 8448} : std::vector<int64_t>{32, 224, 640, 8224})
       for (int kind = 0; kind < 3; ++kind) {
         SCOPED_TRACE(::testing::Message() << name(t) << " n=" << n << " kind=" << kind);
