@@ -1,6 +1,6 @@
 // Baseline-NEON weight decoders for the fused-dot driver (kernels/drivers/fused_dot.h):
-// exact mode (neon.cpp) and W4A16 (f16act_neon.cpp); i16act_neon.cpp uses q5_high16 and
-// q4k_unit_codes. Baseline flags only (see simd_neon.h).
+// exact mode (neon.cpp) and W4A16 (f16act_neon.cpp). Baseline flags only (see simd_neon.h);
+// h2f, q5_high16 and q4k_unit_codes, which the +dotprod files use too, are neon_common.h's.
 //
 // Same scheme as x86/decode_avx2.h: a decoder yields 32-element units (eight float32x4)
 // holding exactly dequantize_row's floats; its row walk, tail and the K-quants' scalar block
@@ -72,13 +72,7 @@ struct DecQ4_1 : drivers::BlockRow<F32x4, block_q4_1> {
   }
 };
 
-// Q5_0 / Q5_1: the Q4 nibbles plus the fifth bit (bit j of the word qh) at 16. Elements
-// 0..15 take bits 0..15 (low nibbles), elements 16..31 bits 16..31 (high nibbles).
-PLLM_AI uint8x16_t q5_high16(uint32_t bits) {  // byte j: 0x10 where bit j of the low 16 bits is set
-  const uint8x16_t b = vcombine_u8(vdup_n_u8(static_cast<uint8_t>(bits)), vdup_n_u8(static_cast<uint8_t>(bits >> 8)));
-  const uint8x16_t sel = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
-  return vandq_u8(vtstq_u8(b, sel), vdupq_n_u8(0x10));
-}
+// Q5_0 / Q5_1: the Q4 nibbles plus the fifth bit (q5_high16: neon_common.h).
 PLLM_AI void q5_unit(const uint8_t* qs, const uint8_t* qh, float32x4_t v[8]) {
   uint32_t h;
   __builtin_memcpy(&h, qh, 4);
@@ -137,21 +131,6 @@ struct DecQ8_0 : drivers::BlockRow<F32x4, block_q8_0> {
     for (int k = 0; k < 8; ++k) v[k] = vmulq_f32(d, v[k]);
   }
 };
-
-// Unit u (0..7) of a Q4_K block's quants qs: its 32 4-bit codes in two byte vectors (units
-// 2i and 2i + 1 are the low and high nibbles of the same 32 bytes). Also the int16 kernels'.
-PLLM_AI void q4k_unit_codes(const uint8_t* qs, int u, uint8x16_t& a, uint8x16_t& b) {
-  const uint8_t* p = qs + 32 * (u / 2);
-  a = vld1q_u8(p);
-  b = vld1q_u8(p + 16);
-  if (u & 1) {
-    a = vshrq_n_u8(a, 4);
-    b = vshrq_n_u8(b, 4);
-  } else {
-    a = vandq_u8(a, vdupq_n_u8(0x0F));
-    b = vandq_u8(b, vdupq_n_u8(0x0F));
-  }
-}
 
 // reference (d * sc) * q - dmin * m, both products exact: FMA rounds identically.
 struct DecQ4_K : drivers::Q4KRow<F32x4> {

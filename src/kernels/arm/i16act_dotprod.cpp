@@ -39,36 +39,18 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/arm/i16_neon_common.h"
 #include "kernels/drivers/i16_tile.h"
 #include "kernels/internal.h"
-#include "kernels/k4_scales.h"
 #include "quant/blocks.h"
-
-#define PLLM_AI inline __attribute__((always_inline))
 
 namespace pllm::kern {
 
 namespace {
 
-// This file's copies of arm/simd_neon.h's and decode_neon.h's helpers (those headers are for
-// baseline-flag files only: one machine code for every user).
-PLLM_AI float h2f(uint16_t h) {
-  __fp16 v;
-  __builtin_memcpy(&v, &h, 2);
-  return static_cast<float>(v);
-}
-PLLM_AI uint8x16_t q5_high16(uint32_t bits) {  // byte j: 0x10 where bit j of the low 16 bits is set
-  const uint8x16_t b = vcombine_u8(vdup_n_u8(static_cast<uint8_t>(bits)), vdup_n_u8(static_cast<uint8_t>(bits >> 8)));
-  const uint8x16_t sel = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
-  return vandq_u8(vtstq_u8(b, sel), vdupq_n_u8(0x10));
-}
-PLLM_AI void q4k_unit_codes(const uint8_t* qs, int u, uint8x16_t& a, uint8x16_t& b) {
-  const uint8_t* p = qs + 32 * (u / 2);
-  a = vld1q_u8(p);
-  b = vld1q_u8(p + 16);
-  a = u & 1 ? vshrq_n_u8(a, 4) : vandq_u8(a, vdupq_n_u8(0x0F));
-  b = u & 1 ? vshrq_n_u8(b, 4) : vandq_u8(b, vdupq_n_u8(0x0F));
-}
+// Shared with i16act_neon.cpp, each translation unit its own copy (ODR: see the headers):
+// h2f, q5_high16, q4k_unit_codes (neon_common.h); I16F32, Rows, G1 / G2, GroupLanes, BlockGroups,
+// K4Groups, k45_codes, q6k_codes16 (i16_neon_common.h).
 
 // ------------------------------------------------------------ split activations
 // One unit: h and l bytes (element order, or kPerm's), and the initial values of the h and l
@@ -137,33 +119,13 @@ struct QD6 : QD {
   int32x4_t sc[2];
 };
 
-// The f32 side and the add tree are S16's (arm/i16act_neon.cpp), so that the results match.
-struct F32Side {
-  using F = float32x4_t;
-  using I = int32x4_t;
-  static constexpr int kLanes = 4;
-  static PLLM_AI F zero() { return vdupq_n_f32(0.0f); }
-  static PLLM_AI I izero() { return vdupq_n_s32(0); }
-  static PLLM_AI F load(const float* p) { return vld1q_f32(p); }
-  static PLLM_AI F mul(F a, F b) { return vmulq_f32(a, b); }
-  static PLLM_AI F fma(F acc, F a, F b) { return vfmaq_f32(acc, a, b); }
-  static PLLM_AI float hsum(F v) { return vaddvq_f32(v); }
-  static PLLM_AI void prefetch(const uint8_t* p) { __builtin_prefetch(p, 0, 3); }
-  static PLLM_AI I join1(I a, I b) { return vpaddq_s32(a, b); }
-  static PLLM_AI F join2(I a, I b) { return vpaddq_f32(vcvtq_f32_s32(a), vcvtq_f32_s32(b)); }
-  static PLLM_AI void totals(F lo4, F hi4, F t[2]) {
-    t[0] = lo4;
-    t[1] = hi4;
-  }
-};
-
 // A unit's h and l dots, kept apart through the add tree (SDot with a correction).
 struct HL {
   int32x4_t h, l;
 };
 
 template <bool kPerm, int kOff, bool kSignedH, bool kSub>
-struct SDot : F32Side {
+struct SDot : I16F32 {  // the f32 side and, with kPerm, join2: S16's (the results match)
   static constexpr int kC = kSub ? 8 : 4;
   using Act = ActU<kC>;
   using Q = std::conditional_t<kSub, QD6, QD>;
@@ -191,7 +153,7 @@ struct SDot : F32Side {
   static PLLM_AI F join2(I a, I b) {
     if constexpr (kPair && kPerm) return vpaddq_f32(vcvtq_f32_s32(hl(a)), vcvtq_f32_s32(hl(b)));
     else if constexpr (kPair) return vcvtq_f32_s32(hl({vpaddq_s32(a.h, b.h), vpaddq_s32(a.l, b.l)}));
-    else if constexpr (kPerm) return F32Side::join2(a, b);
+    else if constexpr (kPerm) return I16F32::join2(a, b);
     else return vcvtq_f32_s32(vpaddq_s32(a, b));
   }
   static PLLM_AI I dot(const Q& q, const Act* a) {
@@ -222,51 +184,24 @@ struct SDot : F32Side {
 };
 
 // ------------------------------------------------------------ micro-kernels
-// Groups, scales and mins exactly as arm/i16act_neon.cpp forms them (the f32 part must match).
-template <class W>
-PLLM_AI void gather_h(const W* w, int nu, int off, float32x4_t v[2]) {
-  uint64_t q[2] = {0, 0};
-  for (int i = 0; i < 8 && i < nu; ++i) {
-    uint16_t h;
-    __builtin_memcpy(&h, reinterpret_cast<const uint8_t*>(w + i) + off, 2);
-    q[i / 4] |= uint64_t(h) << (16 * (i % 4));
-  }
-  const float16x8_t h = vreinterpretq_f16_u64(vcombine_u64(vcreate_u64(q[0]), vcreate_u64(q[1])));
-  v[0] = vcvt_f32_f16(vget_low_f16(h));
-  v[1] = vcvt_high_f32_f16(h);
-}
-
-template <int kNx2>
-struct Rows {
-  static constexpr int tile_rows(int nx) { return nx <= kNx2 ? 2 : 1; }
-};
-struct G1 {
-  float32x4_t d[2];
-};
-struct G2 {
-  float32x4_t d[2], m[2];
-};
+// Groups, scales and mins exactly as arm/i16act_neon.cpp forms them (the f32 part must match:
+// gather_h, BlockGroups, K4Groups of i16_neon_common.h).
 
 // 16 unsigned codes (< 128: both dots take them) to QD half i.
 PLLM_AI void set_codes(QD& q, int i, uint8x16_t u) {
   q.u[i] = u;
   q.s[i] = vreinterpretq_s8_u8(u);
 }
+// Both halves.
+PLLM_AI void set_codes(QD& q, uint8x16_t a, uint8x16_t b) {
+  set_codes(q, 0, a);
+  set_codes(q, 1, b);
+}
 
 // Q4_0 / Q4_1 (kOff 8 / 0), Q5_0 / Q5_1 (kFive; kOff 16 / 0): as MQ4 / MQ5 of i16act_neon.cpp.
 template <class B, int kOff, bool kFive>
-struct MQ45 : Rows<kOff ? 4 : 2> {
-  using W = B;
-  static constexpr int kUnits = 1;
-  static constexpr bool kMin = kOff == 0;
-  using G = std::conditional_t<kMin, G2, G1>;
-  static PLLM_AI G group(const W* w, int nu) {
-    G g;
-    gather_h(w, nu, 0, g.d);
-    if constexpr (kMin) gather_h(w, nu, 2, g.m);
-    return g;
-  }
-  static PLLM_AI void codes(const W* w, const G&, int u, QD& q) {
+struct MQ45 : Rows<kOff ? 4 : 2>, BlockGroups<B, kOff == 0> {
+  static PLLM_AI void codes(const B* w, const G1&, int u, QD& q) {
     const uint8x16_t raw = vld1q_u8(w[u].qs);
     uint8x16_t lo = vandq_u8(raw, vdupq_n_u8(0x0F)), hi = vshrq_n_u8(raw, 4);
     if constexpr (kFive) {
@@ -275,24 +210,12 @@ struct MQ45 : Rows<kOff ? 4 : 2> {
       lo = vorrq_u8(lo, q5_high16(h));
       hi = vorrq_u8(hi, q5_high16(h >> 16));
     }
-    set_codes(q, 0, lo);
-    set_codes(q, 1, hi);
+    set_codes(q, lo, hi);
   }
-  static PLLM_AI float32x4_t scale(const G& g, int k) { return g.d[k]; }
-  static PLLM_AI float32x4_t min(const G& g, int k) { return g.m[k]; }
 };
 
 // x = d * q, q int8: s = the permuted codes, u = s ^ 0x80 (= s + 128 as uint8).
-struct MQ8_0 : Rows<4> {
-  using W = block_q8_0;
-  static constexpr int kUnits = 1;
-  static constexpr bool kMin = false;
-  using G = G1;
-  static PLLM_AI G group(const W* w, int nu) {
-    G g;
-    gather_h(w, nu, 0, g.d);
-    return g;
-  }
+struct MQ8_0 : Rows<4>, BlockGroups<block_q8_0, false> {
   static PLLM_AI void codes(const W* w, const G&, int u, QD& q) {
     const uint8x16_t idx = perm_idx(), sign = vdupq_n_u8(0x80);
     for (int i = 0; i < 2; ++i) {
@@ -301,45 +224,16 @@ struct MQ8_0 : Rows<4> {
       q.u[i] = veorq_u8(v, sign);
     }
   }
-  static PLLM_AI float32x4_t scale(const G& g, int k) { return g.d[k]; }
 };
 
 // Q4_K / Q5_K: as MKScaleMin of i16act_neon.cpp; codes q (< 32) for both dots.
 template <class B>
-struct MKScaleMin : Rows<2> {
-  using W = B;
-  static constexpr int kUnits = 8;
-  static constexpr bool kMin = true;
-  struct G {
-    float32x4_t dsc[2], mn[2];
-  };
-  static PLLM_AI G group(const W* w, int) {
-    uint8_t sm[16];  // scales 0..7, mins 8..15
-    unpack_k4_scales(w->scales, sm);
-    const uint8x16_t v = vld1q_u8(sm);
-    const uint16x8_t s = vmovl_u8(vget_low_u8(v)), m = vmovl_high_u8(v);
-    const float32x4_t d = vdupq_n_f32(h2f(w->d)), mdmin = vdupq_n_f32(-h2f(w->dmin));
-    G g;
-    g.dsc[0] = vmulq_f32(vcvtq_f32_u32(vmovl_u16(vget_low_u16(s))), d);
-    g.dsc[1] = vmulq_f32(vcvtq_f32_u32(vmovl_high_u16(s)), d);
-    g.mn[0] = vmulq_f32(vcvtq_f32_u32(vmovl_u16(vget_low_u16(m))), mdmin);
-    g.mn[1] = vmulq_f32(vcvtq_f32_u32(vmovl_high_u16(m)), mdmin);
-    return g;
-  }
-  static PLLM_AI void codes(const W* w, const G&, int u, QD& q) {
+struct MKScaleMin : Rows<2>, K4Groups<B> {
+  static PLLM_AI void codes(const B* w, const G2&, int u, QD& q) {
     uint8x16_t a, b;
-    q4k_unit_codes(w->qs, u, a, b);
-    if constexpr (std::is_same_v<B, block_q5_K>) {
-      const int8x16_t sh = vdupq_n_s8(static_cast<int8_t>(-u));
-      const uint8x16_t one = vdupq_n_u8(1);
-      a = vorrq_u8(a, vshlq_n_u8(vandq_u8(vshlq_u8(vld1q_u8(w->qh), sh), one), 4));
-      b = vorrq_u8(b, vshlq_n_u8(vandq_u8(vshlq_u8(vld1q_u8(w->qh + 16), sh), one), 4));
-    }
-    set_codes(q, 0, a);
-    set_codes(q, 1, b);
+    k45_codes(w, u, a, b);
+    set_codes(q, a, b);
   }
-  static PLLM_AI float32x4_t scale(const G& g, int k) { return g.dsc[k]; }
-  static PLLM_AI float32x4_t min(const G& g, int k) { return g.mn[k]; }
 };
 
 // Q6_K unit u = 4 h + k: q = 4 bits of ql | 2 bits of qh << 4 (< 64, permuted) for both dots
@@ -365,15 +259,8 @@ struct MQ6_K : Rows<0> {
     return g;
   }
   static PLLM_AI void codes(const W* w, const G& g, int u, QD6& q) {
-    const int h = u / 4, k = u % 4;
     const uint8x16_t idx = perm_idx();
-    for (int c = 0; c < 2; ++c) {
-      const uint8x16_t l = vld1q_u8(w->ql + 64 * h + 32 * (k & 1) + 16 * c);
-      const uint8x16_t lo = k >> 1 ? vshrq_n_u8(l, 4) : vandq_u8(l, vdupq_n_u8(0x0F));
-      const uint8x16_t qh = vld1q_u8(w->qh + 32 * h + 16 * c);
-      const uint8x16_t hs = k == 0 ? vshlq_n_u8(qh, 4) : k == 1 ? vshlq_n_u8(qh, 2) : k == 2 ? qh : vshrq_n_u8(qh, 2);
-      set_codes(q, c, vqtbl1q_u8(vorrq_u8(lo, vandq_u8(hs, vdupq_n_u8(0x30))), idx));
-    }
+    for (int c = 0; c < 2; ++c) set_codes(q, c, vqtbl1q_u8(q6k_codes16(w, u, c), idx));
     for (int j = 0; j < 2; ++j) q.sc[j] = vld1q_dup_s32(g.sc + 2 * u + j);
   }
   static PLLM_AI float32x4_t scale(const G& g, int) { return g.d; }

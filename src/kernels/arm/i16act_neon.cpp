@@ -17,14 +17,14 @@
 // 9.7 / 18.7 at four; Q8_0 9.8 / 25.1, 9.7 / 18.2 (this file's own tile loop before the driver:
 // Q4_0 10.1 / 23.0, 10.0 / 19.9; Q8_0 10.0 / 22.3, 10.0 / 21.1).
 //
-// Built with the baseline flags (h2f, unpack_k4_scales, q5_high16, q4k_unit_codes: simd_neon.h,
-// decode_neon.h).
+// Built with the baseline flags. What i16act_dotprod.cpp shares (the f32 side of the traits, the
+// groups, h2f, q5_high16, q4k_unit_codes) is in i16_neon_common.h and neon_common.h.
 #include <arm_neon.h>
 
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/arm/decode_neon.h"
+#include "kernels/arm/i16_neon_common.h"
 #include "kernels/drivers/i16_tile.h"
 #include "kernels/internal.h"
 #include "quant/blocks.h"
@@ -32,8 +32,6 @@
 namespace pllm::kern {
 
 namespace {
-
-using neon::h2f;
 
 // ------------------------------------------------------------ activation quantiser
 // Bit-identical to the twin: the same float ops in the same order (amax is exact whatever the
@@ -74,20 +72,10 @@ void quantize_row_q16(const float* x, void* y, int64_t n) {
 }
 
 // ------------------------------------------------------------ driver traits
-struct S16 {
-  using F = float32x4_t;
-  using I = int32x4_t;
+struct S16 : I16F32 {
   struct Q {
     int16x8_t v[4];  // elements 0..7, 8..15, 16..23, 24..31 of the unit
   };
-  static constexpr int kLanes = 4;
-  static PLLM_AI F zero() { return vdupq_n_f32(0.0f); }
-  static PLLM_AI I izero() { return vdupq_n_s32(0); }
-  static PLLM_AI F load(const float* p) { return vld1q_f32(p); }
-  static PLLM_AI F mul(F a, F b) { return vmulq_f32(a, b); }
-  static PLLM_AI F fma(F acc, F a, F b) { return vfmaq_f32(acc, a, b); }
-  static PLLM_AI float hsum(F v) { return vaddvq_f32(v); }
-  static PLLM_AI void prefetch(const uint8_t* p) { __builtin_prefetch(p, 0, 3); }
   // Two SMLAL chains (low and high halves of the codes, 4 products per lane each) added at the
   // end: an in-order core (A55) issues one while the other waits on its accumulator (llvm-mca
   // Cortex-A55, GCC 12, four activation rows: one chain 26, two 21 cycles per unit and row;
@@ -102,36 +90,10 @@ struct S16 {
     }
     return vaddq_s32(lo, hi);
   }
-  // The add tree. join1(u0, u1) = (u0 01, u0 23, u1 01, u1 23) (lanes added pairwise: 16
-  // products each); join2 converts those and adds pairwise again in f32 (exact below 2^24, as
-  // for every type but Q6_K): lane j = unit j's total. totals has nothing left to do.
-  static PLLM_AI I join1(I a, I b) { return vpaddq_s32(a, b); }
-  static PLLM_AI F join2(I a, I b) { return vpaddq_f32(vcvtq_f32_s32(a), vcvtq_f32_s32(b)); }
-  static PLLM_AI void totals(F lo4, F hi4, F t[2]) {
-    t[0] = lo4;
-    t[1] = hi4;
-  }
 };
 using Q = S16::Q;
 
 // ------------------------------------------------------------ micro-kernels
-// 32-element blocks: a group is 8 consecutive blocks; the fp16 field at byte `off` of each of
-// the first nu of them as f32 lanes (units 0-3 in v[0], 4-7 in v[1]; 0 beyond nu, whose blocks
-// are not read). Assembled in general registers (LDRH, ORR), which leaves the vector pipes to
-// the dots, then FCVTL / FCVTL2.
-template <class W>
-PLLM_AI void gather_h(const W* w, int nu, int off, float32x4_t v[2]) {
-  uint64_t q[2] = {0, 0};
-  for (int i = 0; i < 8 && i < nu; ++i) {
-    uint16_t h;
-    __builtin_memcpy(&h, reinterpret_cast<const uint8_t*>(w + i) + off, 2);
-    q[i / 4] |= uint64_t(h) << (16 * (i % 4));
-  }
-  const float16x8_t h = vreinterpretq_f16_u64(vcombine_u64(vcreate_u64(q[0]), vcreate_u64(q[1])));
-  v[0] = vcvt_f32_f16(vget_low_f16(h));
-  v[1] = vcvt_high_f32_f16(h);
-}
-
 // 16 bytes (each < 256) minus kOff -> two int16x8 (USUBL, or UXTL for no offset).
 template <int kOff>
 PLLM_AI void widen(uint8x16_t v, int16x8_t* q) {
@@ -145,72 +107,33 @@ PLLM_AI void widen(uint8x16_t v, int16x8_t* q) {
   }
 }
 
-// Register tiles: per (weight row, activation row) pair an accumulator and up to three add-tree
-// states, per weight row 4 code vectors and its scales, 4 activation vectors. Two weight rows
-// share each activation load up to kNx2 activation rows, then one. llvm-mca (GCC 12), two rows
-// against one: at 1-2 activation rows Cortex-A55 6-23 % fewer cycles, Neoverse N1 -3..+8 %
-// (AVX2 keeps Q6_K at one row for lack of registers; 32 hold two); at 3-4, where two rows spill
-// 30-90 stack accesses per group, A55 10-22 % fewer and N1 2-7 % more for the types without a
-// min; those with a min spill more there and lose on both.
-template <int kNx2>
-struct Rows {
-  static constexpr int tile_rows(int nx) { return nx <= kNx2 ? 2 : 1; }
-};
-
-// Scale d (and min m) of 8 blocks.
-struct G1 {
-  float32x4_t d[2];
-};
-struct G2 {
-  float32x4_t d[2], m[2];
-};
+// Rows, G1 / G2, BlockGroups, K4Groups: i16_neon_common.h.
 
 // Q4_0 / Q4_1 (kOff 8 / 0; Q4_1: kMin, m at byte 2): low nibbles are elements 0..15, high
 // nibbles 16..31. x = d * (q - kOff) [+ m].
 template <class B, int kOff>
-struct MQ4 : Rows<kOff ? 4 : 2> {
-  using W = B;
-  static constexpr int kUnits = 1;
-  static constexpr bool kMin = kOff == 0;
-  using G = std::conditional_t<kMin, G2, G1>;
-  static PLLM_AI G group(const W* w, int nu) {
-    G g;
-    gather_h(w, nu, 0, g.d);
-    if constexpr (kMin) gather_h(w, nu, 2, g.m);
-    return g;
-  }
-  static PLLM_AI void codes(const W* w, const G&, int u, Q& q) {
+struct MQ4 : Rows<kOff ? 4 : 2>, BlockGroups<B, kOff == 0> {
+  static PLLM_AI void codes(const B* w, const G1&, int u, Q& q) {
     const uint8x16_t raw = vld1q_u8(w[u].qs);
     widen<kOff>(vandq_u8(raw, vdupq_n_u8(0x0F)), q.v);
     widen<kOff>(vshrq_n_u8(raw, 4), q.v + 2);
   }
-  static PLLM_AI float32x4_t scale(const G& g, int k) { return g.d[k]; }
-  static PLLM_AI float32x4_t min(const G& g, int k) { return g.m[k]; }
 };
 
 // Q5_0 / Q5_1 (kOff 16 / 0): the Q4 nibbles plus bit j of qh at 16 for element j.
 template <class B, int kOff>
 struct MQ5 : MQ4<B, kOff> {
-  static PLLM_AI void codes(const B* w, const typename MQ4<B, kOff>::G&, int u, Q& q) {
+  static PLLM_AI void codes(const B* w, const G1&, int u, Q& q) {
     uint32_t h;
     __builtin_memcpy(&h, w[u].qh, 4);
     const uint8x16_t raw = vld1q_u8(w[u].qs);
-    widen<kOff>(vorrq_u8(vandq_u8(raw, vdupq_n_u8(0x0F)), neon::q5_high16(h)), q.v);
-    widen<kOff>(vorrq_u8(vshrq_n_u8(raw, 4), neon::q5_high16(h >> 16)), q.v + 2);
+    widen<kOff>(vorrq_u8(vandq_u8(raw, vdupq_n_u8(0x0F)), q5_high16(h)), q.v);
+    widen<kOff>(vorrq_u8(vshrq_n_u8(raw, 4), q5_high16(h >> 16)), q.v + 2);
   }
 };
 
 // x = d * q, q int8
-struct MQ8_0 : Rows<4> {
-  using W = block_q8_0;
-  static constexpr int kUnits = 1;
-  static constexpr bool kMin = false;
-  using G = G1;
-  static PLLM_AI G group(const W* w, int nu) {
-    G g;
-    gather_h(w, nu, 0, g.d);
-    return g;
-  }
+struct MQ8_0 : Rows<4>, BlockGroups<block_q8_0, false> {
   static PLLM_AI void codes(const W* w, const G&, int u, Q& q) {
     const int8x16_t a = vld1q_s8(w[u].qs), b = vld1q_s8(w[u].qs + 16);
     q.v[0] = vmovl_s8(vget_low_s8(a));
@@ -218,47 +141,19 @@ struct MQ8_0 : Rows<4> {
     q.v[2] = vmovl_s8(vget_low_s8(b));
     q.v[3] = vmovl_high_s8(b);
   }
-  static PLLM_AI float32x4_t scale(const G& g, int k) { return g.d[k]; }
 };
 
 // Unit j: x = (d * sc_j) * q - dmin * m_j, q a nibble (low nibbles of the 32 bytes j / 2 for
 // even j, high for odd; Q5_K: plus bit j of qh[l] at 16). d * sc_j and dmin * m_j are exact (11
 // by 6 bits); lane j % 4 of [j / 4].
 template <class B>
-struct MKScaleMin : Rows<2> {
-  using W = B;
-  static constexpr int kUnits = 8;
-  static constexpr bool kMin = true;
-  struct G {
-    float32x4_t dsc[2], mn[2];
-  };
-  static PLLM_AI G group(const W* w, int) {
-    uint8_t sm[16];  // scales 0..7, mins 8..15
-    neon::unpack_k4_scales(w->scales, sm);
-    const uint8x16_t v = vld1q_u8(sm);
-    const uint16x8_t s = vmovl_u8(vget_low_u8(v)), m = vmovl_high_u8(v);
-    const float32x4_t d = vdupq_n_f32(h2f(w->d)), mdmin = vdupq_n_f32(-h2f(w->dmin));
-    G g;
-    g.dsc[0] = vmulq_f32(vcvtq_f32_u32(vmovl_u16(vget_low_u16(s))), d);
-    g.dsc[1] = vmulq_f32(vcvtq_f32_u32(vmovl_high_u16(s)), d);
-    g.mn[0] = vmulq_f32(vcvtq_f32_u32(vmovl_u16(vget_low_u16(m))), mdmin);
-    g.mn[1] = vmulq_f32(vcvtq_f32_u32(vmovl_high_u16(m)), mdmin);
-    return g;
-  }
-  static PLLM_AI void codes(const W* w, const G&, int u, Q& q) {
+struct MKScaleMin : Rows<2>, K4Groups<B> {
+  static PLLM_AI void codes(const B* w, const G2&, int u, Q& q) {
     uint8x16_t a, b;
-    neon::q4k_unit_codes(w->qs, u, a, b);
-    if constexpr (std::is_same_v<B, block_q5_K>) {
-      const int8x16_t sh = vdupq_n_s8(static_cast<int8_t>(-u));
-      const uint8x16_t one = vdupq_n_u8(1);
-      a = vorrq_u8(a, vshlq_n_u8(vandq_u8(vshlq_u8(vld1q_u8(w->qh), sh), one), 4));
-      b = vorrq_u8(b, vshlq_n_u8(vandq_u8(vshlq_u8(vld1q_u8(w->qh + 16), sh), one), 4));
-    }
+    k45_codes(w, u, a, b);
     widen<0>(a, q.v);
     widen<0>(b, q.v + 2);
   }
-  static PLLM_AI float32x4_t scale(const G& g, int k) { return g.dsc[k]; }
-  static PLLM_AI float32x4_t min(const G& g, int k) { return g.mn[k]; }
 };
 using MQ4_K = MKScaleMin<block_q4_K>;
 using MQ5_K = MKScaleMin<block_q5_K>;
@@ -275,22 +170,12 @@ PLLM_AI void iq4_codes(const uint8_t* qs, Q& q) {
 }
 
 // x = d * level, one block per unit.
-struct MIQ4_NL : Rows<4> {
-  using W = block_iq4_nl;
-  static constexpr int kUnits = 1;
-  static constexpr bool kMin = false;
-  using G = G1;
-  static PLLM_AI G group(const W* w, int nu) {
-    G g;
-    gather_h(w, nu, 0, g.d);
-    return g;
-  }
+struct MIQ4_NL : Rows<4>, BlockGroups<block_iq4_nl, false> {
   static PLLM_AI void codes(const W* w, const G&, int u, Q& q) { iq4_codes(w[u].qs, q); }
-  static PLLM_AI float32x4_t scale(const G& g, int k) { return g.d[k]; }
 };
 
 // Unit j: x = (d * (ls_j - 32)) * level (the factor exact); lane j % 4 of [j / 4].
-struct MIQ4_XS : Rows<2> {
+struct MIQ4_XS : Rows<2>, GroupLanes {
   using W = block_iq4_xs;
   static constexpr int kUnits = 8;
   static constexpr bool kMin = false;
@@ -306,7 +191,6 @@ struct MIQ4_XS : Rows<2> {
     return g;
   }
   static PLLM_AI void codes(const W* w, const G&, int u, Q& q) { iq4_codes(w->qs + 16 * u, q); }
-  static PLLM_AI float32x4_t scale(const G& g, int k) { return g.d[k]; }
 };
 
 // Q3_K unit u = 4 h + j: q = (bits 2j of qs[32 h + l] | bit u of hmask[l] << 2) - 4 times its
@@ -341,7 +225,7 @@ struct MQ3_K : Rows<2> {
 
 // Unit u = 4 h + k (128-element half h, quarter k): q = (4 bits of ql | 2 bits of qh << 4) - 32,
 // times the int8 scale of its 16 elements by SMULL: (q - 32) * sc in [-4064, 4096], exact;
-// x = d * code. u is a constant once the driver's unit loop is unrolled, so are the shifts.
+// x = d * code (q: q6k_codes16).
 struct MQ6_K : Rows<2> {
   using W = block_q6_K;
   static constexpr int kUnits = 8;
@@ -351,15 +235,9 @@ struct MQ6_K : Rows<2> {
   };
   static PLLM_AI G group(const W* w, int) { return {vdupq_n_f32(h2f(w->d))}; }
   static PLLM_AI void codes(const W* w, const G&, int u, Q& q) {
-    const int h = u / 4, k = u % 4;
     for (int c = 0; c < 2; ++c) {
-      const uint8x16_t l = vld1q_u8(w->ql + 64 * h + 32 * (k & 1) + 16 * c);
-      const uint8x16_t lo = k >> 1 ? vshrq_n_u8(l, 4) : vandq_u8(l, vdupq_n_u8(0x0F));
-      // qh bits 2k, 2k + 1 to bits 4, 5: one shift, then the mask
-      const uint8x16_t qh = vld1q_u8(w->qh + 32 * h + 16 * c);
-      const uint8x16_t hs = k == 0 ? vshlq_n_u8(qh, 4) : k == 1 ? vshlq_n_u8(qh, 2) : k == 2 ? qh : vshrq_n_u8(qh, 2);
-      const int8x16_t v = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, vandq_u8(hs, vdupq_n_u8(0x30)))), vdupq_n_s8(32));
-      const int8x16_t sc = vld1q_dup_s8(w->scales + 8 * h + 2 * k + c);
+      const int8x16_t v = vsubq_s8(vreinterpretq_s8_u8(q6k_codes16(w, u, c)), vdupq_n_s8(32));
+      const int8x16_t sc = vld1q_dup_s8(w->scales + 2 * u + c);
       q.v[2 * c] = vmull_s8(vget_low_s8(v), vget_low_s8(sc));
       q.v[2 * c + 1] = vmull_high_s8(v, sc);
     }

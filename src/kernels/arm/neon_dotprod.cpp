@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/arm/int8_neon.h"
+#include "kernels/arm/neon_common.h"  // h2f
 #include "kernels/drivers/block_dot.h"
 #include "kernels/internal.h"
 #include "quant/blocks.h"
@@ -14,12 +15,6 @@
 namespace pllm::kern {
 
 namespace {
-
-inline float h2f(uint16_t h) {
-  __fp16 v;
-  __builtin_memcpy(&v, &h, 2);
-  return static_cast<float>(v);
-}
 
 // The dotprod level of arm/int8_neon.h: 32 int8 products in two SDOT.
 struct Level {

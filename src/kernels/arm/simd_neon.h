@@ -1,8 +1,9 @@
 // AArch64 baseline-NEON building blocks shared by the translation units built with the
-// baseline flags (neon.cpp, f16act_neon.cpp, attention_kv_neon.cpp, i16act_neon.cpp), in
+// baseline flags (neon.cpp, f16act_neon.cpp, attention_kv_neon.cpp, lowbit_neon.cpp), in
 // namespace pllm::kern::neon. Include ONLY from those files: every copy of these inline
 // functions must be the same machine code, none compiled with +dotprod / +i8mm / +fp16 (the
-// linker keeps one copy for all users).
+// linker keeps one copy for all users). What the +dotprod files need too (h2f) is
+// neon_common.h's, with internal linkage.
 #pragma once
 #if !defined(__aarch64__) || defined(__ARM_FEATURE_DOTPROD) || defined(__ARM_FEATURE_MATMUL_INT8) || \
     defined(__ARM_FEATURE_FP16_VECTOR_ARITHMETIC)
@@ -12,17 +13,14 @@
 
 #include <cstdint>
 
+#include "kernels/arm/neon_common.h"
 #include "kernels/k4_scales.h"
 
 #define PLLM_AI inline __attribute__((always_inline))
 
 namespace pllm::kern::neon {
 
-PLLM_AI float h2f(uint16_t h) {
-  __fp16 v;
-  __builtin_memcpy(&v, &h, 2);
-  return static_cast<float>(v);
-}
+using kern::h2f;  // neon_common.h
 
 PLLM_AI float32x4_t load_bf16(const uint16_t* p) { return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16)); }
 
