@@ -11,7 +11,8 @@ tokenizer, byte 1 the flags (fuzz_tokenizer.cpp), then UTF-8 edge cases. fuzz_ch
 each family's template as text. fuzz_jinja: the real chat templates and a few language pieces.
 fuzz_kv_snapshot: written by the fuzzer binary itself from a
 real KV cache (make_kv_snapshot), so only with --kv-fuzzer. fuzz_image: small PNGs of every
-colour type the decoder meets (grey, grey + alpha, RGB, RGBA) and a BMP.
+colour type the decoder meets (grey, grey + alpha, RGB, RGBA) and a BMP. fuzz_mmproj: tiny
+random-weight mmproj files of both projectors (tests/py/vision_models.py), F32 and Q8_0.
 
 Files found by fuzzing (crash-*, regressions) live next to the seeds and are kept: this
 script only overwrites the files it writes.
@@ -230,6 +231,17 @@ def image_seeds() -> None:
     write("fuzz_image", "tiny.bmp", header + info + rows)
 
 
+def mmproj_seeds() -> None:
+    import tempfile
+    from vision_models import VisionSpec, write_mmproj
+    tiny = dict(image_size=32, patch_size=8, n_embd=32, n_ff=64, n_head=2, n_layer=1, proj_out=32)
+    with tempfile.TemporaryDirectory() as d:
+        for projector, extra in (("idefics3", dict(scale_factor=2, longest_edge=64)), ("gemma3", dict(scale_factor=2))):
+            for wtype in ("f32", "q8_0"):
+                path = write_mmproj(Path(d) / "m.gguf", VisionSpec(projector=projector, wtype=wtype, **tiny, **extra))
+                write("fuzz_mmproj", f"{projector}_{wtype}.gguf", Path(path).read_bytes())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kv-fuzzer", type=Path, help="the built fuzz_kv_snapshot (writes its seeds)")
@@ -239,6 +251,7 @@ def main() -> None:
     chat_seeds()
     jinja_seeds()
     image_seeds()
+    mmproj_seeds()
     if a.kv_fuzzer:
         kv_seeds(a.kv_fuzzer)
 
