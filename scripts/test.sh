@@ -15,7 +15,8 @@
 #      scheduler's and governor's suites;
 #   4. the libFuzzer targets (scripts/fuzz.sh: GGUF files, tokenizer input, chat templates (the
 #      native families and the Jinja interpreter), KV
-#      snapshots, completion request bodies, GBNF grammars, JSON schemas), 20 s each on their seed corpora;
+#      snapshots, completion request bodies, GBNF grammars, JSON schemas, tool calls, images, mmproj
+#      files), 20 s each on their seed corpora;
 #   5. the ARM kernel tests under qemu.
 # scripts/test.sh --long additionally runs every case of the ASan suites, a shorter server soak
 # on the real model under ASan (16 clients x 4) and TSan (8 x 2), the whole Python suite
