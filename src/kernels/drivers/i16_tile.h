@@ -268,15 +268,8 @@ void i16_tile(int64_t n, const void* w, size_t ws, int n_rows, const void* xq, s
 // large-function-growth limits), and the call then costs more than the rest of the row:
 // 640-element rows (Gemma 3's Q8_0 head, Q5_0 projections) ran 1.5-2x slower. It doubles the
 // compile time of the file that instantiates it. (NEON keeps i16_tile: unmeasured there.)
-// The sanitizer and fuzzer trees (PLLM_SANITIZER_BUILD, src/kernels/CMakeLists.txt), whose speed
-// does not count, leave it to the compiler: inlining changes no result.
-#if defined(PLLM_SANITIZER_BUILD)
-#define PLLM_I16_FLATTEN
-#else
-#define PLLM_I16_FLATTEN [[gnu::flatten]]
-#endif
 template <class S, class M>
-PLLM_I16_FLATTEN void i16_tile_inlined(int64_t n, const void* w, size_t ws, int n_rows, const void* xq, size_t xs,
+[[gnu::flatten]] void i16_tile_inlined(int64_t n, const void* w, size_t ws, int n_rows, const void* xq, size_t xs,
                                        int n_x, float* out, int64_t os) {
   i16_tile<S, M>(n, w, ws, n_rows, xq, xs, n_x, out, os);
 }
@@ -284,4 +277,3 @@ PLLM_I16_FLATTEN void i16_tile_inlined(int64_t n, const void* w, size_t ws, int 
 }  // namespace pllm::kern::drivers
 
 #undef PLLM_I16_AI
-#undef PLLM_I16_FLATTEN
