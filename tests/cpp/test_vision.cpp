@@ -91,6 +91,15 @@ TEST(VisionImage, HostileInputsGiveOneClearError) {
   const auto wider = png_header_only(1u << 30, 4);
   EXPECT_FALSE(decode_image(wider.data(), wider.size()).ok());
 
+  // A chunk claiming more bytes than the file holds (stb would grow its buffer to the claim
+  // first): refused by length, before decoding.
+  auto liar = png_header_only(4, 4);
+  liar.insert(liar.end(), {0x3f, 0xff, 0xff, 0xf0, 'I', 'D', 'A', 'T', 0x78, 0x9c, 0, 0});
+  r = decode_image(liar.data(), liar.size());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Status::bad_format);
+  EXPECT_NE(r.error().message.find("'IDAT'"), std::string::npos) << r.error().message;
+
   // Truncated files of both formats, cut at many points.
   const ImageU8 img = noise_image(40, 30, 2);
   for (const auto& full : {png_of(img), jpeg_of(img)}) {
