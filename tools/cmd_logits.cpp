@@ -9,8 +9,11 @@
 #include <sstream>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "cli_common.h"
 #include "commands.h"
+#include "image_options.h"
 
 namespace cli {
 namespace {
@@ -57,20 +60,56 @@ void run_together(Model& model, const SessionOptions& so, const std::vector<std:
   engine.report_backend(so.backend);
 }
 
+void write_floats(const std::string& path, const std::vector<float>& v) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) fail("cannot write " + path);
+  const size_t w = std::fwrite(v.data(), sizeof(float), v.size(), f);
+  if (std::fclose(f) != 0 || w != v.size()) fail("cannot write " + path);
+}
+
+struct LogitsOptions {
+  std::string model, ids, out, prompt;
+  SessionOptions sess;
+  ImageOptions images;
+  int chunk = 0;
+};
+
+// --prompt with --image: the prompt's tokens (printed as {"tokens": [...]}, image rows
+// negative) through one session, every position's logits to --out.
+int prompt_with_images(const LogitsOptions& o) {
+  if (!o.images.active()) fail("--prompt is for prompts with --image (text alone: tokenize it and pass --ids)");
+  Model model(resolve_model_path(o.model), false, o.sess.repack_weights());
+  const Vision vision(model, o.images);
+  SessionOptions so = o.sess;
+  so.batch = vision.session_batch(so.batch);
+  Session session(model, so);
+  const std::vector<pllm_token> ids =
+      tokenize_with_images(vision, session, with_image_markers(o.prompt, o.images.images.size()), o.images.images);
+  const size_t n_vocab = size_t(pllm_model_n_vocab(model.p));
+  std::vector<float> logits(ids.size() * n_vocab);
+  const size_t step = o.chunk > 0 ? size_t(o.chunk) : ids.size();
+  for (size_t i = 0; i < ids.size(); i += step) {
+    const size_t n = std::min(step, ids.size() - i);
+    check(pllm_session_eval(session.p, ids.data() + i, n, logits.data() + i * n_vocab), "evaluating");
+  }
+  write_floats(o.out, logits);
+  std::printf("%s\n", nlohmann::json{{"tokens", ids}}.dump().c_str());
+  return 0;
+}
+
 }  // namespace
 
 std::function<int()> add_logits(CLI::App& app) {
   auto* cmd = app.add_subcommand("logits", "write the logits of every position of a token sequence");
-  struct Opts {
-    std::string model, ids, out;
-    SessionOptions sess;
-    int chunk = 0;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<LogitsOptions>();
   cmd->add_option("-m,--model", o->model, "GGUF model");
-  cmd->add_option("--ids", o->ids,
-                  "token ids separated by spaces or commas; ';' separates sequences that run together")
-      ->required();
+  auto* ids = cmd->add_option("--ids", o->ids,
+                               "token ids separated by spaces or commas; ';' separates sequences that run together");
+  auto* prompt = cmd->add_option("-p,--prompt", o->prompt,
+                                 "instead of --ids: a prompt with --image files (tokenized as a prompt; the "
+                                 "tokens, image rows negative, are printed as JSON)");
+  ids->excludes(prompt);
+  o->images.add_to(cmd);
   cmd->add_option("--out", o->out, "output file")->required();
   cmd->add_option("-t,--threads", o->sess.threads, "threads")->check(CLI::Range(0, 256));
   cmd->add_option("-c,--ctx-size", o->sess.n_ctx, "context size")->check(CLI::Range(0, 1 << 20));
@@ -79,7 +118,9 @@ std::function<int()> add_logits(CLI::App& app) {
                   "one-token decode path); 0 = all at once")
       ->check(CLI::Range(0, 1 << 20));
   o->sess.add_to(cmd);
-  return [o]() {
+  return [o, ids, prompt]() {
+    if (*prompt) return prompt_with_images(*o);
+    if (!*ids) fail("no input: pass --ids or --prompt with --image");
     std::vector<std::vector<pllm_token>> seqs(1);
     std::string s = o->ids;
     for (char& c : s)
@@ -115,10 +156,7 @@ std::function<int()> add_logits(CLI::App& app) {
     } else {
       run_together(model, so, seqs, o->chunk, logits.data(), n_vocab);
     }
-    FILE* f = std::fopen(o->out.c_str(), "wb");
-    if (!f) fail("cannot write " + o->out);
-    const size_t w = std::fwrite(logits.data(), sizeof(float), logits.size(), f);
-    if (std::fclose(f) != 0 || w != logits.size()) fail("cannot write " + o->out);
+    write_floats(o->out, logits);
     return 0;
   };
 }

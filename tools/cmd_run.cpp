@@ -1,9 +1,11 @@
 // `pocketllm run`: answer one prompt, streaming the reply.
 #include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "generation_options.h"
+#include "image_options.h"
 
 namespace cli {
 
@@ -11,11 +13,13 @@ std::function<int()> add_run(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "answer one prompt");
   struct Opts {
     GenerationOptions gen;
+    ImageOptions images;
     std::string prompt, file;
     bool raw = false, json = false;
   };
   auto o = std::make_shared<Opts>();
   o->gen.add_to(cmd);
+  o->images.add_to(cmd);
   auto* p = cmd->add_option("-p,--prompt", o->prompt, "prompt text");
   auto* f = cmd->add_option("-f,--file", o->file, "read the prompt from a file");
   p->excludes(f);
@@ -23,8 +27,19 @@ std::function<int()> add_run(CLI::App& app) {
   cmd->add_flag("--json", o->json, "print one JSON object instead of streaming");
   return [o, p, f]() {
     if (!*p && !*f) fail("no prompt: pass -p TEXT or -f FILE");
-    const std::string text = *f ? read_file(o->file) : o->prompt;
+    std::string text = *f ? read_file(o->file) : o->prompt;
     Model model = o->gen.load_model();
+    std::unique_ptr<Vision> vision;
+    SessionOptions so = o->gen.session;
+    if (o->images.active()) {
+      vision = std::make_unique<Vision>(model, o->images);
+      so.batch = vision->session_batch(so.batch);
+      text = with_image_markers(text, o->images.images.size());
+      if (o->gen.draft.kind != "none")
+        fail("--draft with --image: speculative decoding over image prompts is not supported yet");
+    } else if (!o->images.mmproj.empty()) {
+      fail("--mmproj without --image: give the image(s) too");
+    }
     std::string rendered = text;
     if (!o->raw) {
       std::vector<std::pair<std::string, std::string>> msgs;
@@ -34,8 +49,9 @@ std::function<int()> add_run(CLI::App& app) {
     } else if (!o->gen.system.empty() || !o->gen.template_vars.empty()) {
       fail("--system and --chat-template-kwargs need the chat template (drop --raw)");
     }
-    const std::vector<pllm_token> ids = tokenize_prompt(model, rendered);
-    Session session(model, o->gen.session);
+    Session session(model, so);
+    const std::vector<pllm_token> ids =
+        vision ? tokenize_with_images(*vision, session, rendered, o->images.images) : tokenize_prompt(model, rendered);
     PrefixCache cache(model, o->gen.cache);
     cache.attach(session);
     const Grammar grammar(model, o->gen.grammar);

@@ -240,6 +240,41 @@ PLLM_API void pllm_session_reset(pllm_session* session);
 PLLM_API pllm_status pllm_session_eval(pllm_session* session, const pllm_token* tokens, size_t n_tokens,
                                        float* logits_out);
 
+/* ---- Images in (vision) ---------------------------------------------------- */
+
+/* A vision encoder (llama.cpp's mmproj GGUF: SigLIP with the idefics3 (SmolVLM) or gemma3
+ * projector) paired with a text model. Immutable: one may serve many sessions. */
+typedef struct pllm_vision pllm_vision;
+/* An image file's bytes (PNG, JPEG or BMP), as an app holds an attachment. */
+typedef struct pllm_image {
+  const uint8_t* data;
+  size_t size;
+} pllm_image;
+/* Where each image goes in a prompt's text: llama.cpp's default media marker. */
+#define PLLM_IMAGE_MARKER "<__media__>"
+
+/* Loads an mmproj file for model (the projector's output width must be the model's embedding
+ * width and its image tokens in the vocabulary). int8_activations: the encoder's products
+ * with int8 activations (faster on Q8_0 weights, as llama.cpp computes them), else exact.
+ * PLLM_ERR_UNSUPPORTED when this build has no vision layer or for another projector type. */
+PLLM_API pllm_status pllm_vision_load(const pllm_model* model, const char* mmproj_path, int int8_activations,
+                                      pllm_vision** out);
+PLLM_API void pllm_vision_free(pllm_vision* vision);
+/* Tokens per encoded tile of the projector (an image is one or more tiles). */
+PLLM_API int32_t pllm_vision_tokens_per_tile(const pllm_vision* vision);
+
+/* A prompt with images as tokens for session: text (a rendered chat prompt, say) with one
+ * PLLM_IMAGE_MARKER per image; the images decoded, laid out with the projector's tokens, and
+ * their rows given to the session as negative token ids (derived from the pixels, so the same
+ * photo gives the same ids). Pass the tokens to pllm_generate, pllm_session_eval or
+ * pllm_session_prewarm of that session: an image is encoded when its rows first run, on the
+ * session's engine, and not again while the session or the prefix cache holds them. BOS is
+ * added as pllm_tokenize_prompt adds it. Same capacity rules as pllm_tokenize. Bad images get
+ * PLLM_ERR_BAD_FORMAT or PLLM_ERR_OUT_OF_RANGE (over 16384 px a side or 64 Mpixel). */
+PLLM_API pllm_status pllm_vision_tokenize(const pllm_vision* vision, pllm_session* session, const char* text,
+                                          size_t text_len, const pllm_image* images, size_t n_images,
+                                          pllm_token* out, size_t capacity, size_t* n_out);
+
 /* ---- Grammars: constrained generation ------------------------------------- */
 
 /* A compiled grammar for one model's vocabulary; generation with it (pllm_sampling_params.grammar)

@@ -432,9 +432,10 @@ void merge_accum(AttnAccum& into, const AttnAccum& from, int head_dim) {
   into.m = m;
 }
 
-int KvCache::n_visible(int l, int pos) const {
+int KvCache::n_visible(int l, int pos, int last) const {
   const Layer& L = layers_[size_t(l)];
-  return std::min(L.sinks, pos + 1) + std::max(0, pos + 1 - std::max(window_lo(L, pos), L.sinks));
+  last = std::max(last, pos);
+  return std::min(L.sinks, last + 1) + std::max(0, last + 1 - std::max(window_lo(L, pos), L.sinks));
 }
 
 void KvCache::attend_rows(int l, int pos0, int n_rows, int kv_head, int n_q, const float* q, AttnScore scale,
@@ -459,11 +460,11 @@ void KvCache::attend_rows(int l, int pos0, int n_rows, int kv_head, int n_q, con
 }
 
 void KvCache::attend_part(int l, int pos, int kv_head, int n_q, const float* q, AttnScore scale, const RopeSpec& rope,
-                          int part, int n_parts, AttnAccum* a) const {
+                          int part, int n_parts, AttnAccum* a, int last) const {
   const Layer& L = layers_[size_t(l)];
   const int lo = window_lo(L, pos);
-  const int n_sink = std::min(L.sinks, pos + 1);
-  const int total = n_visible(l, pos);
+  const int n_sink = std::min(L.sinks, std::max(last, pos) + 1);
+  const int total = n_visible(l, pos, last);
   // This slice: visible indices [b, e) over sinks then window, in order.
   const int b = int(int64_t(total) * part / n_parts), e = int(int64_t(total) * (part + 1) / n_parts);
   if (b < n_sink) {

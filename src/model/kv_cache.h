@@ -120,8 +120,10 @@ class KvCache {
   // head kv_head fold slice `part` of `n_parts` equal slices of the visible positions into
   // a[j] (attn_accum_init'ed by the caller). Slices merge with merge_accum.
   static constexpr int kMaxGroup = 16;
+  // last > pos: the query also sees positions pos + 1 .. last (a bidirectional step's rows,
+  // SeqStep::bidirectional; the window still starts where pos's does).
   void attend_part(int l, int pos, int kv_head, int n_q, const float* q, AttnScore scale, const RopeSpec& rope,
-                   int part, int n_parts, AttnAccum* a) const;
+                   int part, int n_parts, AttnAccum* a, int last = -1) const;
   // attend_part(l, pos0 + r, kv_head, n_q, q + r * n_q * head_dim, ..., 0, 1, a + r * n_q) for
   // the n_rows consecutive positions pos0 .. pos0 + n_rows - 1 of a prompt (n_rows * n_q <=
   // kMaxGroup), bit for bit, with the keys and values they all see read once for all of them:
@@ -130,8 +132,8 @@ class KvCache {
   // others fall back to one attend_part per row.
   void attend_rows(int l, int pos0, int n_rows, int kv_head, int n_q, const float* q, AttnScore scale,
                    const RopeSpec& rope, AttnAccum* a) const;
-  // Positions a query at pos sees in layer l.
-  int n_visible(int l, int pos) const;
+  // Positions a query at pos sees in layer l (up to last when last > pos, as attend_part).
+  int n_visible(int l, int pos, int last = -1) const;
 
   // Convolution layers: the conv input row [n_embd] of position pos in layer l. A step writes
   // the rows of its positions >= end() - conv_history() after it has read the rows before its

@@ -17,6 +17,9 @@ Result<StepShape> check_step(std::span<const SeqStep> seqs) {
     if (!q.kv->fits(pos0, n))
       return make_error(Status::out_of_range, "context full: " + std::to_string(pos0 + n) + " tokens > n_ctx " +
                                                   std::to_string(q.kv->n_ctx()));
+    if (q.bidirectional && q.kv->type() == KvType::q4)
+      return make_error(Status::unsupported, "rows that see each other both ways (an image's) need an f16, f32 or q8 KV "
+                                             "cache, not q4");
     rows += n;
     if (q.logits) out_rows += q.all_logits ? n : 1;
     if (rows > INT_MAX / 2) return make_error(Status::invalid_argument, "step too large");

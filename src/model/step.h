@@ -24,6 +24,15 @@ struct SeqStep {
   // Each row computed as this sequence's one-row decode step at its position would be, bit for
   // bit (a speculative verify pass: its rows must be plain decoding's logits).
   bool as_decode_steps = false;
+  // Image rows (vision/): tokens.size() rows of n_embd floats taken as the rows' embeddings,
+  // without the table lookup and without the architecture's embedding scale (llama.cpp scales
+  // looked-up tokens only). tokens then hold the rows' history ids: negative ids naming the
+  // image (vision/image_rows.h), which no table lookup accepts. null: look tokens up.
+  const float* embeddings = nullptr;
+  // The step's rows see each other in both directions (gemma3's image rows): each row attends
+  // to what its own position sees in the cache before the step and to every row of the step.
+  // The rows must all be in this one step; q4 caches refuse it.
+  bool bidirectional = false;
   bool cancelled() const { return cancel && cancel->load(std::memory_order_relaxed); }
 };
 

@@ -48,6 +48,16 @@ BackendStats Engine::backend_stats() const {
   return stats_;
 }
 
+Result<void> Engine::run_on_threads(const std::function<Result<void>(ThreadPool&)>& work, Lane l) {
+  LaneState& ls = lane(l);
+  std::lock_guard<std::mutex> lock(ls.mu);
+  try {
+    return work(*ls.pool);
+  } catch (const std::bad_alloc&) {
+    return make_error(Status::out_of_memory, "not enough memory for the work on the engine's threads");
+  }
+}
+
 void Engine::forget_cache(const KvCache* kv) {
   if (backend_ == EngineBackend::cpu) return;  // no device copies: no wait for a running step
   std::lock_guard<std::mutex> lock(fg_.mu);

@@ -4,6 +4,7 @@
 // for all of them (Session::step). Steps are serialised per lane: concurrent callers on
 // different threads are safe and take turns.
 #pragma once
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -58,6 +59,10 @@ class Engine {
   // One forward pass of model m over seqs (model/step.h; backends/cpu/cpu_forward.h).
   Result<void> forward(const Model& m, std::span<const SeqStep> seqs, const StepOptions& opt,
                        Lane lane = Lane::foreground);
+
+  // Runs `work` on the lane's threads between steps (the lane is held meanwhile): how work
+  // that is not a forward step, such as a vision encoder, shares the engine's threads.
+  Result<void> run_on_threads(const std::function<Result<void>(ThreadPool&)>& work, Lane lane = Lane::foreground);
 
   EngineBackend backend() const { return backend_; }
   BackendStats backend_stats() const;

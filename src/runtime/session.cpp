@@ -103,14 +103,40 @@ Result<void> Session::run(std::span<const int32_t> tokens, float* logits, bool a
   if (!unbounded() && history_.size() + tokens.size() > size_t(n_ctx()))
     return make_error(Status::out_of_range, std::to_string(history_.size() + tokens.size()) +
                                                 " tokens do not fit the context of " + std::to_string(n_ctx()));
-  const int n_vocab = model_->config().n_vocab;
   size_t done = 0;
   while (done < tokens.size()) {
-    const size_t n = std::min(tokens.size() - done, size_t(n_batch_));
-    const bool last_chunk = done + n == tokens.size();
-    SeqStep seq{kv_.get(), tokens.subspan(done, n), nullptr, all_logits, &cancel_, as_decode_steps};
-    if (all_logits) seq.logits = logits + done * size_t(n_vocab);
-    else if (last_chunk) seq.logits = logits;
+    const std::span<const int32_t> rest = tokens.subspan(done);
+    SeqStep seq{kv_.get(), {}, nullptr, all_logits, &cancel_, as_decode_steps};
+    std::shared_ptr<const std::vector<float>> embd;  // alive until the step is done
+    size_t n = std::min(rest.size(), size_t(n_batch_));
+    if (rest[0] >= 0) {  // text, up to the next image row
+      n = size_t(std::find_if(rest.begin(), rest.begin() + ptrdiff_t(n), [](int32_t t) { return t < 0; }) -
+                 rest.begin());
+    } else {  // one image tile's rows (runtime/image_rows.h)
+      if (!skip_layers.empty() || as_decode_steps)
+        return make_error(Status::invalid_argument, "image rows cannot be drafted or verified");
+      PLLM_ASSIGN(const ImageRun run, image_rows_.run_at(rest));
+      if (run.tile->bidirectional && run.first_row > 0) return resume_image(run, tokens, logits, all_logits, done);
+      if (run.tile->bidirectional && size_t(run.n) > size_t(n_batch_))
+        return make_error(Status::invalid_argument, std::to_string(run.n) + " image rows that see each other need one "
+                                                    "step, but the session's batch is " + std::to_string(n_batch_) +
+                                                    " rows (raise n_batch)");
+      n = run.tile->bidirectional ? size_t(run.n) : std::min(n, size_t(run.n));
+      PLLM_TRY(engine_->run_on_threads(
+          [&](ThreadPool& pool) -> Result<void> {
+            PLLM_ASSIGN(embd, image_rows_.embeddings(*run.tile, pool));
+            return {};
+          },
+          lane_));
+      const size_t E = size_t(model_->config().n_embd);
+      if (embd->size() != run.tile->ids.size() * E)
+        return make_error(Status::invalid_argument, "an image's embeddings do not match the model's width");
+      seq.embeddings = embd->data() + size_t(run.first_row) * E;
+      seq.bidirectional = run.tile->bidirectional;
+    }
+    seq.tokens = rest.first(n);
+    if (all_logits) seq.logits = logits + done * size_t(model_->config().n_vocab);
+    else if (done + n == tokens.size()) seq.logits = logits;
     StepOptions opt = step_options();
     opt.skip_layers = skip_layers;
     auto r = engine_->forward(*model_, {&seq, 1}, opt, lane_);
@@ -118,9 +144,32 @@ Result<void> Session::run(std::span<const int32_t> tokens, float* logits, bool a
       history_.resize(size_t(kv_->truncate(int(history_.size()))));
       return r.error();
     }
-    history_.insert(history_.end(), tokens.begin() + done, tokens.begin() + done + n);
+    history_.insert(history_.end(), rest.begin(), rest.begin() + ptrdiff_t(n));
     done += n;
   }
+  return {};
+}
+
+Result<void> Session::resume_image(const ImageRun& at, std::span<const int32_t> tokens, float* logits,
+                                   bool all_logits, size_t done) {
+  // The history ends inside an image whose rows see each other (truncated there): they must run
+  // together, so the rows already held run again with the rest.
+  const auto& ids = at.tile->ids;
+  const size_t r = size_t(at.first_row);
+  if (done > 0 || history_.size() < r ||
+      !std::equal(ids.begin(), ids.begin() + ptrdiff_t(r), history_.end() - ptrdiff_t(r)))
+    return make_error(Status::invalid_argument, "an image's rows out of order");
+  const std::vector<int32_t> before = history_;
+  truncate(history_.size() - r);  // may keep fewer (a window slid past): those run again too
+  std::vector<int32_t> again(before.begin() + ptrdiff_t(history_.size()), before.end());
+  const size_t n_again = again.size();
+  again.insert(again.end(), tokens.begin(), tokens.end());
+  if (!all_logits) return run(again, logits, false);
+  // Every row's logits: the caller's rows are the last tokens.size() of the run.
+  const size_t V = size_t(model_->config().n_vocab);
+  std::vector<float> all(again.size() * V);
+  PLLM_TRY(run(again, all.data(), true));
+  std::copy(all.begin() + ptrdiff_t(n_again * V), all.end(), logits);
   return {};
 }
 
@@ -160,8 +209,8 @@ Result<void> Session::restore_prefix(std::span<const uint8_t> snapshot, bool ver
                                                 " tokens does not fit the context of " + std::to_string(n_ctx()));
   const int n_vocab = model_->config().n_vocab;
   std::vector<int32_t> ids = view.token_ids();
-  for (int32_t id : ids)
-    if (id < 0 || id >= n_vocab) return make_error(Status::bad_format, "KV snapshot holds an invalid token id");
+  for (int32_t id : ids)  // tokens, or image rows (their KV is restored; they are not run)
+    if (id < kMinImageRowId || id >= n_vocab) return make_error(Status::bad_format, "KV snapshot holds an invalid token id");
   PLLM_TRY(restore_kv_snapshot(*kv_, model_->identity(), view));
   history_.assign(ids.begin(), ids.end());
   return {};

@@ -14,6 +14,7 @@
 #include "model/model.h"
 #include "model/step.h"
 #include "runtime/engine.h"
+#include "runtime/image_rows.h"
 
 namespace pllm {
 
@@ -80,6 +81,9 @@ class Session {
   // before verifying them, and their calibration.
   Result<void> eval_skipping(std::span<const int32_t> tokens, std::span<const uint8_t> skip_layers,
                              float* logits_all = nullptr);
+  // The image rows this session can run (runtime/image_rows.h): tokens < 0 in eval, generate
+  // and prewarm stand for them.
+  ImageRows& image_rows() { return image_rows_; }
   float* last_logits() { return logits_.data(); }
   const float* last_logits() const { return logits_.data(); }
 
@@ -147,6 +151,8 @@ class Session {
   Session(std::shared_ptr<const Model> model, std::shared_ptr<Engine> engine, int n_ctx, const SessionConfig& cfg);
   Result<void> run(std::span<const int32_t> tokens, float* logits, bool all_logits,
                    std::span<const uint8_t> skip_layers = {}, bool as_decode_steps = false);
+  Result<void> resume_image(const ImageRun& run, std::span<const int32_t> tokens, float* logits, bool all_logits,
+                            size_t done);
   StepOptions step_options() const;
 
   std::shared_ptr<const Model> model_;
@@ -159,6 +165,7 @@ class Session {
   std::unique_ptr<Tracer> tracer_;
   std::unique_ptr<KvCache> kv_;
   std::vector<int32_t> history_;
+  ImageRows image_rows_;
   std::vector<float> logits_;  // [n_vocab]
   std::atomic<bool> cancel_{false};
   std::shared_ptr<PrefixCache> prefix_cache_;

@@ -1,5 +1,7 @@
 #include "vision/mmproj.h"
 
+#include "model/model.h"
+
 #include <cstring>
 
 #include "kernels/kernels.h"
@@ -197,6 +199,7 @@ Result<std::shared_ptr<VisionModel>> load_mmproj(std::shared_ptr<GgufFile> file)
   const GgufFile& f = *file;
   auto m = std::make_shared<VisionModel>();
   m->file = file;
+  m->identity = compute_model_identity(f);
   PLLM_ASSIGN(m->hp, read_hparams(f));
   const VisionHparams& hp = m->hp;
   const uint64_t E = uint64_t(hp.n_embd), P = uint64_t(hp.patch_size);

@@ -67,6 +67,7 @@ struct VisionLayer {
 
 struct VisionModel {
   std::shared_ptr<GgufFile> file;
+  uint64_t identity = 0;  // of the file (compute_model_identity): image row ids depend on it
   VisionHparams hp;
   // [n_embd][3 * patch * patch], inner order (channel, y, x): the conv as a matmul over patches.
   std::vector<float> patch_w;

@@ -15,11 +15,23 @@
 //   u32 nx, u32 ny, f32[ny][nx][3] preprocessed image (RGB interleaved, normalised),
 //   u32 n_tokens, f32[n_tokens][n_embd_out] embeddings.
 // Prints "encode_ms T" (the encodes alone) on stdout.
+//
+//   pllm-clip-oracle --logits MODEL MMPROJ PROMPT OUT THREADS [--embd FILE] IMAGE...
+//
+// The text model's logits after a prompt with images, through mtmd's public API as an app uses
+// it: PROMPT holds one mtmd_default_marker() ("<__media__>") per IMAGE; mtmd_tokenize lays
+// the images out with the projector's tokens, mtmd_helper_eval_chunk_single runs each chunk
+// (an image's rows in one batch, non-causal where mtmd says so). --embd: the image rows'
+// embeddings from FILE (f32, every image row in order) instead of llama.cpp's encoder, through
+// mtmd_helper_decode_image_chunk: the text side alone, with the inputs the caller chose.
+// OUT (little-endian): "PLLMMTMD" u32 version=1, u32 n_pos, i32[n_pos] the token of each
+//   position (-1: an image row), u32 n_vocab, f32[n_vocab] the last position's logits.
 // Exit status: 0 ok, 1 usage, 2 load/decode/encode failure (message on stderr).
 #include <cstdint>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -28,7 +40,10 @@
 #include "clip.h"
 #include "clip-impl.h"
 #include "clip-model.h"
+#include "llama.h"
+#include "mtmd-helper.h"
 #include "mtmd-image.h"
+#include "mtmd.h"
 
 extern "C" unsigned char* stbi_load_from_memory(const unsigned char* buffer, int len, int* x, int* y,
                                                  int* channels_in_file, int desired_channels);
@@ -46,9 +61,107 @@ int fail(const std::string& msg) {
   return 2;
 }
 
+// --logits: see the header.
+int logits_main(int argc, char** argv) {
+  if (argc < 8) {
+    std::fprintf(stderr, "usage: %s --logits MODEL MMPROJ PROMPT OUT THREADS IMAGE...\n", argv[0]);
+    return 1;
+  }
+  const int n_threads = std::atoi(argv[6]);
+  int first_image = 7;
+  std::vector<float> given_embd;
+  if (argc > 8 && std::string(argv[7]) == "--embd") {
+    std::ifstream e(argv[8], std::ios::binary);
+    if (!e) return fail(std::string("cannot open ") + argv[8]);
+    std::vector<char> raw((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>());
+    given_embd.resize(raw.size() / sizeof(float));
+    std::memcpy(given_embd.data(), raw.data(), given_embd.size() * sizeof(float));
+    first_image = 9;
+  }
+  llama_backend_init();
+  llama_model_params mp = llama_model_default_params();
+  mp.n_gpu_layers = 0;
+  llama_model* model = llama_model_load_from_file(argv[2], mp);
+  if (model == nullptr) return fail(std::string("cannot load ") + argv[2]);
+  llama_context_params cp = llama_context_default_params();
+  cp.n_ctx = 0;  // the model's training context
+  cp.n_batch = 512;
+  cp.n_ubatch = 512;  // an image's rows in one batch: non-causal attention needs them together
+  cp.n_threads = n_threads;
+  cp.n_threads_batch = n_threads;
+  llama_context* lctx = llama_init_from_model(model, cp);
+  if (lctx == nullptr) return fail("cannot create a llama context");
+  mtmd_context_params tp = mtmd_context_params_default();
+  tp.use_gpu = false;
+  tp.print_timings = false;
+  tp.n_threads = n_threads;
+  tp.warmup = false;
+  mtmd_context* mctx = mtmd_init_from_file(argv[3], model, tp);
+  if (mctx == nullptr) return fail(std::string("cannot load mmproj ") + argv[3]);
+  std::vector<mtmd_bitmap*> bitmaps;
+  for (int i = first_image; i < argc; ++i) {
+    mtmd_helper_bitmap_wrapper w = mtmd_helper_bitmap_init_from_file(mctx, argv[i], false,
+                                                                     mtmd_helper_init_opt_default());
+    if (w.bitmap == nullptr) return fail(std::string("cannot decode ") + argv[i]);
+    bitmaps.push_back(w.bitmap);
+  }
+  mtmd_input_text text{argv[4], std::strlen(argv[4]), /*add_special=*/true, /*parse_special=*/true};
+  mtmd_input_chunks* chunks = mtmd_input_chunks_init();
+  if (mtmd_tokenize(mctx, chunks, &text, const_cast<const mtmd_bitmap**>(bitmaps.data()), bitmaps.size()) != 0)
+    return fail("mtmd_tokenize failed (markers and images disagree, or preprocessing failed)");
+  std::vector<int32_t> layout;
+  for (size_t i = 0; i < mtmd_input_chunks_size(chunks); ++i) {
+    const mtmd_input_chunk* c = mtmd_input_chunks_get(chunks, i);
+    if (mtmd_input_chunk_get_type(c) == MTMD_INPUT_CHUNK_TYPE_TEXT) {
+      size_t n = 0;
+      const llama_token* t = mtmd_input_chunk_get_tokens_text(c, &n);
+      layout.insert(layout.end(), t, t + n);
+    } else {
+      layout.insert(layout.end(), mtmd_input_chunk_get_n_tokens(c), -1);
+    }
+  }
+  llama_pos n_past = 0;
+  const size_t n_embd = size_t(llama_model_n_embd(model));
+  size_t used = 0;  // of given_embd
+  const size_t n_chunks = mtmd_input_chunks_size(chunks);
+  for (size_t i = 0; i < n_chunks; ++i) {
+    const mtmd_input_chunk* c = mtmd_input_chunks_get(chunks, i);
+    const bool last = i + 1 == n_chunks;
+    if (given_embd.empty() || mtmd_input_chunk_get_type(c) == MTMD_INPUT_CHUNK_TYPE_TEXT) {
+      if (mtmd_helper_eval_chunk_single(mctx, lctx, c, n_past, 0, int32_t(cp.n_batch), last, &n_past) != 0)
+        return fail("mtmd_helper_eval_chunk_single failed");
+      continue;
+    }
+    const size_t rows = mtmd_input_chunk_get_n_tokens(c);
+    if ((used + rows) * n_embd > given_embd.size()) return fail("--embd holds fewer rows than the images need");
+    if (mtmd_helper_decode_image_chunk(mctx, lctx, c, given_embd.data() + used * n_embd, n_past, 0,
+                                       int32_t(cp.n_batch), &n_past, nullptr, nullptr) != 0)
+      return fail("mtmd_helper_decode_image_chunk failed");
+    used += rows;
+  }
+  if (!given_embd.empty() && used * n_embd != given_embd.size()) return fail("--embd holds more rows than the images");
+  const float* logits = llama_get_logits_ith(lctx, -1);
+  const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+  std::ofstream f(argv[5], std::ios::binary);
+  if (!f) return fail(std::string("cannot write ") + argv[5]);
+  f.write("PLLMMTMD", 8);
+  put_u32(f, 1);
+  put_u32(f, static_cast<uint32_t>(layout.size()));
+  f.write(reinterpret_cast<const char*>(layout.data()), static_cast<std::streamsize>(layout.size() * 4));
+  put_u32(f, static_cast<uint32_t>(n_vocab));
+  put_f32s(f, logits, size_t(n_vocab));
+  mtmd_input_chunks_free(chunks);
+  for (mtmd_bitmap* b : bitmaps) mtmd_bitmap_free(b);
+  mtmd_free(mctx);
+  llama_free(lctx);
+  llama_model_free(model);
+  return f.good() ? 0 : fail("write failed");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--logits") return logits_main(argc, argv);
   if (argc < 4) {
     std::fprintf(stderr, "usage: %s MMPROJ IMAGE OUT [THREADS]\n", argv[0]);
     return 1;

@@ -343,7 +343,7 @@ class Reference:
                 kv_dtype: str = "f16", window: int = 0, sinks: int = 0,
                 act_static: dict | None = None, observe=None,
                 q4_codes=None, act_i16: bool = False, n_ctx: int | None = None,
-                conv_history: bool = True) -> np.ndarray:
+                conv_history: bool = True, image_rows=None) -> np.ndarray:
         """Logits (float64) for every position of `ids` (from position 0), or only
         the last one. The keyword overrides exist for sensitivity checks.
 
@@ -358,7 +358,9 @@ class Reference:
         visible window position (their keys are rotated at lo - sinks + j, computed here
         from the un-rotated keys, independently of how the engine does it).
         q4_codes: a Q4Rounding that sees (and may redirect) every q4 KV rounding decision.
-        conv_history: False keeps only each position's own tap in lfm2's convolutions."""
+        conv_history: False keeps only each position's own tap in lfm2's convolutions.
+        image_rows: an ImageRows (below): embeddings in place of the negative ids' rows, unscaled
+        (gemma3: and each image's rows see each other both ways)."""
         if act_static is not None or observe is not None or q4_codes is not None or act_i16:
             self._act_static, self._observe, self._q4_codes = act_static, observe, q4_codes
             self._act_i16 = act_i16
@@ -377,7 +379,9 @@ class Reference:
             return self._forward_gemma3(ids, last_only=last_only, act_quant=act_quant,
                                         f32_matmul=f32_matmul, rms_eps=rms_eps,
                                         rope_base=rope_base, rope_mode=rope_mode,
-                                        kv_dtype=kv_dtype, act_f16=act_f16)
+                                        kv_dtype=kv_dtype, act_f16=act_f16, image_rows=image_rows)
+        if image_rows is not None and image_rows.bidirectional:
+            raise ValueError("bidirectional image rows: gemma3 only")
         hp = self.hp
         ids = np.asarray(ids, dtype=np.int64)
         n = len(ids)
@@ -395,7 +399,9 @@ class Reference:
         scale = hp.attn_scale if hp.attn_scale > 0 else 1.0 / math.sqrt(hd)
         rs = hp.residual_scale
 
-        x = self.w["token_embd.weight"][ids].astype(np.float64) * hp.embed_scale
+        x = self.w["token_embd.weight"][np.maximum(ids, 0)].astype(np.float64) * hp.embed_scale
+        if image_rows is not None:
+            x[ids < 0] = image_rows.embd
         for il in range(hp.n_layer):
             p = f"blk.{il}."
             nope = hp.no_rope_step and (il + 1) % hp.no_rope_step == 0
@@ -507,7 +513,7 @@ class Reference:
                         window: int | None = None, qk_norm: bool = True, post_norms: bool = True,
                         local_base: float | None = None, embed_scale: bool = True,
                         linear: float | None = None, linear_local: bool = False,
-                        kv_dtype: str = "f16", act_f16: bool = False) -> np.ndarray:
+                        kv_dtype: str = "f16", act_f16: bool = False, image_rows=None) -> np.ndarray:
         """Gemma 3 forward (module doc). The extra keywords switch single features off
         for the sensitivity checks (call it directly)."""
         hp = self.hp
@@ -530,8 +536,12 @@ class Reference:
         group = hp.n_head // hp.n_head_kv
         scale = 1.0 / math.sqrt(hd)
         diff = pos[:, None] - pos[None, :]                      # pos_q - pos_k
-        causal = np.where(diff >= 0, 0.0, -np.inf)
-        windowed = np.where((diff >= 0) & (diff < win), 0.0, -np.inf) if win > 0 else causal
+        seen = diff >= 0
+        if image_rows is not None and image_rows.bidirectional:
+            for a, b in image_rows.spans:  # an image's rows see each other both ways
+                seen[a:b, a:b] = True
+        causal = np.where(seen, 0.0, -np.inf)
+        windowed = np.where(seen & (diff < win), 0.0, -np.inf) if win > 0 else causal
 
         def norm(v, name):
             return self._rmsnorm(v, self.w[name], eps)
@@ -539,9 +549,11 @@ class Reference:
         def mm(v, name):
             return self._mm(v, name, act_quant, f32_matmul, act_f16)
 
-        x = self.w["token_embd.weight"][ids].astype(np.float64)
+        x = self.w["token_embd.weight"][np.maximum(ids, 0)].astype(np.float64)
         if embed_scale:
             x = x * math.sqrt(hp.n_embd)
+        if image_rows is not None:
+            x[ids < 0] = image_rows.embd  # as they are: llama.cpp scales looked-up tokens only
         for il in range(hp.n_layer):
             p = f"blk.{il}."
             local = win > 0 and (il + 1) % hp.swa_pattern != 0
@@ -593,6 +605,15 @@ class Reference:
             if nxt in stop_ids:
                 break
         return out
+
+
+@dataclass
+class ImageRows:
+    """Image rows of a prompt: embd [n rows < 0 in ids, n_embd] in order, spans [(first,
+    end)] of each image tile's positions, bidirectional: whether a tile's rows see each other."""
+    embd: np.ndarray
+    spans: list
+    bidirectional: bool = False
 
 
 def _q8_round(x: np.ndarray) -> np.ndarray:

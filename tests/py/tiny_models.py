@@ -127,10 +127,18 @@ class ModelConfig:
     n_rot: int = 0                # rope.dimension_count (0: the head size)
     extra_kvs: tuple = ()         # ("{arch}." key suffix, gb type, value) written as they are
     conv_layers: tuple = ()       # lfm2: layers with a short convolution instead of attention
+    vision: str = ""              # the text half of a VLM: the projector's image tokens in the vocab
 
     @property
     def extra_specials(self) -> tuple:
+        if self.vision:
+            return VISION_SPECIALS[self.vision]
         return PHI3_SPECIALS if self.arch == "phi3" else ()
+
+    @property
+    def extra_merges(self) -> tuple:
+        # idefics3 looks "\n\n" up as one token (llama.cpp's mtmd: lookup_token).
+        return (("Ċ", "Ċ"),) if self.vision == "idefics3" else ()
 
     @property
     def gemma(self) -> bool:
@@ -244,6 +252,12 @@ def bytes_to_unicode() -> dict[int, str]:
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 GEMMA_SPECIALS = ["<start_of_turn>", "<end_of_turn>"]
 PHI3_SPECIALS = ("<s>", "</s>", "<unk>", "<|end|>", "<|user|>", "<|assistant|>")
+# The image tokens of the vision projectors' text models (SmolVLM's and Gemma 3's vocabularies).
+VISION_SPECIALS = {
+    "idefics3": ("<fake_token_around_image>", "<global-img>", "<image>")
+    + tuple(f"<row_{r}_col_{c}>" for r in range(1, 7) for c in range(1, 7)),
+    "gemma3": ("<start_of_image>", "<end_of_image>", "<image_soft_token>"),
+}
 
 # (left, right) pairs in priority order; each merged token is left+right.
 _MERGE_PAIRS = [
@@ -258,13 +272,15 @@ _MERGE_PAIRS = [
 ]
 
 
-def tiny_vocab(specials_first: bool, gemma: bool = False, extra_specials: tuple = ()) -> tuple[list[str], list[int], list[str]]:
+def tiny_vocab(specials_first: bool, gemma: bool = False, extra_specials: tuple = (),
+               extra_merges: tuple = ()) -> tuple[list[str], list[int], list[str]]:
     """Returns (tokens, token_types, merges); gemma adds the turn markers as specials, and
-    extra_specials more (phi3's, which llama.cpp's vocabulary loader looks up by name)."""
+    extra_specials more (phi3's, which llama.cpp's vocabulary loader looks up by name);
+    extra_merges go after the others (lowest priority)."""
     b2u = bytes_to_unicode()
     normal = [b2u[b] for b in range(256)]
     merges = []
-    for left, right in _MERGE_PAIRS:
+    for left, right in list(_MERGE_PAIRS) + list(extra_merges):
         assert left in normal and right in normal, (left, right)
         merges.append(f"{left} {right}")
         if left + right not in normal:
@@ -380,7 +396,7 @@ def build_spec(cfg: ModelConfig) -> ModelSpec:
     rng = np.random.default_rng(cfg.seed)
     d = cfg.dims
     a = cfg.arch
-    tokens, types, merges = tiny_vocab(cfg.specials_first, cfg.gemma, cfg.extra_specials)
+    tokens, types, merges = tiny_vocab(cfg.specials_first, cfg.gemma, cfg.extra_specials, cfg.extra_merges)
     ids = {t: i for i, t in enumerate(tokens)}
     n_vocab = len(tokens)
 
@@ -607,7 +623,7 @@ def generate_all(out_dir: Path, names: list[str] | None = None) -> dict[str, Pat
 
 def sample_ids(cfg: ModelConfig, n: int, seed: int = 0) -> list[int]:
     """Deterministic token ids for a logits test: random normal/merge tokens, no specials."""
-    tokens, types, _ = tiny_vocab(cfg.specials_first, cfg.gemma, cfg.extra_specials)
+    tokens, types, _ = tiny_vocab(cfg.specials_first, cfg.gemma, cfg.extra_specials, cfg.extra_merges)
     normal = [i for i, t in enumerate(types) if t == 1]
     rng = np.random.default_rng(cfg.seed + 7919 * seed)
     return [int(x) for x in rng.choice(normal, size=n, replace=True)]

@@ -22,6 +22,8 @@ Result<void> cpu_forward(const Model& m, StepScratch& s, ThreadPool& pool, std::
       s.row_pos[size_t(r)] = pos0 + i;
       s.row_token[size_t(r)] = q.tokens[size_t(i)];
       s.row_decode[size_t(r)] = n == 1 || q.as_decode_steps;
+      s.row_last[size_t(r)] = q.bidirectional ? pos0 + n - 1 : pos0 + i;
+      s.row_embd[size_t(r)] = q.embeddings ? q.embeddings + size_t(i) * size_t(m.config().n_embd) : nullptr;
     }
   }
   CpuLayers ops(m.config(), s, pool, seqs, rows, opt);

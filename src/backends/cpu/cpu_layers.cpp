@@ -42,6 +42,10 @@ Result<void> CpuLayers::embed(const Matrix& table, float scale) {
   const KernelTable& kt = kernels();
   const int E = c_.n_embd;
   for (int r = 0; r < n_; ++r) {
+    if (const float* e = s_.row_embd[size_t(r)]) {  // an image row: its embedding as it is
+      std::memcpy(s_.x.data() + size_t(r) * E, e, size_t(E) * sizeof(float));
+      continue;
+    }
     const int32_t id = s_.row_token[size_t(r)];
     if (id < 0 || id >= table.rows)
       return make_error(Status::invalid_argument, "token id " + std::to_string(id) + " is out of range");
@@ -188,7 +192,7 @@ void CpuLayers::keep_conv_rows(int l, const float* rows, size_t width) {
 // the step's other rows: a row's logits are then the same in any batch, which batched decoding
 // and speculative verify passes (SeqStep::as_decode_steps) rely on.
 int CpuLayers::decode_parts(int l, int r) const {
-  const int visible = s_.row_kv[size_t(r)]->n_visible(l, s_.row_pos[size_t(r)]);
+  const int visible = s_.row_kv[size_t(r)]->n_visible(l, s_.row_pos[size_t(r)], s_.row_last[size_t(r)]);
   const int tasks = c_.n_head_kv, threads = pool_.size();
   int n_parts = std::clamp(visible / 512, 1, StepScratch::kMaxAttnParts);
   // Fewer tasks than a multiple of the threads (SmolLM2: 3 kv heads on 2 threads) would leave
@@ -210,7 +214,8 @@ void CpuLayers::attend(int l, AttnScore scale, const RopeSpec& rope) {
   int n_tiles = 0, n_split = 0;
   int64_t split_tasks = 0;
   for (int r = 0; r < n_;) {
-    if (s_.row_decode[size_t(r)]) {
+    // Decode rows and bidirectional rows (each sees its step's later rows): one task per part.
+    if (s_.row_decode[size_t(r)] || s_.row_last[size_t(r)] != s_.row_pos[size_t(r)]) {
       const int parts = decode_parts(l, r);
       s_.split_row[size_t(n_split)] = r;
       s_.split_parts[size_t(n_split)] = parts;
@@ -258,8 +263,10 @@ void CpuLayers::attend(int l, AttnScore scale, const RopeSpec& rope) {
     AttnAccum* a = parts + size_t(st) * group;
     for (int j = 0; j < group; ++j) attn_accum_init(a[j], HD);
     const size_t at = size_t(r) * QD + size_t(g) * group * HD;
-    // Causal: the row at position pos sees what its cache keeps up to pos.
-    s_.row_kv[size_t(r)]->attend_part(l, s_.row_pos[size_t(r)], g, group, &s_.q[at], scale, rope, p, n_parts, a);
+    // Causal: the row at position pos sees what its cache keeps up to pos (up to row_last when
+    // its step is bidirectional).
+    s_.row_kv[size_t(r)]->attend_part(l, s_.row_pos[size_t(r)], g, group, &s_.q[at], scale, rope, p, n_parts, a,
+                                      s_.row_last[size_t(r)]);
   });
   for (int i = 0; i < n_split; ++i) {
     const int r = s_.split_row[size_t(i)], n_parts = s_.split_parts[size_t(i)];

@@ -42,6 +42,8 @@ void StepScratch::reserve(const ModelConfig& c, int rows, int gathered, int thre
     row_token.resize(R);
     out_rows.resize(R);
     row_decode.resize(R);
+    row_last.resize(R);
+    row_embd.resize(R);
     attn_tiles.resize(R);
     attn_tile_end.resize(R);
     split_row.resize(R);

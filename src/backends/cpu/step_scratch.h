@@ -44,6 +44,8 @@ struct StepScratch {
   std::vector<int> row_pos;
   std::vector<int32_t> row_token;
   std::vector<int> out_rows;  // rows whose logits are wanted, in output order
+  std::vector<int> row_last;                // the last position the row attends to (its own, or its step's last: bidirectional)
+  std::vector<const float*> row_embd;       // the row's embedding (SeqStep::embeddings), or null: look the token up
   std::vector<uint8_t> row_decode;  // computed as a one-row decode step (SeqStep::as_decode_steps, or one row)
   std::vector<int> attn_tiles;      // first row of each attention tile of prompt rows
   std::vector<int> attn_tile_end;   // ... and the row after its last

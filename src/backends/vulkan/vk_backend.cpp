@@ -44,6 +44,7 @@ class VulkanBackendImpl final : public VulkanBackend {
       // The device's attention and products sum in their own order: a verify pass's rows
       // would not be the CPU's (or the device's) one-row steps bit for bit.
       if (q.as_decode_steps && q.tokens.size() > 1) return "speculative verify passes run on the CPU";
+      if (q.embeddings || q.bidirectional) return "image rows (embeddings in, bidirectional attention) run on the CPU";
       if (!q.kv) continue;
       KvFormat f;
       if (!kv_format_of(q.kv->type(), &f)) return "q4 KV caches are not mirrored on the device";

@@ -1,0 +1,52 @@
+// A prompt with images, as a text model takes it: the text split at the image markers, each
+// image decoded, preprocessed and laid out with its projector's tokens (vision/layout.h). The
+// tokenization follows llama.cpp's mtmd_tokenize (each text piece tokenized on its own with
+// special tokens parsed, BOS before the first piece), so positions and logits are llama.cpp's.
+//
+// The result is one token list: text tokens, and for each image tile its rows' ids, negative
+// and derived from the pixels, the tile and the mmproj file (image_row_ids). The tiles go into
+// a session's ImageRows (runtime/image_rows.h), which encodes a tile the first time its rows
+// run; so the list works with every path that takes tokens (eval, generate, prewarm, the
+// prefix cache), and the same photo asked about again is recognised, not encoded again.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "model/model.h"
+#include "runtime/image_rows.h"
+#include "vision/encoder.h"
+#include "vision/image.h"
+#include "vision/mmproj.h"
+
+namespace pllm::vision {
+
+// Where an image goes in a prompt: llama.cpp's default media marker, so prompts move between
+// the two engines unchanged.
+inline constexpr std::string_view kImageMarker = "<__media__>";
+
+struct ImagePrompt {
+  std::vector<int32_t> tokens;  // image rows negative
+  int n_image_rows = 0;
+  int n_tiles = 0;
+};
+
+// History ids of a tile's n rows: negative, a function of the image's pixels, the tile and
+// the mmproj file.
+std::vector<int32_t> image_row_ids(const ImageU8& img, uint64_t vision_identity, int tile, int n);
+
+// Whether the text model and the projector fit together: the projector's output width is the
+// model's embedding width, and the family's image tokens exist in the vocabulary.
+Result<void> check_pairing(const Model& text, const VisionModel& vision);
+
+// prompt: text with one kImageMarker per image (a count that differs is an error).
+// add_special: BOS first when the tokenizer adds one (not twice when the text begins with it).
+// The tiles are registered in `rows`; their encoder runs with `opt`.
+Result<ImagePrompt> build_image_prompt(const Model& text, std::shared_ptr<const VisionModel> vision,
+                                       std::string_view prompt, std::span<const ImageU8> images, ImageRows& rows,
+                                       const EncodeOptions& opt = {}, bool add_special = true);
+
+}  // namespace pllm::vision
