@@ -22,6 +22,8 @@ struct Options {
   double cache_ram_mb = 256;
   ActChoice act;
   DraftOptions draft;
+  std::string mmproj;  // --mmproj: images in chat requests
+  bool image_int8 = false;
 };
 
 // The server's drafter (serve --draft ...), checked against the loaded model.
@@ -72,6 +74,10 @@ int serve(const Options& o) {
   else if (o.kv_type == "q4") so.session.kv.type = pllm::KvType::q4;
   so.model_id = path.substr(path.find_last_of('/') + 1);
   so.chat_template = *pllm::parse_chat_template_mode(o.chat_template);  // CLI11 checked the word
+  so.mmproj = o.mmproj;
+  so.vision_int8 = o.image_int8;
+  // Photos sent inline (base64 in the JSON body) need room: 32 MiB bodies with a vision encoder.
+  if (!o.mmproj.empty()) so.max_body_bytes = size_t(32) << 20;
   auto server = pllm::server::HttpServer::create(so);
   if (!server.ok()) fail(server.error().message);
   std::fprintf(stderr, "pocketllm serve: listening on http://%s:%d (loading %s)\n", o.host.c_str(), (*server)->port(),
@@ -143,6 +149,10 @@ std::function<int()> add_serve(CLI::App& app) {
   cmd->add_option("--kv-type", o->kv_type, "KV cache storage")->check(CLI::IsMember({"f16", "q8", "q4", "f32"}));
   o->act.add_to(cmd);
   o->draft.add_to(cmd);
+  cmd->add_option("--mmproj", o->mmproj,
+                  "vision encoder (llama.cpp's mmproj GGUF): chat requests may send images as image_url parts "
+                  "with data: URIs");
+  cmd->add_flag("--image-int8", o->image_int8, "the vision encoder's products with int8 activations");
   return [o]() { return serve(*o); };
 }
 

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -18,6 +19,10 @@
 #include "base/thread_pool.h"
 
 namespace pllm {
+
+// Where an image goes in a prompt's text: llama.cpp's default media marker, so prompts move
+// between the two engines unchanged.
+inline constexpr std::string_view kImageMarker = "<__media__>";
 
 // Image row ids lie in [kMinImageRowId, -1].
 inline constexpr int32_t kMinImageRowId = -(int32_t(1) << 30);

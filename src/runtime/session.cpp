@@ -26,7 +26,8 @@ Session::Session(std::shared_ptr<const Model> model, std::shared_ptr<Engine> eng
       n_ctx_(n_ctx),
       n_batch_(std::min(cfg.n_batch, n_ctx)),
       act_mode_(cfg.act),
-      fuse_(cfg.fuse) {
+      fuse_(cfg.fuse),
+      image_rows_(cfg.image_rows ? cfg.image_rows : std::make_shared<ImageRows>()) {
   kv_ = std::make_unique<KvCache>(model_->config(), cfg.kv, n_ctx_, n_batch_, layer_windows(model_->config()));
   if (cfg.profile) tracer_ = std::make_unique<Tracer>();
   history_.reserve(size_t(n_ctx));
@@ -115,7 +116,7 @@ Result<void> Session::run(std::span<const int32_t> tokens, float* logits, bool a
     } else {  // one image tile's rows (runtime/image_rows.h)
       if (!skip_layers.empty() || as_decode_steps)
         return make_error(Status::invalid_argument, "image rows cannot be drafted or verified");
-      PLLM_ASSIGN(const ImageRun run, image_rows_.run_at(rest));
+      PLLM_ASSIGN(const ImageRun run, image_rows_->run_at(rest));
       if (run.tile->bidirectional && run.first_row > 0) return resume_image(run, tokens, logits, all_logits, done);
       if (run.tile->bidirectional && size_t(run.n) > size_t(n_batch_))
         return make_error(Status::invalid_argument, std::to_string(run.n) + " image rows that see each other need one "
@@ -124,7 +125,7 @@ Result<void> Session::run(std::span<const int32_t> tokens, float* logits, bool a
       n = run.tile->bidirectional ? size_t(run.n) : std::min(n, size_t(run.n));
       PLLM_TRY(engine_->run_on_threads(
           [&](ThreadPool& pool) -> Result<void> {
-            PLLM_ASSIGN(embd, image_rows_.embeddings(*run.tile, pool));
+            PLLM_ASSIGN(embd, image_rows_->embeddings(*run.tile, pool));
             return {};
           },
           lane_));

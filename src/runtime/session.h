@@ -31,6 +31,9 @@ struct SessionConfig {
   bool fuse = true;               // one pool job for Q/K/V and for gate/up (false: --no-fuse)
   bool profile = false;           // record per-op timings (Tracer)
   KvOptions kv;                   // KV storage type, sliding window and sinks
+  // The image rows the session can run (runtime/image_rows.h), shared with other sessions (a
+  // server's: an image encoded for one request serves the next); null: its own.
+  std::shared_ptr<ImageRows> image_rows;
 };
 
 class Session;
@@ -83,7 +86,7 @@ class Session {
                              float* logits_all = nullptr);
   // The image rows this session can run (runtime/image_rows.h): tokens < 0 in eval, generate
   // and prewarm stand for them.
-  ImageRows& image_rows() { return image_rows_; }
+  ImageRows& image_rows() { return *image_rows_; }
   float* last_logits() { return logits_.data(); }
   const float* last_logits() const { return logits_.data(); }
 
@@ -165,7 +168,7 @@ class Session {
   std::unique_ptr<Tracer> tracer_;
   std::unique_ptr<KvCache> kv_;
   std::vector<int32_t> history_;
-  ImageRows image_rows_;
+  std::shared_ptr<ImageRows> image_rows_;
   std::vector<float> logits_;  // [n_vocab]
   std::atomic<bool> cancel_{false};
   std::shared_ptr<PrefixCache> prefix_cache_;

@@ -40,14 +40,16 @@ Result<void> Session::step(std::span<SessionStep> steps) {
     } else if (!s.unbounded() && s.history_.size() + n > size_t(s.n_ctx_)) {
       st.result = make_error(Status::out_of_range, std::to_string(s.history_.size() + n) +
                                                        " tokens do not fit the context of " + std::to_string(s.n_ctx_));
-    } else if (std::any_of(st.tokens.begin(), st.tokens.end(), [](int32_t t) { return t < 0; })) {
-      // Image rows need their tile's embeddings and, for some, a step of their own.
-      st.result = make_error(Status::unsupported, "image rows run through Session::eval, not in batched steps");
     } else if (s.cancel_requested()) {
       st.result = make_error(Status::cancelled, "cancelled");
     }
     if (!st.result.ok()) continue;
     float* out = st.logits_all ? st.logits_all : st.logits ? s.logits_.data() : nullptr;
+    if (std::any_of(st.tokens.begin(), st.tokens.end(), [](int32_t t) { return t < 0; })) {
+      // Image rows take steps of their own (their tile's embeddings; gemma3's rows together).
+      st.result = s.run(st.tokens, out, st.logits_all != nullptr, {}, st.as_decode_steps);
+      continue;
+    }
     seqs.push_back(SeqStep{s.kv_.get(), st.tokens, out, st.logits_all != nullptr, &s.cancel_, st.as_decode_steps});
     index.push_back(i);
   }

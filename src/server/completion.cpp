@@ -188,7 +188,13 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
     if (!rendered.ok()) return send_error(res, {400, "invalid_request_error", "messages", "", rendered.error().message}, endpoint);
     text = std::move(*rendered);
   }
-  auto ids = chat ? encode_chat_prompt(model->tokenizer(), text) : model->tokenizer().encode(text, true, false);
+  if (!r.image_urls.empty() && !vision)
+    return send_error(res, {400, "invalid_request_error", "messages", "",
+                            "image parts need a vision encoder, and this server has none (serve --mmproj FILE)"},
+                      endpoint);
+  auto ids = !r.image_urls.empty() ? image_prompt_ids(*vision, *model, text, r.image_urls)
+             : chat               ? encode_chat_prompt(model->tokenizer(), text)
+                                  : model->tokenizer().encode(text, true, false);
   if (!ids.ok()) return send_error(res, {400, "invalid_request_error", chat ? "messages" : "prompt", "", ids.error().message}, endpoint);
   const int n_prompt = int(ids->size());
   const int room = opt.n_ctx - n_prompt;
@@ -206,6 +212,10 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
   SessionConfig scfg = opt.session;
   scfg.n_ctx = opt.n_ctx;
   scfg.n_batch = std::max(scfg.n_batch, runtime->prefill_chunk());
+  if (vision) {
+    scfg.image_rows = server_image_rows(*vision);
+    scfg.n_batch = std::max(scfg.n_batch, server_vision_tile_rows(*vision));  // a tile's rows may run together
+  }
   auto key = runtime->add_session(scfg);
   if (!key.ok()) return send_error(res, {500, "server_error", "", "", key.error().message}, endpoint);
   auto channel = std::make_shared<Channel>();

@@ -148,6 +148,10 @@ Result<std::unique_ptr<HttpServer>> HttpServer::create(ServerOptions opt) {
 Result<void> HttpServer::set_model(std::shared_ptr<const Model> model, std::shared_ptr<PrefixCache> cache,
                                    DraftSpec draft) {
   Impl& s = *impl_;
+  std::shared_ptr<ServerVision> vision;
+  if (!s.opt.mmproj.empty()) {
+    PLLM_ASSIGN(vision, load_server_vision(*model, s.opt.mmproj, s.opt.vision_int8));
+  }
   PLLM_ASSIGN(std::shared_ptr<Engine> engine, Engine::create(s.opt.threads, s.opt.backend));
   RuntimeConfig cfg;
   cfg.max_batch_rows = s.opt.parallel;
@@ -161,6 +165,7 @@ Result<void> HttpServer::set_model(std::shared_ptr<const Model> model, std::shar
   s.runtime = std::move(rt);
   s.cache = std::move(cache);
   s.draft = std::move(draft);
+  s.vision = std::move(vision);
   s.ready = true;
   return {};
 }

@@ -31,6 +31,8 @@ struct ServerOptions {
   size_t max_body_bytes = 1 << 20;
   SessionConfig session;           // KV type, activation mode (n_ctx is set from above)
   ChatTemplateMode chat_template = ChatTemplateMode::file;  // how /v1/chat/completions renders messages
+  std::string mmproj;              // vision encoder: chat requests may send images (image_url parts)
+  bool vision_int8 = false;        // its products with int8 activations
 };
 
 class HttpServer {

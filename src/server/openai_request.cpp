@@ -1,5 +1,6 @@
 #include "server/openai_request.h"
 
+#include "runtime/image_rows.h"
 #include "tokenizer/chat_messages.h"
 
 #include <cmath>
@@ -45,13 +46,15 @@ bool boolean(const json& j, const char* key) {
 
 void parse_messages(const json& j, CompletionRequest& r) {
   if (!j.contains("messages")) bad("messages", "'messages' is required");
-  auto ms = parse_chat_messages(j["messages"]);
+  ImageParts images{std::string(kImageMarker), {}};
+  auto ms = parse_chat_messages(j["messages"], &images);
   if (!ms.ok()) {  // "<field>: <why>"
     const std::string& e = ms.error().message;
     const size_t colon = e.find(": ");
     bad(colon == std::string::npos ? "messages" : e.substr(0, colon), e);
   }
   r.messages = std::move(ms).value();
+  r.image_urls = std::move(images.urls);
 }
 
 void parse_prompt(const json& j, CompletionRequest& r) {

@@ -28,6 +28,9 @@ struct CompletionRequest {
   bool chat = true;
   std::string model;                  // as sent ("" when absent)
   std::vector<ChatMessage> messages;  // chat
+  // The user turns' image parts in order (a kImageMarker in the content for each): their urls
+  // as sent (server/image_input.h decodes data: URIs and refuses the rest).
+  std::vector<std::string> image_urls;
   std::string prompt;                 // completions
   bool stream = false;
   bool include_usage = false;         // stream_options.include_usage

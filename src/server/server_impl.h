@@ -11,6 +11,7 @@
 
 #include "runtime/scheduled_runtime.h"
 #include "server/http_server.h"
+#include "server/image_input.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 
@@ -29,6 +30,7 @@ struct HttpServer::Impl {
   DraftSpec draft;  // every completion's drafter (kind none: plain decoding)
   std::shared_ptr<Engine> engine;
   std::unique_ptr<ScheduledRuntime> runtime;
+  std::shared_ptr<ServerVision> vision;  // serve --mmproj, else null
   LazyTokenVocab vocab;  // the model's, for grammars (built on the first constrained request)
   std::atomic<bool> ready{false};
   std::atomic<uint64_t> next_id{1};

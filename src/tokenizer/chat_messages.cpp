@@ -11,15 +11,30 @@ struct MessageError {
 
 [[noreturn]] void fail(std::string field, std::string why) { throw MessageError{std::move(field), std::move(why)}; }
 
-// "content": a string, or an array of {"type": "text", "text": ...} parts (concatenated).
-std::string content_text(const json& c, const std::string& where) {
+// "content": a string, or an array of {"type": "text", "text": ...} parts (concatenated) and,
+// in a user turn when the caller takes them, image parts {"type": "image_url", "image_url":
+// {"url": ...}} (or "image_url": "..."): images->marker in the text, the url in images->urls.
+std::string content_text(const json& c, const std::string& where, ImageParts* images) {
   if (c.is_string()) return c.get<std::string>();
   if (c.is_null()) return "";
-  if (!c.is_array()) fail(where, "'" + where + "' must be a string or an array of text parts");
+  if (!c.is_array()) fail(where, "'" + where + "' must be a string or an array of content parts");
   std::string out;
-  for (const json& part : c) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
-      fail(where, "only text content parts ({\"type\": \"text\", \"text\": ...}) are supported");
+  for (size_t i = 0; i < c.size(); ++i) {
+    const json& part = c[i];
+    const std::string at = where + "[" + std::to_string(i) + "]";
+    const std::string type = part.is_object() && part.contains("type") && part["type"].is_string()
+                                 ? part["type"].get<std::string>() : "";
+    if (type == "image_url") {
+      if (!images) fail(at, "image parts are not taken here (no vision encoder is loaded, or not a user turn)");
+      const json* u = part.contains("image_url") ? &part["image_url"] : nullptr;
+      if (u && u->is_object() && u->contains("url")) u = &(*u)["url"];
+      if (!u || !u->is_string()) fail(at + ".image_url", "an image part needs 'image_url': {\"url\": \"data:...\"}");
+      images->urls.push_back(u->get<std::string>());
+      out += images->marker;
+      continue;
+    }
+    if (type != "text" || !part.contains("text") || !part["text"].is_string())
+      fail(at, "content parts are {\"type\": \"text\", \"text\": ...} or {\"type\": \"image_url\", ...}");
     out += part["text"].get<std::string>();
   }
   return out;
@@ -55,7 +70,7 @@ std::vector<ToolCall> tool_calls_of(const json& calls, const std::string& where)
   return out;
 }
 
-std::vector<ChatMessage> messages_of(const json& ms) {
+std::vector<ChatMessage> messages_of(const json& ms, ImageParts* images) {
   std::vector<ChatMessage> out;
   if (!ms.is_array() || ms.empty()) fail("messages", "'messages' must be a non-empty array");
   for (size_t i = 0; i < ms.size(); ++i) {
@@ -70,7 +85,7 @@ std::vector<ChatMessage> messages_of(const json& ms) {
     ChatMessage msg{role, "", {}, {}, {}};
     const bool calls = role == "assistant" && m.contains("tool_calls") && !m["tool_calls"].is_null();
     if (!m.contains("content") && !calls) fail(where + ".content", "'" + where + ".content' is required");
-    if (m.contains("content")) msg.content = content_text(m["content"], where + ".content");
+    if (m.contains("content")) msg.content = content_text(m["content"], where + ".content", role == "user" ? images : nullptr);
     if (calls) msg.tool_calls = tool_calls_of(m["tool_calls"], where + ".tool_calls");
     if (role == "tool") {
       if (!m.contains("tool_call_id") || !m["tool_call_id"].is_string())
@@ -86,9 +101,9 @@ std::vector<ChatMessage> messages_of(const json& ms) {
 
 }  // namespace
 
-Result<std::vector<ChatMessage>> parse_chat_messages(const json& messages) {
+Result<std::vector<ChatMessage>> parse_chat_messages(const json& messages, ImageParts* images) {
   try {
-    return messages_of(messages);
+    return messages_of(messages, images);
   } catch (const MessageError& e) {
     return make_error(Status::invalid_argument, e.field + ": " + e.why);
   } catch (const json::exception& e) {

@@ -24,10 +24,6 @@
 
 namespace pllm::vision {
 
-// Where an image goes in a prompt: llama.cpp's default media marker, so prompts move between
-// the two engines unchanged.
-inline constexpr std::string_view kImageMarker = "<__media__>";
-
 struct ImagePrompt {
   std::vector<int32_t> tokens;  // image rows negative
   int n_image_rows = 0;
@@ -42,7 +38,7 @@ std::vector<int32_t> image_row_ids(const ImageU8& img, uint64_t vision_identity,
 // model's embedding width, and the family's image tokens exist in the vocabulary.
 Result<void> check_pairing(const Model& text, const VisionModel& vision);
 
-// prompt: text with one kImageMarker per image (a count that differs is an error).
+// prompt: text with one kImageMarker (runtime/image_rows.h) per image (a count that differs is an error).
 // add_special: BOS first when the tokenizer adds one (not twice when the text begins with it).
 // The tiles are registered in `rows`; their encoder runs with `opt`.
 Result<ImagePrompt> build_image_prompt(const Model& text, std::shared_ptr<const VisionModel> vision,

@@ -270,3 +270,82 @@ def test_errors_are_one_clear_line(pllm_bin, files, tmp_path, args, needle):
         argv += ["-p", "hello"]
     msg = pllm_cli.assert_clean_error(pllm_cli.run_cli(pllm_bin, argv))
     assert needle in msg, msg
+
+
+def data_uri(path: Path, mime: str = "image/png") -> str:
+    import base64
+    return f"data:{mime};base64," + base64.b64encode(path.read_bytes()).decode()
+
+
+@pytest.fixture(scope="module")
+def vision_server(pllm_bin, files):
+    from server_util import Server
+    _, f = files
+    text, mm = f["idefics3"]
+    s = Server(pllm_bin, text, "--mmproj", mm, "-t", "2", ctx=128)
+    yield s
+    s.close()
+
+
+# Long enough that the prompt passes a whole prefix-cache block (64 tokens) after the image.
+CHAT_TEXT = "what is this? describe the colours, the shapes and the light, and say what it could be"
+
+
+def chat_with_image(server, img: Path, **extra):
+    body = {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": data_uri(img)}},
+                                                      {"type": "text", "text": CHAT_TEXT}]}],
+            "max_tokens": 6, "temperature": 0, **extra}
+    return server.post("/v1/chat/completions", body)
+
+
+def test_server_answers_like_the_cli(pllm_bin, files, vision_server):
+    """An image_url part (data: URI) in a chat request: the same reply as `run --image` with the
+    marker where the part was; asked again, the prompt (image rows included) comes from the
+    prefix cache."""
+    _, f = files
+    text, mm = f["idefics3"]
+    status, data = chat_with_image(vision_server, f["img"])
+    assert status == 200, data
+    reply = json.loads(data)
+    proc = pllm_cli.check_ok(pllm_cli.run_cli(pllm_bin, [
+        "run", "-m", text, "--mmproj", mm, "--image", f["img"], "-p", f"{MARKER}{CHAT_TEXT}", "-n", "6",
+        "--temp", "0", "--json", "-t", "2"]))
+    cli = json.loads(proc.stdout)
+    assert reply["choices"][0]["message"]["content"] == cli["text"]
+    assert reply["usage"]["prompt_tokens"] == cli["prompt_tokens"]
+    status, data = chat_with_image(vision_server, f["img"])
+    again = json.loads(data)
+    assert again["choices"][0]["message"]["content"] == cli["text"]
+    assert again["usage"]["prompt_tokens_details"]["cached_tokens"] >= 64, again["usage"]
+    status, data = chat_with_image(vision_server, f["img2"])
+    assert status == 200
+    # Another image: only what comes before it can match (the template's first tokens).
+    assert json.loads(data)["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+
+
+@pytest.mark.parametrize("url,needle", [
+    ("https://example.com/cat.png", "fetches nothing"),
+    ("data:image/png;base64,@@@@", "base64"),
+    ("data:image/png,rawbytes", "base64"),
+    ("data:image/png;base64,AAAA", "image 0"),
+])
+def test_server_refuses_bad_images_with_400(vision_server, url, needle):
+    body = {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}]}],
+            "max_tokens": 2}
+    status, data = vision_server.post("/v1/chat/completions", body)
+    assert status == 400, data
+    err = json.loads(data)["error"]
+    assert needle in err["message"], err
+
+
+def test_server_without_mmproj_refuses_images(pllm_bin, files):
+    from server_util import Server
+    _, f = files
+    text, _ = f["idefics3"]
+    s = Server(pllm_bin, text, ctx=128)
+    try:
+        status, data = chat_with_image(s, f["img"])
+        assert status == 400, data
+        assert "--mmproj" in json.loads(data)["error"]["message"]
+    finally:
+        s.close()
