@@ -266,3 +266,46 @@ def test_dom_updated_at_most_once_per_animation_frame(server, driver, sleeper):
     # the check could have failed: fewer writes than SSE chunks, so in some frame several
     # chunks arrived, and a page writing per chunk would have written more than once in it
     assert len(s["writes"]) < len(pieces), f"{len(pieces)} chunks in {len(s['writes'])} frames ({frame_ms} ms): cannot tell"
+
+
+@pytest.fixture(scope="module")
+def vision_server(pllm_bin, tmp_path_factory):
+    """A server with a vision encoder: test_vision_text.py's tiny idefics3 pair."""
+    import base64  # noqa: F401  (data URIs below)
+    import tiny_models as tm
+    from server_util import Server
+    from test_vision_text import SPECS, TEXT
+    from vision_images import write_png
+    from vision_models import write_mmproj
+    d = tmp_path_factory.mktemp("webvlm")
+    text = tm.write_with_gguf_writer(tm.build_spec(TEXT["idefics3"]), d / "text.gguf")
+    mm = write_mmproj(d / "mmproj.gguf", SPECS["idefics3"])
+    s = Server(pllm_bin, text, "--mmproj", mm, "-t", "2", ctx=128)
+    s.image = write_png(d / "photo.png", 90, 60, 3, seed=21)
+    yield s
+    s.close()
+
+
+def test_attached_image_goes_as_a_data_uri_part(vision_server, driver):
+    """The Image button's file goes first in the user turn as an image_url part with the file's
+    bytes inline; the thumbnail shows in the log; the streamed reply is the plain request's."""
+    import base64
+    server = vision_server
+    open_page(driver, server)
+    fill(driver, "what is it", temperature=0, max_tokens=6)
+    picker = driver.find_element(By.ID, "image")
+    driver.execute_script("arguments[0].hidden = false;", picker)  # WebDriver types paths into visible inputs
+    picker.send_keys(str(server.image))
+    WebDriverWait(driver, 10).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#pending img"))
+    s = send_and_wait(driver)
+    after_frames(driver)
+    s = state(driver)
+    assert s["errors"] == []
+    want_url = "data:image/png;base64," + base64.b64encode(server.image.read_bytes()).decode()
+    body = s["bodies"][0]
+    assert body["messages"] == [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": want_url}},
+                                                             {"type": "text", "text": "what is it"}]}]
+    assert driver.find_elements(By.CSS_SELECTOR, "#log .user img.thumb"), "no thumbnail in the log"
+    assert not driver.find_elements(By.CSS_SELECTOR, "#pending img"), "the attachment was not cleared"
+    want = plain_request(server, body)["choices"][0]["message"]["content"]
+    assert s["reply"] == want and want
