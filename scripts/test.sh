@@ -122,7 +122,8 @@ log "ThreadSanitizer build (concurrency tests)"
 # by sessions on several threads, the app-set thermal source. The numerics cases of the same suites run in the release
 # build (under TSan they take minutes and share no threads).
 TSAN_TESTS=(test_thread_pool test_engine test_api test_prefix_cache test_thermal test_scheduler test_governor test_frame_policy
-            test_trace_log test_scheduled_runtime test_runtime_api test_server_soak test_speculative_runtime)
+            test_trace_log test_scheduled_runtime test_runtime_api test_server_soak test_speculative_runtime
+            test_image_rows)
 declare -A TSAN_FILTER=(
   [test_thread_pool]='*'
   [test_thermal]='*'
@@ -130,6 +131,7 @@ declare -A TSAN_FILTER=(
   [test_governor]='*'
   [test_frame_policy]='*'
   [test_trace_log]='*'
+  [test_image_rows]='*'
   [test_server_soak]='*'
   [test_scheduled_runtime]='RuntimeReal.DriverThreadServesOtherThreads:RuntimeReal.ControlsEndWhatTheyShould:RuntimeReal.InteractiveSubmitStopsABackgroundPromptStep:RuntimeReal.FrameCallsFromOtherThreadsWhileTheDriverSteps'
   [test_runtime_api]='RuntimeApi.ManySessionsOnTheDriverThreadAndCancel'

@@ -253,22 +253,6 @@ pllm_prefix_cache_counters PrefixCache::stats() const {
   return st;
 }
 
-namespace {
-// Calls fill(out, capacity, &n) once more with the size it asked for when the first guess was short.
-template <typename Fill>
-std::vector<pllm_token> grow_tokens(size_t guess, Fill fill) {
-  size_t n = 0;
-  std::vector<pllm_token> ids(guess);
-  pllm_status s = fill(ids.data(), ids.size(), &n);
-  if (s == PLLM_ERR_OUT_OF_RANGE) {
-    ids.resize(n);
-    s = fill(ids.data(), ids.size(), &n);
-  }
-  check(s, "tokenizing");
-  ids.resize(n);
-  return ids;
-}
-}  // namespace
 
 std::vector<pllm_token> tokenize(const Model& m, const std::string& text, bool add_special, bool parse_special) {
   return grow_tokens(text.size() + 8, [&](pllm_token* out, size_t cap, size_t* n) {

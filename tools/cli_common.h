@@ -127,6 +127,22 @@ struct PrefixCache {
 // The prefix-cache counters as (name, value) pairs, for --json output.
 std::vector<std::pair<const char*, uint64_t>> counter_fields(const pllm_prefix_cache_counters& c);
 
+// Calls fill(out, capacity, &n) once more with the size it asked for when the first guess was
+// short (the C API's capacity rules); any other failure is fatal, saying `what`.
+template <typename Fill>
+std::vector<pllm_token> grow_tokens(size_t guess, Fill fill, const char* what = "tokenizing") {
+  size_t n = 0;
+  std::vector<pllm_token> ids(guess);
+  pllm_status s = fill(ids.data(), ids.size(), &n);
+  if (s == PLLM_ERR_OUT_OF_RANGE && n > ids.size()) {
+    ids.resize(n);
+    s = fill(ids.data(), ids.size(), &n);
+  }
+  check(s, what);
+  ids.resize(n);
+  return ids;
+}
+
 std::vector<pllm_token> tokenize(const Model& m, const std::string& text, bool add_special, bool parse_special);
 // A prompt's tokens (pllm_tokenize_prompt: specials parsed, one BOS).
 std::vector<pllm_token> tokenize_prompt(const Model& m, const std::string& text);

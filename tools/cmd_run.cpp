@@ -1,4 +1,5 @@
 // `pocketllm run`: answer one prompt, streaming the reply.
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -50,8 +51,12 @@ std::function<int()> add_run(CLI::App& app) {
       fail("--system and --chat-template-kwargs need the chat template (drop --raw)");
     }
     Session session(model, so);
+    const auto t_prompt = std::chrono::steady_clock::now();
     const std::vector<pllm_token> ids =
         vision ? tokenize_with_images(*vision, session, rendered, o->images.images) : tokenize_prompt(model, rendered);
+    // Tokenizing (with images: decode, preprocess, lay out; the encoder runs in the prefill).
+    const double prompt_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_prompt).count();
     PrefixCache cache(model, o->gen.cache);
     cache.attach(session);
     const Grammar grammar(model, o->gen.grammar);
@@ -65,6 +70,7 @@ std::function<int()> add_run(CLI::App& app) {
                           {"tokens", r.tokens},
                           {"prompt_tokens", r.stats.n_prompt_tokens},
                           {"ttft_ms", r.stats.ttft_ms},
+                          {"prompt_ms", prompt_ms},
                           {"prefill_tps", r.stats.prefill_tps},
                           {"decode_tps", r.stats.decode_tps},
                           {"cached_tokens", r.stats.n_cached_tokens},

@@ -34,18 +34,13 @@ std::vector<pllm_token> tokenize_with_images(const Vision& v, Session& s, std::s
   for (const std::string& p : image_paths) bytes.push_back(read_file(p));
   std::vector<pllm_image> images;
   for (const std::string& b : bytes) images.push_back({reinterpret_cast<const uint8_t*>(b.data()), b.size()});
-  size_t n = 0;
-  std::vector<pllm_token> out(text.size() + 64);
-  pllm_status st = pllm_vision_tokenize(v.p, s.p, text.data(), text.size(), images.data(), images.size(), out.data(),
-                                        out.size(), &n);
-  if (st == PLLM_ERR_OUT_OF_RANGE && n > out.size()) {
-    out.resize(n);
-    st = pllm_vision_tokenize(v.p, s.p, text.data(), text.size(), images.data(), images.size(), out.data(), out.size(),
-                              &n);
-  }
-  check(st, "reading the images");
-  out.resize(n);
-  return out;
+  // Room for the image rows up front: a second call would preprocess the images again.
+  return grow_tokens(
+      text.size() + 64 + 4096 * images.size(),
+      [&](pllm_token* out, size_t cap, size_t* n) {
+        return pllm_vision_tokenize(v.p, s.p, text.data(), text.size(), images.data(), images.size(), out, cap, n);
+      },
+      "reading the images");
 }
 
 }  // namespace cli

@@ -22,7 +22,7 @@ Result<void> ImageRows::add(std::shared_ptr<ImageTile> tile) {
   const ImageTile* key = tile.get();
   for (size_t r = 0; r < tile->ids.size(); ++r) by_id_[tile->ids[r]] = {key, int(r)};
   lru_.push_front(key);
-  tiles_.emplace(key, Entry{std::move(tile), {}, lru_.begin()});
+  tiles_.emplace(key, Entry{std::move(tile), {}, {}, lru_.begin()});
   evict();
   return {};
 }
@@ -55,27 +55,46 @@ Result<ImageRun> ImageRows::run_at(std::span<const int32_t> ids) {
   return run;
 }
 
-Result<std::shared_ptr<const std::vector<float>>> ImageRows::embeddings(const ImageTile& tile, ThreadPool& pool) {
+ImageRows::Embeddings ImageRows::embeddings(const ImageTile& tile, ThreadPool& pool) {
   std::unique_lock<std::mutex> lock(mu_);
   auto it = tiles_.find(&tile);
   if (it == tiles_.end()) return make_error(Status::invalid_argument, "image tile forgotten: send the image again");
   if (it->second.embd) return it->second.embd;
+  if (it->second.pending.valid()) {  // another caller is encoding it
+    std::shared_future<Embeddings> wait = it->second.pending;
+    lock.unlock();
+    return wait.get();
+  }
+  std::promise<Embeddings> done;
+  it->second.pending = done.get_future().share();
   const auto encode = it->second.tile->encode;  // a copy: keeps what it captured alive
+  ++encodes_;
   lock.unlock();  // encoding takes long; lookups go on meanwhile
-  PLLM_ASSIGN(std::vector<float> v, encode(pool));
-  auto embd = std::make_shared<const std::vector<float>>(std::move(v));
+  Embeddings r = make_error(Status::internal, "");
+  auto v = encode(pool);
+  if (v.ok()) r = std::make_shared<const std::vector<float>>(std::move(*v));
+  else r = v.error();
   lock.lock();
   it = tiles_.find(&tile);
-  if (it != tiles_.end() && !it->second.embd) {
-    it->second.embd = embd;
-    it->second.tile->encode = nullptr;  // frees the preprocessed image it held
+  if (it != tiles_.end()) {
+    it->second.pending = {};
+    if (r.ok()) {
+      it->second.embd = *r;
+      it->second.tile->encode = nullptr;  // frees the preprocessed image it held
+    }
   }
-  return embd;
+  done.set_value(r);
+  return r;
 }
 
 size_t ImageRows::size() const {
   std::lock_guard<std::mutex> lock(mu_);
   return tiles_.size();
+}
+
+int64_t ImageRows::encodes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return encodes_;
 }
 
 }  // namespace pllm

@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -52,14 +53,20 @@ class ImageRows {
   Result<void> add(std::shared_ptr<ImageTile> tile);
   // The run of one tile's rows that ids (ids[0] < 0) begins with; an unknown id is an error.
   Result<ImageRun> run_at(std::span<const int32_t> ids);
-  // The tile's embeddings, encoding it on the pool the first time.
+  // The tile's embeddings, encoding it on the pool the first time (once: a caller that comes
+  // while another encodes waits for that result; a failed encode is tried again next time).
   Result<std::shared_ptr<const std::vector<float>>> embeddings(const ImageTile& tile, ThreadPool& pool);
   size_t size() const;
+  // Tiles encoded so far (a tile forgotten and given again counts again).
+  int64_t encodes() const;
 
  private:
+  using Embeddings = Result<std::shared_ptr<const std::vector<float>>>;
   struct Entry {
     std::shared_ptr<ImageTile> tile;
     std::shared_ptr<const std::vector<float>> embd;  // null until encoded
+    // While one caller encodes, the others wait for its result here (encoded once).
+    std::shared_future<Embeddings> pending;
     std::list<const ImageTile*>::iterator lru;
   };
   void touch(Entry& e);
@@ -69,6 +76,7 @@ class ImageRows {
   std::unordered_map<const ImageTile*, Entry> tiles_;
   std::unordered_map<int32_t, std::pair<const ImageTile*, int>> by_id_;  // id -> tile, row
   std::list<const ImageTile*> lru_;  // most recent first
+  int64_t encodes_ = 0;
 };
 
 }  // namespace pllm

@@ -105,6 +105,9 @@ int logits_main(int argc, char** argv) {
     if (w.bitmap == nullptr) return fail(std::string("cannot decode ") + argv[i]);
     bitmaps.push_back(w.bitmap);
   }
+  // From here to the logits: what an app waits for once the image file is read (printed as
+  // "ttft_ms", for bench/vision_ttft.py).
+  const auto t0 = std::chrono::steady_clock::now();
   mtmd_input_text text{argv[4], std::strlen(argv[4]), /*add_special=*/true, /*parse_special=*/true};
   mtmd_input_chunks* chunks = mtmd_input_chunks_init();
   if (mtmd_tokenize(mctx, chunks, &text, const_cast<const mtmd_bitmap**>(bitmaps.data()), bitmaps.size()) != 0)
@@ -141,6 +144,7 @@ int logits_main(int argc, char** argv) {
   }
   if (!given_embd.empty() && used * n_embd != given_embd.size()) return fail("--embd holds more rows than the images");
   const float* logits = llama_get_logits_ith(lctx, -1);
+  std::printf("ttft_ms %.3f\n", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
   std::ofstream f(argv[5], std::ios::binary);
   if (!f) return fail(std::string("cannot write ") + argv[5]);

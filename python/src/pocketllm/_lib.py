@@ -26,6 +26,10 @@ class ModelParams(C.Structure):
                 ("repack_weights", c_int), ("chat_template", c_int)]
 
 
+class Image(C.Structure):  # pllm_image
+    _fields_ = [("data", C.c_void_p), ("size", C.c_size_t)]
+
+
 class SessionParams(C.Structure):
     _fields_ = [(name, c_i32) for name in (
         "n_ctx", "n_threads", "int8_activations", "no_fuse", "profile", "kv_type", "kv_window",
@@ -103,6 +107,11 @@ _SIGNATURES = {
     "pllm_chat_apply_template": (c_int, [c_void_p, P(ChatMessage), c_size, c_int, P(c_void_p)]),
     "pllm_chat_apply_template_vars": (c_int, [c_void_p, P(ChatMessage), c_size, c_int, c_char_p, P(c_void_p)]),
     "pllm_string_free": (None, [c_void_p]),
+    "pllm_vision_load": (c_int, [c_void_p, c_char_p, c_int, P(c_void_p)]),
+    "pllm_vision_free": (None, [c_void_p]),
+    "pllm_vision_tokens_per_tile": (c_i32, [c_void_p]),
+    "pllm_vision_tokenize": (c_int, [c_void_p, c_void_p, c_char_p, c_size, P(Image), c_size, P(c_i32), c_size,
+                                     P(c_size)]),
     "pllm_activations_parse": (c_int, [c_char_p, P(c_i32)]),
     "pllm_activations_name": (c_char_p, [c_i32]),
     "pllm_activations_repack": (c_i32, [c_i32]),

@@ -31,12 +31,18 @@ class Model:
 
     ``chat``/``complete``/``cancel``/``reset``/``prefix_cache`` act on the model's default
     session; ``session()`` makes more. Close it with ``close()`` or a ``with`` block.
+
+    ``mmproj``: a vision encoder (llama.cpp's mmproj GGUF for this model: SmolVLM's idefics3 or
+    Gemma 3's projector); chat messages may then hold images as content parts (``image_url``
+    with a data: URI, or ``{"type": "image", "image": path or bytes}``). ``image_int8``: the
+    encoder's products with int8 activations.
     """
 
     def __init__(self, path: Union[str, os.PathLike], *, n_ctx: int = 0, threads: int = 0, kv_type: str = "f16",
                  kv_window: int = 0, kv_sinks: int = 4, batch: int = 0, activations: str = "int16",
                  backend: str = "cpu", repack: Optional[bool] = None, vocab_only: bool = False,
-                 progress: Optional[Callable[[float], Optional[bool]]] = None):
+                 progress: Optional[Callable[[float], Optional[bool]]] = None,
+                 mmproj: Union[str, os.PathLike, None] = None, image_int8: bool = False):
         self.path = os.fspath(path)
         self._settings: dict[str, Any] = dict(n_ctx=n_ctx, threads=threads, kv_type=kv_type, kv_window=kv_window,
                               kv_sinks=kv_sinks, batch=batch, activations=activations, backend=backend)
@@ -63,6 +69,13 @@ class Model:
         check(status)
         self._m: Optional[Owned] = Owned(out.value, lib.pllm_model_free)
         self.vocab_only = vocab_only
+        self._vision: Optional[Owned] = None
+        if mmproj is not None:  # before the sessions: their batch must hold an image tile
+            v = C.c_void_p()
+            check(lib.pllm_vision_load(self._m.ptr, os.fsencode(mmproj), int(image_int8), C.byref(v)))
+            self._vision = Owned(v.value, lib.pllm_vision_free)
+            tile = lib.pllm_vision_tokens_per_tile(v.value)
+            self._settings["batch"] = max(self._settings["batch"] or 64, tile)
         # Made now so that a setting the engine refuses (or too little memory) shows here.
         self._session: Optional[Session] = None if vocab_only else Session(self)
 
@@ -174,6 +187,7 @@ class Model:
             self._session.close()
             self._session = None
         self._m = None
+        self._vision = None
 
     def __enter__(self) -> "Model":
         return self

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, Optional, Union, overload
 
-from . import _text
+from . import _text, _vision
 from ._cache import PrefixCache
 from ._errors import InvalidArgument, check
 from ._generate import Completion, ToolCallStream, parse_tool_reply, run, sampling, tools_of
@@ -76,6 +76,7 @@ class Session:
         settings = {**model._settings, **{k: v for k, v in overrides.items() if v is not None}}
         p = session_params(**settings)
         self._model = model._owned()  # the tokenizer and template come from the model
+        self._vision = model._vision  # images in chat messages (None: the model has no mmproj)
         out = C.c_void_p()
         check(lib.pllm_session_create(self._model.ptr, C.byref(p), C.byref(out)))
         self._h = Owned(out.value, lib.pllm_session_free)
@@ -121,6 +122,9 @@ class Session:
         Model with the same vocabulary, {"skip_layers": [...]} or {"skip_file": path} (see
         calibrate_draft); ``draft_max`` caps the guesses per verify pass."""
         model = self._model_ptr()
+        messages, images = _vision.split_images(messages)
+        if images and self._vision is None:
+            raise InvalidArgument("image parts need a model loaded with mmproj= (its vision encoder)")
         th = None if tools is None else tools_of(model, tools, tool_choice, parallel_tool_calls)
         if th is None and tool_choice is not None:
             raise InvalidArgument("tool_choice needs tools")
@@ -129,7 +133,7 @@ class Session:
         else:
             text = _text.apply_template_json(model, messages, None if th is None else th.ptr, True,
                                              chat_template_kwargs)
-        ids = _text.prompt_ids(model, text)
+        ids = _vision.prompt_ids(self._vision.ptr, self._ptr(), text, images) if images else _text.prompt_ids(model, text)
         if th is None:
             return self._generate(ids, stream, **sampling_args)
         if stream:

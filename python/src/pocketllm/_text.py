@@ -12,11 +12,12 @@ from ._lib import ChatMessage, lib, take_string
 Message = Mapping[str, str]
 
 
-def _grow_tokens(text: str, call) -> list[int]:
+def grow_tokens(text: str, call, extra: int = 8) -> list[int]:
+    """call(data, out, cap, n): a pllm_* call writing token ids with the capacity rules."""
     data = text.encode("utf-8")
-    # A token covers at least one byte, plus a few specials: one call nearly always suffices;
-    # when not, the first one reports the size needed.
-    cap = len(data) + 8
+    # A token covers at least one byte, plus a few specials (and `extra`, e.g. image rows): one
+    # call nearly always suffices; when not, the first one reports the size needed.
+    cap = len(data) + extra
     for _ in range(2):
         out = (C.c_int32 * cap)()
         n = C.c_size_t()
@@ -30,7 +31,7 @@ def _grow_tokens(text: str, call) -> list[int]:
 
 
 def tokenize(model: int, text: str, add_special: bool, parse_special: bool) -> list[int]:
-    return _grow_tokens(text, lambda data, out, cap, n: lib.pllm_tokenize(
+    return grow_tokens(text, lambda data, out, cap, n: lib.pllm_tokenize(
         model, data, len(data), int(add_special), int(parse_special), out, cap, n))
 
 
@@ -81,7 +82,7 @@ def apply_template(model: int, messages: Sequence[Message], add_generation_promp
 def prompt_ids(model: int, text: str) -> list[int]:
     """A prompt's tokens the way the CLI makes them (pllm_tokenize_prompt): specials parsed
     (the template writes them as text), one BOS."""
-    return _grow_tokens(text, lambda data, out, cap, n: lib.pllm_tokenize_prompt(model, data, len(data), out, cap, n))
+    return grow_tokens(text, lambda data, out, cap, n: lib.pllm_tokenize_prompt(model, data, len(data), out, cap, n))
 
 
 def uses_tool_turns(messages: Sequence[Message]) -> bool:
