@@ -58,7 +58,7 @@ def main() -> None:
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--layers", type=int, default=0, help="encoder depth (0: the real one)")
-    ap.add_argument("--wtype", default="f16", choices=["f32", "f16", "q8_0"])
+    ap.add_argument("--wtype", default="f16", choices=["f32", "f16", "q8_0", "q4_0"])
     ap.add_argument("--shapes", default="vittiny,smolvlm,gemma3")
     ap.add_argument("--act", default="exact", choices=["exact", "int8"],
                     help="our activations (llama.cpp's Q8_0 products round them to int8: int8 is its like)")

@@ -67,7 +67,7 @@ ASAN_TESTS=(test_gguf test_gguf_writer test_tokenizer test_chat_template test_ji
             test_matvec_rows test_gemm test_attention_kv test_quant test_thermal_sysfs test_trace_log
             test_scheduled_runtime test_runtime_api test_server_soak test_prune_compensate test_frame_policy
             test_scheduler_interactive test_stop_matcher test_chat_prompt test_grammar test_json_schema
-            test_sampler_grammar test_tool_calls test_speculative test_vision)
+            test_sampler_grammar test_tool_calls test_speculative test_vision test_image_rows)
 ASAN_NUMERICS='EngineReal.BatchedEqualsSolo*:EngineReal.CancelMidStep*:PrefixCacheTest.SameGreedyOutput*'
 ASAN_NUMERICS+=':PrefixCacheTest.Prewarm*:PrefixCacheTest.SharedBySessions*:PrefixCacheTest.WindowedSessions*'
 ASAN_NUMERICS+=':PrefixCacheTest.BudgetsEvict*:PrefixCacheTest.ActivationModes*:KvSnapshot.RoundTrip*'
@@ -104,7 +104,8 @@ PARSING_SUITES=(test_malformed_gguf.py test_cli_errors.py test_tokenize.py test_
                 "test_speculative_cli.py::test_bad_draft_flags_are_one_error"
                 "test_speculative_cli.py::test_server_bad_speculative_field_is_400"
                 "test_vision.py::test_malformed_mmproj_is_one_clear_error"
-                "test_vision.py::test_hostile_images_are_one_clear_error")
+                "test_vision.py::test_hostile_images_are_one_clear_error"
+                test_vision_text.py)
 if [ "$LONG" = 1 ]; then
   PY_ASAN=("$ROOT/tests/py")
 else

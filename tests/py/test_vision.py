@@ -33,6 +33,7 @@ NMSE_MAX = 1e-5
 # (30 * 6e-8)^2 ~ 3e-12; 1e-9 leaves room for longer sums yet catches any real difference
 # (a wrong rounding of the input or an f16 step anywhere shows as 1e-7 or more).
 REF_NMSE_MAX = 1e-9
+QUANTIZED = ("q8_0", "q4_0")  # block types: llama.cpp is run on their weights decoded to F32
 
 
 def probe_path() -> Path:
@@ -111,7 +112,7 @@ def files(tmp_path_factory, probe):
     d = tmp_path_factory.mktemp("vision")
     models = {}
     for proj, kw in SPECS.items():
-        for wt in ("f32", "f16", "q8_0"):
+        for wt in ("f32", "f16", "q8_0", "q4_0"):
             models[proj, wt] = write_mmproj(d / f"{proj}-{wt}.gguf", VisionSpec(projector=proj, wtype=wt, **kw))
     images = {
         "rgb-77x45": write_png(d / "rgb.png", 77, 45, 3, seed=1),
@@ -141,18 +142,18 @@ def test_preprocessing_bit_identical(files, probe, oracle, proj):
             assert bad.size == 0, f"{name} image {i}: {len(bad)} floats differ, first at {bad[0].tolist()}"
 
 
-@pytest.mark.parametrize("wt", ["f32", "f16", "q8_0"])
+@pytest.mark.parametrize("wt", ["f32", "f16", "q8_0", "q4_0"])
 @pytest.mark.parametrize("proj", list(SPECS))
 def test_embeddings_match_llamacpp(files, probe, oracle, proj, wt):
-    """F32 / F16: llama.cpp on the same file. Q8_0: llama.cpp on the same weights decoded to F32
-    (the file written again with dequantized=True). llama.cpp's own Q8_0 run quantises every
-    activation to 8 bits, noise of order 1e-4 NMSE that no other implementation reproduces
+    """F32 / F16: llama.cpp on the same file. Q8_0 / Q4_0: llama.cpp on the same weights decoded
+    to F32 (the file written again with dequantized=True). llama.cpp's own quantised run rounds
+    every activation to 8 bits, noise of order 1e-4 NMSE that no other implementation reproduces
     without its exact rounding history; that figure is printed for the record, not asserted."""
     d, models, images = files
     ref_model = models[proj, wt]
-    if wt == "q8_0":
-        ref_model = write_mmproj(d / f"{proj}-q8_0-as-f32.gguf",
-                                 VisionSpec(projector=proj, wtype="q8_0", dequantized=True, **SPECS[proj]))
+    if wt in QUANTIZED:
+        ref_model = write_mmproj(d / f"{proj}-{wt}-as-f32.gguf",
+                                 VisionSpec(projector=proj, wtype=wt, dequantized=True, **SPECS[proj]))
     for name in ("rgb-77x45", "jpeg-61x39"):
         ours, ref = d / f"e-{proj}-{wt}-{name}.ours", d / f"e-{proj}-{wt}-{name}.ref"
         run([probe, "encode", models[proj, wt], images[name], ours, 2, "exact"])
@@ -164,13 +165,13 @@ def test_embeddings_match_llamacpp(files, probe, oracle, proj, wt):
             e = nmse(ea, eb)
             print(f"{proj} {wt} {name} image {i}: NMSE {e:.3e}")
             assert e <= NMSE_MAX, f"{proj} {wt} {name} image {i}: NMSE {e:.3e} > {NMSE_MAX}"
-        if wt == "q8_0":
-            q8, ours8 = d / f"e-{proj}-q8-{name}.llama", d / f"e-{proj}-q8-{name}.int8"
+        if wt in QUANTIZED:
+            q8, ours8 = d / f"e-{proj}-{wt}-{name}.llama", d / f"e-{proj}-{wt}-{name}.int8"
             run_oracle(oracle, models[proj, wt], images[name], q8)
             run([probe, "encode", models[proj, wt], images[name], ours8, 2, "int8"])
             for i, ((_, ea), (_, eb), (_, et)) in enumerate(zip(read_result(ours8), read_result(q8), b)):
-                print(f"{proj} q8_0 {name} image {i}: llama.cpp Q8_0 vs F32 NMSE {nmse(eb, et):.3e}, "
-                      f"ours int8 vs F32 {nmse(ea, et):.3e}, ours int8 vs llama.cpp Q8_0 {nmse(ea, eb):.3e}")
+                print(f"{proj} {wt} {name} image {i}: llama.cpp {wt} vs F32 NMSE {nmse(eb, et):.3e}, "
+                      f"ours int8 vs F32 {nmse(ea, et):.3e}, ours int8 vs llama.cpp {wt} {nmse(ea, eb):.3e}")
 
 
 @pytest.mark.parametrize("isa", [i for i in pllm_cli.available_isas() if i != "default"])
@@ -179,11 +180,11 @@ def test_every_isa_matches_llamacpp(files, probe, oracle, isa):
     included: an F16 file against llama.cpp on it, a Q8_0 file against llama.cpp on its weights
     decoded to F32 (as test_embeddings_match_llamacpp)."""
     d, models, images = files
-    for proj, wt in (("idefics3", "f16"), ("gemma3", "q8_0")):
+    for proj, wt in (("idefics3", "f16"), ("gemma3", "q8_0"), ("idefics3", "q4_0")):
         ref_model = models[proj, wt]
-        if wt == "q8_0":
-            ref_model = write_mmproj(d / f"isa-{proj}-q8_0-as-f32.gguf",
-                                     VisionSpec(projector=proj, wtype="q8_0", dequantized=True, **SPECS[proj]))
+        if wt in QUANTIZED:
+            ref_model = write_mmproj(d / f"isa-{proj}-{wt}-as-f32.gguf",
+                                     VisionSpec(projector=proj, wtype=wt, dequantized=True, **SPECS[proj]))
         ours, ref = d / f"isa-{isa}-{proj}.ours", d / f"isa-{proj}-{wt}.ref"
         run([probe, "encode", models[proj, wt], images["rgb-77x45"], ours, 2, "exact"], env=pllm_cli.isa_env(isa))
         if not ref.exists():
@@ -193,7 +194,7 @@ def test_every_isa_matches_llamacpp(files, probe, oracle, isa):
             assert e <= NMSE_MAX, f"{isa} {proj} {wt} image {i}: NMSE {e:.3e} > {NMSE_MAX}"
 
 
-@pytest.mark.parametrize("wt", ["f32", "f16", "q8_0"])
+@pytest.mark.parametrize("wt", ["f32", "f16", "q8_0", "q4_0"])
 @pytest.mark.parametrize("proj", list(SPECS))
 def test_embeddings_match_numpy_reference(files, probe, proj, wt):
     """No llama.cpp needed: our embeddings (exact mode) against vision_reference.py, float64 on

@@ -20,13 +20,13 @@ import numpy as np
 import gguf
 from gguf import GGMLQuantizationType as QT
 
-WEIGHT_TYPES = {"f32": QT.F32, "f16": QT.F16, "q8_0": QT.Q8_0}
+WEIGHT_TYPES = {"f32": QT.F32, "f16": QT.F16, "q8_0": QT.Q8_0, "q4_0": QT.Q4_0}
 
 
 @dataclass
 class VisionSpec:
     projector: str               # "idefics3" or "gemma3"
-    wtype: str = "f16"           # matmul weights: f32, f16, q8_0
+    wtype: str = "f16"           # matmul weights: f32, f16, q8_0, q4_0
     image_size: int = 64
     patch_size: int = 16
     n_embd: int = 64
