@@ -92,6 +92,7 @@ int prompt_with_images(const LogitsOptions& o) {
     const size_t n = std::min(step, ids.size() - i);
     check(pllm_session_eval(session.p, ids.data() + i, n, logits.data() + i * n_vocab), "evaluating");
   }
+  session.report_backend(so);
   write_floats(o.out, logits);
   std::printf("%s\n", nlohmann::json{{"tokens", ids}}.dump().c_str());
   return 0;

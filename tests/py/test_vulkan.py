@@ -391,3 +391,34 @@ def test_constrained_reply_on_device(pllm_bin, vk, smollm2_path, tmp_path):
         "-p", "Describe a person as JSON.", "-n", "60", "--temp", "1", "--seed", "3"], env=_device_env(None)))
     _assert_on_device(_report(proc.stderr), "constrained SmolLM2")
     jsonschema.validate(json.loads(proc.stdout.decode()), schema)
+
+
+def test_image_rows_on_the_device(pllm_bin, vk, tmp_path):
+    """Image rows (vision: embeddings instead of a lookup) go up with the step: the idefics3 pair's
+    prompt runs wholly on the device, within the exact bound of the CPU's logits; gemma3's image
+    rows, which see each other both ways, run on the CPU (the shaders' mask is causal) with the
+    same result."""
+    from test_vision_text import PROMPTS, SPECS, TEXT
+    from vision_images import write_png
+    from vision_models import write_mmproj
+    img = write_png(tmp_path / "a.png", 150, 97, 3, seed=11)
+    for proj in TEXT:
+        text = tm.write_with_gguf_writer(tm.build_spec(TEXT[proj]), tmp_path / f"{proj}.gguf")
+        mm = write_mmproj(tmp_path / f"{proj}-mmproj.gguf", SPECS[proj])
+        got = {}
+        for backend in ("cpu", "vulkan"):
+            out = tmp_path / f"{proj}-{backend}.f32"
+            proc = pllm_cli.check_ok(pllm_cli.run_cli(pllm_bin, [
+                "logits", "-m", text, "--mmproj", mm, "--image", img, "-p", PROMPTS[proj], "--out", out, "--exact",
+                "-t", "2", "--backend", backend], env=_device_env(None)))
+            n = len(json.loads(proc.stdout)["tokens"])
+            got[backend] = np.fromfile(out, dtype=np.float32).reshape(n, -1).astype(np.float64)
+            if backend == "vulkan":
+                rep = _report(proc.stderr)
+                if proj == "idefics3":
+                    assert rep["cpu_steps"] == 0 and rep["device_steps"] > 0, rep
+                else:
+                    assert rep["cpu_steps"] > 0, rep
+        max_rel, rms_rel = tol.tol_for("F32", tol.EXACT, False)
+        tol.assert_logits_close(got["vulkan"], got["cpu"], max_rel, rms_rel, tol.argmax_min_fraction("F32", tol.EXACT),
+                                what=f"{proj} image prompt: device vs CPU")

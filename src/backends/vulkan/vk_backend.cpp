@@ -44,7 +44,8 @@ class VulkanBackendImpl final : public VulkanBackend {
       // The device's attention and products sum in their own order: a verify pass's rows
       // would not be the CPU's (or the device's) one-row steps bit for bit.
       if (q.as_decode_steps && q.tokens.size() > 1) return "speculative verify passes run on the CPU";
-      if (q.embeddings || q.bidirectional) return "image rows (embeddings in, bidirectional attention) run on the CPU";
+      // Image rows' embeddings go up like looked-up rows; the shaders' mask is causal.
+      if (q.bidirectional) return "image rows that see each other both ways (gemma3) run on the CPU";
       if (!q.kv) continue;
       KvFormat f;
       if (!kv_format_of(q.kv->type(), &f)) return "q4 KV caches are not mirrored on the device";
@@ -83,7 +84,8 @@ class VulkanBackendImpl final : public VulkanBackend {
       seq_row0_.push_back(int(rows_.size()));
       for (int64_t t = 0; t < n; ++t) {
         if (q.logits && (q.all_logits || t == n - 1)) out_rows_.push_back(int(rows_.size()));
-        rows_.push_back({int(i), int(pos0 + t), q.tokens[size_t(t)]});
+        rows_.push_back({int(i), int(pos0 + t), q.tokens[size_t(t)],
+                         q.embeddings ? q.embeddings + size_t(t) * size_t(c.n_embd) : nullptr});
       }
     }
     const int n_vocab = int(m.weights().output.rows);

@@ -85,11 +85,15 @@ Result<void> VulkanLayers::embed(const Matrix& table, float scale) {
   const int E = c_.n_embd;
   float* x = static_cast<float*>(b_.bufs.x_in.mapped());
   for (size_t r = 0; r < rows_.size(); ++r) {
+    float* xr = x + r * size_t(E);
+    if (rows_[r].embd) {  // an image row: as it is (no scale)
+      std::memcpy(xr, rows_[r].embd, size_t(E) * sizeof(float));
+      continue;
+    }
     const int32_t id = rows_[r].token;
     if (id < 0 || id >= table.rows)
       return make_error(Status::invalid_argument, "token id " + std::to_string(id) + " is out of range");
     alignas(64) uint8_t row[kMaxPanelRowBytes];
-    float* xr = x + r * size_t(E);
     kt.for_type(table.type).dequantize_row(file_row(table, id, row), xr, E);
     if (scale != 1.0f)
       for (int j = 0; j < E; ++j) xr[j] *= scale;

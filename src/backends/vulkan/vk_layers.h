@@ -16,6 +16,7 @@ struct StepRow {
   int seq;
   int pos;
   int32_t token;
+  const float* embd = nullptr;  // an image row's embedding (SeqStep::embeddings), else null
 };
 
 class VulkanLayers final : public LayerOps {
