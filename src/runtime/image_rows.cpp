@@ -92,6 +92,11 @@ size_t ImageRows::size() const {
   return tiles_.size();
 }
 
+bool ImageRows::contains(int32_t id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return by_id_.count(id) > 0;
+}
+
 int64_t ImageRows::encodes() const {
   std::lock_guard<std::mutex> lock(mu_);
   return encodes_;

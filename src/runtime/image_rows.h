@@ -57,6 +57,8 @@ class ImageRows {
   // while another encodes waits for that result; a failed encode is tried again next time).
   Result<std::shared_ptr<const std::vector<float>>> embeddings(const ImageTile& tile, ThreadPool& pool);
   size_t size() const;
+  // Whether id is a row of a known tile.
+  bool contains(int32_t id) const;
   // Tiles encoded so far (a tile forgotten and given again counts again).
   int64_t encodes() const;
 

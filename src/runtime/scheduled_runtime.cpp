@@ -101,12 +101,16 @@ Result<uint64_t> ScheduledRuntime::submit(int64_t session, RuntimeRequest req) {
     return make_error(Status::invalid_argument, "runtime: a request needs a prompt or max_tokens > 0");
   if (req.max_tokens < 0) return make_error(Status::invalid_argument, "runtime: max_tokens must be >= 0");
   const int32_t n_vocab = model_->config().n_vocab;
-  for (int32_t t : req.prompt)  // tokens, or image rows (runtime/image_rows.h: known to the session when run)
+  for (int32_t t : req.prompt)  // tokens, or image rows (runtime/image_rows.h)
     if (t < kMinImageRowId || t >= n_vocab)
       return make_error(Status::invalid_argument, "runtime: prompt token " + std::to_string(t) + " is out of range");
   std::lock_guard lk(mu_);
   auto it = slots_.find(session);
   if (it == slots_.end()) return make_error(Status::invalid_argument, "runtime: no session " + std::to_string(session));
+  for (int32_t t : req.prompt)
+    if (t < 0 && !it->second->session->image_rows().contains(t))
+      return make_error(Status::invalid_argument, "runtime: prompt token " + std::to_string(t) +
+                                                      " is not an image row the session knows (send the image again)");
   const uint64_t id = next_id_++;
   const double now = clock_();
   auto live = std::make_unique<Live>();

@@ -55,6 +55,8 @@ TEST(ImageRows, RunsFollowTheTilesRows) {
   // Rows out of order: the run stops at the first row that is not the next one.
   const std::vector<int32_t> skip = {-10, -12};
   EXPECT_EQ(rows.run_at(skip)->n, 1);
+  EXPECT_TRUE(rows.contains(-21));
+  EXPECT_FALSE(rows.contains(-22));
   const std::vector<int32_t> unknown = {-99};
   auto u = rows.run_at(unknown);
   ASSERT_FALSE(u.ok());
