@@ -64,7 +64,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         img = write_png(d / "img.png", 640, 480, 3)
-        print("| pair | weights | image rows | ours ms (prepare + TTFT) | llama.cpp ms | ours / llama.cpp |")
+        print("| pair | weights | prompt rows | ours ms (prepare + TTFT) | llama.cpp ms | ours / llama.cpp |")
         print("|---|---|---|---|---|---|")
         for name in a.pairs.split(","):
             shape, dims = PAIRS[name]
@@ -89,7 +89,7 @@ def main() -> None:
                     else:
                         ref.append(next(float(l.split()[1]) for l in out.splitlines() if l.startswith("ttft_ms ")))
             mo, mr = statistics.median(ours), statistics.median(ref)
-            print(f"| {name} ({kw['n_layer']} encoder layers) | {a.wtype} | {rows} prompt rows | {mo:.0f} | {mr:.0f} "
+            print(f"| {name} ({kw['n_layer']} encoder layers) | {a.wtype} | {rows} | {mo:.0f} | {mr:.0f} "
                   f"| {mo / mr:.2f} |")
 
 
