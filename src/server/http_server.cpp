@@ -74,6 +74,7 @@ void HttpServer::Impl::routes() {
       g.cache_hits = st.ram_hits + st.disk_hits;
       g.cache_misses = st.ram_misses - std::min(st.ram_misses, st.disk_hits);
     }
+    if (ready && vision) g.image_tiles_encoded = server_image_rows(*vision)->encodes();
     res.set_content(metrics.render(g), "text/plain; version=0.0.4");
   });
   http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { completion(req, res, true); });

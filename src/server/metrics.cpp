@@ -94,6 +94,9 @@ std::string Metrics::render(const Gauges& g) const {
   line(out, "pocketllm_prefix_cache_misses_total %llu\n", (unsigned long long)g.cache_misses);
   header(out, "pocketllm_prefix_cache_restored_tokens_total", "counter", "prompt tokens restored instead of computed");
   line(out, "pocketllm_prefix_cache_restored_tokens_total %llu\n", (unsigned long long)cached_tokens_);
+  header(out, "pocketllm_image_tiles_encoded_total", "counter",
+         "image tiles the vision encoder ran (an image sent again is not encoded again)");
+  line(out, "pocketllm_image_tiles_encoded_total %lld\n", (long long)g.image_tiles_encoded);
   return out;
 }
 

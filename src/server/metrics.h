@@ -27,6 +27,7 @@ struct Gauges {  // read when /metrics is scraped
   int thermal_level = 0;
   int ttft_over_bound = 0;  // requests with no token within their class's first-token bound
   uint64_t cache_hits = 0, cache_misses = 0;
+  int64_t image_tiles_encoded = 0;  // serve --mmproj: tiles the vision encoder ran (shared image rows)
 };
 
 class Metrics {

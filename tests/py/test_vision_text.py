@@ -291,6 +291,12 @@ def vision_server(pllm_bin, files):
 CHAT_TEXT = "what is this? describe the colours, the shapes and the light, and say what it could be"
 
 
+def metric(server, name: str) -> float:
+    status, data = server.get("/metrics")
+    assert status == 200
+    return next(float(l.split()[1]) for l in data.decode().splitlines() if l.startswith(name + " "))
+
+
 def chat_with_image(server, img: Path, **extra):
     body = {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": data_uri(img)}},
                                                       {"type": "text", "text": CHAT_TEXT}]}],
@@ -317,10 +323,13 @@ def test_server_answers_like_the_cli(pllm_bin, files, vision_server):
     again = json.loads(data)
     assert again["choices"][0]["message"]["content"] == cli["text"]
     assert again["usage"]["prompt_tokens_details"]["cached_tokens"] >= 64, again["usage"]
+    # 5 tiles (2 x 2 + overview), encoded once for both requests with this image.
+    assert metric(vision_server, "pocketllm_image_tiles_encoded_total") == 5
     status, data = chat_with_image(vision_server, f["img2"])
     assert status == 200
     # Another image: only what comes before it can match (the template's first tokens).
     assert json.loads(data)["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+    assert metric(vision_server, "pocketllm_image_tiles_encoded_total") == 10
 
 
 @pytest.mark.parametrize("url,needle", [
