@@ -117,6 +117,8 @@ class VulkanBackendImpl final : public VulkanBackend {
     if (c.rope_attn_factor != 1.0f || !m.weights().rope_inv_freq_long.empty()) return "LongRoPE is not on the device";
     if (c.attn_softcap > 0.0f || c.final_softcap > 0.0f) return c.arch + "'s soft-capping is not on the device";
     if (c.conv_taps > 0) return c.arch + "'s convolution layers are not on the device";
+    if (!c.head_dim_layer.empty() || !c.kv_source.empty() || c.n_embd_per_layer > 0)
+      return c.arch + "'s per-layer head sizes, shared KV layers and per-layer inputs are not on the device";
     return "";
   }
 
