@@ -89,7 +89,7 @@ KvCache::KvCache(const ModelConfig& c, const KvOptions& o, int n_ctx, int n_batc
   regions_.reserve(size_t(c.n_layer) * 5);
   for (int l = 0; l < c.n_layer; ++l) {
     Layer& L = layers_[size_t(l)];
-    if (c.shares_kv(l)) {  // the source comes first (read_config checks): copy its entry below
+    if (c.shares_kv(l)) {  // no arrays: its source layer's entry is copied in once all are placed
       L.shared = true;
       continue;
     }

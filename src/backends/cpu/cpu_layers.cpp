@@ -299,8 +299,8 @@ Result<void> CpuLayers::per_layer_inputs(const PerLayerInputSpec& sp, Act ple_ac
   }
   for_rows([&](int64_t r) {
     float* p = ple + size_t(r) * W;
-    // The table row is read from the file where it lies (a row of a panel matrix would be
-    // unpacked; the loader keeps this table out of the panels, so it is a pointer).
+    // The table row is read where it lies in the mapped file: repacking never visits this
+    // table (model/repack.cpp: token_embd, output and the layers' matrices), so it has no panels.
     alignas(64) float tok[kMaxPanelRowBytes / 2];
     const uint8_t* row = table.row(s_.row_token[size_t(r)]);
     for (int l = 0; l < c_.n_layer; ++l) {
