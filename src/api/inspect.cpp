@@ -51,7 +51,7 @@ Result<std::string> inspect_file_json(const std::string& path) {
                       {"rope_order", c->rope_order == RopeOrder::neox ? "neox" : "normal"}};
       if (c->sliding_window > 0) {
         j["hparams"]["sliding_window"] = c->sliding_window;
-        j["hparams"]["sliding_window_pattern"] = c->swa_pattern;
+        if (c->swa_pattern > 0) j["hparams"]["sliding_window_pattern"] = c->swa_pattern;  // else local_layers
         j["hparams"]["rope_freq_base_local"] = c->rope_base_local;
       }
       if (c->attn_scale > 0.0f) j["hparams"]["attn_scale"] = c->attn_scale;

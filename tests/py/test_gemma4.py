@@ -204,7 +204,7 @@ def test_info_names_what_the_arch_adds(pllm_bin, paths):
     cfg = CONFIGS["gemma4-F32"]
     want = {"n_layer": cfg.n_layer, "head_dim": cfg.head_full, "head_dim_local": cfg.head_swa,
             "sliding_window": cfg.window, "local_layers": [l for l in range(cfg.n_layer) if cfg.pattern[l]],
-            "kv_shared_layers": {"5": 3, "6": 4}, "n_embd_per_layer": cfg.n_pl,
+            "kv_shared_layers": {"5": 3, "6": 4}, "n_embd_per_layer": cfg.n_pl, "sliding_window_pattern": None,
             "final_logit_softcapping": cfg.softcap, "n_rot_local": cfg.head_swa}
     for k, v in want.items():
         assert hp.get(k) == v, f"info: {k} = {hp.get(k)!r}, expected {v!r}"
