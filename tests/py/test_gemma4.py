@@ -174,7 +174,8 @@ def test_engine_and_reference_match_llama_cpp(pllm_bin, paths, refs, work_dir, n
 
 TOKENIZER_TEXTS = ["hello world", "  two  spaces and a trailing one ", "line one\nline two\n\n\nthree",
                    "héllo wörld, ünïcode → bytes", "<|turn>user\nhi there<turn|>\n<|turn>model\n",
-                   "\n\n", "tabs\tand\r\nreturns", "the other model's user", "a <|channel>thought<channel|> b"]
+                   "\n\n", "tabs\tand\r\nreturns", "the other model's user", "a <|channel>thought<channel|> b",
+                   " leading", "x\n\n\n\ny", "a\n \n b", "\u2581 literal", "日本語 emoji 😀!", "<bos>hi"]
 
 
 @pytest.mark.skipif(not LLAMA_DEBUG.is_file(), reason="llama.cpp's llama-debug not built (bench/setup_llamacpp.sh)")
