@@ -82,6 +82,13 @@ def gguf_seeds() -> None:
     }
     for arch, kw in variants.items():
         write(t, f"{arch}_q4_0.gguf", model_seed(tm.ModelConfig(name=f"seed-{arch}", arch=arch, wtype="Q4_0", **kw)))
+    # gemma4: per-layer head sizes (32 sliding, 64 full), per-layer inputs, two KV-sharing layers,
+    # the gemma4 tokenizer.
+    import tiny_gemma4 as tg4
+    g4 = tg4.build_spec(tg4.Gemma4Config("seed-gemma4", wtype="Q8_0", n_embd=32, n_ff=64, n_head=2, n_head_kv=1,
+                                         head_swa=32, head_full=64, rot_full=16, pattern=(1, 0, 1, 0), n_shared=2,
+                                         window=8, n_pl=32, n_ctx=32))
+    write(t, "gemma4_q8_0.gguf", gb.build_gguf(g4.kvs, g4.tensors).data)
     write(t, "spm_vocab.gguf", gb.build_gguf(spm_vocab_kvs(), []).data)
     # The tests' byte-level BPE vocabulary alone (a vocab-only load): mutations reach the
     # tokenizer's set-up without the weight bytes in the way.

@@ -51,7 +51,7 @@ Result<std::string> inspect_file_json(const std::string& path) {
                       {"rope_order", c->rope_order == RopeOrder::neox ? "neox" : "normal"}};
       if (c->sliding_window > 0) {
         j["hparams"]["sliding_window"] = c->sliding_window;
-        j["hparams"]["sliding_window_pattern"] = c->swa_pattern;
+        if (c->swa_pattern > 0) j["hparams"]["sliding_window_pattern"] = c->swa_pattern;  // else local_layers
         j["hparams"]["rope_freq_base_local"] = c->rope_base_local;
       }
       if (c->attn_scale > 0.0f) j["hparams"]["attn_scale"] = c->attn_scale;
@@ -85,6 +85,24 @@ Result<std::string> inspect_file_json(const std::string& path) {
         j["hparams"]["delta_net_v_heads"] = c->dn_v_heads;
       }
       if (c->attn_out_gate) j["hparams"]["attn_output_gate"] = true;
+      if (!c->local_layer.empty()) {  // gemma4: the sliding-window layers listed
+        std::vector<int> local;
+        for (int l = 0; l < c->n_layer; ++l)
+          if (c->is_local_layer(l)) local.push_back(l);
+        j["hparams"]["local_layers"] = local;
+      }
+      if (!c->head_dim_layer.empty()) {  // gemma4: head_dim is the full layers', the local ones' apart
+        for (int l = 0; l < c->n_layer; ++l)
+          if (c->is_local_layer(l)) j["hparams"]["head_dim_local"] = c->head_dim_at(l);
+        j["hparams"]["n_rot_local"] = c->n_rot_local;
+      }
+      if (!c->kv_source.empty()) {  // layer -> the layer whose keys and values it reads
+        nlohmann::json shared = nlohmann::json::object();
+        for (int l = 0; l < c->n_layer; ++l)
+          if (c->shares_kv(l)) shared[std::to_string(l)] = c->kv_layer(l);
+        j["hparams"]["kv_shared_layers"] = shared;
+      }
+      if (c->n_embd_per_layer > 0) j["hparams"]["n_embd_per_layer"] = c->n_embd_per_layer;
       if (c->rope_sections[0] + c->rope_sections[1] + c->rope_sections[2] + c->rope_sections[3] > 0)
         j["hparams"]["rope_sections"] = std::vector<int>(c->rope_sections, c->rope_sections + 4);
     }

@@ -167,7 +167,7 @@ struct KernelTable {
   // --- KV-cache attention by segments (generic/attention_kv_scalar.cpp, x86/attention_kv_*.cpp,
   // arm/attention_kv_neon.cpp). Each call folds n tokens of one kv head into the online-softmax
   // states of the n_q query heads that share it (grouped-query attention; 1 <= n_q <= 16):
-  // query j is q + j * hd (contiguous), its state a[j]. Head dim hd <= 256, multiple of 16
+  // query j is q + j * hd (contiguous), its state a[j]. Head dim hd <= kMaxHeadDim (512), multiple of 16
   // (multiple of 64 for q8/q4). Per head, independently of the others:
   //   s_t = scale * q.k_t (then soft-capped: AttnScore);  m' = max(m, s_t...);  l, acc rescaled by exp(m - m') and
   //   l += exp(s_t - m'), acc += exp(s_t - m') * v_t,

@@ -46,12 +46,15 @@ struct AttnScore {
   AttnScore(float s, float cap = 0.0f) : scale(s), softcap(cap) {}  // NOLINT(google-explicit-constructor)
 };
 
+// The widest attention head the kernels take (Gemma 4's full-attention layers: 512).
+inline constexpr int kMaxHeadDim = 512;
+
 // Online-softmax state of ONE query head, carried across the segments of the cache
 // a query attends to (sinks, then the window, which may wrap around its ring).
 struct AttnAccum {
   float m;                     // running maximum of the scaled scores (-inf: nothing seen)
   float l;                     // running sum of exp(score - m)
-  alignas(64) float acc[256];  // running sum of exp(score - m) * v, [head_dim]
+  alignas(64) float acc[kMaxHeadDim];  // running sum of exp(score - m) * v, [head_dim]
 };
 
 // ---- store side (generic/kv_quant.cpp; scalar, runs once per token or per group) ----

@@ -45,6 +45,8 @@ extern const ArchDescriptor kArchQwen2;
 Result<void> gemma_family_forward(const Model& m, LayerOps& ops);
 extern const ArchDescriptor kArchGemma3;
 extern const ArchDescriptor kArchGemma2;
+// arch_gemma4.cpp: Gemma 4 dense (per-layer inputs, KV sharing, per-layer head sizes).
+extern const ArchDescriptor kArchGemma4;
 // Over llama_family_forward, one file each: what their config and weights add.
 extern const ArchDescriptor kArchQwen3;    // arch_qwen3.cpp
 extern const ArchDescriptor kArchSmolLM3;  // arch_smollm3.cpp

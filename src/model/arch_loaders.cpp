@@ -36,9 +36,11 @@ Result<void> load_attention(const GgufFile& f, const ModelConfig& c, int layer, 
                             const AttnTensors& t) {
   const std::string p = layer_prefix(layer);
   const int E = c.n_embd;
-  const int QD = c.q_dim(), KD = c.kv_dim();
+  const int QD = c.q_dim_at(layer), KD = c.kv_dim_at(layer), HD = c.head_dim_at(layer);
   PLLM_ASSIGN(L.attn_norm, get_vector(f, p + "attn_norm.weight", E));
-  if (f.tensor(p + "attn_qkv.weight")) {
+  if (c.shares_kv(layer)) {
+    PLLM_ASSIGN(L.wq, get_matrix(f, p + "attn_q.weight", QD, E));
+  } else if (f.tensor(p + "attn_qkv.weight")) {
     // One fused [q_dim + 2 kv_dim] tensor (phi3; any file llama.cpp's create_tensor_qkv reads):
     // its three row ranges are the three products, and a fused bias splits the same way.
     PLLM_ASSIGN(Matrix qkv, get_matrix(f, p + "attn_qkv.weight", QD + 2 * int64_t(KD), E));
@@ -54,9 +56,13 @@ Result<void> load_attention(const GgufFile& f, const ModelConfig& c, int layer, 
   } else {
     PLLM_ASSIGN(L.wq, get_matrix(f, p + "attn_q.weight", QD, E));
     PLLM_ASSIGN(L.wk, get_matrix(f, p + "attn_k.weight", KD, E));
-    PLLM_ASSIGN(L.wv, get_matrix(f, p + "attn_v.weight", KD, E));
+    if (t.v == Presence::optional && !f.tensor(p + "attn_v.weight")) {
+      L.wv = L.wk;
+    } else {
+      PLLM_ASSIGN(L.wv, get_matrix(f, p + "attn_v.weight", KD, E));
+    }
   }
-  if (!L.bq) {
+  if (!L.bq && !c.shares_kv(layer)) {
     PLLM_ASSIGN(L.bq, get_vector_as(f, t.qkv_bias, p + "attn_q.bias", QD));
     PLLM_ASSIGN(L.bk, get_vector_as(f, t.qkv_bias, p + "attn_k.bias", KD));
     PLLM_ASSIGN(L.bv, get_vector_as(f, t.qkv_bias, p + "attn_v.bias", KD));
@@ -64,9 +70,11 @@ Result<void> load_attention(const GgufFile& f, const ModelConfig& c, int layer, 
       return make_error(Status::bad_format, f.path() + ": layer " + std::to_string(layer) +
                                                 " has some of the attn_q/k/v biases but not all three");
   }
-  PLLM_ASSIGN(L.attn_q_norm, get_vector_as(f, t.q_k_norm, p + "attn_q_norm.weight", c.head_dim));
-  PLLM_ASSIGN(L.attn_k_norm, get_vector_as(f, t.q_k_norm, p + "attn_k_norm.weight", c.head_dim));
-  PLLM_ASSIGN(L.wo, get_matrix(f, p + "attn_output.weight", E, c.q_dim()));
+  PLLM_ASSIGN(L.attn_q_norm, get_vector_as(f, t.q_k_norm, p + "attn_q_norm.weight", HD));
+  if (!c.shares_kv(layer)) {
+    PLLM_ASSIGN(L.attn_k_norm, get_vector_as(f, t.q_k_norm, p + "attn_k_norm.weight", HD));
+  }
+  PLLM_ASSIGN(L.wo, get_matrix(f, p + "attn_output.weight", E, QD));
   PLLM_ASSIGN(L.bo, get_vector_as(f, t.out_bias, p + "attn_output.bias", E));
   PLLM_ASSIGN(L.post_attn_norm, get_vector_as(f, t.post_norm, p + "post_attention_norm.weight", E));
   return {};

@@ -26,6 +26,9 @@ struct AttnTensors {
   Presence q_k_norm = Presence::absent;   // attn_q_norm, attn_k_norm [head_dim]: per-head RMSNorm before RoPE
   Presence out_bias = Presence::absent;   // attn_output.bias [n_embd]
   Presence post_norm = Presence::absent;  // post_attention_norm [n_embd]: RMSNorm of the output
+  // attn_v: optional in gemma4 (without it the values are the keys' projection before the k
+  // norm, llama.cpp's use_alternative_attention: wv is then attn_k).
+  Presence v = Presence::required;
 };
 
 // What a layer's gated feed-forward has besides ffn_norm, ffn_gate, ffn_up and ffn_down.
@@ -43,7 +46,9 @@ Result<void> load_embeddings(const GgufFile& f, const ModelConfig& c, ModelWeigh
 
 // Layer `layer`'s attn_norm [n_embd], attn_q [q_dim x n_embd], attn_k, attn_v [kv_dim x n_embd]
 // (or one fused attn_qkv [q_dim + 2 kv_dim x n_embd], read as the three), attn_output
-// [n_embd x q_dim] and the tensors of `t`, into L.
+// [n_embd x q_dim] and the tensors of `t`, into L; the layer's own sizes (ModelConfig::q_dim_at,
+// kv_dim_at, head_dim_at). A layer that shares another's keys and values (ModelConfig::shares_kv)
+// loads no attn_k / attn_v / attn_k_norm: it never computes keys or values.
 Result<void> load_attention(const GgufFile& f, const ModelConfig& c, int layer, LayerWeights& L,
                             const AttnTensors& t);
 

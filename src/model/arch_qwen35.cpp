@@ -33,16 +33,8 @@ Result<uint64_t> get_in(const GgufFile& f, const std::string& key, uint64_t lo, 
 Result<void> read_recurrent_layers(const GgufFile& f, ModelConfig& c) {
   const std::string key = "qwen35.attention.recurrent_layers";
   c.recurrent_layer.assign(size_t(c.n_layer), 0);
-  if (const GgufValue* v = f.find(key)) {
-    if (v->type != GgufType::array || v->items.size() < size_t(c.n_layer))
-      return make_error(Status::bad_format, f.path() + ": " + key + " must be an array of one value per layer");
-    for (int l = 0; l < c.n_layer; ++l) {
-      const auto& s = v->items[size_t(l)].scalar;
-      if (const bool* b = std::get_if<bool>(&s)) c.recurrent_layer[size_t(l)] = *b;
-      else if (const uint64_t* u = std::get_if<uint64_t>(&s)) c.recurrent_layer[size_t(l)] = *u != 0;
-      else if (const int64_t* i = std::get_if<int64_t>(&s)) c.recurrent_layer[size_t(l)] = *i != 0;
-      else return make_error(Status::bad_format, f.path() + ": " + key + " must hold booleans or integers");
-    }
+  if (f.find(key)) {
+    PLLM_ASSIGN(c.recurrent_layer, read_layer_flags(f, key, c.n_layer));
   } else {
     PLLM_ASSIGN(uint64_t every, f.get_u64_or("qwen35.full_attention_interval", 4));
     if (every == 0 || every > 1024)

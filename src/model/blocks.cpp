@@ -4,8 +4,15 @@ namespace pllm {
 
 void attention_block(LayerOps& ops, int l, const LayerWeights& L, const AttnBlockSpec& s) {
   ops.norm("attn_norm", l, Act::x, L.attn_norm, Act::h);
-  ops.project("qkv", l, {{&L.wq, Act::q}, {&L.wk, Act::k}, {&L.wv, Act::v}}, Act::h);
-  ops.qkv_to_cache(l, QkvSpec{L.bq, L.bk, L.bv, L.attn_q_norm, L.attn_k_norm, s.rope});
+  QkvSpec qkv{L.bq, L.bk, L.bv, L.attn_q_norm, L.attn_k_norm, s.rope};
+  qkv.v_norm = s.v_norm;
+  qkv.store_kv = s.own_kv;
+  if (s.own_kv) {
+    ops.project("qkv", l, {{&L.wq, Act::q}, {&L.wk, Act::k}, {&L.wv, Act::v}}, Act::h);
+  } else {
+    ops.project("q", l, {{&L.wq, Act::q}}, Act::h);
+  }
+  ops.qkv_to_cache(l, qkv);
   ops.attend(l, s.score, s.rope);
   ops.project("attn_out", l, {{&L.wo, Act::proj}}, Act::att);
   ops.residual(l, Act::proj, L.bo, L.post_attn_norm, s.residual_scale);

@@ -11,6 +11,9 @@ struct AttnBlockSpec {
   AttnScore score;  // q·k times its scale (then soft-capped: gemma2) before the softmax
   RopeSpec rope;    // the layer's RoPE (frequencies differ on gemma3's local layers; n_rot 0: none)
   float residual_scale = 1.0f;  // multiplies the block's output (granite)
+  bool v_norm = false;   // RMSNorm of every value head, no weight (gemma4)
+  bool own_kv = true;    // false: the layer reads another layer's keys and values (gemma4's KV
+                         // sharing): only its queries are projected, nothing is stored
 };
 
 // x += Wo · attention(rope(Wq·h), rope(Wk·h), Wv·h) with h = rmsnorm(x) * attn_norm; biases,

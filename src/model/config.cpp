@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kernels/kv_format.h"
+
 namespace pllm {
 namespace {
 
@@ -67,6 +69,29 @@ Result<void> read_kv_heads_per_layer(const GgufFile& f, const std::string& key, 
 
 }  // namespace
 
+Result<std::vector<uint8_t>> read_layer_flags(const GgufFile& f, const std::string& key, int n_layer) {
+  const GgufValue* v = f.find(key);
+  if (!v || v->type != GgufType::array || v->items.size() < size_t(n_layer))
+    return make_error(Status::bad_format, f.path() + ": " + key + " must be an array of one value per layer");
+  std::vector<uint8_t> out(size_t(n_layer), 0);
+  for (int l = 0; l < n_layer; ++l) {
+    const auto& s = v->items[size_t(l)].scalar;
+    if (const bool* b = std::get_if<bool>(&s)) out[size_t(l)] = *b;
+    else if (const uint64_t* u = std::get_if<uint64_t>(&s)) out[size_t(l)] = *u != 0;
+    else if (const int64_t* i = std::get_if<int64_t>(&s)) out[size_t(l)] = *i != 0;
+    else return make_error(Status::bad_format, f.path() + ": " + key + " must hold booleans or integers");
+  }
+  return out;
+}
+
+Result<void> check_head_dim(const GgufFile& f, int head_dim) {
+  if (head_dim % 16 != 0 || head_dim > kMaxHeadDim)
+    return make_error(Status::unsupported, f.path() + ": head size " + std::to_string(head_dim) +
+                                               " is not supported (a multiple of 16, at most " +
+                                               std::to_string(kMaxHeadDim) + ")");
+  return {};
+}
+
 bool ModelConfig::n_ff_uniform() const {
   return std::all_of(n_ff_layer.begin(), n_ff_layer.end(), [&](int v) { return v == n_ff_layer.front(); });
 }
@@ -102,10 +127,7 @@ Result<ModelConfig> read_transformer_config(const GgufFile& f, const std::string
   if (vl != c.head_dim)
     return make_error(Status::unsupported, f.path() + ": value_length " + std::to_string(vl) + " != key_length " +
                                                std::to_string(c.head_dim) + " is not supported");
-  // The attention kernels take head sizes that are multiples of 16, up to 256.
-  if (c.head_dim % 16 != 0 || c.head_dim > 256)
-    return make_error(Status::unsupported, f.path() + ": head size " + std::to_string(c.head_dim) +
-                                               " is not supported (a multiple of 16, at most 256)");
+  PLLM_TRY(check_head_dim(f, c.head_dim));
   c.n_rot = c.head_dim;
   if (f.find(p + "rope.dimension_count")) {
     PLLM_ASSIGN(c.n_rot, get_dim(f, p + "rope.dimension_count", 4096));
@@ -146,7 +168,7 @@ Result<float> read_positive_or(const GgufFile& f, const ModelConfig& c, const st
 }
 
 Result<void> read_sliding_window(const GgufFile& f, ModelConfig& c, int default_pattern, int default_window,
-                                 double default_local_base) {
+                                 double default_local_base, bool per_layer_pattern) {
   const std::string p = c.arch + ".";
   uint64_t window = uint64_t(default_window);
   if (default_window == 0 || f.find(p + "attention.sliding_window")) {
@@ -157,8 +179,14 @@ Result<void> read_sliding_window(const GgufFile& f, ModelConfig& c, int default_
   c.sliding_window = static_cast<int>(window);
   c.swa_pattern = default_pattern;
   if (const GgufValue* v = f.find(p + "attention.sliding_window_pattern")) {
-    if (v->type == GgufType::array)
-      return make_error(Status::unsupported, f.path() + ": a per-layer sliding_window_pattern is not supported");
+    if (v->type == GgufType::array) {
+      if (!per_layer_pattern)
+        return make_error(Status::unsupported, f.path() + ": a per-layer sliding_window_pattern is not supported");
+      PLLM_ASSIGN(c.local_layer, read_layer_flags(f, p + "attention.sliding_window_pattern", c.n_layer));
+      c.swa_pattern = 0;
+      PLLM_ASSIGN(c.rope_base_local, read_positive_or(f, c, "rope.freq_base_swa", default_local_base));
+      return {};
+    }
     PLLM_ASSIGN(uint64_t pat, f.get_u64(p + "attention.sliding_window_pattern"));
     if (pat == 0 || pat > 1024)
       return make_error(Status::bad_format, f.path() + ": attention.sliding_window_pattern out of range");

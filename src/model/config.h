@@ -37,7 +37,13 @@ struct ModelConfig {
   int sliding_window = 0;          // {arch}.attention.sliding_window
   int swa_pattern = 0;             // {arch}.attention.sliding_window_pattern (gemma3: 6)
   float rope_base_local = 10000.0f;  // {arch}.rope.freq_base_swa (gemma3: 10000)
-  bool is_local_layer(int l) const { return sliding_window > 0 && swa_pattern > 0 && (l + 1) % swa_pattern != 0; }
+  // Gemma 4 lists the pattern per layer ({arch}.attention.sliding_window_pattern as an array of
+  // bools, 1 = sliding): then local_layer [n_layer] says, not swa_pattern.
+  std::vector<uint8_t> local_layer;
+  bool is_local_layer(int l) const {
+    if (!local_layer.empty()) return sliding_window > 0 && local_layer[size_t(l)] != 0;
+    return sliding_window > 0 && swa_pattern > 0 && (l + 1) % swa_pattern != 0;
+  }
 
   // Scales of the granite / minicpm graph (1: none): the embedding is multiplied by
   // embed_scale, every block's output by residual_scale before it joins the residual stream,
@@ -87,6 +93,23 @@ struct ModelConfig {
   // whose section is the fourth does not rotate (model/arch_qwen35.cpp); all zeros: plain RoPE.
   int rope_sections[4] = {0, 0, 0, 0};
 
+  // Gemma 4: the sliding-window layers have their own head size ({arch}.attention.key_length_swa)
+  // and RoPE width (rope.dimension_count_swa); head_dim is then the widest (it sizes the scratch
+  // and the attention kernels' bound) and head_dim_layer [n_layer] each layer's (empty: head_dim
+  // everywhere). The activations of layer l are q_dim_at(l) / kv_dim_at(l) wide.
+  std::vector<int> head_dim_layer;
+  int n_rot_local = 0;  // RoPE width of the sliding-window layers (gemma4), 0: n_rot
+  int head_dim_at(int l) const { return head_dim_layer.empty() ? head_dim : head_dim_layer[size_t(l)]; }
+  int q_dim_at(int l) const { return n_head * head_dim_at(l); }
+  int kv_dim_at(int l) const { return n_head_kv * head_dim_at(l); }
+  // KV sharing (gemma4's attention.shared_kv_layers): layer l attends over the keys and values
+  // of layer kv_source[l] and writes none of its own (kv_source[l] == l: its own). Empty: none.
+  std::vector<int> kv_source;
+  int kv_layer(int l) const { return kv_source.empty() ? l : kv_source[size_t(l)]; }
+  bool shares_kv(int l) const { return kv_layer(l) != l; }
+  // Gemma 4's per-layer embeddings: n_embd_per_layer values per layer and token (0: none).
+  int n_embd_per_layer = 0;
+
   int n_ff_at(int l) const { return n_ff_layer[size_t(l)]; }
   bool n_ff_uniform() const;  // every layer has the same feed-forward size
   int q_dim() const { return n_head * head_dim; }
@@ -104,9 +127,17 @@ Result<ModelConfig> read_transformer_config(const GgufFile& f, const std::string
 
 // Sliding-window attention ("{arch}.attention.sliding_window", required unless default_window
 // > 0; the pattern and the local RoPE base "{arch}.rope.freq_base_swa" when present, else
-// default_pattern and default_local_base). A per-layer pattern (an array) is not supported.
+// default_pattern and default_local_base). A per-layer pattern (an array of bools, gemma4:
+// ModelConfig::local_layer) only where per_layer_pattern says the arch writes one.
 Result<void> read_sliding_window(const GgufFile& f, ModelConfig& c, int default_pattern, int default_window = 0,
-                                 double default_local_base = 10000.0);
+                                 double default_local_base = 10000.0, bool per_layer_pattern = false);
+
+// "key" as an array of at least n_layer bools (or integers), the first n_layer as 0 / 1 (qwen35's
+// recurrent_layers, which also lists its MTP blocks; gemma4's sliding_window_pattern).
+Result<std::vector<uint8_t>> read_layer_flags(const GgufFile& f, const std::string& key, int n_layer);
+
+// A head size the attention kernels take: a multiple of 16, at most kMaxHeadDim (512).
+Result<void> check_head_dim(const GgufFile& f, int head_dim);
 
 // "{c.arch}.<key>" as a float > 0, or dflt when absent; an error naming the key otherwise.
 Result<float> read_positive_or(const GgufFile& f, const ModelConfig& c, const std::string& key, double dflt);

@@ -53,10 +53,11 @@ Result<void> KvCache::validate(const ModelConfig& c, const KvOptions& o) {
                                                     std::to_string(o.sinks) + ")");
   if (c.n_head_kv <= 0 || c.n_head / c.n_head_kv > kMaxGroup)
     return make_error(Status::unsupported, "more than " + std::to_string(kMaxGroup) + " query heads per KV head");
-  if ((o.type == KvType::q8 || o.type == KvType::q4) && c.head_dim % kKvQ8Group != 0)
-    return make_error(Status::unsupported, std::string("KV type ") + kv_type_name(o.type) +
-                                               " needs a head size that is a multiple of 64 (this model has " +
-                                               std::to_string(c.head_dim) + ")");
+  for (int l = 0; l < c.n_layer; ++l)
+    if ((o.type == KvType::q8 || o.type == KvType::q4) && c.head_dim_at(l) % kKvQ8Group != 0)
+      return make_error(Status::unsupported, std::string("KV type ") + kv_type_name(o.type) +
+                                                 " needs a head size that is a multiple of 64 (this model has " +
+                                                 std::to_string(c.head_dim_at(l)) + ")");
   return {};
 }
 
@@ -88,6 +89,12 @@ KvCache::KvCache(const ModelConfig& c, const KvOptions& o, int n_ctx, int n_batc
   regions_.reserve(size_t(c.n_layer) * 5);
   for (int l = 0; l < c.n_layer; ++l) {
     Layer& L = layers_[size_t(l)];
+    if (c.shares_kv(l)) {  // no arrays: its source layer's entry is copied in once all are placed
+      L.shared = true;
+      continue;
+    }
+    L.D = c.kv_dim_at(l);
+    L.hd = c.head_dim_at(l);
     if (c.is_recurrent(l)) {
       L.conv = true;
       L.k = place(size_t(conv_dim_) * 4, conv_hist_, 0, 1);
@@ -122,7 +129,7 @@ KvCache::KvCache(const ModelConfig& c, const KvOptions& o, int n_ctx, int n_batc
     // finds its own incomplete group there after the whole batch was stored.
     if (type_ == KvType::q4) L.recent = round_up(G + n_batch, G);
     const int slots = L.sinks + L.ring;
-    const size_t D = size_t(kv_dim_);
+    const size_t D = size_t(L.D);
     switch (type_) {
       case KvType::f32:
       case KvType::f16: {
@@ -142,10 +149,12 @@ KvCache::KvCache(const ModelConfig& c, const KvOptions& o, int n_ctx, int n_batc
         L.v = place(D * 2, L.sinks, 0, 1);
         L.tail_k = place(D * 2, L.recent, L.sinks, 1);
         L.tail_v = place(D * 2, L.recent, L.sinks, 1);
-        L.groups = place(group_bytes(), L.ring / G, L.sinks, G);
+        L.groups = place(group_bytes(D), L.ring / G, L.sinks, G);
         break;
     }
   }
+  for (int l = 0; l < c.n_layer; ++l)
+    if (c.shares_kv(l)) layers_[size_t(l)] = layers_[size_t(c.kv_layer(l))], layers_[size_t(l)].shared = true;
   if (delta_floats_ > 0) layer_ckpt_.assign(layers_.size(), -1);
   memory_ = ReservedMemory(off);
   for (Layer& L : layers_) L.base = memory_.data();
@@ -206,8 +215,7 @@ size_t KvCache::committed_bytes() const {
 
 // q4 group block: k_scale[D] k_min[D] (f16) | k_codes[G][D/2] | v_scale[G][D/32] v_min[G][D/32] (f16) |
 // v_codes[G][D/2], each part 128-byte aligned.
-size_t KvCache::group_bytes() const {
-  const size_t D = size_t(kv_dim_);
+size_t KvCache::group_bytes(size_t D) const {
   return align_up(D * 4) + align_up(G * D / 2) + align_up(G * (D / kKvQ4ValueBlock) * 4) + align_up(G * D / 2);
 }
 
@@ -274,7 +282,7 @@ void to_f16(const float* x, uint16_t* y, size_t n) { kernels().f32_to_f16_row(x,
 
 void KvCache::store(int l, int pos, const float* k, const float* v) {
   const Layer& L = layers_[size_t(l)];
-  const size_t D = size_t(kv_dim_);
+  const size_t D = size_t(L.D);
   uint8_t* base = L.base;
   if (type_ == KvType::q4) {
     uint16_t* kd;
@@ -293,7 +301,7 @@ void KvCache::store(int l, int pos, const float* k, const float* v) {
     to_f16(v, vd, D);
     if (t == G - 1) {  // the group is complete: quantise it into its ring slot
       const int g = ((pos - L.sinks) % L.ring) / G;
-      uint8_t* gb = base + L.groups + size_t(g) * group_bytes();
+      uint8_t* gb = base + L.groups + size_t(g) * group_bytes(D);
       uint16_t* ks = reinterpret_cast<uint16_t*>(gb);
       uint8_t* kc = gb + align_up(D * 4);
       uint16_t* vsc = reinterpret_cast<uint16_t*>(kc + align_up(G * D / 2));
@@ -345,8 +353,8 @@ void KvCache::attend_range(const Layer& L, int pos, int lo, int hi, int kv_head,
                            AttnScore scale, AttnAccum* a) const {
   if (hi <= lo) return;
   const KernelTable& kt = kernels();
-  const int hd = head_dim_;
-  const int64_t D = kv_dim_;
+  const int hd = L.hd;
+  const int64_t D = L.D;
   const uint8_t* base = L.base;
   const size_t hoff = size_t(kv_head) * size_t(hd);
   // f16 rows: q4 sinks and tail.
@@ -362,7 +370,7 @@ void KvCache::attend_range(const Layer& L, int pos, int lo, int hi, int kv_head,
       const int r = (p - L.sinks) % L.ring;
       const int g = r / G, t0 = r % G;
       const int t1 = std::min(G, t0 + (std::min(hi, tail) - p));
-      const uint8_t* gb = base + L.groups + size_t(g) * group_bytes();
+      const uint8_t* gb = base + L.groups + size_t(g) * group_bytes(size_t(D));
       const uint16_t* ks = reinterpret_cast<const uint16_t*>(gb);
       const uint8_t* kc = gb + align_up(size_t(D) * 4);
       const uint16_t* vsc = reinterpret_cast<const uint16_t*>(kc + align_up(size_t(G) * D / 2));
@@ -441,7 +449,7 @@ int KvCache::n_visible(int l, int pos, int last) const {
 void KvCache::attend_rows(int l, int pos0, int n_rows, int kv_head, int n_q, const float* q, AttnScore scale,
                           const RopeSpec& rope, AttnAccum* a) const {
   const Layer& L = layers_[size_t(l)];
-  const size_t hq = size_t(n_q) * size_t(head_dim_);
+  const size_t hq = size_t(n_q) * size_t(L.hd);
   if (L.window != 0 || (type_ != KvType::f16 && type_ != KvType::f32) || pos0 + 1 < L.sinks ||
       n_rows * n_q > kMaxGroup) {
     for (int r = 0; r < n_rows; ++r) attend_part(l, pos0 + r, kv_head, n_q, q + size_t(r) * hq, scale, rope, 0, 1, a + r * n_q);
@@ -471,10 +479,10 @@ void KvCache::attend_part(int l, int pos, int kv_head, int n_q, const float* q, 
     const int hi = std::min(e, n_sink);
     if (lo > L.sinks) {
       // Tokens were evicted: score the sinks as if they sat right before the window.
-      alignas(64) float qr[kMaxGroup * 256];
-      std::memcpy(qr, q, size_t(n_q) * size_t(head_dim_) * sizeof(float));
+      alignas(64) float qr[kMaxGroup * kMaxHeadDim];
+      std::memcpy(qr, q, size_t(n_q) * size_t(L.hd) * sizeof(float));
       for (int j = 0; j < n_q; ++j)
-        rope_f32(qr + size_t(j) * size_t(head_dim_), rope.n_rot, rope.table(n_ctx_), -double(lo - L.sinks), rope.neox);
+        rope_f32(qr + size_t(j) * size_t(L.hd), rope.n_rot, rope.table(n_ctx_), -double(lo - L.sinks), rope.neox);
       attend_range(L, pos, b, hi, kv_head, n_q, qr, scale, a);
     } else {
       attend_range(L, pos, b, hi, kv_head, n_q, q, scale, a);

@@ -30,6 +30,10 @@
 // differently) and still resume exactly; further back the only exact point is 0, where the
 // state is zeros. DeltaNet layers also keep a state that cannot be rewound (delta_state below).
 //
+// Layers may differ in width (Gemma 4: ModelConfig::kv_dim_at, head_dim_at), and a layer that
+// shares another's keys and values (ModelConfig::kv_layer; Gemma 4's last layers) has no
+// arrays of its own: it reads its source layer's (it is never stored to), so it costs no memory.
+//
 // Each layer's arrays start on their own page and a decode step reads each once, front to
 // back. Stores are single-threaded (the forward pass writes a batch's keys and values before
 // its attention); attend_part() is const and runs on many threads at once.
@@ -171,8 +175,12 @@ class KvCache {
   // grow on demand (ReservedMemory::grows_on_demand()).
   size_t committed_bytes() const;
   int n_layer() const { return int(layers_.size()); }
+  // The widest layer's (ModelConfig::kv_dim, head_dim); layer l's own: layer_kv_dim(l).
   int kv_dim() const { return kv_dim_; }
   int head_dim() const { return head_dim_; }
+  int layer_kv_dim(int l) const { return layers_[size_t(l)].D; }
+  // Layer l reads another layer's keys and values (KV sharing) and stores none.
+  bool layer_shared(int l) const { return layers_[size_t(l)].shared; }
   int n_ctx() const { return n_ctx_; }
   // Layer l's window (0: none) and sinks, for backends that mirror the cache.
   int layer_window(int l) const { return layers_[size_t(l)].window; }
@@ -183,9 +191,11 @@ class KvCache {
   uint64_t stamp() const { return stamp_; }
 
   // Snapshots of positions [0, n) in this cache's own storage format (model/kv_snapshot.cpp),
-  // per layer: f32/f16 K rows then V rows; q8 K, V codes then K, V scales; q4 the n / 32
-  // complete group blocks then the f16 K, V rows of the incomplete tail. Only without a
-  // window (a ring has already overwritten or will reuse the slots a prefix needs), and only
+  // per layer (a KV-sharing layer has no part): f32/f16 K rows then V rows; q8 K, V codes then
+  // K, V scales; q4 the n / 32 complete group blocks then the f16 K, V rows of the incomplete
+  // tail. Only without a session-wide window, and with per-layer windows (Gemma's local layers)
+  // only while their rings have not wrapped (a ring has then overwritten the slots a prefix
+  // needs; until then the layout is a window-less layer's), and only
   // at an n the cache can resume from exactly: n <= end() and, for q4, a group boundary or
   // inside the newest group (an older group is already quantised; its tail rows are gone).
   // Bytes of the snapshot of [0, n), or why it cannot be taken.
@@ -204,6 +214,8 @@ class KvCache {
     int recent = 0;  // q4: f16 rows of the newest positions (a multiple of the group, >= group + batch)
     bool conv = false;  // a convolution layer: k is its ring of conv_hist_ f32 rows [conv_dim_]
     bool delta = false;  // a DeltaNet layer too: ds its state, dc the checkpoint ([delta_floats_] f32 each)
+    bool shared = false;  // a copy of its source layer's entry (KV sharing): no arrays, no snapshot part
+    int D = 0, hd = 0;    // kv_dim and head_dim of the layer
     size_t ds = 0, dc = 0;
     uint8_t* base = nullptr;  // start of memory_ (the offsets below are from it)
     // Offsets in bytes from base; which are used depends on the type.
@@ -235,14 +247,16 @@ class KvCache {
   static int window_lo(const Layer& L, int pos);
   // The oldest window position still stored when end() == end (what truncate may rely on).
   int oldest_kept(const Layer& L) const;
-  size_t group_bytes() const;
+  size_t group_bytes(size_t D) const;
   // Snapshot bytes of positions [0, n) of one layer (no window), of every layer.
   size_t layer_prefix_bytes(const Layer& L, int n) const;
   size_t payload_bytes(int n) const;
+  // Whether every windowed layer holds positions [0, e) in slots [0, e) (no sinks, no wrap).
+  bool windows_in_place(int e) const;
   // q4: the f16 rows every attention layer keeps of the newest positions.
   int q4_recent() const {
     for (const Layer& L : layers_)
-      if (!L.conv) return L.recent;
+      if (!L.conv && !L.shared) return L.recent;
     return 0;
   }
   // Whether the convolution layers can resume at n (rows [n - taps + 1, n) still held).

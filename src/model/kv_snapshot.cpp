@@ -46,14 +46,15 @@ Error bad(const std::string& what) { return make_error(Status::bad_format, "KV s
 // The cache's slots.
 
 size_t KvCache::layer_prefix_bytes(const Layer& L, int n) const {
-  const size_t D = size_t(kv_dim_), N = size_t(n);
+  const size_t D = size_t(L.D), N = size_t(n);
+  if (L.shared) return 0;  // its source layer's part holds it
   if (L.conv)  // the conv rows before n, then (DeltaNet) the state after n - 1
     return size_t(std::min(n, conv_taps_ - 1)) * size_t(conv_dim_) * 4 + (L.delta && n > 0 ? delta_floats_ * 4 : 0);
   switch (type_) {
     case KvType::f32: return 2 * N * D * 4;
     case KvType::f16: return 2 * N * D * 2;
     case KvType::q8: return 2 * N * D + 2 * N * (D / kKvQ8Group) * 4;
-    case KvType::q4: return size_t(n / G) * group_bytes() + 2 * size_t(n % G) * D * 2;
+    case KvType::q4: return size_t(n / G) * group_bytes(D) + 2 * size_t(n % G) * D * 2;
   }
   return 0;
 }
@@ -64,10 +65,19 @@ size_t KvCache::payload_bytes(int n) const {
   return total;
 }
 
-Result<size_t> KvCache::prefix_bytes(int n) const {
+// A layer's own window (Gemma's local layers: no sinks) keeps position p in slot p until its
+// ring wraps, the layout of a layer without one: such a layer can be snapshotted (and restored)
+// while positions [0, end) are all in place. A session-wide window (sinks) cannot.
+bool KvCache::windows_in_place(int e) const {
   for (const Layer& L : layers_)
-    if (L.window > 0)
-      return make_error(Status::unsupported, "KV snapshots need a cache without a sliding window");
+    if (L.window > 0 && (L.sinks > 0 || e > L.ring)) return false;
+  return true;
+}
+
+Result<size_t> KvCache::prefix_bytes(int n) const {
+  if (!windows_in_place(end_))
+    return make_error(Status::unsupported, "KV snapshots need a cache without a sliding window (or whose "
+                                           "sliding-window layers have not wrapped yet)");
   if (n < 0 || n > end_)
     return make_error(Status::out_of_range, "KV snapshot of " + std::to_string(n) + " positions, but the cache holds " +
                                                 std::to_string(end_));
@@ -88,10 +98,12 @@ Result<size_t> KvCache::prefix_bytes(int n) const {
 }
 
 std::vector<std::span<uint8_t>> KvCache::prefix_spans(int n, bool importing) const {
-  const size_t D = size_t(kv_dim_), N = size_t(n);
+  const size_t N = size_t(n);
   std::vector<std::span<uint8_t>> out;
   out.reserve(layers_.size() * 4);
   for (const Layer& L : layers_) {
+    if (L.shared) continue;
+    const size_t D = size_t(L.D);
     auto add = [&](size_t off, size_t bytes) { out.emplace_back(L.base + off, bytes); };
     if (L.conv) {  // rows [n - taps + 1, n) of the ring: at most one wrap
       const size_t row = size_t(conv_dim_) * 4;
@@ -121,7 +133,7 @@ std::vector<std::span<uint8_t>> KvCache::prefix_spans(int n, bool importing) con
         break;
       case KvType::q4: {  // no window: no sinks, group g sits in ring slot g; its f16 rows at g*G % recent
         const size_t row0 = size_t(n / G * G % L.recent) * D * 2;
-        add(L.groups, size_t(n / G) * group_bytes());
+        add(L.groups, size_t(n / G) * group_bytes(D));
         add(L.tail_k + row0, size_t(n % G) * D * 2);
         add(L.tail_v + row0, size_t(n % G) * D * 2);
         break;
@@ -142,9 +154,9 @@ Result<void> KvCache::export_prefix(int n, uint8_t* out) const {
 
 Result<void> KvCache::import_prefix(int n, const uint8_t* in, size_t len) {
   ++stamp_;
-  for (const Layer& L : layers_)
-    if (L.window > 0)
-      return make_error(Status::unsupported, "KV snapshots need a cache without a sliding window");
+  if (!windows_in_place(n))
+    return make_error(Status::unsupported, "KV snapshots need a cache without a sliding window (or one whose "
+                                           "sliding-window layers hold the snapshot's positions without wrapping)");
   if (n < 0 || n > n_ctx_)
     return make_error(Status::out_of_range, "KV snapshot of " + std::to_string(n) +
                                                 " positions does not fit the context of " + std::to_string(n_ctx_));

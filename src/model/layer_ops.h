@@ -14,8 +14,10 @@ namespace pllm {
 
 // The named activations of a step, each [rows][width]: x residual stream [n_embd], h the
 // normed input of a block [n_embd], q [q_dim], k and v [kv_dim], att attention output
-// [q_dim], gate and up [n_ff of the layer], proj output of wo / w_down [n_embd].
-enum class Act { x, h, q, k, v, att, gate, up, proj };
+// [q_dim], gate and up [n_ff of the layer], proj output of wo / w_down [n_embd], ple Gemma 4's
+// per-layer inputs [n_layer * n_embd_per_layer]. A layer's q, k, v and att are its own width
+// (ModelConfig::q_dim_at, kv_dim_at: Gemma 4's layers differ), rows packed at that stride.
+enum class Act { x, h, q, k, v, att, gate, up, proj, ple };
 
 // One product of a group sharing an input: out = in · Wᵀ.
 struct Product {
@@ -33,6 +35,17 @@ struct QkvSpec {
   const float* q_norm = nullptr;  // per-head RMSNorm weights [head_dim] (gemma3), or null
   const float* k_norm = nullptr;
   RopeSpec rope;
+  bool v_norm = false;    // RMSNorm (no weight) of every value head (gemma4)
+  bool store_kv = true;   // false: the layer reads another layer's keys and values (KV sharing):
+                          // only q is prepared, nothing is stored
+};
+
+// Gemma 4's per-layer inputs (LayerOps::per_layer_inputs): per row and layer block of
+// n_embd_per_layer, (rmsnorm(proj * proj_scale) * proj_norm + table[token] * tok_scale) * out_scale.
+struct PerLayerInputSpec {
+  const Matrix* table = nullptr;       // per_layer_token_embd [n_vocab x n_layer * n_embd_per_layer]
+  const float* proj_norm = nullptr;    // [n_embd_per_layer]
+  float proj_scale = 1.0f, tok_scale = 1.0f, out_scale = 1.0f;
 };
 
 // A Gated DeltaNet layer's 1-D weights (qwen35; LayerOps::delta_net).
@@ -91,6 +104,14 @@ class LayerOps {
   // then out = rmsnorm(o) * norm * silu(z) per head ([dn_value_dim]). conv is scratch
   // ([dn_conv_dim] rows); beta and alpha are overwritten.
   virtual void delta_net(int l, const DeltaNetSpec& s, Act qkv, Act z, Act beta, Act alpha, Act conv, Act out) = 0;
+  // Gemma 4's per-layer inputs: `ple` holds per row the projection of the scaled embedding
+  // ([n_layer * n_embd_per_layer]); it becomes each layer's input as `s` says, the table's row of
+  // the row's token read from the mapping (only the step's rows are touched).
+  virtual Result<void> per_layer_inputs(const PerLayerInputSpec& s, Act ple) = 0;
+  // dst = layer l's block of ple ([n_embd_per_layer] per row, packed).
+  virtual void per_layer_input(int l, Act ple, Act dst) = 0;
+  // a *= s over [n_embd] rows (Gemma 4's layer_output_scale on the residual stream).
+  virtual void scale(int l, Act a, float s) = 0;
   // gate = act(gate) * up over the layer's n_ff columns.
   virtual void glu(int l, Glu kind, int n_ff) = 0;
   // x += y * scale with y = from + bias, or y = rmsnorm(from + bias) * post_norm when

@@ -102,10 +102,12 @@ Result<std::shared_ptr<Model>> Model::load_file(std::shared_ptr<GgufFile> file, 
   m->chat_family_ = detect_chat_family(m->chat_template_);
   if (m->chat_template_.empty()) {
     // No template in the file: Gemma's turn markers (arch gemma*, or the vocabulary has
-    // them) mean the gemma layout; otherwise ChatML.
+    // them) mean the gemma layout (Gemma 4's own); otherwise ChatML.
     PLLM_ASSIGN(std::string arch, file->get_string_or("general.architecture", ""));
-    if (arch.rfind("gemma", 0) == 0 || (m->tokenizer_->find_token("<start_of_turn>") >= 0 &&
-                                         m->tokenizer_->find_token("<end_of_turn>") >= 0))
+    if (arch == "gemma4" || (m->tokenizer_->find_token("<|turn>") >= 0 && m->tokenizer_->find_token("<turn|>") >= 0))
+      m->chat_family_ = ChatFamily::gemma4;
+    else if (arch.rfind("gemma", 0) == 0 || (m->tokenizer_->find_token("<start_of_turn>") >= 0 &&
+                                              m->tokenizer_->find_token("<end_of_turn>") >= 0))
       m->chat_family_ = ChatFamily::gemma;
   }
   if (m->chat_family_ == ChatFamily::unknown) m->chat_family_ = ChatFamily::chatml;

@@ -59,17 +59,22 @@ struct LayerWeights {
   const float* dn_dt = nullptr;
   const float* dn_a = nullptr;
   const float* dn_norm = nullptr;
+  // Gemma 4: the per-layer input gate inp_gate [n_embd_per_layer x n_embd], its projection proj
+  // [n_embd x n_embd_per_layer] and post_norm [n_embd]; layer_output_scale (1 when absent).
+  Matrix ple_gate, ple_proj;
+  const float* ple_post_norm = nullptr;
+  float out_scale = 1.0f;
 
   // Every matrix view of the layer (those the architecture has no use for have no data), for
   // the code that visits them all (repacking, overrides, activation scales).
-  std::array<Matrix*, 16> matrices() {
+  std::array<Matrix*, 18> matrices() {
     return {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down, &conv_b, &conv_c, &conv_x, &conv_out,
-            &dn_qkv, &dn_z, &dn_beta, &dn_alpha, &dn_out};
+            &dn_qkv, &dn_z, &dn_beta, &dn_alpha, &dn_out, &ple_gate, &ple_proj};
   }
   // Every 1-D weight of the layer (null where absent).
-  std::array<const float**, 14> vectors() {
+  std::array<const float**, 15> vectors() {
     return {&attn_norm, &bq, &bk, &bv, &ffn_norm, &attn_q_norm, &attn_k_norm, &post_attn_norm, &post_ffn_norm,
-            &conv_kernel, &dn_conv, &dn_dt, &dn_a, &dn_norm};
+            &conv_kernel, &dn_conv, &dn_dt, &dn_a, &dn_norm, &ple_post_norm};
   }
 };
 
@@ -81,6 +86,11 @@ struct ModelWeights {
   std::vector<float> rope_inv_freq;    // [n_rot/2]: base^(-2i/n_rot) / rope_freqs[i]
   std::vector<float> rope_inv_freq_local;  // [n_rot/2] for sliding-window layers (gemma3), else empty
   std::vector<float> rope_inv_freq_long;   // [n_rot/2] LongRoPE's long-context table (phi3), else empty
+  // Gemma 4's per-layer embeddings (ModelConfig::n_embd_per_layer > 0): per_layer_token_embd
+  // [n_vocab x n_layer * n_embd_per_layer] (left in the file: a step reads its tokens' rows),
+  // per_layer_model_proj [n_layer * n_embd_per_layer x n_embd], per_layer_proj_norm [n_embd_per_layer].
+  Matrix ple_token_embd, ple_model_proj;
+  const float* ple_proj_norm = nullptr;
 };
 
 struct ArchDescriptor;

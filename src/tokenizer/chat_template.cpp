@@ -5,6 +5,7 @@
 #include "tokenizer/chat_template.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace pllm {
 
@@ -18,6 +19,21 @@ std::string trim(const std::string& s) {
   if (b == std::string::npos) return {};
   const size_t e = s.find_last_not_of(ws);
   return s.substr(b, e - b + 1);
+}
+
+// Gemma 4's strip_thinking: every <|channel>...<channel|> span dropped (an unclosed one runs to
+// the end of its part), then trimmed.
+std::string strip_thinking(const std::string& text) {
+  std::string out;
+  size_t at = 0;
+  while (true) {
+    const size_t close = text.find("<channel|>", at);
+    const std::string part = text.substr(at, close == std::string::npos ? std::string::npos : close - at);
+    out += part.substr(0, part.find("<|channel>"));
+    if (close == std::string::npos) break;
+    at = close + std::strlen("<channel|>");
+  }
+  return trim(out);
 }
 
 // A default system prompt written literally in the template: the text between
@@ -83,6 +99,7 @@ ChatFamily detect_chat_family(const std::string& t) {
   if (contains(t, "<|start_header_id|>")) return ChatFamily::llama3;
   if (contains(t, "<｜User｜>") || contains(t, "<｜Assistant｜>")) return ChatFamily::deepseek_r1;
   if (contains(t, "<start_of_turn>")) return ChatFamily::gemma;
+  if (contains(t, "<|turn>")) return ChatFamily::gemma4;
   if (contains(t, "[INST]")) return ChatFamily::llama2;
   if (contains(t, "<|user|>")) return ChatFamily::zephyr;
   return ChatFamily::unknown;
@@ -95,6 +112,7 @@ const char* chat_family_name(ChatFamily f) {
     case ChatFamily::llama2: return "llama2";
     case ChatFamily::deepseek_r1: return "deepseek-r1";
     case ChatFamily::gemma: return "gemma";
+    case ChatFamily::gemma4: return "gemma4";
     case ChatFamily::zephyr: return "zephyr";
     case ChatFamily::unknown: return "unknown";
   }
@@ -193,6 +211,27 @@ Result<std::string> render_chat(ChatFamily family, const std::string& tmpl,
       return out;
     }
 
+    case ChatFamily::gemma4: {
+      // Gemma 4's template without tools or thinking: a system turn when given; an assistant's
+      // text without its thinking channels; the generation prompt closes an empty thought
+      // channel (thinking off, the template's default).
+      PLLM_TRY(check_roles(msgs));
+      std::string prev;
+      for (size_t i = 0; i < msgs.size(); ++i) {
+        const auto& m = msgs[i];
+        if (m.role == "system" && i > 0)
+          return make_error(Status::invalid_argument, "gemma4 template: system message after the first turn");
+        const bool model = m.role == "assistant";
+        // Consecutive assistant messages continue one model turn (the template's rule).
+        if (!(model && prev == "assistant")) out += "<|turn>" + std::string(model ? "model" : m.role) + "\n";
+        out += model ? strip_thinking(m.content) : trim(m.content);
+        out += "<turn|>\n";
+        prev = m.role;
+      }
+      if (add_generation_prompt) out += "<|turn>model\n<|channel>thought\n<channel|>";
+      return out;
+    }
+
     case ChatFamily::zephyr: {
       // Zephyr ends turns with EOS ("</s>"); Phi-3's variant of the layout uses "<|end|>".
       std::string end = "</s>";
@@ -219,6 +258,7 @@ std::vector<std::string> chat_stop_strings(ChatFamily family) {
     case ChatFamily::llama2: return {"</s>", "[INST]"};
     case ChatFamily::deepseek_r1: return {"<｜end▁of▁sentence｜>", "<｜User｜>"};
     case ChatFamily::gemma: return {"<end_of_turn>", "<start_of_turn>"};
+    case ChatFamily::gemma4: return {"<turn|>", "<|turn>"};
     case ChatFamily::zephyr: return {"</s>", "<|end|>", "<|endoftext|>", "<|user|>"};
     case ChatFamily::unknown: break;
   }

@@ -27,7 +27,8 @@ struct ChatMessage {
   std::string name;                  // a "tool" turn: the function's name (when known)
 };
 
-enum class ChatFamily { chatml, llama3, llama2, deepseek_r1, gemma, zephyr, unknown };
+// gemma: Gemma 2 / 3 (<start_of_turn>); gemma4: Gemma 4 (<|turn>, a system turn, thinking channels).
+enum class ChatFamily { chatml, llama3, llama2, deepseek_r1, gemma, gemma4, zephyr, unknown };
 
 // Detect the family from the Jinja source stored in the GGUF (empty -> chatml).
 ChatFamily detect_chat_family(const std::string& jinja_template);

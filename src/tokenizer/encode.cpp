@@ -106,8 +106,16 @@ void VocabTokenizer::bpe_word(const std::string& word, std::vector<TokenId>& out
       out.push_back(it->second);
       continue;
     }
-    // Not in the vocabulary: fall back to single-byte tokens where they exist.
+    // Not in the vocabulary: fall back to single-byte tokens where they exist (gemma4: <0xXX>).
     for (const char c : t) {
+      if (sp_bpe_) {
+        static const char* hex = "0123456789ABCDEF";
+        const auto b = static_cast<uint8_t>(c);
+        const char buf[6] = {'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'};
+        const auto bt = to_id_.find(std::string_view(buf, 6));
+        if (bt != to_id_.end()) out.push_back(bt->second);
+        continue;
+      }
       const auto bt = to_id_.find(std::string_view(&c, 1));
       if (bt != to_id_.end()) out.push_back(bt->second);
     }
@@ -115,6 +123,30 @@ void VocabTokenizer::bpe_word(const std::string& word, std::vector<TokenId>& out
 }
 
 void VocabTokenizer::bpe_tokenize(std::string_view text, std::vector<TokenId>& out) const {
+  if (sp_bpe_) {  // gemma4: spaces as U+2581, words of raw UTF-8
+    std::string s;
+    s.reserve(text.size() * 3 / 2);
+    for (const char c : sanitize_utf8(text)) {
+      if (c == ' ')
+        s += "\xE2\x96\x81";
+      else
+        s += c;
+    }
+    size_t start = 0;
+    std::string word;
+    for (const size_t len : splitter_->split(s)) {
+      word.assign(s, start, len);
+      start += len;
+      // A run of newlines that is a token stays whole (llama.cpp's fix for Gemma 4, its PR 21343).
+      if (word.find_first_not_of('\n') == std::string::npos)
+        if (const auto it = to_id_.find(std::string_view(word)); it != to_id_.end()) {
+          out.push_back(it->second);
+          continue;
+        }
+      if (!word.empty()) bpe_word(word, out);
+    }
+    return;
+  }
   const std::string clean = sanitize_utf8(text);
   const std::vector<size_t> lens = splitter_->split(clean);
   size_t start = 0;

@@ -233,6 +233,9 @@ const std::vector<std::string>& pre_regexes(PreType t) {
   static const std::vector<std::string> kGpt4o = {
       kUpperLower + kContr + "?|" + kUpperLower2 + kContr +
       R"(?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)"};
+  // gemma4: BPE runs over whole lines; only newlines split (llama.cpp's merge lookup must not
+  // see them inside a word).
+  static const std::vector<std::string> kGemma4 = {"[^\\n]+|[\\n]+"};
   switch (t) {
     case PreType::default_: return kDefault;
     case PreType::gpt2: return kGpt2Set;
@@ -248,6 +251,7 @@ const std::vector<std::string>& pre_regexes(PreType t) {
     case PreType::viking: return kViking;
     case PreType::tekken: return kTekken;
     case PreType::gpt4o: return kGpt4o;
+    case PreType::gemma4: return kGemma4;
   }
   return kDefault;
 }

@@ -34,6 +34,8 @@ Result<std::unique_ptr<VocabTokenizer>> VocabTokenizer::create(VocabData d) {
   std::unique_ptr<VocabTokenizer> t(new VocabTokenizer());
   if (d.model == "llama") {
     t->spm_ = true;
+  } else if (d.model == "gemma4") {
+    t->sp_bpe_ = true;
   } else if (d.model != "gpt2") {
     return make_error(Status::unsupported, "unsupported tokenizer model '" + d.model + "'");
   }
@@ -60,6 +62,12 @@ Result<std::unique_ptr<VocabTokenizer>> VocabTokenizer::create(VocabData d) {
   if (t->spm_) {
     t->bos_ = 1, t->eos_ = 2, t->unk_ = 0;
     t->add_bos_ = true, t->add_eos_ = false, t->add_space_prefix_ = true;
+  } else if (t->sp_bpe_) {
+    // gemma4: the file names its special tokens (no defaults); the pre-tokenizer is fixed
+    // whatever tokenizer.ggml.pre says.
+    t->pre_.type = PreType::gemma4;
+    t->bos_ = t->eos_ = t->unk_ = -1;
+    t->add_bos_ = true, t->add_eos_ = false, t->add_space_prefix_ = false;
   } else {
     PLLM_ASSIGN(t->pre_, resolve_pre_type(d.pre));
     t->bos_ = 11, t->eos_ = 11, t->unk_ = -1;
@@ -78,7 +86,8 @@ Result<std::unique_ptr<VocabTokenizer>> VocabTokenizer::create(VocabData d) {
   set_id(d.eom, t->eom_);
   set_id(d.unk, t->unk_);
   set_id(d.pad, t->pad_);
-  if (d.add_bos) t->add_bos_ = *d.add_bos;
+  // llama.cpp forces add_bos on for gemma4 files that say false (its PR 21500).
+  if (d.add_bos) t->add_bos_ = *d.add_bos || t->sp_bpe_;
   if (d.add_eos) t->add_eos_ = *d.add_eos;
   if (d.add_space_prefix && t->spm_) t->add_space_prefix_ = *d.add_space_prefix;
   if (t->add_bos_ && t->bos_ < 0) t->add_bos_ = false;
@@ -133,7 +142,8 @@ Result<std::unique_ptr<VocabTokenizer>> VocabTokenizer::create(VocabData d) {
       t->attr_[i] |= kAttrUnused;
     if (one_of(s, {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
                    "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
-                   "<end_of_utterance>", "<｜end▁of▁sentence｜>"})) {
+                   "<end_of_utterance>", "<｜end▁of▁sentence｜>",
+                   "<eos>", "<turn|>", "<|tool_response>"})) {  // the last three: gemma4's
       t->eog_.insert(static_cast<TokenId>(i));
       t->attr_[i] |= kAttrControl;
     }
@@ -261,10 +271,10 @@ std::string VocabTokenizer::token_to_piece(TokenId id, bool render_special) cons
   std::string out;
   if (attr & kAttrByte) {
     if (parse_byte(out)) return out;
-    if (spm_) return s;
+    if (spm_ || sp_bpe_) return s;
   }
   if (!(attr & (kAttrNormal | kAttrByte))) return {};  // unused / undefined: suppressed
-  if (spm_) {
+  if (spm_ || sp_bpe_) {
     out.reserve(s.size());
     for (size_t i = 0; i < s.size(); ++i) {
       if (s.compare(i, 3, "\xE2\x96\x81") == 0) {
@@ -317,7 +327,7 @@ Result<VocabData> vocab_data_from_gguf(const GgufFile& f) {
   if (f.find("tokenizer.ggml.merges")) {
     PLLM_ASSIGN(auto m, f.get_string_array("tokenizer.ggml.merges"));
     d.merges.assign(m.begin(), m.end());
-  } else if (d.model == "gpt2") {
+  } else if (d.model == "gpt2" || d.model == "gemma4") {
     return make_error(Status::bad_format, "tokenizer.ggml.merges missing in " + f.path());
   }
   // Ids that are absent, negative or of an odd type keep the model default.

@@ -36,7 +36,7 @@ enum TokenAttr : uint32_t {
 // Everything the tokenizer needs, independent of GGUF. Unset optionals take the
 // defaults llama.cpp uses for the model type.
 struct VocabData {
-  std::string model = "gpt2";   // "gpt2" (byte-level BPE) or "llama" (SentencePiece BPE)
+  std::string model = "gpt2";   // "gpt2" (byte-level BPE), "llama" (SentencePiece BPE), "gemma4"
   std::string pre = "default";  // tokenizer.ggml.pre
   std::string name;             // general.name (a few per-model token attribute quirks)
   std::vector<std::string> tokens;
@@ -51,6 +51,7 @@ struct VocabData {
 enum class PreType {
   default_, gpt2, llama3, qwen2, starcoder, deepseek_llm, deepseek_coder, deepseek3, falcon,
   bloom, viking, chatglm4, tekken, gpt4o,
+  gemma4,  // tokenizer.ggml.model "gemma4": SentencePiece-style BPE (see VocabTokenizer::sp_bpe_)
 };
 
 struct PreConfig {
@@ -144,6 +145,12 @@ class VocabTokenizer final : public Tokenizer {
   TokenId byte_token(uint8_t b) const;
 
   bool spm_ = false;
+  // tokenizer.ggml.model "gemma4" (llama.cpp's LLAMA_VOCAB_PRE_TYPE_GEMMA4): ranked BPE merges
+  // over raw UTF-8 (no byte-level mapping) of text whose spaces became U+2581, split only into
+  // runs of newlines and runs of other text; a run of newlines that is a token stays whole;
+  // symbols outside the vocabulary fall back to <0xXX> byte tokens; decoding turns U+2581
+  // back into spaces.
+  bool sp_bpe_ = false;
   std::vector<std::string> text_;
   std::vector<float> score_;
   std::vector<uint32_t> attr_;

@@ -342,7 +342,7 @@ void sweep(const KernelTable& T, const KernelTable& S, Fmt fmt) {
   std::mt19937 rng(1234 + 10 * int(T.isa) + int(fmt));
   for (int n_q : {1, 3, 7}) {
     double worst = 0.0;
-    for (int hd : {64, 128, 256})
+    for (int hd : {64, 128, 256, 512})  // 512: Gemma 4's full-attention heads (kMaxHeadDim)
       for (int n : {1, 2, 31, 32, 33, 100, 600})
         for (Pat p : {Pat::random, Pat::outlier, Pat::exact}) {
           worst = std::max(worst, check_case(T, S, fmt, hd, n, p, rng, {5, 40}, n_q));

@@ -115,6 +115,24 @@ TEST(ChatTemplate, GemmaFoldsSystemIntoFirstUserTurn) {
             "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n");
 }
 
+// Gemma 4: the expected text is what its own template (google-gemma-4-31B-it.jinja, through
+// `pocketllm template`, equal to jinja2's render in test_chat_templates.py) writes after its BOS.
+TEST(ChatTemplate, Gemma4MatchesItsTemplatesLayout) {
+  const std::string tmpl = "{{ bos_token }}{% if x %}<|turn>system\n{% endif %}<|turn>model\n";
+  EXPECT_EQ(detect_chat_family(tmpl), ChatFamily::gemma4);
+  EXPECT_STREQ(chat_family_name(ChatFamily::gemma4), "gemma4");
+  auto r = render_chat(ChatFamily::gemma4, tmpl,
+                       {{"system", " Be brief. "}, {"user", "Hi there "},
+                        {"assistant", "<|channel>thought\nhmm<channel|> Hello! "}, {"user", "Capital of France?"}},
+                       true);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(*r, "<|turn>system\nBe brief.<turn|>\n<|turn>user\nHi there<turn|>\n<|turn>model\nHello!<turn|>\n"
+                "<|turn>user\nCapital of France?<turn|>\n<|turn>model\n<|channel>thought\n<channel|>");
+  EXPECT_FALSE(render_chat(ChatFamily::gemma4, tmpl, {{"user", "a"}, {"system", "b"}}, true).ok());
+  const auto stops = chat_stop_strings(ChatFamily::gemma4);
+  EXPECT_NE(std::find(stops.begin(), stops.end(), "<turn|>"), stops.end());
+}
+
 TEST(ChatTemplate, Llama2) {
   EXPECT_EQ(render(kLlama2Tmpl, {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello"}, {"user", "More"}}),
             "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST] Hello </s><s>[INST] More [/INST]");

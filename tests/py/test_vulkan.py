@@ -305,6 +305,20 @@ def test_unsupported_steps_run_on_cpu(pllm_bin, vk, tiny_models_paths, work_dir,
     assert np.array_equal(got[0], cpu[0])
 
 
+def test_gemma4_runs_on_cpu_with_the_reason(pllm_bin, vk, tiny_models_paths, work_dir):
+    """gemma4's additions (per-layer head sizes up to 512, KV-sharing layers, per-layer inputs) are
+    not in the shaders: every step runs on the CPU, the reason is named, the logits are the CPU's."""
+    import tiny_gemma4 as tg
+    name = "gemma4-Q8_0"
+    n_vocab = len(tg.gemma4_vocab()[0])
+    ids = tg.sample_ids(tg.configs()[name], 12, seed=5)
+    got, rep = _logits(pllm_bin, tiny_models_paths[name], [ids], work_dir / "vk.f32", n_vocab, chunk=1)
+    cpu, _ = _logits(pllm_bin, tiny_models_paths[name], [ids], work_dir / "cpu.f32", n_vocab, backend="cpu", chunk=1)
+    assert rep["device_steps"] == 0 and rep["cpu_steps"] == 12 and rep["fallbacks"] == 0, rep
+    assert "per-layer head sizes" in rep["reason"], rep
+    assert np.array_equal(got[0], cpu[0])
+
+
 def test_auto_skips_a_cpu_vulkan_device(pllm_bin, vk, tiny_models_paths, work_dir):
     if any(d["type"] != "cpu" for d in vk["devices"]):
         pytest.skip("this machine has a GPU: auto would use it")

@@ -603,7 +603,7 @@ def write_with_bytes(spec: ModelSpec, path: Path, **kw) -> Path:
 
 
 def generate_all(out_dir: Path, names: list[str] | None = None) -> dict[str, Path]:
-    """Write every tiny model (tiny_qwen35.py's too), or just `names`, into out_dir; returns name -> path."""
+    """Write every tiny model (tiny_qwen35.py's and tiny_gemma4.py's too), or just `names`, into out_dir; returns name -> path."""
     out_dir.mkdir(parents=True, exist_ok=True)
     cfgs = {**model_configs(), **extra_configs()}
     paths = {}
@@ -616,8 +616,10 @@ def generate_all(out_dir: Path, names: list[str] | None = None) -> dict[str, Pat
             write_with_gguf_writer(build_spec(cfg), tmp)
             tmp.rename(p)
         paths[name] = p
-    import tiny_qwen35  # its own generator (tiny_qwen35.py imports this module)
+    import tiny_qwen35  # their own generators (they import this module)
+    import tiny_gemma4
     paths.update(tiny_qwen35.generate(out_dir, names))
+    paths.update(tiny_gemma4.generate(out_dir, names))
     return paths
 
 

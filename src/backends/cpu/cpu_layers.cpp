@@ -33,6 +33,7 @@ float* CpuLayers::buf(Act a) {
     case Act::gate: return s_.gate.data();
     case Act::up: return s_.up.data();
     case Act::proj: return s_.proj.data();
+    case Act::ple: return s_.ple.data();
   }
   return nullptr;
 }
@@ -112,9 +113,10 @@ void CpuLayers::project(const char* name, int layer, std::initializer_list<Produ
 
 void CpuLayers::qkv_to_cache(int l, const QkvSpec& sp) {
   TraceScope ts(opt_.tracer, "qkv_rope_kv", l);
-  const int QD = c_.q_dim(), KD = c_.kv_dim(), HD = c_.head_dim;
+  const int QD = c_.q_dim_at(l), KD = c_.kv_dim_at(l), HD = c_.head_dim_at(l);
   // Per row: biases, q/k norms and RoPE (independent rows: on the pool for a prompt), then the
-  // cache writes in row order (a q4 cache quantises a group once its last row is in).
+  // cache writes in row order (a q4 cache quantises a group once its last row is in). A layer
+  // sharing another's keys and values (sp.store_kv false) prepares its queries only.
   for_rows([&](int64_t r) {
     float* q = &s_.q[size_t(r) * QD];
     float* k = &s_.k[size_t(r) * KD];
@@ -131,11 +133,14 @@ void CpuLayers::qkv_to_cache(int l, const QkvSpec& sp) {
       if (sp.q_norm) rmsnorm_f32(q + h * HD, sp.q_norm, q + h * HD, HD, c_.rms_eps);
       rope_apply(q + h * HD, sp.rope.n_rot, cs, sp.rope.neox);
     }
+    if (!sp.store_kv) return;
     for (int h = 0; h < c_.n_head_kv; ++h) {
       if (sp.k_norm) rmsnorm_f32(k + h * HD, sp.k_norm, k + h * HD, HD, c_.rms_eps);
       rope_apply(k + h * HD, sp.rope.n_rot, cs, sp.rope.neox);
+      if (sp.v_norm) rmsnorm_f32(v + h * HD, nullptr, v + h * HD, HD, c_.rms_eps);
     }
   });
+  if (!sp.store_kv) return;
   for (int r = 0; r < n_; ++r)
     s_.row_kv[size_t(r)]->store(l, s_.row_pos[size_t(r)], &s_.k[size_t(r) * KD], &s_.v[size_t(r) * KD]);
 }
@@ -204,7 +209,7 @@ int CpuLayers::decode_parts(int l, int r) const {
 
 void CpuLayers::attend(int l, AttnScore scale, const RopeSpec& rope) {
   TraceScope ts(opt_.tracer, "attention", l);
-  const int n_kv = c_.n_head_kv, HD = c_.head_dim, QD = c_.q_dim(), group = c_.n_head / c_.n_head_kv;
+  const int n_kv = c_.n_head_kv, HD = c_.head_dim_at(l), QD = c_.q_dim_at(l), group = c_.n_head / c_.n_head_kv;
   // Prompt rows: the query heads sharing a kv head go together, so each kv head is read once per
   // row, and up to kMaxGroup / group consecutive rows of a sequence go together too, so each
   // cached key and value is read (and widened from f16) once per tile (KvCache::attend_rows:
@@ -244,7 +249,7 @@ void CpuLayers::attend(int l, AttnScore scale, const RopeSpec& rope) {
       const int t = n_tiles - 1 - int(task / n_kv), g = int(task % n_kv);
       const int r0 = s_.attn_tiles[size_t(t)], nr = s_.attn_tile_end[size_t(t)] - r0;
       const size_t gq = size_t(group) * HD;
-      alignas(64) float qt[KvCache::kMaxGroup * 256];  // the tile's query heads, row by row
+      alignas(64) float qt[KvCache::kMaxGroup * kMaxHeadDim];  // the tile's query heads, row by row
       for (int j = 0; j < nr; ++j)
         std::memcpy(qt + size_t(j) * gq, &s_.q[size_t(r0 + j) * QD + size_t(g) * gq], gq * sizeof(float));
       AttnAccum a[KvCache::kMaxGroup];
@@ -285,6 +290,50 @@ void CpuLayers::glu(int l, Glu kind, int n_ff) {
   float* g = s_.gate.data();
   const float* u = s_.up.data();
   for_rows([&](int64_t r) { f(g + r * n_ff, u + r * n_ff, g + r * n_ff, n_ff); });
+}
+
+Result<void> CpuLayers::per_layer_inputs(const PerLayerInputSpec& sp, Act ple_act) {
+  TraceScope ts(opt_.tracer, "per_layer_inputs");
+  const KernelTable& kt = kernels();
+  const Matrix& table = *sp.table;
+  const int P = c_.n_embd_per_layer;
+  const size_t W = size_t(c_.n_layer) * size_t(P);
+  float* ple = buf(ple_act);
+  for (int r = 0; r < n_; ++r) {  // ids first: a bad one fails the step before any row changes
+    const int32_t id = s_.row_token[size_t(r)];
+    if (id < 0 || id >= table.rows)
+      return make_error(Status::invalid_argument, "token id " + std::to_string(id) + " is out of range");
+  }
+  for_rows([&](int64_t r) {
+    float* p = ple + size_t(r) * W;
+    // The table row is read where it lies in the mapped file: repacking never visits this
+    // table (model/repack.cpp: token_embd, output and the layers' matrices), so it has no panels.
+    alignas(64) float tok[kMaxPanelRowBytes / 2];
+    const uint8_t* row = table.row(s_.row_token[size_t(r)]);
+    for (int l = 0; l < c_.n_layer; ++l) {
+      float* b = p + size_t(l) * size_t(P);
+      kt.for_type(table.type).dequantize_row(row + size_t(l) * (table.row_bytes / size_t(c_.n_layer)), tok, P);
+      for (int j = 0; j < P; ++j) b[j] *= sp.proj_scale;
+      rmsnorm_f32(b, sp.proj_norm, b, P, c_.rms_eps);
+      for (int j = 0; j < P; ++j) b[j] = (b[j] + tok[j] * sp.tok_scale) * sp.out_scale;
+    }
+  });
+  return {};
+}
+
+void CpuLayers::per_layer_input(int l, Act ple_act, Act dst) {
+  const size_t P = size_t(c_.n_embd_per_layer), W = size_t(c_.n_layer) * P;
+  const float* ple = buf(ple_act);
+  float* out = buf(dst);
+  for (int r = 0; r < n_; ++r) std::memcpy(out + size_t(r) * P, ple + size_t(r) * W + size_t(l) * P, P * sizeof(float));
+}
+
+void CpuLayers::scale(int, Act a, float sc) {
+  const size_t E = size_t(c_.n_embd);
+  float* y = buf(a);
+  for_rows([&](int64_t r) {
+    for (size_t j = 0; j < E; ++j) y[size_t(r) * E + j] *= sc;
+  });
 }
 
 void CpuLayers::residual(int l, Act from, const float* bias, const float* post_norm, float scale) {

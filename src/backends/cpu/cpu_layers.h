@@ -28,6 +28,9 @@ class CpuLayers final : public LayerOps {
   void sigmoid_gate(int l, Act x, Act gate) override;                  // cpu_delta_net.cpp
   void delta_net(int l, const DeltaNetSpec& s, Act qkv, Act z, Act beta, Act alpha, Act conv,
                  Act out) override;                                    // cpu_delta_net.cpp
+  Result<void> per_layer_inputs(const PerLayerInputSpec& s, Act ple) override;
+  void per_layer_input(int l, Act ple, Act dst) override;
+  void scale(int l, Act a, float s) override;
   void glu(int l, Glu kind, int n_ff) override;
   void residual(int l, Act from, const float* bias, const float* post_norm, float scale) override;
   void head(const float* norm, const Matrix& out, const HeadSpec& spec) override;

@@ -11,10 +11,13 @@ void StepScratch::reserve(const ModelConfig& c, int rows, int gathered, int thre
   // alpha in k and v [dn_v_heads]; a gated attention layer its [2 q_dim] query-and-gate rows in gate.
   const int conv = c.conv_taps > 0 ? c.conv_row_dim() : 0;
   const int want_q = std::max({c.q_dim(), conv, c.dn_value_dim()});
-  const int want_ff = std::max({c.n_ff, conv, c.dn_value_dim(), c.attn_out_gate ? 2 * c.q_dim() : 0});
+  // Gemma 4's per-layer input block of a layer goes through gate and up ([n_embd_per_layer]).
+  const int want_ff = std::max({c.n_ff, conv, c.dn_value_dim(), c.attn_out_gate ? 2 * c.q_dim() : 0,
+                                c.n_embd_per_layer});
   const int want_kv = std::max(c.kv_dim(), c.dn_v_heads);
+  const int want_ple = c.n_layer * c.n_embd_per_layer;
   const bool fits = rows <= rows_cap && c.n_embd <= n_embd && want_q <= q_dim && want_kv <= kv_dim &&
-                    want_ff <= n_ff && c.n_head <= n_head;
+                    want_ff <= n_ff && c.n_head <= n_head && want_ple <= ple_dim;
   if (!fits) {
     rows_cap = std::max(rows, rows_cap);
     n_embd = std::max(n_embd, c.n_embd);
@@ -22,6 +25,7 @@ void StepScratch::reserve(const ModelConfig& c, int rows, int gathered, int thre
     kv_dim = std::max(kv_dim, want_kv);
     n_ff = std::max(n_ff, want_ff);
     n_head = std::max(n_head, c.n_head);
+    ple_dim = std::max(ple_dim, want_ple);
     const size_t R = size_t(rows_cap);
     x.resize(R * n_embd);
     h.resize(R * std::max(n_embd, 1));
@@ -32,6 +36,7 @@ void StepScratch::reserve(const ModelConfig& c, int rows, int gathered, int thre
     gate.resize(R * n_ff);
     up.resize(R * n_ff);
     proj.resize(R * n_embd);
+    if (ple_dim > 0) ple.resize(R * size_t(ple_dim));
     const int widest = std::max({n_embd, n_ff, q_dim});
     mm.act_row_stride = max_act_row_bytes(widest);
     act_q.resize(size_t(kMaxActFormats) * R * mm.act_row_stride);

@@ -34,6 +34,7 @@ struct StepScratch {
   AlignedBuffer<float> gate;     // [rows][n_ff] (the widest layer's n_ff)
   AlignedBuffer<float> up;       // [rows][n_ff]
   AlignedBuffer<float> proj;     // [rows][n_embd] output of wo / w_down
+  AlignedBuffer<float> ple;      // [rows][n_layer * n_embd_per_layer] Gemma 4's per-layer inputs (else empty)
   AlignedBuffer<uint8_t> act_q;  // [kMaxActFormats][rows][act_row_stride] quantised activations
   AlignedBuffer<float> logits;   // [out_rows][n_vocab]: logits of several sequences before they are handed out
   AlignedBuffer<uint8_t> unpack_tiles;  // [threads][kUnpackTileBytes]: matmul's panel unpacking
@@ -54,7 +55,7 @@ struct StepScratch {
   std::vector<int> split_first;     // ... the index of their first (row, kv head, part) task
 
   int rows_cap = 0, out_cap = 0, threads_cap = 0;
-  int n_embd = 0, q_dim = 0, kv_dim = 0, n_ff = 0, n_head = 0, n_vocab = 0;
+  int n_embd = 0, q_dim = 0, kv_dim = 0, n_ff = 0, n_head = 0, n_vocab = 0, ple_dim = 0;
 };
 
 }  // namespace pllm

@@ -37,8 +37,8 @@ class VulkanBackendImpl final : public VulkanBackend {
     if (opt.observer) return "calibration observers run on the CPU";
     if (!opt.skip_layers.empty()) return "layer-skipping drafts (self-speculation) run on the CPU";
     const ModelConfig& c = m.config();
-    if (c.head_dim > 256) return "head_dim > 256";
     if (std::string f = unmirrored_feature(m); !f.empty()) return f;
+    if (c.head_dim > 256) return "head_dim > 256";
     if (std::string t = unsupported_weight(m); !t.empty()) return t;
     for (const SeqStep& q : seqs) {
       // The device's attention and products sum in their own order: a verify pass's rows
@@ -114,6 +114,8 @@ class VulkanBackendImpl final : public VulkanBackend {
   // What the device graph does not compute yet (these models run on the CPU), as a reason.
   static std::string unmirrored_feature(const Model& m) {
     const ModelConfig& c = m.config();
+    if (!c.head_dim_layer.empty() || !c.kv_source.empty() || c.n_embd_per_layer > 0)
+      return c.arch + "'s per-layer head sizes, shared KV layers and per-layer inputs are not on the device";
     if (c.residual_scale != 1.0f || c.logit_mul != 1.0f) return c.arch + "'s residual and logit scales are not on the device";
     if (c.rope_off || c.no_rope_step > 0) return c.arch + "'s layers without RoPE are not on the device";
     if (c.n_rot != c.head_dim) return "partial RoPE (rope.dimension_count < head size) is not on the device";

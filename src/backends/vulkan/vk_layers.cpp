@@ -30,6 +30,7 @@ int VulkanLayers::width(Act a) const {
     case Act::v: return c_.kv_dim();
     case Act::gate:
     case Act::up: return ff_;
+    case Act::ple: return c_.n_embd;  // never bound (act)
   }
   return 0;
 }
@@ -47,6 +48,7 @@ View VulkanLayers::act(Act a, int row0, int n) const {
     case Act::gate: buf = &s.gate; break;
     case Act::up: buf = &s.up; break;
     case Act::proj: buf = &s.proj; break;
+    case Act::ple: buf = &s.proj; break;  // never bound: project and the per-layer ops refuse it
   }
   if (n < 0) n = int(rows_.size()) - row0;
   const uint64_t w = uint64_t(width(a)) * 4;
@@ -108,6 +110,8 @@ void VulkanLayers::norm(const char*, int, Act src, const float* w, Act dst) {
 }
 
 void VulkanLayers::project(const char*, int, std::initializer_list<Product> products, Act in) {
+  for (const Product& p : products)
+    if (p.out == Act::ple || in == Act::ple) return fail(make_error(Status::unsupported, "per-layer inputs are not on the device"));
   for (const Product& p : products) {
     auto W = b_.weights->matrix(*p.W);
     if (!W.ok()) return fail(W.error());
@@ -179,6 +183,18 @@ void VulkanLayers::sigmoid_gate(int, Act, Act) {
 void VulkanLayers::delta_net(int, const DeltaNetSpec&, Act, Act, Act, Act, Act, Act) {
   fail(make_error(Status::unsupported, "DeltaNet layers are not on the device"));
 }
+
+// gemma4: unsupported_reason (vk_backend.cpp) keeps it on the CPU; these are the safety net.
+Result<void> VulkanLayers::per_layer_inputs(const PerLayerInputSpec&, Act) {
+  fail(make_error(Status::unsupported, "per-layer inputs are not on the device"));
+  return {};
+}
+
+void VulkanLayers::per_layer_input(int, Act, Act) {
+  fail(make_error(Status::unsupported, "per-layer inputs are not on the device"));
+}
+
+void VulkanLayers::scale(int, Act, float) { fail(make_error(Status::unsupported, "layer output scales are not on the device")); }
 
 void VulkanLayers::glu(int, Glu kind, int n_ff) {
   // gate and up hold n_ff columns per row (the products' row stride).

@@ -36,6 +36,9 @@ class VulkanLayers final : public LayerOps {
   void split_q_gate(int l, Act qg, Act q, Act gate) override;
   void sigmoid_gate(int l, Act x, Act gate) override;
   void delta_net(int l, const DeltaNetSpec& s, Act qkv, Act z, Act beta, Act alpha, Act conv, Act out) override;
+  Result<void> per_layer_inputs(const PerLayerInputSpec& s, Act ple) override;
+  void per_layer_input(int l, Act ple, Act dst) override;
+  void scale(int l, Act a, float s) override;
   void glu(int l, Glu kind, int n_ff) override;
   void residual(int l, Act from, const float* bias, const float* post_norm, float scale) override;
   void head(const float* norm, const Matrix& out, const HeadSpec& spec) override;

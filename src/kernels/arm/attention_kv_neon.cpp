@@ -36,6 +36,7 @@ using neon::u8_to_f32;
 
 constexpr int kChunk = kAttnChunk;  // tokens per online-softmax step (kv_format.h)
 constexpr int kMaxQ = drivers::kAttnMaxQ;    // query heads per call
+constexpr int kQGroups = kMaxHeadDim / kKvQ8Group;  // q8 scale groups per query head
 
 // exp(x) for x <= 0; see x86/attention_kv_avx2.cpp. x < -87 (incl. -inf) gives 0.
 PLLM_AI float32x4_t exp_neg(float32x4_t x) {
@@ -93,8 +94,8 @@ PLLM_AI int32x4_t dot16_i8(int32x4_t acc, int8x16_t q, int8x16_t k) {
 
 struct Q8Src {
   static constexpr bool kScaled = true, kAffine = false;
-  const int8_t* qi;  // query codes, head h at qi + h * 256
-  const float* dq;   // query scale per head and group, [h * 4 + g]
+  const int8_t* qi;  // query codes, head h at qi + h * kMaxHeadDim
+  const float* dq;   // query scale per head and group, [h * kQGroups + g]
   const int8_t* k;
   const float* ks;
   const int8_t* v;
@@ -112,7 +113,7 @@ struct Q8Src {
     for (int h = 0; h < n_q; ++h) {
       float32x4_t sc = vdupq_n_f32(0.0f);
       for (int g = 0; g < hd / kKvQ8Group; ++g) {
-        const int8_t* qg = qi + h * 256 + g * kKvQ8Group;
+        const int8_t* qg = qi + h * kMaxHeadDim + g * kKvQ8Group;
         const int8x16_t q0 = vld1q_s8(qg), q1 = vld1q_s8(qg + 16), q2 = vld1q_s8(qg + 32), q3 = vld1q_s8(qg + 48);
         int32x4_t acc[4];
         for (int i = 0; i < 4; ++i) {
@@ -125,7 +126,7 @@ struct Q8Src {
         }
         const int32x4_t isum = vpaddq_s32(vpaddq_s32(acc[0], acc[1]), vpaddq_s32(acc[2], acc[3]));
         const float32x4_t dk = {sr[0][g], sr[1][g], sr[2][g], sr[3][g]};
-        sc = vfmaq_f32(sc, vcvtq_f32_s32(isum), vmulq_n_f32(dk, dq[h * 4 + g]));
+        sc = vfmaq_f32(sc, vcvtq_f32_s32(isum), vmulq_n_f32(dk, dq[h * kQGroups + g]));
       }
       vst1q_f32(s + h * kChunk, sc);
     }
@@ -191,8 +192,8 @@ void attn_seg_q8(const float* q, int n_q, const int8_t* k, const float* k_scale,
   if (n <= 0) return;
   // Each query in the cache's format, as kv_quantize_q8 does it: scale amax / 127 (a true
   // division), codes round-to-nearest-even of q / scale, an all-zero group gets codes 0.
-  alignas(16) int8_t qi[kMaxQ * 256];
-  float dq[kMaxQ * 4];
+  alignas(16) int8_t qi[kMaxQ * kMaxHeadDim];
+  float dq[kMaxQ * kQGroups];
   for (int h = 0; h < n_q; ++h)
     for (int g = 0; g < hd / kKvQ8Group; ++g) {
       const float* qg = q + h * hd + g * kKvQ8Group;
@@ -202,7 +203,7 @@ void attn_seg_q8(const float* q, int n_q, const int8_t* k, const float* k_scale,
         amax = vmaxq_f32(amax, vabsq_f32(x[c]));
       }
       const float s = vmaxvq_f32(amax) / 127.0f;
-      dq[h * 4 + g] = s;
+      dq[h * kQGroups + g] = s;
       for (int c = 0; c < 16; c += 2) {
         int32x4_t c0 = vdupq_n_s32(0), c1 = c0;
         if (s != 0.0f) {
@@ -212,7 +213,7 @@ void attn_seg_q8(const float* q, int n_q, const int8_t* k, const float* k_scale,
         }
         int8x8_t b = vqmovn_s16(vcombine_s16(vqmovn_s32(c0), vqmovn_s32(c1)));
         b = vmax_s8(b, vdup_n_s8(-127));
-        vst1_s8(qi + h * 256 + g * kKvQ8Group + 4 * c, b);
+        vst1_s8(qi + h * kMaxHeadDim + g * kKvQ8Group + 4 * c, b);
       }
     }
   drivers::fold_segment<AttnSimd>(Q8Src{qi, dq, k, k_scale, v, v_scale, stride, scale_stride, hd}, n_q, n, hd, score, a);

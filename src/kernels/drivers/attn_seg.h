@@ -71,7 +71,7 @@ struct PlainRows {
       for (int h = 0; h < n_q; ++h) S::store(s + h * kAttnChunk, dot_rows<S>(q + h * hd, kr, hd));
       return;
     }
-    alignas(64) float tile[L * 256];
+    alignas(64) float tile[L * kMaxHeadDim];
     const float* tr[L];
     for (int i = 0; i < L; ++i) {
       for (int d = 0; d < hd; d += L) S::store(tile + i * hd + d, S::load(kr[i] + d));
@@ -102,7 +102,7 @@ template <class S>
 inline __attribute__((always_inline)) void q4_scores_tiled(const uint8_t* const* kr, const float* qp,
                                                            const float* bias, int n_q, int hd, float* s) {
   constexpr int L = S::kLanes;
-  alignas(64) float tile[L * 256];
+  alignas(64) float tile[L * kMaxHeadDim];
   const float* tr[L];
   for (int i = 0; i < L; ++i) {
     for (int b = 0; b < hd / 32; ++b) {
@@ -141,7 +141,7 @@ void attn_seg_q4(const float* q, int n_q, const KvQ4GroupView& g, int t0, int t1
                  AttnAccum* a) {
   using V = typename S::V;
   if (t1 <= t0) return;
-  alignas(64) float qp[kAttnMaxQ * 256];
+  alignas(64) float qp[kAttnMaxQ * kMaxHeadDim];
   float bias[kAttnMaxQ];
   for (int h = 0; h < n_q; ++h) {
     V vb = S::zero();

@@ -28,7 +28,7 @@ template <class Src>
 void fold_segment(const Src& src, int n, int hd, float softcap, AttnAccum& a) {
   float s[kChunk];
   for (int t0 = 0; t0 < n; t0 += kChunk) {
-    double acc[256];
+    double acc[kMaxHeadDim];
     for (int d = 0; d < hd; ++d) acc[d] = a.acc[d];
     float m = a.m;
     double l = a.l;
@@ -111,7 +111,7 @@ struct Q4Src {
   int hd;
   float scale;
   float score(int t) const {
-    float k[256];
+    float k[kMaxHeadDim];
     kv_dequantize_q4_key(g->k_codes, g->code_stride, g->k_scale, g->k_min, t0 + t, hd, k);
     double dot = 0.0;
     for (int d = 0; d < hd; ++d) dot += double(q[d]) * double(k[d]);
@@ -119,7 +119,7 @@ struct Q4Src {
   }
   void add_value(int t, double p, double* acc) const {
     const int64_t tt = t0 + t;
-    float v[256];
+    float v[kMaxHeadDim];
     kv_dequantize_q4_values(g->v_codes + tt * g->code_stride, g->v_scale + tt * g->vs_stride,
                             g->v_min + tt * g->vs_stride, hd, v);
     for (int d = 0; d < hd; ++d) acc[d] += p * double(v[d]);
@@ -145,8 +145,8 @@ void attn_seg_q8(const float* q, int n_q, const int8_t* k, const float* k_scale,
                  AttnAccum* a) {
   if (n <= 0) return;
   for (int h = 0; h < n_q; ++h) {
-    int8_t qi[256];
-    float dq[256 / kKvQ8Group];
+    int8_t qi[kMaxHeadDim];
+    float dq[kMaxHeadDim / kKvQ8Group];
     kv_quantize_q8(q + h * hd, hd, qi, dq);  // the query in the cache's own format (same rounding rule)
     fold_segment(Q8Src{qi, dq, k, k_scale, v, v_scale, stride, scale_stride, hd, sc.scale}, n, hd, sc.softcap, a[h]);
   }

@@ -35,6 +35,7 @@ using avx2::hmax;
 
 constexpr int kChunk = kAttnChunk;  // tokens per online-softmax step (kv_format.h)
 constexpr int kMaxQ = drivers::kAttnMaxQ;    // query heads per call
+constexpr int kQGroups = kMaxHeadDim / kKvQ8Group;  // q8 scale groups per query head
 
 // exp(x) for x <= 0 (the softmax weights). Range reduction x = n ln2 + r with ln2
 // split in two (the first part exact in n*C1), |r| <= ln2/2, degree-7 Cephes
@@ -110,8 +111,8 @@ PLLM_AI __m256 i8x8_to_ps(const int8_t* p) {
 
 struct Q8Src {
   static constexpr bool kScaled = true, kAffine = false;
-  const int8_t* qi;  // query codes, head h at qi + h * 256 (32-byte aligned)
-  const float* dq;   // query scale per head and group, [h * 4 + g]
+  const int8_t* qi;  // query codes, head h at qi + h * kMaxHeadDim (32-byte aligned)
+  const float* dq;   // query scale per head and group, [h * kQGroups + g]
   const int8_t* k;
   const float* ks;
   const int8_t* v;
@@ -126,12 +127,12 @@ struct Q8Src {
         _mm256_mullo_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row)), _mm256_set1_epi32(int32_t(sstride)));
     const float* ks0 = ks + t0 * sstride;
     const int ng = hd / kKvQ8Group;
-    __m256 dk[256 / kKvQ8Group];  // key scales of the block, per group
+    __m256 dk[kMaxHeadDim / kKvQ8Group];  // key scales of the block, per group
     for (int g = 0; g < ng; ++g) dk[g] = _mm256_i32gather_ps(ks0 + g, sidx, 4);
     for (int h = 0; h < n_q; ++h) {
       __m256 sc = _mm256_setzero_ps();
       for (int g = 0; g < ng; ++g) {
-        const int8_t* qg = qi + h * 256 + g * kKvQ8Group;
+        const int8_t* qg = qi + h * kMaxHeadDim + g * kKvQ8Group;
         const __m256i q0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(qg));
         const __m256i q1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(qg + 32));
         __m256i acc[8];
@@ -141,7 +142,7 @@ struct Q8Src {
           acc[i] = _mm256_add_epi32(dot32_i8(q0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kg))),
                                     dot32_i8(q1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kg + 32))));
         }
-        sc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8i(acc)), _mm256_mul_ps(dk[g], _mm256_set1_ps(dq[h * 4 + g])),
+        sc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8i(acc)), _mm256_mul_ps(dk[g], _mm256_set1_ps(dq[h * kQGroups + g])),
                              sc);
       }
       _mm256_store_ps(s + h * kChunk, sc);
@@ -216,8 +217,8 @@ void attn_seg_q8(const float* q, int n_q, const int8_t* k, const float* k_scale,
   // Each query in the cache's format, as kv_quantize_q8 does it: scale amax / 127 (a true
   // division), codes round-to-nearest-even of q / scale (cvtps2dq, default MXCSR mode),
   // an all-zero group gets codes 0.
-  alignas(32) int8_t qi[kMaxQ * 256];
-  float dq[kMaxQ * 4];
+  alignas(32) int8_t qi[kMaxQ * kMaxHeadDim];
+  float dq[kMaxQ * kQGroups];
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   for (int h = 0; h < n_q; ++h)
     for (int g = 0; g < hd / kKvQ8Group; ++g) {
@@ -228,7 +229,7 @@ void attn_seg_q8(const float* q, int n_q, const int8_t* k, const float* k_scale,
         amax = _mm256_max_ps(amax, _mm256_and_ps(x[c], absmask));
       }
       const float s = hmax(amax) / 127.0f;
-      dq[h * 4 + g] = s;
+      dq[h * kQGroups + g] = s;
       for (int c = 0; c < 8; c += 2) {
         __m256i c0 = _mm256_setzero_si256(), c1 = c0;
         if (s != 0.0f) {
@@ -240,7 +241,7 @@ void attn_seg_q8(const float* q, int n_q, const int8_t* k, const float* k_scale,
         const __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(c0, c1), 0xD8);  // 16 x int16, in order
         __m128i b = _mm_packs_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
         b = _mm_max_epi8(b, _mm_set1_epi8(-127));
-        _mm_store_si128(reinterpret_cast<__m128i*>(qi + h * 256 + g * kKvQ8Group + 8 * c), b);
+        _mm_store_si128(reinterpret_cast<__m128i*>(qi + h * kMaxHeadDim + g * kKvQ8Group + 8 * c), b);
       }
     }
   drivers::fold_segment<AttnSimd>(Q8Src{qi, dq, k, k_scale, v, v_scale, stride, scale_stride, hd}, n_q, n, hd, score, a);

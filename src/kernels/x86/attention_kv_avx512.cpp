@@ -38,6 +38,7 @@ namespace {
 
 constexpr int kChunk = kAttnChunk;  // tokens per online-softmax step (kv_format.h)
 constexpr int kMaxQ = drivers::kAttnMaxQ;    // query heads per call
+constexpr int kQGroups = kMaxHeadDim / kKvQ8Group;  // q8 scale groups per query head
 
 using avx512::h2f;
 
@@ -118,8 +119,8 @@ struct AttnSimd : avx512::F32x16 {
 // ---- q8 ----
 struct Q8Src {
   static constexpr bool kScaled = true, kAffine = false;
-  const int8_t* qi;     // query codes, head h at qi + h * 256 (64-byte aligned)
-  const float* dq;      // query scale per head and group, [h * 4 + g]
+  const int8_t* qi;     // query codes, head h at qi + h * kMaxHeadDim (64-byte aligned)
+  const float* dq;      // query scale per head and group, [h * kQGroups + g]
   const int32_t* corr;  // 128 * sum of the query codes per head and group
   const int8_t* k;
   const float* ks;
@@ -134,21 +135,21 @@ struct Q8Src {
     const __m512i sidx = _mm512_mullo_epi32(_mm512_loadu_si512(row), _mm512_set1_epi32(int32_t(sstride)));
     const float* ks0 = ks + t0 * sstride;
     const int ng = hd / kKvQ8Group;
-    __m512 dk[256 / kKvQ8Group];  // key scales of the block, per group
+    __m512 dk[kMaxHeadDim / kKvQ8Group];  // key scales of the block, per group
     for (int g = 0; g < ng; ++g) dk[g] = _mm512_i32gather_ps(sidx, ks0 + g, 4);
     const __m512i flip = _mm512_set1_epi8(char(0x80));
     for (int h = 0; h < n_q; ++h) {
       __m512 sc = _mm512_setzero_ps();
       for (int g = 0; g < ng; ++g) {
-        const __m512i qg = _mm512_load_si512(qi + h * 256 + g * kKvQ8Group);
+        const __m512i qg = _mm512_load_si512(qi + h * kMaxHeadDim + g * kKvQ8Group);
         __m512i acc[16];
 #pragma GCC unroll 16
         for (int i = 0; i < 16; ++i) {
           const __m512i kb = _mm512_xor_si512(_mm512_loadu_si512(kr[i] + g * kKvQ8Group), flip);
           acc[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), kb, qg);
         }
-        const __m512i isum = _mm512_sub_epi32(reduce16i(acc), _mm512_set1_epi32(corr[h * 4 + g]));
-        sc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dk[g], _mm512_set1_ps(dq[h * 4 + g])), sc);
+        const __m512i isum = _mm512_sub_epi32(reduce16i(acc), _mm512_set1_epi32(corr[h * kQGroups + g]));
+        sc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dk[g], _mm512_set1_ps(dq[h * kQGroups + g])), sc);
       }
       _mm512_store_ps(s + h * kChunk, sc);
     }
@@ -213,9 +214,9 @@ void attn_seg_q8(const float* q, int n_q, const int8_t* k, const float* k_scale,
   // Each query in the cache's format, as kv_quantize_q8 does it: scale amax / 127 (a true
   // division), codes round-to-nearest-even of q / scale (cvtps2dq in the default MXCSR
   // mode), an all-zero group gets codes 0.
-  alignas(64) int8_t qi[kMaxQ * 256];
-  float dq[kMaxQ * 4];
-  int32_t corr[kMaxQ * 4];
+  alignas(64) int8_t qi[kMaxQ * kMaxHeadDim];
+  float dq[kMaxQ * kQGroups];
+  int32_t corr[kMaxQ * kQGroups];
   for (int h = 0; h < n_q; ++h)
     for (int g = 0; g < hd / kKvQ8Group; ++g) {
       const float* qg = q + h * hd + g * kKvQ8Group;
@@ -225,7 +226,7 @@ void attn_seg_q8(const float* q, int n_q, const int8_t* k, const float* k_scale,
         amax = _mm512_max_ps(amax, _mm512_abs_ps(x[c]));
       }
       const float s = _mm512_reduce_max_ps(amax) / 127.0f;
-      dq[h * 4 + g] = s;
+      dq[h * kQGroups + g] = s;
       __m512i sum = _mm512_setzero_si512();
       for (int c = 0; c < 4; ++c) {
         __m512i ci = _mm512_setzero_si512();
@@ -234,9 +235,9 @@ void attn_seg_q8(const float* q, int n_q, const int8_t* k, const float* k_scale,
           ci = _mm512_max_epi32(_mm512_min_epi32(ci, _mm512_set1_epi32(127)), _mm512_set1_epi32(-127));
         }
         sum = _mm512_add_epi32(sum, ci);
-        _mm_store_si128(reinterpret_cast<__m128i*>(qi + h * 256 + g * kKvQ8Group + 16 * c), _mm512_cvtepi32_epi8(ci));
+        _mm_store_si128(reinterpret_cast<__m128i*>(qi + h * kMaxHeadDim + g * kKvQ8Group + 16 * c), _mm512_cvtepi32_epi8(ci));
       }
-      corr[h * 4 + g] = 128 * _mm512_reduce_add_epi32(sum);
+      corr[h * kQGroups + g] = 128 * _mm512_reduce_add_epi32(sum);
     }
   drivers::fold_segment<AttnSimd>(Q8Src{qi, dq, corr, k, k_scale, v, v_scale, stride, scale_stride, hd}, n_q, n, hd, score, a);
 }
