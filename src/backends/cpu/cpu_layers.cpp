@@ -299,8 +299,11 @@ Result<void> CpuLayers::per_layer_inputs(const PerLayerInputSpec& sp, Act ple_ac
   const int P = c_.n_embd_per_layer;
   const size_t W = size_t(c_.n_layer) * size_t(P);
   float* ple = buf(ple_act);
+  // An image row (an embedding, no token) takes the padding token 0's row, as llama.cpp does
+  // (its TAG_GEMMA4_IMG_PADDING).
+  auto table_row = [&](int r) { return s_.row_embd[size_t(r)] ? 0 : s_.row_token[size_t(r)]; };
   for (int r = 0; r < n_; ++r) {  // ids first: a bad one fails the step before any row changes
-    const int32_t id = s_.row_token[size_t(r)];
+    const int32_t id = table_row(r);
     if (id < 0 || id >= table.rows)
       return make_error(Status::invalid_argument, "token id " + std::to_string(id) + " is out of range");
   }
@@ -309,7 +312,7 @@ Result<void> CpuLayers::per_layer_inputs(const PerLayerInputSpec& sp, Act ple_ac
     // The table row is read where it lies in the mapped file: repacking never visits this
     // table (model/repack.cpp: token_embd, output and the layers' matrices), so it has no panels.
     alignas(64) float tok[kMaxPanelRowBytes / 2];
-    const uint8_t* row = table.row(s_.row_token[size_t(r)]);
+    const uint8_t* row = table.row(table_row(int(r)));
     for (int l = 0; l < c_.n_layer; ++l) {
       float* b = p + size_t(l) * size_t(P);
       kt.for_type(table.type).dequantize_row(row + size_t(l) * (table.row_bytes / size_t(c_.n_layer)), tok, P);
