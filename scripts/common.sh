@@ -10,6 +10,7 @@ JOBS="${JOBS:-$(nproc 2>/dev/null || echo 2)}"
 DEB_PACKAGES=(cmake ninja-build g++ pkg-config libpcre2-dev libcli11-dev nlohmann-json3-dev libgtest-dev libcpp-httplib-dev
               libeigen3-dev  # the pruner's least-squares compensation
               libstb-dev  # stb_image: the vision layer's PNG / JPEG / BMP decoder (header only)
+              libssl-dev  # libcrypto: the server's base64 for images sent inline (cpp-httplib needs it too)
               python3 python3-venv python3-pip
               # the fuzzers (scripts/fuzz.sh): clang, libFuzzer's runtime (only a Recommends of
               # clang, which minimal images skip) and llvm-symbolizer for readable reports
