@@ -16,33 +16,14 @@
 #include "kernels/kernels.h"
 #include "kernels/kv_format.h"
 #include "model/kv_cache.h"
+#include "kv_test_model.h"
 
 namespace pllm {
 namespace {
 
-constexpr int kHd = 64;
-constexpr int kKvHeads = 2;
-constexpr int kDim = kHd * kKvHeads;
+using namespace kvtest;
+
 constexpr int G = kKvQ4GroupTokens;
-
-ModelConfig tiny_config(int n_layer) {
-  ModelConfig c;
-  c.n_layer = n_layer;
-  c.n_embd = 128;
-  c.n_head = 4;
-  c.n_head_kv = kKvHeads;
-  c.head_dim = kHd;
-  c.n_rot = kHd;
-  c.n_ff = 256;
-  return c;
-}
-
-// RoPE frequencies of a kHd-wide head, base 10000 (the tests' RopeSpec points into them).
-std::vector<float> rope_inv_freq() {
-  std::vector<float> f(kHd / 2);
-  for (int i = 0; i < kHd / 2; ++i) f[size_t(i)] = float(std::pow(10000.0, -2.0 * i / kHd));
-  return f;
-}
 
 // Independent rotation (double) of one head by `pos`: adjacent pairs or halves.
 void rotate(std::vector<double>& x, const std::vector<float>& inv_freq, double pos, bool neox) {

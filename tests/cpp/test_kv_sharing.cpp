@@ -10,31 +10,12 @@
 #include "kernels/kernels.h"
 #include "kernels/kv_format.h"
 #include "model/kv_cache.h"
+#include "kv_test_model.h"
 
 namespace pllm {
 namespace {
 
-constexpr int kHd = 64;
-constexpr int kKvHeads = 2;
-constexpr int kDim = kHd * kKvHeads;
-
-ModelConfig tiny_config(int n_layer) {
-  ModelConfig c;
-  c.n_layer = n_layer;
-  c.n_embd = 128;
-  c.n_head = 4;
-  c.n_head_kv = kKvHeads;
-  c.head_dim = kHd;
-  c.n_rot = kHd;
-  c.n_ff = 256;
-  return c;
-}
-
-std::vector<float> rope_inv_freq() {
-  std::vector<float> f(kHd / 2);
-  for (int i = 0; i < kHd / 2; ++i) f[size_t(i)] = float(std::pow(10000.0, -2.0 * i / kHd));
-  return f;
-}
+using namespace kvtest;
 
 // Gemma 4: layers of two widths, the last two sharing layers 0 and 1's keys and values. The shared
 // layers cost nothing (the cache is the two-layer one's size), read their source's rows, and

@@ -156,6 +156,28 @@ def _field(reader, key, default=None):
     return f.contents()
 
 
+def load_arch_gguf(path: str | Path, arch: str):
+    """An architecture's file for the per-architecture references (reference_qwen35.py,
+    reference_gemma4.py): every tensor dequantised to float64 in its numpy shape, and
+    hp(key, default) reading "<arch>.<key>". A file of another architecture is a ValueError."""
+    from gguf import GGUFReader, quants
+    reader = GGUFReader(str(path))
+    a = _field(reader, "general.architecture")
+    if a != arch:
+        raise ValueError(f"reference_{arch}: architecture {a!r}")
+    w: dict[str, np.ndarray] = {}
+    for t in reader.tensors:
+        arr = quants.dequantize(t.data, t.tensor_type)
+        shape = tuple(int(x) for x in reversed(list(t.shape)))
+        w[t.name] = np.ascontiguousarray(arr, dtype=np.float64).reshape(shape)
+    return w, lambda k, d=None: _field(reader, f"{a}.{k}", d)
+
+
+def gelu_tanh(g):
+    """GELU, tanh form (gemma's GeGLU)."""
+    return 0.5 * g * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (g + 0.044715 * g ** 3)))
+
+
 def _per_layer(value, n_layer: int) -> list[int]:
     """A hyper-parameter stored as one value or as an array of one per layer (what
     llama.cpp's get_key_or_arr accepts)."""
@@ -585,8 +607,7 @@ class Reference:
             h = norm(x, p + "ffn_norm.weight")
             g = mm(h, p + "ffn_gate.weight")
             u = mm(h, p + "ffn_up.weight")
-            gelu = 0.5 * g * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (g + 0.044715 * g ** 3)))
-            y = mm(gelu * u, p + "ffn_down.weight")
+            y = mm(gelu_tanh(g) * u, p + "ffn_down.weight")
             x = x + (norm(y, p + "post_ffw_norm.weight") if post_norms else y)
         if last_only:
             x = x[-1:]

@@ -28,10 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from reference import gelu_tanh, load_arch_gguf
 
-def _field(reader, key, default=None):
-    f = reader.fields.get(key)
-    return default if f is None else f.contents()
 
 
 def _rmsnorm(x, w, eps):
@@ -39,23 +37,9 @@ def _rmsnorm(x, w, eps):
     return y if w is None else y * w
 
 
-def _gelu_tanh(g):
-    return 0.5 * g * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (g + 0.044715 * g ** 3)))
-
-
 class Gemma4Reference:
     def __init__(self, path: str | Path):
-        from gguf import GGUFReader, quants
-        reader = GGUFReader(str(path))
-        a = _field(reader, "general.architecture")
-        if a != "gemma4":
-            raise ValueError(f"reference_gemma4: architecture {a!r}")
-        self.w: dict[str, np.ndarray] = {}
-        for t in reader.tensors:
-            arr = quants.dequantize(t.data, t.tensor_type)
-            shape = tuple(int(x) for x in reversed(list(t.shape)))
-            self.w[t.name] = np.ascontiguousarray(arr, dtype=np.float64).reshape(shape)
-        g = lambda k, d=None: _field(reader, f"{a}.{k}", d)  # noqa: E731
+        self.w, g = load_arch_gguf(path, "gemma4")
         self.n_embd = int(g("embedding_length"))
         self.n_layer = int(g("block_count"))
         self.n_head = int(g("attention.head_count"))
@@ -147,10 +131,10 @@ class Gemma4Reference:
             o = att.reshape(n, self.n_head * hd) @ self.w[p + "attn_output.weight"].T
             x = x + _rmsnorm(o, self.w[p + "post_attention_norm.weight"], self.eps)
             h = _rmsnorm(x, self.w[p + "ffn_norm.weight"], self.eps)
-            gu = _gelu_tanh(h @ self.w[p + "ffn_gate.weight"].T) * (h @ self.w[p + "ffn_up.weight"].T)
+            gu = gelu_tanh(h @ self.w[p + "ffn_gate.weight"].T) * (h @ self.w[p + "ffn_up.weight"].T)
             x = x + _rmsnorm(gu @ self.w[p + "ffn_down.weight"].T, self.w[p + "post_ffw_norm.weight"], self.eps)
             if pl is not None:
-                t = _gelu_tanh(x @ self.w[p + "inp_gate.weight"].T) * pl[:, il]
+                t = gelu_tanh(x @ self.w[p + "inp_gate.weight"].T) * pl[:, il]
                 x = x + _rmsnorm(t @ self.w[p + "proj.weight"].T, self.w[p + "post_norm.weight"], self.eps)
             if out_scale and p + "layer_output_scale.weight" in self.w:
                 x = x * self.w[p + "layer_output_scale.weight"][0]

@@ -25,10 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from reference import load_arch_gguf
 
-def _field(reader, key, default=None):
-    f = reader.fields.get(key)
-    return default if f is None else f.contents()
 
 
 def _rmsnorm(x, w, eps):
@@ -65,17 +63,7 @@ def imrope_inv_freq(n_rot: int, base: float, sections) -> np.ndarray:
 
 class Qwen35Reference:
     def __init__(self, path: str | Path):
-        from gguf import GGUFReader, quants
-        reader = GGUFReader(str(path))
-        a = _field(reader, "general.architecture")
-        if a != "qwen35":
-            raise ValueError(f"reference_qwen35: architecture {a!r}")
-        self.w: dict[str, np.ndarray] = {}
-        for t in reader.tensors:
-            arr = quants.dequantize(t.data, t.tensor_type)
-            shape = tuple(int(x) for x in reversed(list(t.shape)))
-            self.w[t.name] = np.ascontiguousarray(arr, dtype=np.float64).reshape(shape)
-        g = lambda k, d=None: _field(reader, f"{a}.{k}", d)  # noqa: E731
+        self.w, g = load_arch_gguf(path, "qwen35")
         self.n_embd = int(g("embedding_length"))
         self.n_layer = int(g("block_count")) - int(g("nextn_predict_layers", 0))
         self.n_head = int(g("attention.head_count"))

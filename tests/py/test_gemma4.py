@@ -237,31 +237,8 @@ def test_prefix_cache_restores_the_state(pllm_bin, paths):
     full layer's; the shared layers have no part of their own. The greedy reply's every top-5
     log-probability equals a server's without the cache, for the same prompt and for another
     continuation of its prefix."""
-    from test_hybrid_state import PROMPT, complete, metric
-    from server_util import Server
-    model = paths["gemma4-F32"]
-    plain = Server(pllm_bin, model, "--cache-ram", "0")
-    try:
-        want = complete(plain, PROMPT)
-        other = complete(plain, PROMPT + " again")
-    finally:
-        plain.close()
-    cached = Server(pllm_bin, model)
-    try:
-        first = complete(cached, PROMPT)
-        second = complete(cached, PROMPT)
-        third = complete(cached, PROMPT + " again")
-        hits = metric(cached, "pocketllm_prefix_cache_hits_total")
-    finally:
-        cached.close()
-    assert hits >= 2
-    assert first == want and second == want and third == other
-
-
-def _without(spec, *, kv=None, tensor=None):
-    spec.kvs = [x for x in spec.kvs if not (kv and x.key == kv)]
-    spec.tensors = [t for t in spec.tensors if not (tensor and t.name == tensor)]
-    return spec
+    from test_hybrid_state import check_prefix_cache_round_trip
+    check_prefix_cache_round_trip(pllm_bin, paths["gemma4-F32"])
 
 
 @pytest.mark.parametrize("change,needle", [
@@ -274,7 +251,7 @@ def _without(spec, *, kv=None, tensor=None):
     ({"tensor": "rope_freqs.weight"}, "rope_freqs.weight"),
 ])
 def test_a_file_missing_what_the_arch_needs_is_one_error(pllm_bin, work_dir, change, needle):
-    path = tm.write_with_gguf_writer(_without(tg.build_spec(CONFIGS["gemma4-F32"]), **change), work_dir / "bad.gguf")
+    path = tm.write_with_gguf_writer(tm.without(tg.build_spec(CONFIGS["gemma4-F32"]), **change), work_dir / "bad.gguf")
     proc = pllm_cli.run_cli(pllm_bin, ["logits", "-m", path, "--ids", "5 6 7", "--out", work_dir / "x.f32"])
     assert needle in pllm_cli.assert_clean_error(proc)
 

@@ -39,9 +39,10 @@ def metric(server: Server, name: str) -> float:
 
 # qwen35: the DeltaNet layers' conv rows and delta-rule matrices, snapshotted at the 64-position
 # checkpoint (KvCache::kDeltaCheckpoint) the prompt crossed and restored there.
-@pytest.mark.parametrize("name", ["lfm2-F32", "lfm2-Q8_0", "qwen35-F32"])
-def test_prefix_cache_restores_the_convolution_state(pllm_bin, tiny_models_paths, name):
-    model = tiny_models_paths[name]
+def check_prefix_cache_round_trip(pllm_bin, model):
+    """A server with the prefix cache answers PROMPT, PROMPT again (restored from the RAM tier
+    into a session) and another continuation of its prefix with every top-5 log-probability of
+    a server without the cache."""
     plain = Server(pllm_bin, model, "--cache-ram", "0")
     try:
         want = complete(plain, PROMPT)
@@ -51,10 +52,15 @@ def test_prefix_cache_restores_the_convolution_state(pllm_bin, tiny_models_paths
     cached = Server(pllm_bin, model)
     try:
         first = complete(cached, PROMPT)
-        second = complete(cached, PROMPT)  # restored from the RAM tier into a session
-        third = complete(cached, PROMPT + " again")  # the same prefix, another continuation
+        second = complete(cached, PROMPT)
+        third = complete(cached, PROMPT + " again")
         hits = metric(cached, "pocketllm_prefix_cache_hits_total")
     finally:
         cached.close()
     assert hits >= 2
     assert first == want and second == want and third == other
+
+
+@pytest.mark.parametrize("name", ["lfm2-F32", "lfm2-Q8_0", "qwen35-F32"])
+def test_prefix_cache_restores_the_convolution_state(pllm_bin, tiny_models_paths, name):
+    check_prefix_cache_round_trip(pllm_bin, tiny_models_paths[name])

@@ -148,12 +148,6 @@ def test_info_names_what_the_arch_adds(pllm_bin, tiny_models_paths):
         assert hp.get(k) == v, f"info: {k} = {hp.get(k)!r}, expected {v!r}"
 
 
-def _without(spec, *, kv=None, tensor=None):
-    spec.kvs = [x for x in spec.kvs if not (kv and x.key == kv)]
-    spec.tensors = [t for t in spec.tensors if not (tensor and t.name == tensor)]
-    return spec
-
-
 @pytest.mark.parametrize("change,needle", [
     ({"kv": "qwen35.ssm.conv_kernel"}, "qwen35.ssm.conv_kernel"),
     ({"kv": "qwen35.rope.dimension_sections"}, "qwen35.rope.dimension_sections"),
@@ -163,7 +157,7 @@ def _without(spec, *, kv=None, tensor=None):
     ({"tensor": "blk.2.post_attention_norm.weight"}, "blk.2.post_attention_norm.weight"),
 ])
 def test_a_file_missing_what_the_arch_needs_is_one_error(pllm_bin, work_dir, change, needle):
-    path = tm.write_with_gguf_writer(_without(tq.build_spec(CONFIGS["qwen35-F32"]), **change), work_dir / "bad.gguf")
+    path = tm.write_with_gguf_writer(tm.without(tq.build_spec(CONFIGS["qwen35-F32"]), **change), work_dir / "bad.gguf")
     proc = pllm_cli.run_cli(pllm_bin, ["logits", "-m", path, "--ids", "5 6 7", "--out", work_dir / "x.f32"])
     assert needle in pllm_cli.assert_clean_error(proc)
 

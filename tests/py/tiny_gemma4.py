@@ -204,26 +204,13 @@ def build_spec(cfg: Gemma4Config) -> tm.ModelSpec:
 
 
 def generate(out_dir: Path, names: list[str] | None = None) -> dict[str, Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {}
-    for name, cfg in configs().items():
-        if names is not None and name not in names:
-            continue
-        p = out_dir / f"{name}.gguf"
-        if not p.exists():
-            tmp = out_dir / f".{name}.gguf.tmp"
-            tm.write_with_gguf_writer(build_spec(cfg), tmp)
-            tmp.rename(p)
-        paths[name] = p
-    return paths
+    return tm.write_configs(out_dir, configs(), build_spec, names)
 
 
 def sample_ids(cfg: Gemma4Config, n: int, seed: int = 0) -> list[int]:
     """Random normal tokens of the vocabulary (characters and merges: no specials, no bytes)."""
     _, types, _ = gemma4_vocab()
-    normal = [i for i, t in enumerate(types) if t == 1]
-    rng = np.random.default_rng(cfg.seed + 7919 * seed)
-    return [int(x) for x in rng.choice(normal, size=n, replace=True)]
+    return tm.sample_normal_ids(types, cfg.seed, n, seed)
 
 
 if __name__ == "__main__":

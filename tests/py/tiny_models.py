@@ -602,10 +602,10 @@ def write_with_bytes(spec: ModelSpec, path: Path, **kw) -> Path:
     return path
 
 
-def generate_all(out_dir: Path, names: list[str] | None = None) -> dict[str, Path]:
-    """Write every tiny model (tiny_qwen35.py's and tiny_gemma4.py's too), or just `names`, into out_dir; returns name -> path."""
+def write_configs(out_dir: Path, cfgs: dict, build, names: list[str] | None = None) -> dict[str, Path]:
+    """Write cfgs' models (all, or just `names`) with build(cfg) -> ModelSpec into out_dir, each
+    once (through a temporary name, so a half-written file is never taken); name -> path."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    cfgs = {**model_configs(), **extra_configs()}
     paths = {}
     for name, cfg in cfgs.items():
         if names is not None and name not in names:
@@ -613,9 +613,22 @@ def generate_all(out_dir: Path, names: list[str] | None = None) -> dict[str, Pat
         p = out_dir / f"{name}.gguf"
         if not p.exists():
             tmp = out_dir / f".{name}.gguf.tmp"
-            write_with_gguf_writer(build_spec(cfg), tmp)
+            write_with_gguf_writer(build(cfg), tmp)
             tmp.rename(p)
         paths[name] = p
+    return paths
+
+
+def without(spec: ModelSpec, *, kv: str | None = None, tensor: str | None = None) -> ModelSpec:
+    """The spec with a key and / or a tensor left out (the missing-key / missing-tensor tests)."""
+    spec.kvs = [x for x in spec.kvs if not (kv and x.key == kv)]
+    spec.tensors = [t for t in spec.tensors if not (tensor and t.name == tensor)]
+    return spec
+
+
+def generate_all(out_dir: Path, names: list[str] | None = None) -> dict[str, Path]:
+    """Write every tiny model (tiny_qwen35.py's and tiny_gemma4.py's too), or just `names`, into out_dir; returns name -> path."""
+    paths = write_configs(out_dir, {**model_configs(), **extra_configs()}, build_spec, names)
     import tiny_qwen35  # their own generators (they import this module)
     import tiny_gemma4
     paths.update(tiny_qwen35.generate(out_dir, names))
@@ -625,9 +638,14 @@ def generate_all(out_dir: Path, names: list[str] | None = None) -> dict[str, Pat
 
 def sample_ids(cfg: ModelConfig, n: int, seed: int = 0) -> list[int]:
     """Deterministic token ids for a logits test: random normal/merge tokens, no specials."""
-    tokens, types, _ = tiny_vocab(cfg.specials_first, cfg.gemma, cfg.extra_specials, cfg.extra_merges)
+    _, types, _ = tiny_vocab(cfg.specials_first, cfg.gemma, cfg.extra_specials, cfg.extra_merges)
+    return sample_normal_ids(types, cfg.seed, n, seed)
+
+
+def sample_normal_ids(types: list[int], cfg_seed: int, n: int, seed: int = 0) -> list[int]:
+    """n random ids among a vocabulary's normal tokens (type 1: no specials, no bytes)."""
     normal = [i for i, t in enumerate(types) if t == 1]
-    rng = np.random.default_rng(cfg.seed + 7919 * seed)
+    rng = np.random.default_rng(cfg_seed + 7919 * seed)
     return [int(x) for x in rng.choice(normal, size=n, replace=True)]
 
 
