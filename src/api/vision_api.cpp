@@ -56,7 +56,7 @@ pllm_status pllm_vision_tokenize(const pllm_vision* v, pllm_session* s, const ch
     auto p = pllm::vision::build_image_prompt(*v->model, v->vision, std::string_view(text ? text : "", text_len),
                                               decoded, s->session->image_rows(), v->encode);
     if (!p.ok()) return fail(p.error());
-    return copy_out(p->tokens.data(), p->tokens.size(), sizeof(pllm_token), out, capacity, n_out);
+    return copy_out(p->data(), p->size(), sizeof(pllm_token), out, capacity, n_out);
   });
 }
 

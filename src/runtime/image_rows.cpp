@@ -70,10 +70,8 @@ ImageRows::Embeddings ImageRows::embeddings(const ImageTile& tile, ThreadPool& p
   const auto encode = it->second.tile->encode;  // a copy: keeps what it captured alive
   ++encodes_;
   lock.unlock();  // encoding takes long; lookups go on meanwhile
-  Embeddings r = make_error(Status::internal, "");
   auto v = encode(pool);
-  if (v.ok()) r = std::make_shared<const std::vector<float>>(std::move(*v));
-  else r = v.error();
+  Embeddings r = v.ok() ? Embeddings(std::make_shared<const std::vector<float>>(std::move(*v))) : Embeddings(v.error());
   lock.lock();
   it = tiles_.find(&tile);
   if (it != tiles_.end()) {

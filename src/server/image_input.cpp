@@ -67,8 +67,7 @@ Result<std::vector<int32_t>> image_prompt_ids(const ServerVision& v, const Model
     if (!img.ok()) return make_error(img.error().code, which + img.error().message);
     images.push_back(std::move(*img));
   }
-  PLLM_ASSIGN(vision::ImagePrompt p, vision::build_image_prompt(model, v.model, text, images, *v.rows, v.encode));
-  return std::move(p.tokens);
+  return vision::build_image_prompt(model, v.model, text, images, *v.rows, v.encode);
 }
 
 #else

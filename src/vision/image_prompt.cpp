@@ -52,7 +52,7 @@ Result<void> add_text(const Tokenizer& tok, std::string_view text, std::vector<i
 
 }  // namespace
 
-Result<ImagePrompt> build_image_prompt(const Model& text, std::shared_ptr<const VisionModel> vision,
+Result<std::vector<int32_t>> build_image_prompt(const Model& text, std::shared_ptr<const VisionModel> vision,
                                        std::string_view prompt, std::span<const ImageU8> images, ImageRows& rows,
                                        const EncodeOptions& opt, bool add_special) {
   if (!vision) return make_error(Status::invalid_argument, "no vision model");
@@ -71,14 +71,14 @@ Result<ImagePrompt> build_image_prompt(const Model& text, std::shared_ptr<const 
                                                     (images.size() == 1 ? "" : "s"));
   const Tokenizer& tok = text.tokenizer();
   const int per_tile = vision->hp.tokens_per_image();
-  ImagePrompt out;
+  std::vector<int32_t> out;
   for (size_t i = 0; i < parts.size(); ++i) {
-    PLLM_TRY(add_text(tok, parts[i], out.tokens));
+    PLLM_TRY(add_text(tok, parts[i], out));
     if (i == images.size()) break;
     PLLM_ASSIGN(Preprocessed pre, preprocess_image(images[i], vision->hp));
     for (const LayoutPiece& lp : image_layout(vision->hp, pre)) {
       if (lp.image < 0) {
-        PLLM_TRY(add_text(tok, lp.text, out.tokens));
+        PLLM_TRY(add_text(tok, lp.text, out));
         continue;
       }
       auto tile = std::make_shared<ImageTile>();
@@ -86,15 +86,13 @@ Result<ImagePrompt> build_image_prompt(const Model& text, std::shared_ptr<const 
       tile->bidirectional = vision->hp.projector == Projector::gemma3;
       auto img = std::make_shared<const ImageF32>(std::move(pre.images[size_t(lp.image)]));
       tile->encode = [vision, img, opt](ThreadPool& pool) { return encode_image(*vision, *img, pool, opt); };
-      out.tokens.insert(out.tokens.end(), tile->ids.begin(), tile->ids.end());
+      out.insert(out.end(), tile->ids.begin(), tile->ids.end());
       PLLM_TRY(rows.add(std::move(tile)));
-      out.n_image_rows += per_tile;
-      ++out.n_tiles;
     }
   }
   // BOS first, as mtmd_tokenize adds it; not twice when the text begins with it.
-  if (add_special && tok.add_bos() && tok.bos() >= 0 && (out.tokens.empty() || out.tokens[0] != tok.bos()))
-    out.tokens.insert(out.tokens.begin(), tok.bos());
+  if (add_special && tok.add_bos() && tok.bos() >= 0 && (out.empty() || out[0] != tok.bos()))
+    out.insert(out.begin(), tok.bos());
   return out;
 }
 

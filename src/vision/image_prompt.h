@@ -24,12 +24,6 @@
 
 namespace pllm::vision {
 
-struct ImagePrompt {
-  std::vector<int32_t> tokens;  // image rows negative
-  int n_image_rows = 0;
-  int n_tiles = 0;
-};
-
 // History ids of a tile's n rows: negative, a function of the image's pixels, the tile and
 // the mmproj file.
 std::vector<int32_t> image_row_ids(const ImageU8& img, uint64_t vision_identity, int tile, int n);
@@ -41,7 +35,8 @@ Result<void> check_pairing(const Model& text, const VisionModel& vision);
 // prompt: text with one kImageMarker (runtime/image_rows.h) per image (a count that differs is an error).
 // add_special: BOS first when the tokenizer adds one (not twice when the text begins with it).
 // The tiles are registered in `rows`; their encoder runs with `opt`.
-Result<ImagePrompt> build_image_prompt(const Model& text, std::shared_ptr<const VisionModel> vision,
+// Returns the prompt's tokens, image rows negative.
+Result<std::vector<int32_t>> build_image_prompt(const Model& text, std::shared_ptr<const VisionModel> vision,
                                        std::string_view prompt, std::span<const ImageU8> images, ImageRows& rows,
                                        const EncodeOptions& opt = {}, bool add_special = true);
 
