@@ -58,6 +58,8 @@ def main() -> None:
     ap.add_argument("--pairs", default="vittiny-smollm2")
     ap.add_argument("--wtype", default="q8_0", choices=["f16", "q8_0"], help="both halves' matrices")
     ap.add_argument("--layers", type=int, default=0, help="encoder depth (0: the real one)")
+    ap.add_argument("--act", default="exact", choices=["exact", "int8"],
+                    help="our encoder's activations: exact (the default a user gets) or int8 (--image-int8)")
     a = ap.parse_args()
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
     text_type = {"f16": "F16", "q8_0": "Q8_0"}[a.wtype]
@@ -75,7 +77,7 @@ def main() -> None:
             cfg = tm.ModelConfig(name=f"{name}-text", arch="llama", wtype=text_type, dims=dims, vision="idefics3")
             text = tm.write_with_gguf_writer(tm.build_spec(cfg), d / f"{name}-text.gguf")
             ours, ref, rows = [], [], 0
-            act = ["--image-int8"] if a.wtype == "q8_0" else []
+            act = ["--image-int8"] if a.act == "int8" else []
             for r in range(a.rounds):
                 cmds = [("ours", [a.bin, "run", "-m", text, "--mmproj", mm, "--image", img, "-p", PROMPT, "--raw",
                                   "-n", "1", "--json", "-t", a.threads, "-c", "2048", *act]),
@@ -89,7 +91,7 @@ def main() -> None:
                     else:
                         ref.append(next(float(l.split()[1]) for l in out.splitlines() if l.startswith("ttft_ms ")))
             mo, mr = statistics.median(ours), statistics.median(ref)
-            print(f"| {name} ({kw['n_layer']} encoder layers) | {a.wtype} | {rows} | {mo:.0f} | {mr:.0f} "
+            print(f"| {name} ({kw['n_layer']} encoder layers) | {a.wtype}, encoder {a.act} | {rows} | {mo:.0f} | {mr:.0f} "
                   f"| {mo / mr:.2f} |")
 
 
