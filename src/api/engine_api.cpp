@@ -6,6 +6,7 @@
 #include "api/api_internal.h"
 #include "backends/vulkan/vk_backend.h"
 #include "runtime/engine.h"
+#include "runtime/generator.h"
 
 using namespace pllm_api;
 
@@ -145,7 +146,8 @@ pllm_status pllm_engine_step(pllm_engine* e, pllm_step_item* items, size_t n_ite
       it.token = s.sampler->sample(s.session->last_logits(), s.session->history());
       if (it.token == pllm::Sampler::kNoToken) {
         it.status = PLLM_ERR_INVALID_ARGUMENT;
-        pllm_api::fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_engine_step: the grammar allows no token here");
+        pllm_api::fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_engine_step: the grammar allows no token here" +
+                                                      pllm::grammar_bound_note(s.sampler->grammar()));
       }
     }
     if (!r.ok()) return fail(r.error());

@@ -233,13 +233,20 @@ class GbnfParser {
         if (c == '{') {
           if (!parse_braces(lo, hi, nested)) return false;
         } else {
-          ++pos_;
-          lo = c == '+' ? 1 : 0;
-          hi = c == '?' ? 1 : kUnbounded;
+          // `x+*`, `x?+`...: one repetition, x* or x+ or x?. Nesting them instead would give
+          // the matcher a number of parses exponential in the operators (each level may end or
+          // go on).
+          lo = 1, hi = 1;
+          for (char op = c; op == '*' || op == '+' || op == '?'; op = peek()) {
+            ++pos_;
+            lo = op == '+' ? lo : 0;
+            hi = op == '?' ? hi : kUnbounded;
+            skip_space(nested);
+          }
         }
         if (!repeat(seq, last_start, lo, hi)) return false;
         skip_space(nested);
-        continue;  // the repeated item stays the last item: `x**` repeats again
+        continue;  // the repeated item stays the last item: `x{2}{3}` repeats again
       } else if (c == '<' || (c == '!' && peek(1) == '<')) {
         return fail("token references are not supported");
       } else {

@@ -20,15 +20,6 @@ uint64_t mix(uint64_t h, uint64_t v) {
 
 uint32_t min_code_point(uint8_t length) { return length == 2 ? 0x80 : length == 3 ? 0x800 : 0x10000; }
 
-// A fresh mark for close()'s seen/emitted arrays.
-void new_stamp(uint32_t& stamp, std::vector<uint32_t>& a, std::vector<uint32_t>& b) {
-  if (++stamp == 0) {  // wrapped: old marks could collide
-    std::fill(a.begin(), a.end(), 0);
-    std::fill(b.begin(), b.end(), 0);
-    stamp = 1;
-  }
-}
-
 // An unfinished character, reduced to a representative of the bytes that behave alike when every
 // code point from U+0080 up leads to the same place: then only the UTF-8 validity rules still
 // tell prefixes apart (E0, ED, F0, F4 limit the next byte), so "\xE4\xB8" and "\xE5\x8F" are one
@@ -74,12 +65,30 @@ bool LazyDfa::over_budget() const {
   return nodes_.size() > kSoftNodes || states_.size() > kSoftStates || rows_.size() >= kMaxRows * 256;
 }
 
+void LazyDfa::begin_step() {
+  if (++stamp_ == 0) {  // wrapped: old marks could collide
+    std::fill(seen_.begin(), seen_.end(), 0);
+    std::fill(emitted_.begin(), emitted_.end(), 0);
+    stamp_ = 1;
+  }
+  out_.clear();
+  work_left_ = kMaxClosureWork;
+}
+
+bool LazyDfa::refuse_for_bound() {
+  hit_bound_ = true;
+  return false;
+}
+
 uint32_t LazyDfa::node(uint32_t pos, uint32_t parent) {
   const uint64_t key = (uint64_t{pos} << 32) | parent;
   const auto it = node_ids_.find(key);
   if (it != node_ids_.end()) return it->second;
   const uint32_t depth = nodes_[parent].depth + 1;
-  if (depth > kMaxStackDepth || nodes_.size() >= kHardNodes) return kNoNode;
+  if (depth > kMaxStackDepth || nodes_.size() >= kHardNodes) {
+    refuse_for_bound();
+    return kNoNode;
+  }
   const auto id = static_cast<uint32_t>(nodes_.size());
   nodes_.push_back({pos, parent, depth});
   node_ids_.emplace(key, id);
@@ -106,12 +115,14 @@ bool LazyDfa::close(uint32_t stack) {
       if (emitted_[n] != stamp_) {
         emitted_[n] = stamp_;
         out_.push_back(n);
-        if (out_.size() > kMaxStacks) return false;
+        if (out_.size() > kMaxStacks) return refuse_for_bound();
       }
       continue;
     }
     if (seen_[n] == stamp_) continue;
     seen_[n] = stamp_;
+    if (work_left_ == 0) return refuse_for_bound();
+    --work_left_;
     const uint32_t base = E[nd.pos + 1].kind == ElementKind::end ? nd.parent : node(nd.pos + 1, nd.parent);
     if (base == kNoNode) continue;
     for (uint32_t alt : g_->rules[E[nd.pos].value].alternatives) {
@@ -132,16 +143,14 @@ bool LazyDfa::close_alternatives(uint32_t rule, uint32_t base) {
 
 int32_t LazyDfa::start() {
   if (start_ != kUnknown) return start_;
-  new_stamp(stamp_, seen_, emitted_);
-  out_.clear();
+  begin_step();
   start_ = close_alternatives(g_->root, 0) && !out_.empty() ? intern_state(out_, {}) : kDead;
   return start_;
 }
 
 int32_t LazyDfa::advance(uint32_t set, uint32_t cp) {
   const auto& E = g_->elements;
-  new_stamp(stamp_, seen_, emitted_);
-  out_.clear();
+  begin_step();
   const auto [begin, end] = set_range(set);
   for (const uint32_t* it = begin; it != end; ++it) {
     if (*it == 0) continue;

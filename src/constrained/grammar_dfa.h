@@ -18,8 +18,11 @@
 // every byte leads back to the same few states, so a vocabulary walk after the first costs one
 // array load per trie node.
 //
-// Bounds. A stack deeper than kMaxStackDepth or a state with more than kMaxStacks stacks is
-// refused (the byte leads nowhere), so hostile grammars or inputs cost bounded time and memory.
+// Bounds. A stack deeper than kMaxStackDepth, a state with more than kMaxStacks stacks or one
+// step whose closure expands more than kMaxClosureWork frames is refused (the byte leads
+// nowhere), so hostile grammars or inputs cost bounded time and memory: nested ambiguous
+// repetitions such as ((x+ y?)+ z?)+ hold a number of stacks exponential in their depth. A
+// refusal for a bound is remembered (hit_bound) so the caller's error can say why.
 // The memo tables grow with use; the owner calls over_budget() between operations and rebuilds
 // from snapshots (save/restore) when they are too large.
 #pragma once
@@ -50,6 +53,7 @@ class LazyDfa {
   static constexpr int32_t kDead = -1;
   static constexpr uint32_t kMaxStackDepth = 4096;
   static constexpr uint32_t kMaxStacks = 65536;
+  static constexpr uint32_t kMaxClosureWork = 65536;
 
   explicit LazyDfa(std::shared_ptr<const Grammar> g);
 
@@ -73,6 +77,8 @@ class LazyDfa {
   size_t n_states() const { return states_.size(); }
 
   bool over_budget() const;
+  // Some byte was refused for a bound rather than by the grammar (since construction).
+  bool hit_bound() const { return hit_bound_; }
   DfaSnapshot save(int32_t state) const;
   int32_t restore(const DfaSnapshot& snap);
   void clear();
@@ -102,6 +108,9 @@ class LazyDfa {
   int32_t advance(uint32_t set, uint32_t cp);
   bool any_top_intersects(uint32_t set, uint32_t lo, uint32_t hi) const;
   uint32_t node(uint32_t pos, uint32_t parent);
+  // A new closure step: fresh seen/emitted marks, empty output, the whole work budget.
+  void begin_step();
+  bool refuse_for_bound();  // notes that a bound, not the grammar, refused; returns false
   // Adds to out_ the terminal-topped stacks reachable from `stack` without input. False when a
   // bound is exceeded.
   bool close(uint32_t stack);
@@ -125,6 +134,8 @@ class LazyDfa {
   // Scratch of close(): nodes seen in this closure (stamped), the work list and the output.
   std::vector<uint32_t> seen_, emitted_, work_, out_;
   uint32_t stamp_ = 0;
+  uint32_t work_left_ = 0;  // frames close() may still expand in this step
+  bool hit_bound_ = false;
 };
 
 }  // namespace pllm

@@ -215,6 +215,8 @@ Result<void> GrammarMatcher::rollback(int n_tokens) {
   return {};
 }
 
+bool GrammarMatcher::hit_bound() const { return st_->dfa.hit_bound(); }
+
 void GrammarMatcher::reset() {
   st_->history.clear();
   st_->current = st_->dfa.start();

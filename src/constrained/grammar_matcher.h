@@ -60,6 +60,9 @@ class GrammarMatcher {
   // 64 steps are kept (an accept_text call is one step); more is Status::invalid_argument.
   Result<void> rollback(int n_tokens);
   void reset();
+  // Some text was refused for one of the matcher's bounds (stack depth, or the ambiguity of
+  // nested repetitions: grammar_dfa.h) rather than by the grammar itself.
+  bool hit_bound() const;
   // An independent matcher in the same state (for trying a token without committing to it).
   GrammarMatcher clone() const;
 

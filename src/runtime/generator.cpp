@@ -17,11 +17,18 @@ double ms_since(Clock::time_point t0) {
 
 }  // namespace
 
-Error grammar_dead_end(const Tokenizer& tok, std::span<const int32_t> history, size_t n_prompt) {
+std::string grammar_bound_note(const GrammarMatcher* matcher) {
+  if (!matcher || !matcher->hit_bound()) return {};
+  return " (the matcher reached its bounds: the grammar nests too deep or is too ambiguous here; nested"
+         " repetitions such as ((x+ y?)+ z?)+ multiply the parses to follow)";
+}
+
+Error grammar_dead_end(const Tokenizer& tok, std::span<const int32_t> history, size_t n_prompt,
+                       const GrammarMatcher* matcher) {
   const std::string text = tok.decode(history.subspan(std::min(n_prompt, history.size())));
   return make_error(Status::invalid_argument,
                     "the grammar allows no token of this vocabulary after the generated text \"" +
-                        text.substr(text.size() > 200 ? text.size() - 200 : 0) + "\"");
+                        text.substr(text.size() > 200 ? text.size() - 200 : 0) + "\"" + grammar_bound_note(matcher));
 }
 
 Result<GenerateStats> generate(Session& s, std::span<const int32_t> prompt, const GenerateParams& params,
@@ -73,7 +80,7 @@ Result<GenerateStats> generate(Session& s, std::span<const int32_t> prompt, cons
   Clock::time_point t_first{};
   for (int i = 0; i < params.max_tokens; ++i) {
     const int32_t id = sampler.sample(logits, steps.sequence());
-    if (id == Sampler::kNoToken) return grammar_dead_end(tok, s.history(), prompt.size());
+    if (id == Sampler::kNoToken) return grammar_dead_end(tok, s.history(), prompt.size(), sampler.grammar());
     if (i == 0) {
       t_first = Clock::now();
       st.ttft_ms = std::chrono::duration<double, std::milli>(t_first - t0).count();

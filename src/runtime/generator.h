@@ -47,8 +47,12 @@ struct GenerateStats {
 // Called per generated token with the newly completed text; return false to stop.
 using TokenCallback = std::function<bool(int32_t token, std::string_view text)>;
 
-// The error of a generation whose grammar allows no token (history: prompt then generated).
-Error grammar_dead_end(const Tokenizer& tok, std::span<const int32_t> history, size_t n_prompt);
+// The error of a generation whose grammar allows no token (history: prompt then generated);
+// matcher (may be null) tells whether one of its bounds, not the grammar, refused.
+Error grammar_dead_end(const Tokenizer& tok, std::span<const int32_t> history, size_t n_prompt,
+                       const GrammarMatcher* matcher);
+// The reason added to that error when the matcher's bounds refused: empty otherwise.
+std::string grammar_bound_note(const GrammarMatcher* matcher);
 
 Result<GenerateStats> generate(Session& s, std::span<const int32_t> prompt, const GenerateParams& params,
                                const TokenCallback& on_token);

@@ -61,6 +61,8 @@ const std::vector<SyntaxCase>& syntax_cases() {
       {"spaces in braces", "root ::= \"a\"{ 1 , 2 }", {"a", "aa"}, {"aaa"}},
       {"repetition of a group", R"(root ::= ("ab" | "c"){2})", {"abab", "cc", "abc"}, {"ab", "ccc"}},
       {"repeated repetition", R"(root ::= "a"?*)", {"", "aaa"}, {"b"}},
+      {"stacked operators", R"(root ::= "a"+? "b"++ "c"?? "d"+ *)", {"bd", "aabbbcdd", "abc"}, {"", "a", "bcc"}},
+      {"braces then an operator", R"(root ::= "ab"{2}+ "c")", {"ababc", "ababababc"}, {"abc", "abababc", "abababababc"}},
       {"nullable item repeated", "root ::= (\"a\"? \"b\"?)* \"c\"", {"c", "abc", "bac", "aac"}, {"", "abd"}},
       {"empty literal", R"(root ::= "" "a" "")", {"a"}, {""}},
       {"comment lines", "# c\n\nroot ::= x # c\n# c\nx ::= \"a\"\n", {"a"}, {"b"}},

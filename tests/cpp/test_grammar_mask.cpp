@@ -252,6 +252,35 @@ TEST(grammar_mask, HostileOptionalChainStaysBounded) {
   EXPECT_FALSE(m.accepts(0));
 }
 
+// Nested ambiguous repetitions: each level may end or go on after every character, so the parses
+// to follow double per level. The matcher refuses past its bound (and says so) instead of
+// spending minutes: found by fuzz_grammar (the input below, with `.` repeated 50 times).
+TEST(grammar_mask, ExponentiallyAmbiguousGrammarHitsTheBound) {
+  std::string item = "\"x\"";
+  for (int i = 0; i < 40; ++i) item = "(" + item + "+ \"y\"?)";
+  auto g = parse_ok("root ::= " + item + " \"!\"");
+  ASSERT_TRUE(g);
+  GrammarMatcher m(g, nullptr);
+  EXPECT_FALSE(m.hit_bound());
+  int accepted = 0;
+  while (accepted < 100 && m.accept_text("x")) ++accepted;
+  EXPECT_LT(accepted, 100);  // refused early: the parses outgrew the bound
+  EXPECT_TRUE(m.hit_bound());
+  // A shallow nesting of the same shape stays within the bound and matches.
+  std::string shallow = "\"x\"";
+  for (int i = 0; i < 4; ++i) shallow = "(" + shallow + "+ \"y\"?)";
+  GrammarMatcher ok(parse_ok("root ::= " + shallow + " \"!\""), nullptr);
+  EXPECT_TRUE(ok.accept_text(std::string(100, 'x') + "yxy!") && ok.is_finished());
+  EXPECT_FALSE(ok.hit_bound());
+  // The fuzz finding itself (its grammar; 52 stacked `+`): one repetition, matched in full.
+  auto found = parse_ok("root ::= (\"ab\" | \"\xC3\xA9\")+ x? [^%dz]{2,3}\nx ::= \"x\" | ." + std::string(52, '+') +
+                        ".....*.*\n");
+  ASSERT_TRUE(found);
+  GrammarMatcher fm(found, nullptr);
+  EXPECT_TRUE(fm.accept_text("ab\xC3\xA9" "123456789" "qq") && fm.is_complete());
+  EXPECT_FALSE(fm.hit_bound());
+}
+
 TEST(grammar_mask, TenThousandAlternatives) {
   std::string gbnf = "root ::= \"w0\"";
   for (int i = 1; i < 10000; ++i) gbnf += " | \"w" + std::to_string(i) + "\"";
