@@ -12,7 +12,7 @@ namespace pllm::kern {
 using Filler = void (*)(KernelTable& t);
 
 // generic/: the scalar twins, every entry of the scalar table.
-void fill_scalar(KernelTable& t);                 // scalar.cpp: the one-row kernels, SwiGLU, GeGLU
+void fill_scalar(KernelTable& t);                 // scalar.cpp: the one-row kernels, SwiGLU, GeGLU, delta rule
 void fill_attention_kv_scalar(KernelTable& t);    // attention_kv_scalar.cpp
 void fill_rows_f32_multi_scalar(KernelTable& t);  // dot_loops.cpp: vec_dot_f32_multi per weight row
 void fill_f16act_scalar(KernelTable& t);          // f16act_scalar.cpp
@@ -34,7 +34,7 @@ void fill_act_quant_avx2(KernelTable& t);     // act_quant_avx2.cpp: activation 
 void fill_attention_kv_avx2(KernelTable& t);  // attention_kv_avx2.cpp
 void fill_gemm_avx2(KernelTable& t);          // gemm_avx2.cpp: tiled gemm_q8
 void fill_rows_avx2(KernelTable& t);          // rows_avx2.cpp: multi-row decode
-void fill_act_avx2(KernelTable& t);           // act_avx2.cpp: SwiGLU, GeGLU (every x86 table)
+void fill_act_avx2(KernelTable& t);           // act_avx2.cpp: SwiGLU, GeGLU, delta rule (every x86 table)
 void fill_f16act_avx2(KernelTable& t);        // f16act_avx2.cpp: W4A16 (every x86 table)
 void fill_i16act_avx2(KernelTable& t);        // i16act_avx2.cpp: quantize_row_q16 (every x86 table), tiles
 void fill_i16panel_avx2(KernelTable& t);      // i16panel_avx2.cpp
@@ -53,7 +53,7 @@ void fill_i16panel_avx512(KernelTable& t);      // i16panel_avx512.cpp
 void fill_neon(KernelTable& t);                // neon.cpp
 void fill_lowbit_neon(KernelTable& t);         // lowbit_neon.cpp: exact mode of Q2_K, Q3_K, Q5_K, IQ4_NL, IQ4_XS
 void fill_attention_kv_neon(KernelTable& t);   // attention_kv_neon.cpp
-void fill_act_neon(KernelTable& t);            // act_neon.cpp: SwiGLU, GeGLU (every ARM table)
+void fill_act_neon(KernelTable& t);            // act_neon.cpp: SwiGLU, GeGLU, delta rule (every ARM table)
 void fill_f16act_neon(KernelTable& t);         // f16act_neon.cpp: W4A16, f32 FMA (every ARM table)
 void fill_f16act_neon_fp16(KernelTable& t);    // f16act_neon_fp16.cpp: FP16 FMLA (needs ASIMDHP)
 void fill_i16act_neon(KernelTable& t);         // i16act_neon.cpp (every ARM table)

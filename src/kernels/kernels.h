@@ -163,6 +163,15 @@ struct KernelTable {
   // does not cancel for negative g (out may alias g or u). Scalar twin: expf; SIMD versions
   // the swiglu_f32 polynomial exp.
   void (*geglu_f32)(const float* g, const float* u, float* out, int64_t n) = nullptr;
+  // One position of a Gated DeltaNet head (qwen35), the delta rule with a decay, over the state
+  // S [n][n] stored value-major (S[j * n + i] = S[i][j]: row j holds value channel j over the
+  // key channels i, so every step reads contiguous rows):
+  //   S *= decay;  d = (v - S^T k) * beta;  S += k d^T;  out = S^T q * out_scale
+  // with q, k [n] (key channels) and v, out [n] (value channels). Row j is decayed, dotted with
+  // k, updated and dotted with q before the next. The dot products' order is fixed
+  // (drivers/delta_rule.h), so every table gives the scalar twin's result bit for bit.
+  void (*delta_rule_step)(float* S, const float* q, const float* k, const float* v, float decay, float beta,
+                          float out_scale, int64_t n, float* out) = nullptr;
 
   // --- KV-cache attention by segments (generic/attention_kv_scalar.cpp, x86/attention_kv_*.cpp,
   // arm/attention_kv_neon.cpp). Each call folds n tokens of one kv head into the online-softmax

@@ -46,23 +46,4 @@ void add_f32(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
-void delta_rule_step_f32(float* S, const float* q, const float* k, const float* v, float decay, float beta,
-                         float out_scale, int64_t n, float* out) {
-  for (int64_t j = 0; j < n; ++j) {
-    float* row = S + j * n;
-    float sk = 0.0f;
-    for (int64_t i = 0; i < n; ++i) {
-      row[i] *= decay;
-      sk += row[i] * k[i];
-    }
-    const float d = (v[j] - sk) * beta;
-    float sq = 0.0f;
-    for (int64_t i = 0; i < n; ++i) {
-      row[i] += k[i] * d;
-      sq += row[i] * q[i];
-    }
-    out[j] = sq * out_scale;
-  }
-}
-
 }  // namespace pllm

@@ -31,13 +31,4 @@ void rope_apply(float* x, int64_t n_rot, const float* cs, bool neox);
 // y += x
 void add_f32(float* y, const float* x, int64_t n);
 
-// One position of a Gated DeltaNet head (the delta rule with a decay): over the state
-// S [n][n] stored value-major (S[j * n + i] = S[i][j]: row j holds value channel j over the
-// key channels i, so every step below reads contiguous rows),
-//   S *= decay;  d = (v - S^T k) * beta;  S += k d^T;  out = S^T q * out_scale
-// with q, k [n] (key channels) and v, out [n] (value channels). One pass over S: row j is
-// decayed, dotted with k, updated and dotted with q before the next.
-void delta_rule_step_f32(float* S, const float* q, const float* k, const float* v, float decay, float beta,
-                         float out_scale, int64_t n, float* out);
-
 }  // namespace pllm

@@ -1,5 +1,5 @@
-// KernelTable::swiglu_f32 and geglu_f32 on every ISA table this machine runs, against the scalar twin
-// (expf). The SIMD versions use a polynomial exp (x86/act_avx2.cpp): the relative error of
+// KernelTable::swiglu_f32, geglu_f32 and delta_rule_step on every ISA table this machine runs, against the
+// scalar twin (expf). The SIMD versions use a polynomial exp (x86/act_avx2.cpp): the relative error of
 // exp(-g) is a few ulp (Cody-Waite reduction ~1 ulp, degree-6 Taylor truncation < 1.2e-7,
 // rounding of the Horner steps ~2 ulp), and 1 + e, the product and the division add a
 // rounding each, so |simd - scalar| <= 8 eps |scalar| holds with margin; a wrong
@@ -8,6 +8,7 @@
 
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -98,6 +99,39 @@ TEST_P(ActIsa, GegluMatchesTanhFormAndScalarTwin) {
   kt->geglu_f32(g.data(), u.data(), apart.data(), 100);
   kt->geglu_f32(inplace.data(), u.data(), inplace.data(), 100);
   for (int i = 0; i < 100; ++i) EXPECT_EQ(inplace[i], apart[i]) << i;
+}
+
+// The delta rule (qwen35's DeltaNet heads): the sums' order is fixed (drivers/delta_rule.h), so
+// every table must give the scalar twin's state and output bit for bit, step after step: with
+// random values any other order or a non-fused product changes some bits. Sizes below, at and
+// around the 32 partial sums (the tail), and Qwen3.5's 128. The twin itself is checked against
+// a float64 transcription of the rule in test_delta_net.cpp.
+TEST_P(ActIsa, DeltaRuleIsTheScalarTwinBitForBit) {
+  const KernelTable* kt = kernels_for(GetParam());
+  if (!kt) GTEST_SKIP() << isa_name(GetParam()) << " not runnable here";
+  const KernelTable& sk = *kernels_for(Isa::scalar);
+  ASSERT_NE(kt->delta_rule_step, nullptr);
+  for (int n : {1, 7, 31, 32, 33, 64, 100, 128}) {
+    std::mt19937 rng(uint32_t(n) + 40);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::uniform_real_distribution<float> ud(0.3f, 0.99f);
+    const size_t N = size_t(n);
+    std::vector<float> S(N * N), q(N), k(N), v(N);
+    for (float& x : S) x = 0.3f * nd(rng);
+    std::vector<float> S2 = S, out(N), out2(N);
+    for (int step = 0; step < 12; ++step) {
+      for (size_t i = 0; i < N; ++i) {
+        q[i] = nd(rng);
+        k[i] = nd(rng) / std::sqrt(float(n));
+        v[i] = nd(rng);
+      }
+      const float decay = ud(rng), beta = ud(rng), scale = 1.0f / std::sqrt(float(n));
+      kt->delta_rule_step(S.data(), q.data(), k.data(), v.data(), decay, beta, scale, n, out.data());
+      sk.delta_rule_step(S2.data(), q.data(), k.data(), v.data(), decay, beta, scale, n, out2.data());
+      ASSERT_EQ(0, std::memcmp(out.data(), out2.data(), N * sizeof(float))) << "n=" << n << " step " << step;
+      ASSERT_EQ(0, std::memcmp(S.data(), S2.data(), N * N * sizeof(float))) << "n=" << n << " step " << step;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllIsas, ActIsa,

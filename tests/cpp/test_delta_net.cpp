@@ -1,6 +1,6 @@
 // Gated DeltaNet (qwen35) pieces below the forward pass: the delta-rule kernel
-// (kernels/ops_f32.h: delta_rule_step_f32) against a float64 transcription of the rule, and the
-// cache's DeltaNet state (model/kv_cache.h): where truncate() and the snapshots can resume
+// (KernelTable::delta_rule_step's scalar twin; the other tables equal it: test_act.cpp) against a
+// float64 transcription of the rule, and the cache's DeltaNet state (model/kv_cache.h): where truncate() and the snapshots can resume
 // (the end, the checkpoint at the newest 64-position boundary, or 0) and that what they
 // restore is the state that was there. The forward pass itself is checked against the numpy
 // reference and llama.cpp in tests/py/test_qwen35.py.
@@ -11,14 +11,14 @@
 #include <random>
 #include <vector>
 
-#include "kernels/ops_f32.h"
+#include "kernels/kernels.h"
 #include "model/kv_cache.h"
 
 namespace pllm {
 namespace {
 
 TEST(DeltaRule, StepMatchesFloat64Rule) {
-  for (int n : {1, 7, 32, 128}) {
+  for (int n : {1, 7, 32, 33, 128}) {
     std::mt19937 rng{static_cast<uint32_t>(n)};
     std::normal_distribution<float> nd(0.0f, 1.0f);
     std::uniform_real_distribution<float> ud(0.05f, 0.99f);
@@ -34,7 +34,8 @@ TEST(DeltaRule, StepMatchesFloat64Rule) {
         v[i] = nd(rng);
       }
       const float decay = ud(rng), beta = ud(rng);
-      delta_rule_step_f32(S.data(), q.data(), k.data(), v.data(), decay, beta, scale, n, out.data());
+      kernels_for(Isa::scalar)->delta_rule_step(S.data(), q.data(), k.data(), v.data(), decay, beta, scale, n,
+                                                out.data());
       for (auto& x : R) x *= double(decay);
       std::vector<double> d(N);
       for (int j = 0; j < n; ++j) {

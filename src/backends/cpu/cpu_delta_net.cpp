@@ -7,6 +7,7 @@
 
 #include "backends/cpu/cpu_layers.h"
 #include "base/trace.h"
+#include "kernels/kernels.h"
 #include "kernels/ops_f32.h"
 
 namespace pllm {
@@ -84,6 +85,7 @@ void CpuLayers::delta_net(int l, const DeltaNetSpec& sp, Act qkv_act, Act z_act,
   int row0[64];  // a step holds few sequences; more run in groups below
   const float scale = 1.0f / std::sqrt(float(HK));
   const size_t SS = size_t(HK) * size_t(HK);
+  const auto dr = kernels().delta_rule_step;
   for (int s0 = 0, first = 0; s0 < n_seq; s0 += 64) {
     const int n = std::min(64, n_seq - s0);
     for (int i = 0; i < n; ++i) {
@@ -99,9 +101,8 @@ void CpuLayers::delta_net(int l, const DeltaNetSpec& sp, Act qkv_act, Act z_act,
       const int kh = h % NK;
       for (int r = r0; r < r0 + nr; ++r) {
         const float* row = cv + size_t(r) * CD;
-        delta_rule_step_f32(S, row + size_t(kh) * HK, row + KD + size_t(kh) * HK, row + 2 * KD + size_t(h) * HK,
-                            decay[size_t(r) * NV + h], beta[size_t(r) * NV + h], scale, HK,
-                            out + size_t(r) * VD + size_t(h) * HK);
+        dr(S, row + size_t(kh) * HK, row + KD + size_t(kh) * HK, row + 2 * KD + size_t(h) * HK,
+           decay[size_t(r) * NV + h], beta[size_t(r) * NV + h], scale, HK, out + size_t(r) * VD + size_t(h) * HK);
         if ((s_.row_pos[size_t(r)] + 1) % KvCache::kDeltaCheckpoint == 0)
           std::memcpy(kv->delta_checkpoint(l) + size_t(h) * SS, S, SS * sizeof(float));
       }

@@ -1,10 +1,11 @@
-// SwiGLU and GeGLU (KernelTable::swiglu_f32, geglu_f32) with baseline NEON, used by every ARM table. Same
-// method and constants as x86/act_avx2.cpp (see there): clamp, Cody-Waite reduction,
-// degree-6 polynomial, 2^n in the exponent bits.
+// SwiGLU, GeGLU and the delta rule (KernelTable::swiglu_f32, geglu_f32, delta_rule_step) with baseline
+// NEON, used by every ARM table. Same method and constants as x86/act_avx2.cpp (see there): clamp,
+// Cody-Waite reduction, degree-6 polynomial, 2^n in the exponent bits.
 #include <arm_neon.h>
 
 #include <cstdint>
 
+#include "kernels/drivers/delta_rule.h"
 #include "kernels/internal.h"
 
 namespace pllm::kern {
@@ -57,11 +58,29 @@ void geglu(const float* g, const float* u, float* out, int64_t n) {
   for (; i < n; ++i) out[i] = geglu_tail(g[i], u[i]);
 }
 
+// drivers/delta_rule.h on q registers: the 32 partial sums in 8 of them.
+struct DeltaRuleNeon {
+  static constexpr int kLanes = 4;
+  using VF = float32x4_t;
+  static VF zero() { return vdupq_n_f32(0.0f); }
+  static VF load(const float* p) { return vld1q_f32(p); }
+  static void store(float* p, VF v) { vst1q_f32(p, v); }
+  static VF bcast(float x) { return vdupq_n_f32(x); }
+  static VF mul(VF a, VF b) { return vmulq_f32(a, b); }
+  static VF add(VF a, VF b) { return vaddq_f32(a, b); }
+  static VF fma(VF a, VF b, VF c) { return vfmaq_f32(c, a, b); }
+  static float tree(VF v) {  // lanes l + l+2, then l + l+1
+    const float32x2_t h = vadd_f32(vget_low_f32(v), vget_high_f32(v));
+    return vget_lane_f32(h, 0) + vget_lane_f32(h, 1);
+  }
+};
+
 }  // namespace
 
 void fill_act_neon(KernelTable& t) {
   t.swiglu_f32 = swiglu;
   t.geglu_f32 = geglu;
+  t.delta_rule_step = drivers::delta_rule_step<DeltaRuleNeon>;
 }
 
 }  // namespace pllm::kern

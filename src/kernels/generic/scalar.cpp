@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "base/fp16.h"
+#include "kernels/drivers/delta_rule.h"
 #include "kernels/internal.h"
 #include "quant/blocks.h"
 #include "quant/reference.h"
@@ -396,6 +397,20 @@ void geglu_scalar(const float* g, const float* u, float* out, int64_t n) {
   }
 }
 
+// drivers/delta_rule.h with 32 one-float registers: the canonical order written out.
+struct DeltaRuleScalar {
+  static constexpr int kLanes = 1;
+  using VF = float;
+  static VF zero() { return 0.0f; }
+  static VF load(const float* p) { return *p; }
+  static void store(float* p, VF v) { *p = v; }
+  static VF bcast(float x) { return x; }
+  static VF mul(VF a, VF b) { return a * b; }
+  static VF add(VF a, VF b) { return a + b; }
+  static VF fma(VF a, VF b, VF c) { return std::fma(a, b, c); }
+  static float tree(VF v) { return v; }
+};
+
 }  // namespace
 
 void fill_scalar(KernelTable& t) {
@@ -440,6 +455,7 @@ void fill_scalar(KernelTable& t) {
   set_exact<QK_K, sizeof(block_iq4_xs), dequant_iq4_xs>(t, T::IQ4_XS);
   t.swiglu_f32 = swiglu_scalar;
   t.geglu_f32 = geglu_scalar;
+  t.delta_rule_step = drivers::delta_rule_step<DeltaRuleScalar>;
 }
 
 }  // namespace pllm::kern
