@@ -2,6 +2,7 @@
 // split and output gate, and the Gated DeltaNet layer, whose state lives in each sequence's
 // cache (model/kv_cache.h: the convolution's rows and the delta-rule matrices).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -14,9 +15,19 @@ namespace pllm {
 
 namespace {
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-float silu(float x) { return x / (1.0f + std::exp(-x)); }
 // log(1 + e^x) without overflow; above 20 it is x to f32 precision (ggml's softplus cut-off).
 float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+
+// x = silu(x) with the table's SwiGLU (silu(x) * 1).
+void silu_in_place(const KernelTable& kt, float* x, int n) {
+  static constexpr int kChunk = 256;
+  static constexpr auto kOnes = [] {
+    std::array<float, kChunk> a{};
+    a.fill(1.0f);
+    return a;
+  }();
+  for (int i = 0; i < n; i += kChunk) kt.swiglu_f32(x + i, kOnes.data(), x + i, std::min(kChunk, n - i));
+}
 }  // namespace
 
 void CpuLayers::split_q_gate(int l, Act qg_act, Act q_act, Act gate_act) {
@@ -55,37 +66,43 @@ void CpuLayers::delta_net(int l, const DeltaNetSpec& sp, Act qkv_act, Act z_act,
   float* beta = buf(beta_act);
   float* decay = buf(alpha_act);
   float* out = buf(out_act);
+  const KernelTable& kt = kernels();
 
-  // Per row (independent): the causal convolution over the row's qkv, silu, the L2 norms of
-  // the q and k heads, and the gates.
-  for_rows([&](int64_t r) {
+  // Per row and head (independent tasks, so a decode row's few heads spread over the threads):
+  // the causal convolution of the head's channels of qkv, silu, the L2 norm of a q or k head; a
+  // value head's task also computes its gates. Heads: q 0..NK-1, k NK..2NK-1, v 2NK..2NK+NV-1.
+  const int n_heads = 2 * NK + NV;
+  pool_.run_spread(int64_t(n_) * n_heads, [&](int64_t task) {
+    const int64_t r = task / n_heads;
+    const int h = int(task % n_heads);
     float* o = cv + size_t(r) * CD;
-    causal_conv_row(l, r, raw, size_t(CD), sp.conv_kernel, o);
-    for (int j = 0; j < CD; ++j) o[j] = silu(o[j]);
-    for (int h = 0; h < 2 * NK; ++h) {  // q heads, then k heads: x / sqrt(sum x^2 + eps)
-      float* x = o + size_t(h) * HK;
+    const size_t j0 = size_t(h) * HK, j1 = j0 + size_t(HK);
+    causal_conv_row(l, r, raw, size_t(CD), sp.conv_kernel, o, j0, j1);
+    silu_in_place(kt, o + j0, HK);
+    if (h < 2 * NK) {  // x / sqrt(sum x^2 + eps)
+      float* x = o + j0;
       float ss = 0.0f;
       for (int i = 0; i < HK; ++i) ss += x[i] * x[i];
       const float inv = 1.0f / std::sqrt(ss + c_.rms_eps);
       for (int i = 0; i < HK; ++i) x[i] *= inv;
-    }
-    for (int h = 0; h < NV; ++h) {
-      float& b = beta[size_t(r) * NV + h];
-      float& a = decay[size_t(r) * NV + h];
+    } else {
+      const int v = h - 2 * NK;
+      float& b = beta[size_t(r) * NV + v];
+      float& a = decay[size_t(r) * NV + v];
       b = sigmoid(b);
-      a = std::exp(softplus(a + sp.dt[h]) * sp.a[h]);
+      a = std::exp(softplus(a + sp.dt[v]) * sp.a[v]);
     }
   });
   keep_conv_rows(l, raw, size_t(CD));
 
   // The recurrence: one task per (sequence, value head), its rows in order over the
   // sequence's state, which starts from zeros at position 0. A row ending a checkpoint block
-  // also leaves its state in the checkpoint.
+  // also leaves its state in the checkpoint. Then the head's output of each row:
+  // rmsnorm(o) * norm * silu(z).
   const int n_seq = int(seqs_.size());
   int row0[64];  // a step holds few sequences; more run in groups below
   const float scale = 1.0f / std::sqrt(float(HK));
   const size_t SS = size_t(HK) * size_t(HK);
-  const auto dr = kernels().delta_rule_step;
   for (int s0 = 0, first = 0; s0 < n_seq; s0 += 64) {
     const int n = std::min(64, n_seq - s0);
     for (int i = 0; i < n; ++i) {
@@ -101,10 +118,13 @@ void CpuLayers::delta_net(int l, const DeltaNetSpec& sp, Act qkv_act, Act z_act,
       const int kh = h % NK;
       for (int r = r0; r < r0 + nr; ++r) {
         const float* row = cv + size_t(r) * CD;
-        dr(S, row + size_t(kh) * HK, row + KD + size_t(kh) * HK, row + 2 * KD + size_t(h) * HK,
-           decay[size_t(r) * NV + h], beta[size_t(r) * NV + h], scale, HK, out + size_t(r) * VD + size_t(h) * HK);
+        float* o = out + size_t(r) * VD + size_t(h) * HK;
+        kt.delta_rule_step(S, row + size_t(kh) * HK, row + KD + size_t(kh) * HK, row + 2 * KD + size_t(h) * HK,
+                           decay[size_t(r) * NV + h], beta[size_t(r) * NV + h], scale, HK, o);
         if ((s_.row_pos[size_t(r)] + 1) % KvCache::kDeltaCheckpoint == 0)
           std::memcpy(kv->delta_checkpoint(l) + size_t(h) * SS, S, SS * sizeof(float));
+        rmsnorm_f32(o, sp.norm, o, HK, c_.rms_eps);
+        kt.swiglu_f32(z + size_t(r) * VD + size_t(h) * HK, o, o, HK);  // o * silu(z)
       }
     });
     for (int i = 0; i < n; ++i) {
@@ -114,16 +134,6 @@ void CpuLayers::delta_net(int l, const DeltaNetSpec& sp, Act qkv_act, Act z_act,
       if (ckpt > s_.row_pos[size_t(r0)]) s_.row_kv[size_t(r0)]->set_delta_checkpoint(l, ckpt);
     }
   }
-
-  // out = rmsnorm(o) * norm * silu(z), head by head.
-  for_rows([&](int64_t r) {
-    for (int h = 0; h < NV; ++h) {
-      float* o = out + size_t(r) * VD + size_t(h) * HK;
-      const float* zz = z + size_t(r) * VD + size_t(h) * HK;
-      rmsnorm_f32(o, sp.norm, o, HK, c_.rms_eps);
-      for (int i = 0; i < HK; ++i) o[i] *= silu(zz[i]);
-    }
-  });
 }
 
 }  // namespace pllm

@@ -165,6 +165,11 @@ void CpuLayers::short_conv(int l, const float* kernel, Act b_act, Act c_act, Act
 
 void CpuLayers::causal_conv_row(int l, int64_t r, const float* rows, size_t width, const float* kernel,
                                 float* out) const {
+  causal_conv_row(l, r, rows, width, kernel, out, 0, width);
+}
+
+void CpuLayers::causal_conv_row(int l, int64_t r, const float* rows, size_t width, const float* kernel, float* out,
+                                size_t j0, size_t j1) const {
   const int T = c_.conv_taps;
   const KvCache* kv = s_.row_kv[size_t(r)];
   const int pos = s_.row_pos[size_t(r)];
@@ -174,7 +179,7 @@ void CpuLayers::causal_conv_row(int l, int64_t r, const float* rows, size_t widt
     const int64_t rr = r - (pos - p);
     in[t] = p < 0 ? nullptr : rr >= 0 && s_.row_kv[size_t(rr)] == kv ? rows + size_t(rr) * width : kv->conv_row(l, p);
   }
-  for (size_t j = 0; j < width; ++j) {
+  for (size_t j = j0; j < j1; ++j) {
     const float* k = kernel + j * size_t(T);
     float acc = 0.0f;
     for (int t = 0; t < T; ++t)

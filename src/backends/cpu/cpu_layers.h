@@ -65,6 +65,9 @@ class CpuLayers final : public LayerOps {
   // the inputs being this step's rows (`rows`, `width` floats each) where the row's sequence has
   // them (a sequence's rows are consecutive positions), else its cache's; none before 0.
   void causal_conv_row(int l, int64_t r, const float* rows, size_t width, const float* kernel, float* out) const;
+  // The same for the channels [j0, j1) only.
+  void causal_conv_row(int l, int64_t r, const float* rows, size_t width, const float* kernel, float* out, size_t j0,
+                       size_t j1) const;
   // Then the inputs later steps read (KvCache::conv_row), once every row of the step has read.
   void keep_conv_rows(int l, const float* rows, size_t width);
 
