@@ -68,7 +68,7 @@ KvCache::KvCache(const ModelConfig& c, const KvOptions& o, int n_ctx, int n_batc
     conv_dim_ = c.conv_row_dim();
     delta_floats_ = c.delta_net() ? c.dn_state_floats() : 0;
     conv_taps_ = c.conv_taps;
-    conv_hist_ = c.conv_taps - 1 + kConvRollback;
+    conv_hist_ = c.conv_taps - 1 + (delta_floats_ > 0 ? 0 : kConvRollback);
   }
   static std::atomic<uint32_t> next_id{1};  // ids only: caches share nothing else
   stamp_ = uint64_t(next_id.fetch_add(1, std::memory_order_relaxed)) << 32;
@@ -101,7 +101,7 @@ KvCache::KvCache(const ModelConfig& c, const KvOptions& o, int n_ctx, int n_batc
       if (delta_floats_ > 0) {  // one slot each, committed with the first position
         L.delta = true;
         L.ds = place(delta_floats_ * 4, 1, 0, 1);
-        L.dc = place(delta_floats_ * 4, 1, 0, 1);
+        L.dc = place((delta_floats_ + size_t(conv_taps_ - 1) * size_t(conv_dim_)) * 4, 1, 0, 1);  // + its conv rows
       }
       continue;
     }
@@ -244,6 +244,23 @@ void KvCache::set_delta_checkpoint(int l, int n) {
     if (layers_[i].delta && layer_ckpt_[i] != n) delta_ckpt_ = -1;
 }
 
+void KvCache::copy_checkpoint_conv(int l, int n, bool to_ring) {
+  float* cc = delta_checkpoint_conv(l);
+  for (int t = 0; t < conv_taps_ - 1; ++t) {
+    const int p = n - (conv_taps_ - 1) + t;
+    float* row = cc + size_t(t) * size_t(conv_dim_);
+    if (p < 0) {
+      if (!to_ring) std::memset(row, 0, size_t(conv_dim_) * 4);
+      continue;
+    }
+    if (to_ring) {
+      std::memcpy(conv_row(l, p), row, size_t(conv_dim_) * 4);
+    } else {
+      std::memcpy(row, conv_row(l, p), size_t(conv_dim_) * 4);
+    }
+  }
+}
+
 int KvCache::truncate(int n) {
   ++stamp_;
   int m = std::clamp(n, 0, end_);
@@ -262,9 +279,14 @@ int KvCache::truncate(int n) {
   }
   if (!conv_resumable(m)) m = 0;
   if (m == 0) conv_lo_ = 0;  // the state at 0 is zeros: nothing to read
-  if (delta_floats_ > 0 && m != end_ && m > 0)
+  if (delta_floats_ > 0 && m != end_ && m > 0) {  // the checkpoint: its state and conv rows
     for (size_t l = 0; l < layers_.size(); ++l)
-      if (layers_[l].delta) std::memcpy(delta_at(int(l), false), delta_at(int(l), true), delta_floats_ * 4);
+      if (layers_[l].delta) {
+        std::memcpy(delta_at(int(l), false), delta_at(int(l), true), delta_floats_ * 4);
+        copy_checkpoint_conv(int(l), m, /*to_ring=*/true);
+      }
+    conv_lo_ = std::max(0, m - conv_taps_ + 1);
+  }
   if (delta_ckpt_ > m) {
     delta_ckpt_ = -1;
     std::fill(layer_ckpt_.begin(), layer_ckpt_.end(), -1);

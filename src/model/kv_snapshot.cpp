@@ -105,15 +105,21 @@ std::vector<std::span<uint8_t>> KvCache::prefix_spans(int n, bool importing) con
     if (L.shared) continue;
     const size_t D = size_t(L.D);
     auto add = [&](size_t off, size_t bytes) { out.emplace_back(L.base + off, bytes); };
-    if (L.conv) {  // rows [n - taps + 1, n) of the ring: at most one wrap
+    if (L.conv) {
       const size_t row = size_t(conv_dim_) * 4;
-      const int p0 = std::max(0, n - conv_taps_ + 1), s0 = p0 % conv_hist_, k = n - p0;
-      const int first = std::min(k, conv_hist_ - s0);
+      const int p0 = std::max(0, n - conv_taps_ + 1), k = n - p0;
+      // The state after n - 1: the live one at end() (and where a snapshot is restored), else
+      // the checkpoint (prefix_bytes allowed only those), whose conv rows are beside it.
+      const bool live = importing || n == end_;
+      if (L.delta && n > 0 && !live) {
+        add(L.dc + delta_floats_ * 4 + size_t(conv_taps_ - 1 - k) * row, size_t(k) * row);
+        add(L.dc, delta_floats_ * 4);
+        continue;
+      }
+      const int s0 = p0 % conv_hist_, first = std::min(k, conv_hist_ - s0);  // rows [p0, n): at most one wrap
       add(L.k + size_t(s0) * row, size_t(first) * row);
       add(L.k, size_t(k - first) * row);
-      // The state after n - 1: the live one at end() (and where a snapshot is restored), else
-      // the checkpoint (prefix_bytes allowed only those).
-      if (L.delta && n > 0) add(importing || n == end_ ? L.ds : L.dc, delta_floats_ * 4);
+      if (L.delta && n > 0) add(L.ds, delta_floats_ * 4);
       continue;
     }
     switch (type_) {
@@ -175,6 +181,7 @@ Result<void> KvCache::import_prefix(int n, const uint8_t* in, size_t len) {
     for (size_t l = 0; l < layers_.size(); ++l)
       if (layers_[l].delta) {
         std::memcpy(delta_at(int(l), true), delta_at(int(l), false), delta_floats_ * 4);
+        copy_checkpoint_conv(int(l), n, /*to_ring=*/false);
         set_delta_checkpoint(int(l), n);
       }
   }

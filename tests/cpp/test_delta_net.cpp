@@ -6,6 +6,7 @@
 // reference and llama.cpp in tests/py/test_qwen35.py.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -98,17 +99,25 @@ class DeltaCache : public ::testing::Test {
           for (size_t j = 0; j < F; ++j) kv.delta_state(l)[j] = mark(l, p + 1, j);
           if ((p + 1) % KvCache::kDeltaCheckpoint == 0) {
             std::memcpy(kv.delta_checkpoint(l), kv.delta_state(l), F * sizeof(float));
+            for (int t = 0; t < c.conv_taps - 1; ++t)  // the conv rows before p + 1
+              std::memcpy(kv.delta_checkpoint_conv(l) + size_t(t) * size_t(CD),
+                          kv.conv_row(l, p + 2 - c.conv_taps + t), size_t(CD) * sizeof(float));
             kv.set_delta_checkpoint(l, p + 1);
           }
         }
       }
     }
   }
-  // The live state is the one after position n - 1 in every DeltaNet layer.
+  // The live state is the one after position n - 1 in every DeltaNet layer, and the ring holds
+  // the conv rows before n (what the next step reads).
   bool state_at(KvCache& kv, int n) {
-    for (int l = 0; l < 2; ++l)
+    for (int l = 0; l < 2; ++l) {
       for (size_t j = 0; j < F; ++j)
         if (kv.delta_state(l)[j] != mark(l, n, j)) return false;
+      for (int p = std::max(0, n + 1 - c.conv_taps); p < n; ++p)
+        for (int j = 0; j < CD; ++j)
+          if (kv.conv_row(l, p)[j] != mark(l, p, size_t(j))) return false;
+    }
     return true;
   }
 };

@@ -93,6 +93,25 @@ void CpuLayers::delta_net(int l, const DeltaNetSpec& sp, Act qkv_act, Act z_act,
       a = std::exp(softplus(a + sp.dt[v]) * sp.a[v]);
     }
   });
+  // A sequence whose rows reach a checkpoint boundary (position ckpt - 1, the last one in the
+  // step) leaves the conv rows before it beside the checkpoint, from its step rows or, before
+  // them, from the ring (not yet overwritten by this step).
+  for (int i = 0, r0 = 0; i < int(seqs_.size()); r0 += int(seqs_[size_t(i)].tokens.size()), ++i) {
+    const int nr = int(seqs_[size_t(i)].tokens.size());
+    const int pos0 = s_.row_pos[size_t(r0)], ckpt = (pos0 + nr) / KvCache::kDeltaCheckpoint * KvCache::kDeltaCheckpoint;
+    if (nr == 0 || ckpt <= pos0) continue;
+    KvCache* kv = s_.row_kv[size_t(r0)];
+    for (int t = 0; t < c_.conv_taps - 1; ++t) {
+      const int p = ckpt - (c_.conv_taps - 1) + t;
+      float* dst = kv->delta_checkpoint_conv(l) + size_t(t) * size_t(CD);
+      if (p < 0) {
+        std::memset(dst, 0, size_t(CD) * sizeof(float));
+      } else {
+        const float* src = p >= pos0 ? raw + size_t(r0 + p - pos0) * size_t(CD) : kv->conv_row(l, p);
+        std::memcpy(dst, src, size_t(CD) * sizeof(float));
+      }
+    }
+  }
   keep_conv_rows(l, raw, size_t(CD));
 
   // The recurrence: one task per (sequence, value head), its rows in order over the
