@@ -691,8 +691,9 @@ PLLM_API pllm_status pllm_runtime_trace_json(const pllm_runtime* runtime, char**
 
 /* Total bytes of all weight tensors in the file (0 for a vocab-only model or NULL). */
 PLLM_API uint64_t pllm_model_weight_bytes(const pllm_model* model);
-/* Weight bytes one decoded token reads: every tensor except the token-embedding table, which
- * is only gathered one row per token unless it doubles as the output head (tied embeddings). */
+/* Weight bytes one decoded token reads: every tensor except the lookup tables, which are only
+ * gathered one row per token: the token-embedding table (unless it doubles as the output head,
+ * tied embeddings) and Gemma 4's per-layer embedding table. */
 PLLM_API uint64_t pllm_model_weight_bytes_per_token(const pllm_model* model);
 
 #ifdef __cplusplus

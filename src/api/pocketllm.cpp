@@ -506,8 +506,10 @@ uint64_t pllm_model_weight_bytes_per_token(const pllm_model* m) {
   const auto& f = m->model->file();
   const bool tied = f.tensor("output.weight") == nullptr;
   uint64_t total = 0;
+  // Lookup tables (a step reads its tokens' rows): the embedding table unless it is also the
+  // output head, and Gemma 4's per-layer embeddings (most of an E2B file).
   for (const auto& t : f.tensors())
-    if (tied || t.name != "token_embd.weight") total += t.n_bytes;
+    if ((tied || t.name != "token_embd.weight") && t.name != "per_layer_token_embd.weight") total += t.n_bytes;
   return total;
 }
 
