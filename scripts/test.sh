@@ -67,7 +67,7 @@ ASAN_TESTS=(test_gguf test_gguf_writer test_tokenizer test_chat_template test_ji
             test_matvec_rows test_gemm test_attention_kv test_quant test_thermal_sysfs test_trace_log
             test_scheduled_runtime test_runtime_api test_server_soak test_prune_compensate test_frame_policy
             test_scheduler_interactive test_stop_matcher test_chat_prompt test_grammar test_json_schema
-            test_sampler_grammar test_tool_calls test_speculative test_vision test_image_rows)
+            test_sampler_grammar test_tool_calls test_speculative test_vision test_image_rows test_delta_net)
 ASAN_NUMERICS='EngineReal.BatchedEqualsSolo*:EngineReal.CancelMidStep*:PrefixCacheTest.SameGreedyOutput*'
 ASAN_NUMERICS+=':PrefixCacheTest.Prewarm*:PrefixCacheTest.SharedBySessions*:PrefixCacheTest.WindowedSessions*'
 ASAN_NUMERICS+=':PrefixCacheTest.BudgetsEvict*:PrefixCacheTest.ActivationModes*:KvSnapshot.RoundTrip*'
