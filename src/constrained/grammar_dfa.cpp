@@ -80,6 +80,11 @@ bool LazyDfa::refuse_for_bound() {
   return false;
 }
 
+bool LazyDfa::refuse_as_ambiguous() {
+  too_ambiguous_ = true;
+  return refuse_for_bound();
+}
+
 uint32_t LazyDfa::node(uint32_t pos, uint32_t parent) {
   const uint64_t key = (uint64_t{pos} << 32) | parent;
   const auto it = node_ids_.find(key);
@@ -115,13 +120,13 @@ bool LazyDfa::close(uint32_t stack) {
       if (emitted_[n] != stamp_) {
         emitted_[n] = stamp_;
         out_.push_back(n);
-        if (out_.size() > kMaxStacks) return refuse_for_bound();
+        if (out_.size() > kMaxStacks) return refuse_as_ambiguous();
       }
       continue;
     }
     if (seen_[n] == stamp_) continue;
     seen_[n] = stamp_;
-    if (work_left_ == 0) return refuse_for_bound();
+    if (work_left_ == 0) return refuse_as_ambiguous();
     --work_left_;
     const uint32_t base = E[nd.pos + 1].kind == ElementKind::end ? nd.parent : node(nd.pos + 1, nd.parent);
     if (base == kNoNode) continue;
@@ -149,6 +154,7 @@ int32_t LazyDfa::start() {
 }
 
 int32_t LazyDfa::advance(uint32_t set, uint32_t cp) {
+  if (too_ambiguous_) return kDead;
   const auto& E = g_->elements;
   begin_step();
   const auto [begin, end] = set_range(set);

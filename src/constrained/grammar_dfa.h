@@ -22,7 +22,10 @@
 // step whose closure expands more than kMaxClosureWork frames is refused (the byte leads
 // nowhere), so hostile grammars or inputs cost bounded time and memory: nested ambiguous
 // repetitions such as ((x+ y?)+ z?)+ hold a number of stacks exponential in their depth. A
-// refusal for a bound is remembered (hit_bound) so the caller's error can say why.
+// refusal for a bound is remembered (hit_bound) so the caller's error can say why; after one
+// for the stacks or the work, a grammar that ambiguous gets no new states at all (transitions
+// already computed still hold), so one hostile grammar costs one exceeded budget, not one per
+// byte of every token walked.
 // The memo tables grow with use; the owner calls over_budget() between operations and rebuilds
 // from snapshots (save/restore) when they are too large.
 #pragma once
@@ -111,6 +114,7 @@ class LazyDfa {
   // A new closure step: fresh seen/emitted marks, empty output, the whole work budget.
   void begin_step();
   bool refuse_for_bound();  // notes that a bound, not the grammar, refused; returns false
+  bool refuse_as_ambiguous();  // the same for the stack or work bound, which also stops advance()
   // Adds to out_ the terminal-topped stacks reachable from `stack` without input. False when a
   // bound is exceeded.
   bool close(uint32_t stack);
@@ -136,6 +140,7 @@ class LazyDfa {
   uint32_t stamp_ = 0;
   uint32_t work_left_ = 0;  // frames close() may still expand in this step
   bool hit_bound_ = false;
+  bool too_ambiguous_ = false;  // the stack or work bound was exceeded: advance() refuses
 };
 
 }  // namespace pllm
