@@ -124,7 +124,7 @@ TEST_F(PrefixCacheTest, SameGreedyOutputAcrossTurnsForEveryType) {
 }
 
 TEST_F(PrefixCacheTest, DiskTierOutlivesTheCacheAndDropsDamagedFiles) {
-  const auto p = tokens(200);
+  const auto p = tokens(80);  // one 64-position block restored (ASan runs this case: keep it short)
   Out first;
   {
     auto pc = cache(size_t(1) << 30, uint64_t(1) << 30);
@@ -141,7 +141,7 @@ TEST_F(PrefixCacheTest, DiskTierOutlivesTheCacheAndDropsDamagedFiles) {
     auto s = session(KvType::f16, pc);
     const Out o = gen(*s, p);
     EXPECT_EQ(o.ids, first.ids);
-    EXPECT_EQ(o.st.n_restored, 192);
+    EXPECT_EQ(o.st.n_restored, 64);
     EXPECT_EQ(pc->stats().disk_hits, 1u);
   }
   // Corrupt the file: a warning, the file is deleted, the output is unchanged.
