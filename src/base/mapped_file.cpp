@@ -61,6 +61,13 @@ void MappedFile::release(const uint8_t* p, size_t n) const {
   if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
 }
 
+void MappedFile::will_need(const uint8_t* p, size_t n) {
+  if (!p || n == 0) return;
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = uintptr_t(p) / page * page, hi = (uintptr_t(p) + n + page - 1) / page * page;
+  ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_WILLNEED);
+}
+
 MappedFile::~MappedFile() {
   if (!data_) return;
   if (heap_)

@@ -30,6 +30,11 @@ class MappedFile {
   // valid; touching those bytes again reads them back from the file.
   // (No-op for from_bytes copies.)
   void release(const uint8_t* p, size_t n) const;
+  // Asks the kernel to start reading the pages under [p, p + n) (madvise WILLNEED) of a mapping
+  // whose pages may not be resident: rows about to be read one by one (Gemma 4's per-layer table)
+  // then arrive as reads issued together instead of one page fault after another. Advisory:
+  // anything else (a heap copy, no mapping there) is left as it is.
+  static void will_need(const uint8_t* p, size_t n);
 
  private:
   MappedFile() = default;
