@@ -158,15 +158,10 @@ void CpuLayers::short_conv(int l, const float* kernel, Act b_act, Act c_act, Act
   });
   for_rows([&](int64_t r) {
     float* o = out + size_t(r) * E;
-    causal_conv_row(l, r, b, E, kernel, o);
+    causal_conv_row(l, r, b, E, kernel, o, 0, E);
     for (size_t j = 0; j < E; ++j) o[j] *= c[size_t(r) * E + j];
   });
   keep_conv_rows(l, b, E);
-}
-
-void CpuLayers::causal_conv_row(int l, int64_t r, const float* rows, size_t width, const float* kernel,
-                                float* out) const {
-  causal_conv_row(l, r, rows, width, kernel, out, 0, width);
 }
 
 void CpuLayers::causal_conv_row(int l, int64_t r, const float* rows, size_t width, const float* kernel, float* out,

@@ -60,12 +60,11 @@ class CpuLayers final : public LayerOps {
   // Attention parts of a decode row (1: no split): what its one-row step uses, whatever else
   // the step holds.
   int decode_parts(int l, int r) const;
-  // Layer l's causal depthwise convolution of row r (short_conv, delta_net): out[j] = sum over
-  // the row's own conv input and the conv_taps - 1 before it of kernel[j * taps + t] * input,
-  // the inputs being this step's rows (`rows`, `width` floats each) where the row's sequence has
-  // them (a sequence's rows are consecutive positions), else its cache's; none before 0.
-  void causal_conv_row(int l, int64_t r, const float* rows, size_t width, const float* kernel, float* out) const;
-  // The same for the channels [j0, j1) only.
+  // Layer l's causal depthwise convolution of row r (short_conv, delta_net) for the channels
+  // j in [j0, j1): out[j] = sum over the row's own conv input and the conv_taps - 1 before it of
+  // kernel[j * taps + t] * input, the inputs being this step's rows (`rows`, `width` floats
+  // each) where the row's sequence has them (a sequence's rows are consecutive positions), else
+  // its cache's; none before 0.
   void causal_conv_row(int l, int64_t r, const float* rows, size_t width, const float* kernel, float* out, size_t j0,
                        size_t j1) const;
   // Then the inputs later steps read (KvCache::conv_row), once every row of the step has read.

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "kernels/arm/simd_neon.h"
 #include "kernels/drivers/delta_rule.h"
 #include "kernels/internal.h"
 
@@ -58,18 +59,10 @@ void geglu(const float* g, const float* u, float* out, int64_t n) {
   for (; i < n; ++i) out[i] = geglu_tail(g[i], u[i]);
 }
 
-// drivers/delta_rule.h on q registers: the 32 partial sums in 8 of them.
-struct DeltaRuleNeon {
-  static constexpr int kLanes = 4;
-  using VF = float32x4_t;
-  static VF zero() { return vdupq_n_f32(0.0f); }
-  static VF load(const float* p) { return vld1q_f32(p); }
-  static void store(float* p, VF v) { vst1q_f32(p, v); }
-  static VF bcast(float x) { return vdupq_n_f32(x); }
-  static VF mul(VF a, VF b) { return vmulq_f32(a, b); }
-  static VF add(VF a, VF b) { return vaddq_f32(a, b); }
-  static VF fma(VF a, VF b, VF c) { return vfmaq_f32(c, a, b); }
-  static float tree(VF v) {  // lanes l + l+2, then l + l+1
+// drivers/delta_rule.h on q registers (the 32 partial sums in 8): the shared f32 traits, with the
+// lanes added in the driver's order (vaddvq_f32 adds neighbours first).
+struct DeltaRuleNeon : neon::F32x4 {
+  static float hsum(V v) {
     const float32x2_t h = vadd_f32(vget_low_f32(v), vget_high_f32(v));
     return vget_lane_f32(h, 0) + vget_lane_f32(h, 1);
   }

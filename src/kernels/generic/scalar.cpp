@@ -400,15 +400,15 @@ void geglu_scalar(const float* g, const float* u, float* out, int64_t n) {
 // drivers/delta_rule.h with 32 one-float registers: the canonical order written out.
 struct DeltaRuleScalar {
   static constexpr int kLanes = 1;
-  using VF = float;
-  static VF zero() { return 0.0f; }
-  static VF load(const float* p) { return *p; }
-  static void store(float* p, VF v) { *p = v; }
-  static VF bcast(float x) { return x; }
-  static VF mul(VF a, VF b) { return a * b; }
-  static VF add(VF a, VF b) { return a + b; }
-  static VF fma(VF a, VF b, VF c) { return std::fma(a, b, c); }
-  static float tree(VF v) { return v; }
+  using V = float;
+  static V zero() { return 0.0f; }
+  static V set1(float x) { return x; }
+  static V load(const float* p) { return *p; }
+  static void store(float* p, V v) { *p = v; }
+  static V mul(V a, V b) { return a * b; }
+  static V add(V a, V b) { return a + b; }
+  static V fma(V acc, V a, V b) { return std::fma(a, b, acc); }
+  static float hsum(V v) { return v; }
 };
 
 }  // namespace

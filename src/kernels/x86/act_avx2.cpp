@@ -14,6 +14,7 @@
 
 #include "kernels/drivers/delta_rule.h"
 #include "kernels/internal.h"
+#include "kernels/x86/simd_avx2.h"
 
 namespace pllm::kern {
 
@@ -66,32 +67,14 @@ void geglu(const float* g, const float* u, float* out, int64_t n) {
   for (; i < n; ++i) out[i] = geglu_tail(g[i], u[i]);
 }
 
-// drivers/delta_rule.h on ymm: the 32 partial sums in 4 registers. (zmm would not be faster
-// on Zen 4, which splits 512-bit operations in two; the avx512 table uses this one.)
-struct DeltaRule256 {
-  static constexpr int kLanes = 8;
-  using VF = __m256;
-  static VF zero() { return _mm256_setzero_ps(); }
-  static VF load(const float* p) { return _mm256_loadu_ps(p); }
-  static void store(float* p, VF v) { _mm256_storeu_ps(p, v); }
-  static VF bcast(float x) { return _mm256_set1_ps(x); }
-  static VF mul(VF a, VF b) { return _mm256_mul_ps(a, b); }
-  static VF add(VF a, VF b) { return _mm256_add_ps(a, b); }
-  static VF fma(VF a, VF b, VF c) { return _mm256_fmadd_ps(a, b, c); }
-  static float tree(VF v) {  // lanes l + l+4, then l + l+2, then l + l+1
-    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-    x = _mm_add_ss(x, _mm_movehdup_ps(x));
-    return _mm_cvtss_f32(x);
-  }
-};
-
 }  // namespace
 
 void fill_act_avx2(KernelTable& t) {
   t.swiglu_f32 = swiglu;
   t.geglu_f32 = geglu;
-  t.delta_rule_step = drivers::delta_rule_step<DeltaRule256>;
+  // The 32 partial sums in 4 ymm, the shared f32 traits (hsum in the driver's order). zmm would
+  // not be faster on Zen 4, which splits 512-bit operations in two: the avx512 table uses this.
+  t.delta_rule_step = drivers::delta_rule_step<avx2::F32x8>;
 }
 
 }  // namespace pllm::kern
