@@ -22,6 +22,7 @@ DEB_PACKAGES=(cmake ninja-build g++ pkg-config libpcre2-dev libcli11-dev nlohman
               openjdk-17-jdk-headless junit5)
 # Installed when we can (root + apt), never required: the builds run without them.
 DEB_OPTIONAL=(ccache
+              libbenchmark-dev  # the kernel micro-benchmarks (bench/kernels, -DPLLM_BUILD_BENCH=ON)
               # the Vulkan backend: headers and the shader compiler at build time (without them it
               # is built off); the loader, lavapipe (a conformant Vulkan device on the CPU) and the
               # validation layer for its tests, which skip with a message where they are missing

@@ -25,7 +25,8 @@
 // Contract of T:
 //   kVecs     vectors per 16-row panel vector (kLanes = 16 / kVecs int32 lanes each)
 //   tile_x(one) activation rows per register tile (one: codes <= 15, a chain per unit);
-//   chains(nx): int32 chains per half (1, 2 or 4)
+//   chains(nx): int32 chains per half (1, 2 or 4); dot1_chains(one): the same for one activation
+//             row as it is decoded (PanelDot1: the accumulators share the registers with decoding)
 //   V, VF     int32 and f32 vectors of kLanes lanes
 //   loadb(p)  kLanes * 4 bytes at p; ctl(const int8_t* c): a shuffle control (c: 64 bytes, the
 //             same in every 16-byte lane); shuffle(bytes, ctl) (per 16-byte lane, -128: zero)
@@ -52,6 +53,7 @@
 #include "quant/panel.h"
 
 #define PLLM_I16P_AI inline __attribute__((always_inline))
+#define PLLM_I16P_AI_LAMBDA __attribute__((always_inline))
 
 namespace pllm::kern::drivers {
 
@@ -71,28 +73,61 @@ struct PanelPairControls {
 };
 inline constexpr PanelPairControls kPanelPairs;
 
-// A panel block's codes: w[2g + k][s] = pair k (codes 4g + 2k, 4g + 2k + 1) of group g for the
-// rows of slice s, lane i = row s * kLanes + i; sc, mn: the rows' per-block factors (the tile's
-// scale and min of the unit).
+// Where a panel block's decoder puts what it decodes (a "sink"): put(2g + k, s, v) hands over pair
+// k (codes 4g + 2k, 4g + 2k + 1) of group g for the rows of slice s, lane i = row s * kLanes + i;
+// sc, mn: the rows' per-block factors (the tile's scale and min of the unit).
+//
+// PanelCodes keeps the code vectors for several activation rows (batched decode, prefill).
 template <class T>
 struct PanelCodes {
   typename T::V w[16][T::kVecs];
   typename T::VF sc[T::kVecs], mn[T::kVecs];
+  PLLM_I16P_AI void put(int i, int s, typename T::V v) { w[i][s] = v; }
+};
+
+// PanelDot1 multiplies each code vector with one activation row as it is decoded. A decode step
+// has one activation row, and a block's 16 x kVecs code vectors do not fit the registers of a
+// 16-register ISA: kept (PanelCodes), AVX2 stored all 32 to the stack and read them back, and the
+// stores bounded the loop (bench_kernels avx2 Q4_0 i16_panels/1: 14 GB/s on one Zen 4 core).
+// Sums of int32 are exact, so the order in which the pair products reach a chain is free: the
+// chains hold what panel_tile's do, bit for bit.
+template <class T, bool kOne>
+struct PanelDot1 {
+  static constexpr int C = T::dot1_chains(kOne), S = T::kVecs;
+  typename T::V h[2][1][C][S];
+  typename T::VF sc[S], mn[S];
+  const int16_t* a;  // the activation row's codes of this unit
+  explicit PLLM_I16P_AI PanelDot1(const int16_t* qs) : a(qs) {
+    for (int hv = 0; hv < 2; ++hv)
+      for (int j = 0; j < C; ++j)
+        for (int s = 0; s < S; ++s) h[hv][0][j][s] = T::izero();
+  }
+  PLLM_I16P_AI void put(int i, int s, typename T::V v) {
+    const int g = i / 2, hv = kOne ? 0 : (g >> 1) & 1, j = g * C / 8;  // as panel_tile
+    h[hv][0][j][s] = T::dp(h[hv][0][j][s], v, a + 2 * i);
+  }
 };
 
 // Q4 nibble vectors at qs (4 x 64 bytes): vector v holds group v in its low and v + 4 in its
 // high nibbles. Zero-extended words, so a shift right by 4 leaves the high nibble alone.
-template <class T>
-PLLM_I16P_AI void panel_q4_codes(const uint8_t* qs, PanelCodes<T>& c) {
+// fix(i, s, codes) may complete a code vector before it goes to the sink (Q5_K's fifth bits).
+struct KeepCodes {
+  template <class V>
+  PLLM_I16P_AI V operator()(int, int, V v) const { return v; }
+};
+template <class T, class Sink, class Fix = KeepCodes>
+PLLM_I16P_AI void panel_q4_codes(const uint8_t* qs, Sink& c, Fix fix = {}) {
   const typename T::V p0 = T::ctl(kPanelPairs.c[0]), p1 = T::ctl(kPanelPairs.c[1]);
+#pragma GCC unroll 4
   for (int v = 0; v < 4; ++v)
+#pragma GCC unroll 2
     for (int s = 0; s < T::kVecs; ++s) {
       const typename T::V n = T::loadb(qs + 64 * v + 4 * T::kLanes * s);
       const typename T::V b0 = T::shuffle(n, p0), b1 = T::shuffle(n, p1);
-      c.w[2 * v][s] = T::low4(b0);
-      c.w[2 * v + 1][s] = T::low4(b1);
-      c.w[2 * (v + 4)][s] = T::shr4(b0);
-      c.w[2 * (v + 4) + 1][s] = T::shr4(b1);
+      c.put(2 * v, s, fix(2 * v, s, T::low4(b0)));
+      c.put(2 * v + 1, s, fix(2 * v + 1, s, T::low4(b1)));
+      c.put(2 * (v + 4), s, fix(2 * (v + 4), s, T::shr4(b0)));
+      c.put(2 * (v + 4) + 1, s, fix(2 * (v + 4) + 1, s, T::shr4(b1)));
     }
 }
 
@@ -107,8 +142,8 @@ struct PanelUnit32 {
 struct PanelQ4_0 : PanelUnit32 {
   static constexpr size_t kBlock = kPanelRows * sizeof(block_q4_0);
   static constexpr bool kMin = true, kOne = true;
-  template <class T>
-  static PLLM_I16P_AI void decode(const uint8_t* p, PanelCodes<T>& c) {
+  template <class T, class Sink>
+  static PLLM_I16P_AI void decode(const uint8_t* p, Sink& c) {
     for (int s = 0; s < T::kVecs; ++s) {
       c.sc[s] = T::scales(p + 2 * T::kLanes * s);
       c.mn[s] = T::mul(c.sc[s], T::bcast(-8.0f));
@@ -121,8 +156,8 @@ struct PanelQ4_0 : PanelUnit32 {
 struct PanelQ4_1 : PanelUnit32 {
   static constexpr size_t kBlock = kPanelRows * sizeof(block_q4_1);
   static constexpr bool kMin = true, kOne = true;
-  template <class T>
-  static PLLM_I16P_AI void decode(const uint8_t* p, PanelCodes<T>& c) {
+  template <class T, class Sink>
+  static PLLM_I16P_AI void decode(const uint8_t* p, Sink& c) {
     for (int s = 0; s < T::kVecs; ++s) {
       c.sc[s] = T::scales(p + 2 * T::kLanes * s);
       c.mn[s] = T::scales(p + 32 + 2 * T::kLanes * s);
@@ -136,16 +171,18 @@ struct PanelQ4_1 : PanelUnit32 {
 struct PanelQ8_0 : PanelUnit32 {
   static constexpr size_t kBlock = kPanelRows * sizeof(block_q8_0);
   static constexpr bool kMin = false, kOne = false;
-  template <class T>
-  static PLLM_I16P_AI void decode(const uint8_t* p, PanelCodes<T>& c) {
+  template <class T, class Sink>
+  static PLLM_I16P_AI void decode(const uint8_t* p, Sink& c) {
     const typename T::V p0 = T::ctl(kPanelPairs.c[2]), p1 = T::ctl(kPanelPairs.c[3]);
+#pragma GCC unroll 2
     for (int s = 0; s < T::kVecs; ++s) {
       c.sc[s] = T::scales(p + 2 * T::kLanes * s);
       c.mn[s] = T::zero();
+#pragma GCC unroll 8
       for (int g = 0; g < 8; ++g) {
         const typename T::V q = T::flip(T::loadb(p + 32 + 64 * g + 4 * T::kLanes * s));
-        c.w[2 * g][s] = T::sar8(T::shuffle(q, p0));
-        c.w[2 * g + 1][s] = T::sar8(T::shuffle(q, p1));
+        c.put(2 * g, s, T::sar8(T::shuffle(q, p0)));
+        c.put(2 * g + 1, s, T::sar8(T::shuffle(q, p1)));
       }
     }
   }
@@ -187,8 +224,8 @@ struct PanelQ4_K {
     }
     __builtin_memcpy(h.sm, o, sizeof(o));
   }
-  template <class T>
-  static PLLM_I16P_AI void unit(const uint8_t* p, const Head<T>& h, int j, PanelCodes<T>& c) {
+  template <class T, class Sink>
+  static PLLM_I16P_AI void unit(const uint8_t* p, const Head<T>& h, int j, Sink& c) {
     for (int s = 0; s < T::kVecs; ++s) {
       c.sc[s] = T::mul(T::u8f(h.sm[j] + T::kLanes * s), h.d[s]);
       c.mn[s] = T::mul(T::u8f(h.sm[8 + j] + T::kLanes * s), h.mdmin[s]);
@@ -221,22 +258,21 @@ struct PanelQ5_K : PanelQ4_K {
   static constexpr size_t kBlock = kPanelRows * sizeof(block_q5_K);
   static constexpr size_t kUnit = 5 * 64;
   static constexpr bool kMin = true, kOne = false;
-  template <class T>
-  static PLLM_I16P_AI void unit(const uint8_t* p, const Head<T>& h, int j, PanelCodes<T>& c) {
+  template <class T, class Sink>
+  static PLLM_I16P_AI void unit(const uint8_t* p, const Head<T>& h, int j, Sink& c) {
     for (int s = 0; s < T::kVecs; ++s) {
       c.sc[s] = T::mul(T::u8f(h.sm[j] + T::kLanes * s), h.d[s]);
       c.mn[s] = T::mul(T::u8f(h.sm[8 + j] + T::kLanes * s), h.mdmin[s]);
     }
     const uint8_t* q = p + kHead + kUnit * j;
-    panel_q4_codes<T>(q, c);
     const typename T::V p0 = T::ctl(kPanelPairs.c[0]), p1 = T::ctl(kPanelPairs.c[1]);
+    typename T::V hb[T::kVecs][2];
     for (int s = 0; s < T::kVecs; ++s) {
       const typename T::V hq = T::loadb(q + 256 + 4 * T::kLanes * s);
-      const typename T::V hb[2] = {T::shuffle(hq, p0), T::shuffle(hq, p1)};
-#pragma GCC unroll 8
-      for (int g = 0; g < 8; ++g)
-        for (int k = 0; k < 2; ++k) c.w[2 * g + k][s] = T::or16(c.w[2 * g + k][s], bit_to_4<T>(hb[k], g));
+      hb[s][0] = T::shuffle(hq, p0);
+      hb[s][1] = T::shuffle(hq, p1);
     }
+    panel_q4_codes<T>(q, c, [&hb](int i, int s, typename T::V v) PLLM_I16P_AI_LAMBDA { return T::or16(v, bit_to_4<T>(hb[s][i % 2], i / 2)); });
   }
 };
 
@@ -282,11 +318,12 @@ struct PanelQ6_K {
   static PLLM_I16P_AI typename T::V field(typename T::V hb, int f) {
     return f == 0 ? T::template sllw<4>(hb) : f == 1 ? T::template sllw<2>(hb) : f == 2 ? hb : T::template srlw<2>(hb);
   }
-  template <class T>
-  static PLLM_I16P_AI void unit(const uint8_t* p, const Head<T>& h, int j, PanelCodes<T>& c) {
+  template <class T, class Sink>
+  static PLLM_I16P_AI void unit(const uint8_t* p, const Head<T>& h, int j, Sink& c) {
     using V = typename T::V;
     const V p0 = T::ctl(kPanelPairs.c[0]), p1 = T::ctl(kPanelPairs.c[1]), k32 = T::bcastw(32);
     const uint8_t* q = p + kHead + kUnit * j;
+#pragma GCC unroll 2
     for (int s = 0; s < T::kVecs; ++s) {
       c.sc[s] = h.d[s];
       c.mn[s] = T::zero();
@@ -305,8 +342,8 @@ struct PanelQ6_K {
           for (int k = 0; k < 2; ++k) {
             const V b = T::shuffle(n, k ? p1 : p0);
             const V lo = T::orhi(T::low4(b), field<T>(hb[k], f)), hi = T::orhi(T::shr4(b), field<T>(hb[k], f + 2));
-            c.w[2 * v + k][s] = T::mulw(T::subw(lo, k32), sc[0]);
-            c.w[2 * (v + 4) + k][s] = T::mulw(T::subw(hi, k32), sc[1]);
+            c.put(2 * v + k, s, T::mulw(T::subw(lo, k32), sc[0]));
+            c.put(2 * (v + 4) + k, s, T::mulw(T::subw(hi, k32), sc[1]));
           }
         }
       }
@@ -318,9 +355,13 @@ struct PanelQ6_K {
 // row's accumulator for this unit (u % 8), 16 lanes, which starts at +0 when first (the
 // slice's first 8 units: what the tile's zeroed accumulator gives, without storing zeros
 // first). Each half may run as several int32 chains (T::chains), added exactly.
+template <class T, bool kMin, bool kOne, int NX, int C>
+PLLM_I16P_AI void panel_scale(const typename T::V (&h)[2][NX][C][T::kVecs], const typename T::VF* sc,
+                              const typename T::VF* mn, const block_q16* const* a, float* const* ua, bool first);
+
 template <class T, bool kMin, bool kOne, int NX>
 PLLM_I16P_AI void panel_tile(const PanelCodes<T>& c, const block_q16* const* a, float* const* ua, bool first) {
-  constexpr int C = T::chains(NX), S = T::kVecs, L = T::kLanes;
+  constexpr int C = T::chains(NX), S = T::kVecs;
   typename T::V h[2][NX][C][S];  // kOne (codes <= 15): h[0] holds the whole unit
   for (int hv = 0; hv < 2; ++hv)
     for (int x = 0; x < NX; ++x)
@@ -334,6 +375,14 @@ PLLM_I16P_AI void panel_tile(const PanelCodes<T>& c, const block_q16* const* a, 
       for (int k = 0; k < 2; ++k)
         for (int s = 0; s < S; ++s) h[hv][x][j][s] = T::dp(h[hv][x][j][s], c.w[2 * g + k][s], a[x]->qs + 4 * g + 2 * k);
   }
+  panel_scale<T, kMin, kOne, NX, C>(h, c.sc, c.mn, a, ua, first);
+}
+
+// The unit's int32 chains h of NX activation rows, scaled into their accumulators.
+template <class T, bool kMin, bool kOne, int NX, int C>
+PLLM_I16P_AI void panel_scale(const typename T::V (&h)[2][NX][C][T::kVecs], const typename T::VF* sc,
+                              const typename T::VF* mn, const block_q16* const* a, float* const* ua, bool first) {
+  constexpr int S = T::kVecs, L = T::kLanes;
   for (int x = 0; x < NX; ++x) {
     const typename T::VF da = T::bcast(a[x]->d);
     const typename T::VF sa = T::bcast(kMin ? a[x]->d * static_cast<float>(a[x]->sum) : 0.0f);
@@ -345,8 +394,8 @@ PLLM_I16P_AI void panel_tile(const PanelCodes<T>& c, const block_q16* const* a, 
       }
       const typename T::VF t = kOne ? T::cvt(ha) : T::add(T::cvt(ha), T::cvt(hb));
       float* p = ua[x] + s * L;
-      typename T::VF acc = T::fma(first ? T::zero() : T::loadf(p), t, T::mul(c.sc[s], da));
-      if constexpr (kMin) acc = T::fma(acc, c.mn[s], sa);
+      typename T::VF acc = T::fma(first ? T::zero() : T::loadf(p), t, T::mul(sc[s], da));
+      if constexpr (kMin) acc = T::fma(acc, mn[s], sa);
       T::storef(p, acc);
     }
   }
@@ -394,13 +443,25 @@ void i16_panels(int64_t n, const void* w, int n_panels, const void* xq, size_t x
           // Unit b is unit b % K of super-block b / K; slices start on super-blocks (kI16Slice
           // is a multiple of 8), and b % 8 stays the unit's accumulator, as in the tile.
           const uint8_t* blk = panel + size_t(b / K) * P::kBlock;
-          PanelCodes<T> c;
-          if constexpr (K == 1) {
-            P::decode(blk, c);
-          } else {
+          if constexpr (K > 1)
             if (b % K == 0) P::template head<T>(blk, hd);
-            P::unit(blk, hd, int(b % K), c);
+          auto decode = [&](auto& sink) PLLM_I16P_AI_LAMBDA {
+            if constexpr (K == 1) {
+              P::template decode<T>(blk, sink);
+            } else {
+              P::template unit<T>(blk, hd, int(b % K), sink);
+            }
+          };
+          if (nxp == 1) {  // decode: each code vector used as it is made
+            const block_q16* a = reinterpret_cast<const block_q16*>(xb + size_t(x0) * xs) + b;
+            float* u = ua + ((b - s0) % 8) * R;
+            PanelDot1<T, P::kOne> d(a->qs);
+            decode(d);
+            panel_scale<T, P::kMin, P::kOne, 1, PanelDot1<T, P::kOne>::C>(d.h, d.sc, d.mn, &a, &u, b - s0 < 8);
+            continue;
           }
+          PanelCodes<T> c;
+          decode(c);
           for (int x = 0; x < nxp; x += NX) {
             const int nx = nxp - x < NX ? nxp - x : NX;
             const block_q16* a[NX];
@@ -428,3 +489,4 @@ void i16_panels(int64_t n, const void* w, int n_panels, const void* xq, size_t x
 }  // namespace pllm::kern::drivers
 
 #undef PLLM_I16P_AI
+#undef PLLM_I16P_AI_LAMBDA

@@ -26,6 +26,7 @@ struct P512 {
   static constexpr int tile_x(bool) { return 4; }
   // Two chains per half up to 2 rows: a decode step's dependent vpdpwssd chain would bound it.
   static constexpr int chains(int nx) { return nx <= 2 ? 2 : 1; }
+  static constexpr int dot1_chains(bool) { return chains(1); }
   using V = __m512i;
   using VF = __m512;
   static PLLM_AI V loadb(const uint8_t* p) { return _mm512_loadu_si512(p); }

@@ -21,6 +21,8 @@ namespace {
 // after, about avx2's (769-871 in the same runs); at 8 rows 101-124 us against avx2's 115-152,
 // at 1 within noise of it.
 struct P256Vnni : P256 {
+  // vpdpwssd accumulates in the product (latency 4-5): 8 chains in all.
+  static constexpr int dot1_chains(bool one) { return one ? 4 : 2; }
   static PLLM_AI V dp(V acc, V w, const int16_t* a) {
     V r = _mm256_dpwssd_avx_epi32(acc, bcast_pair(a), w);
     __asm__("" : "+x"(r));
