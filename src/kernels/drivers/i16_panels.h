@@ -428,7 +428,7 @@ void i16_panels(int64_t n, const void* w, int n_panels, const void* xq, size_t x
     const int nxp = n_x - x0 < kPanelPass ? n_x - x0 : kPanelPass;
     for (int pn = 0; pn < n_panels; ++pn) {
       const uint8_t* panel = wb + size_t(pn) * size_t(nb) * kUnitBytes;
-      typename P::template Head<T> hd;
+      typename P::template Head<T> hd{};
       for (int64_t s0 = 0; s0 < nb; s0 += kI16Slice) {
         const int64_t s1 = nb - s0 < kI16Slice ? nb : s0 + kI16Slice;
         for (int x = 0; x < nxp; ++x)  // the unit slots a short slice leaves untouched
