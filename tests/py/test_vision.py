@@ -213,6 +213,22 @@ def test_embeddings_match_numpy_reference(files, probe, proj, wt):
             assert e <= REF_NMSE_MAX, f"{proj} {wt} {name} image {i}: NMSE {e:.3e} > {REF_NMSE_MAX}"
 
 
+def test_odd_head_size_matches_numpy_reference(tmp_path, probe):
+    """Heads whose size is not a multiple of 16 (SigLIP's 72 in Gemma 3) take the attention
+    through matmul products instead of the KV attention kernel: the same reference bound."""
+    from vision_reference import VisionReference
+    kw = dict(SPECS["gemma3"], n_embd=72, n_head=3)  # heads of 24
+    model = write_mmproj(tmp_path / "odd.gguf", VisionSpec(projector="gemma3", wtype="f32", **kw))
+    img = write_png(tmp_path / "odd.png", 77, 45, 3, seed=7)
+    ours = tmp_path / "odd.ours"
+    run([probe, "encode", model, img, ours, 2, "exact"])
+    ref = VisionReference(model)
+    for i, (x, emb) in enumerate(read_result(ours)):
+        e = nmse(emb, ref.encode(x.astype(np.float64)))
+        print(f"gemma3 f32 heads of 24, image {i}: NMSE vs numpy {e:.3e}")
+        assert e <= REF_NMSE_MAX, f"image {i}: NMSE {e:.3e} > {REF_NMSE_MAX}"
+
+
 def test_attention_is_not_uniform(files):
     """The random weights must make attention selective, or the test would not see errors in it."""
     d, models, _ = files
