@@ -1,9 +1,7 @@
 #include "vision/encoder.h"
 
 #include <algorithm>
-#include <cassert>
 #include <cmath>
-#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -15,21 +13,15 @@
 namespace pllm::vision {
 
 void layernorm_f32(const float* x, const float* w, const float* b, float* y, int64_t n, float eps) {
-  // Double sums, as ggml's, in 8 chains: one chain of dependent adds made LayerNorm a tenth of a
-  // ViT-Tiny encode (4,700 calls on 192 values).
-  constexpr int kChains = 8;
-  double sum[kChains] = {}, ss[kChains] = {};
-  for (int64_t i = 0; i < n; ++i) sum[i % kChains] += x[i];
-  double total = 0.0;
-  for (double v : sum) total += v;
-  const float mean = float(total / double(n));
+  double sum = 0.0;  // double sums: ggml accumulates these in double too
+  for (int64_t i = 0; i < n; ++i) sum += x[i];
+  const float mean = float(sum / double(n));
+  double ss = 0.0;
   for (int64_t i = 0; i < n; ++i) {
     const float d = x[i] - mean;
-    ss[i % kChains] += double(d) * d;
+    ss += double(d) * d;
   }
-  double sq = 0.0;
-  for (double v : ss) sq += v;
-  const float scale = 1.0f / std::sqrt(float(sq / double(n)) + eps);
+  const float scale = 1.0f / std::sqrt(float(ss / double(n)) + eps);
   for (int64_t i = 0; i < n; ++i) {
     float v = (x[i] - mean) * scale;
     if (w) v *= w[i];
@@ -62,31 +54,15 @@ class Products {
     s_.act_row_stride = stride_;
     s_.n_batch = kRowsPerCall;
   }
-  struct Out {
-    const Matrix* W;
-    float* Y;
-    const float* bias;
-  };
-  // Y[n][W.rows] = X[n][W.cols] . W^T (+ bias per column when given), for every out of one X
-  // (Q, K and V share the activation rows' quantisation and the pool's dispatches).
-  void run(std::initializer_list<Out> outs, const float* X, int n) {
-    assert(outs.size() <= kMaxOuts);  // the call sites below pass at most three
-    const int64_t cols = outs.begin()->W->cols;
-    MatmulTarget t[kMaxOuts];
+  // Y[n][W.rows] = X[n][W.cols] . W^T (+ bias per column when given).
+  void run(const Matrix& W, const float* X, int n, float* Y, const float* bias = nullptr) {
     for (int r0 = 0; r0 < n; r0 += kRowsPerCall) {
       const int rows = std::min(kRowsPerCall, n - r0);
-      int i = 0;
-      for (const Out& o : outs) t[i++] = {o.W, o.Y + int64_t(r0) * o.W->rows};
-      matmul_group({t, outs.size()}, X + int64_t(r0) * cols, rows, act_, s_, pool_);
+      matmul(W, X + int64_t(r0) * W.cols, rows, Y + int64_t(r0) * W.rows, act_, s_, pool_);
     }
-    pool_.run_spread(n, [&](int64_t r) {
-      for (const Out& o : outs)
-        if (o.bias) add_f32(o.Y + r * o.W->rows, o.bias, o.W->rows);
-    });
+    if (bias)
+      pool_.run_spread(n, [&](int64_t t) { add_f32(Y + t * W.rows, bias, W.rows); });
   }
-  void run(const Matrix& W, const float* X, int n, float* Y, const float* bias = nullptr) { run({{&W, Y, bias}}, X, n); }
-
-  static constexpr size_t kMaxOuts = 3;
 
  private:
   ThreadPool& pool_;
@@ -229,7 +205,9 @@ Result<std::vector<float>> encode_image(const VisionModel& m, const ImageF32& im
   const auto geglu = kernels().geglu_f32;
   for (const VisionLayer& L : m.layers) {
     pool.run_spread(n, [&](int64_t t) { layernorm_f32(x.data() + t * E, L.ln1_w, L.ln1_b, h.data() + t * E, E, hp.eps); });
-    prod.run({{&L.q, q.data(), L.q_b}, {&L.k, k.data(), L.k_b}, {&L.v, v.data(), L.v_b}}, h.data(), n);
+    prod.run(L.q, h.data(), n, q.data(), L.q_b);
+    prod.run(L.k, h.data(), n, k.data(), L.k_b);
+    prod.run(L.v, h.data(), n, v.data(), L.v_b);
     if (attention_by_kernel(E / hp.n_head))
       attention_kernel(q.data(), k.data(), v.data(), a.data(), n, hp.n_head, E / hp.n_head, pool);
     else
