@@ -148,6 +148,12 @@ export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 for t in "${TSAN_TESTS[@]}"; do
   env "${SOAK_TINY[@]}" "$ROOT/build-tsan/tests/cpp/$t" --gtest_brief=1 --gtest_filter="${TSAN_FILTER[$t]}"
 done
+# The soak again on the hybrid and per-layer-embedding architectures (tiny Qwen3.5: DeltaNet state per
+# sequence, restore points as state snapshots; tiny Gemma 4: KV shared across layers): 7 + 24 s.
+"$VENV/bin/python" "$ROOT/tests/py/tiny_models.py" "$ROOT/build-tsan/soak" qwen35-Q8_0 gemma4-Q8_0 >/dev/null
+for m in qwen35-Q8_0 gemma4-Q8_0; do
+  PLLM_SOAK_MODEL="$ROOT/build-tsan/soak/$m.gguf" "$ROOT/build-tsan/tests/cpp/test_server_soak" --gtest_brief=1
+done
 if [ "$LONG" = 1 ]; then
   PLLM_SOAK_CLIENTS=8 PLLM_SOAK_REQUESTS=2 "$ROOT/build-tsan/tests/cpp/test_server_soak" --gtest_brief=1
 fi
