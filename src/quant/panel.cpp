@@ -163,6 +163,34 @@ void unpack_q6_K(const uint8_t* in, int i, block_q6_K* blk) {
   }
 }
 
+// IQ4_XS: one panel super-block per 256 elements: d[16] (fp16), scales_h[16] (uint16), scales_l
+// as 4 x 16 bytes (byte k of each row together), then unit u's 4 Q4 vectors (its IQ4_NL-style
+// nibbles, qs + 16 u) at 128 + 256 u.
+constexpr size_t kIq4XsHead = 2 * kPanelRows + 2 * kPanelRows + 4 * kPanelRows;
+static_assert(kIq4XsHead + 8 * 256 == kPanelRows * sizeof(block_iq4_xs), "an IQ4_XS panel super-block is its rows' bytes");
+
+void pack_iq4_xs(const uint8_t* rows, size_t row_stride, int64_t sb, uint8_t* out) {
+  const block_iq4_xs* blk[kPanelRows];
+  for (int i = 0; i < kPanelRows; ++i) blk[i] = reinterpret_cast<const block_iq4_xs*>(rows + i * row_stride) + sb;
+  for (int i = 0; i < kPanelRows; ++i) {
+    std::memcpy(out + 2 * i, &blk[i]->d, 2);
+    std::memcpy(out + 2 * (kPanelRows + i), &blk[i]->scales_h, 2);
+    for (int k = 0; k < 4; ++k) out[4 * kPanelRows + k * kPanelRows + i] = blk[i]->scales_l[k];
+  }
+  for (int u = 0; u < 8; ++u) {
+    const uint8_t* qs[kPanelRows];
+    for (int i = 0; i < kPanelRows; ++i) qs[i] = blk[i]->qs + 16 * u;
+    pack_q4(qs, out + kIq4XsHead + 256 * u);
+  }
+}
+
+void unpack_iq4_xs(const uint8_t* in, int i, block_iq4_xs* blk) {
+  std::memcpy(&blk->d, in + 2 * i, 2);
+  std::memcpy(&blk->scales_h, in + 2 * (kPanelRows + i), 2);
+  for (int k = 0; k < 4; ++k) blk->scales_l[k] = in[4 * kPanelRows + k * kPanelRows + i];
+  for (int u = 0; u < 8; ++u) unpack_q4(in + kIq4XsHead + 256 * u, i, blk->qs + 16 * u);
+}
+
 }  // namespace
 
 size_t panel_block_bytes(TensorType t) {
@@ -173,6 +201,8 @@ size_t panel_block_bytes(TensorType t) {
     case TensorType::Q4_K: return kPanelRows * sizeof(block_q4_K) / 8;  // a super-block is 8 such blocks
     case TensorType::Q6_K: return kPanelRows * sizeof(block_q6_K) / 8;
     case TensorType::Q5_K: return kPanelRows * sizeof(block_q5_K) / 8;
+    case TensorType::IQ4_NL: return kPanelRows * sizeof(block_iq4_nl);
+    case TensorType::IQ4_XS: return kPanelRows * sizeof(block_iq4_xs) / 8;
     default: return 0;
   }
 }
@@ -192,6 +222,11 @@ void pack_panel(TensorType t, const uint8_t* rows, size_t row_stride, int64_t n,
     for (int64_t sb = 0; sb < n / 256; ++sb) pack_q6_K(rows, row_stride, sb, dst + size_t(sb) * kPanelRows * sizeof(block_q6_K));
     return;
   }
+  if (t == TensorType::IQ4_XS) {
+    for (int64_t sb = 0; sb < n / 256; ++sb)
+      pack_iq4_xs(rows, row_stride, sb, dst + size_t(sb) * kPanelRows * sizeof(block_iq4_xs));
+    return;
+  }
   const int64_t nb = n / kBlock;
   const size_t pbb = panel_block_bytes(t);
   for (int64_t b = 0; b < nb; ++b) {
@@ -202,6 +237,14 @@ void pack_panel(TensorType t, const uint8_t* rows, size_t row_stride, int64_t n,
       case TensorType::Q4_0:
         for (int i = 0; i < kPanelRows; ++i) {
           const auto* blk = reinterpret_cast<const block_q4_0*>(rows + i * row_stride) + b;
+          std::memcpy(&h[i], &blk->d, 2);
+          qs[i] = blk->qs;
+        }
+        pack_q4(qs, out + 32);
+        break;
+      case TensorType::IQ4_NL:  // Q4_0's layout: d, then the nibbles in the same order
+        for (int i = 0; i < kPanelRows; ++i) {
+          const auto* blk = reinterpret_cast<const block_iq4_nl*>(rows + i * row_stride) + b;
           std::memcpy(&h[i], &blk->d, 2);
           qs[i] = blk->qs;
         }
@@ -245,6 +288,11 @@ void unpack_panel_row(TensorType t, const uint8_t* panel, int64_t n, int i, uint
       unpack_q6_K(panel + size_t(sb) * kPanelRows * sizeof(block_q6_K), i, reinterpret_cast<block_q6_K*>(dst_row) + sb);
     return;
   }
+  if (t == TensorType::IQ4_XS) {
+    for (int64_t sb = 0; sb < n / 256; ++sb)
+      unpack_iq4_xs(panel + size_t(sb) * kPanelRows * sizeof(block_iq4_xs), i, reinterpret_cast<block_iq4_xs*>(dst_row) + sb);
+    return;
+  }
   const int64_t nb = n / kBlock;
   const size_t pbb = panel_block_bytes(t);
   for (int64_t b = 0; b < nb; ++b) {
@@ -252,6 +300,12 @@ void unpack_panel_row(TensorType t, const uint8_t* panel, int64_t n, int i, uint
     switch (t) {
       case TensorType::Q4_0: {
         auto* blk = reinterpret_cast<block_q4_0*>(dst_row) + b;
+        std::memcpy(&blk->d, in + 2 * i, 2);
+        unpack_q4(in + 32, i, blk->qs);
+        break;
+      }
+      case TensorType::IQ4_NL: {
+        auto* blk = reinterpret_cast<block_iq4_nl*>(dst_row) + b;
         std::memcpy(&blk->d, in + 2 * i, 2);
         unpack_q4(in + 32, i, blk->qs);
         break;

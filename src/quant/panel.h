@@ -12,6 +12,7 @@
 //   Q4_0: d[16] (fp16)                 | qs: 4 vectors of 64 B
 //   Q4_1: d[16] (fp16), m[16] (fp16)   | qs: 4 vectors of 64 B
 //   Q8_0: d[16] (fp16)                 | qs: 8 vectors of 64 B
+//   IQ4_NL: as Q4_0 (its nibbles index kIq4nlValues)
 // Q4_K is packed per super-block (16 rows x 256 elements, 2304 B = the 16 file blocks):
 //   d[16] (fp16), dmin[16] (fp16), scales: 12 x 16 B (byte k of each row's 12 packed 6-bit
 //   scale bytes together, lane i = row i, so unpacking them is the file's byte operations run
@@ -21,6 +22,9 @@
 // Q5_K is packed as Q4_K (its d, dmin and scales the same header; 2816 B = the 16 file blocks),
 //   each unit's 4 Q4 vectors followed by a fifth-bit vector of 64 B: byte 4*i + j, bit g = the
 //   fifth bit of element 4g + j of row i (unit u at 256 + 320 u).
+// IQ4_XS is packed per super-block (2176 B = the 16 file blocks): d[16] (fp16), scales_h[16]
+//   (uint16), scales_l: 4 x 16 B (byte k of each row together) | units 0..7: 4 Q4 vectors of 64 B
+//   (unit u: the nibbles at qs + 16 u, in IQ4_NL's order).
 // Q6_K is packed per super-block too (16 rows x 256 elements, 3360 B = the 16 file blocks):
 //   d[16] (fp16), scales: 16 x 16 B (int8 scale k of each row together, lane i = row i: unit
 //   u's two, 2u for its elements 0-15 and 2u + 1 for 16-31, are 32 consecutive bytes) |

@@ -287,6 +287,32 @@ TEST_P(MatvecRows, PanelsMatchFileLayout) {
   }
 }
 
+// IQ4_NL (Q4_0's panel layout) and IQ4_XS panels (super-blocks of 16 rows x 256 elements) give
+// the file's bytes back exactly: raw random bytes, rows of 1, 3 and 35 blocks of the type, 3
+// panels. The panel is as large as its rows.
+TEST(PanelLayout, Iq4RoundTripExactly) {
+  std::mt19937 rng(7);
+  for (TensorType t : {TensorType::IQ4_NL, TensorType::IQ4_XS}) {
+    ASSERT_TRUE(panel_supported(t));
+    const int64_t be = type_traits(static_cast<uint32_t>(t))->block_elems;
+    for (int64_t k : {1, 3, 35}) {
+      const int64_t n = be * k;
+      const size_t rb = *row_bytes(static_cast<uint32_t>(t), n);
+      constexpr int kPanels = 3, kRows = kPanels * kPanelRows;
+      std::vector<uint8_t> w(rb * kRows);
+      for (uint8_t& b : w) b = uint8_t(rng());
+      const size_t panel_bytes = panel_block_bytes(t) * size_t(n / 32);
+      ASSERT_EQ(panel_bytes, rb * kPanelRows);
+      std::vector<uint8_t> packed(w.size()), back(rb);
+      for (int p = 0; p < kPanels; ++p) pack_panel(t, w.data() + p * kPanelRows * rb, rb, n, packed.data() + p * panel_bytes);
+      for (int r = 0; r < kRows; ++r) {
+        unpack_panel_row(t, packed.data() + (r / kPanelRows) * panel_bytes, n, r % kPanelRows, back.data());
+        ASSERT_EQ(0, std::memcmp(back.data(), w.data() + r * rb, rb)) << type_traits(uint32_t(t))->name << " n=" << n << " row " << r;
+      }
+    }
+  }
+}
+
 // Q4_K and Q5_K panels (super-blocks of 16 rows x 256 elements, quant/panel.h) give the file's
 // bytes back exactly: raw random bytes (every scale, min, code, fifth bit and fp16 pattern), rows
 // of 1, 2, 3, 6 and 35 super-blocks, 3 panels. The panel is as large as its rows.

@@ -1,5 +1,5 @@
 // Driver of int16 activations over load-time repacked 16-row panels (quant/panel.h):
-// TypeKernels::gemm_i16_panels for Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K, every activation-row count (decode,
+// TypeKernels::gemm_i16_panels for Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS, every activation-row count (decode,
 // batched decode, prefill). Written once here; an ISA instantiates i16_panels<T, P> with its
 // vector traits T (x86/i16panel_avx512.cpp, x86/i16panel_avx2.cpp).
 //
@@ -31,7 +31,7 @@
 //   loadb(p)  kLanes * 4 bytes at p; ctl(const int8_t* c): a shuffle control (c: 64 bytes, the
 //             same in every 16-byte lane); shuffle(bytes, ctl) (per 16-byte lane, -128: zero)
 //   low4(V), shr4(V), sar8(V) on 16-bit words (& 0x0F, >> 4 logical, >> 8 arithmetic);
-//   flip(V) bytes ^ 0x80
+//   flip(V) bytes ^ 0x80; nib_lo(V), nib_hi(V): each byte's low / high nibble (IQ4's indices)
 //   izero(), iadd(a, b), dp(acc, w, const int16_t* a): lane i += w.lo_i * a[0] + w.hi_i * a[1]
 //   zero(), cvt, add, mul, fma(acc, a, b) = acc + a * b (fused), loadf, storef, bcast,
 //   scales(const uint8_t* p): kLanes fp16 at p as f32; u8f(const uint8_t* p): kLanes bytes at p
@@ -131,6 +131,33 @@ PLLM_I16P_AI void panel_q4_codes(const uint8_t* qs, Sink& c, Fix fix = {}) {
     }
 }
 
+// IQ4 nibble vectors at qs (as Q4's): each nibble indexes kIq4nlValues by one byte shuffle, and
+// the levels (int8) take Q8_0's way into words: pair shuffles into the high bytes, then an
+// arithmetic shift by 8.
+struct PanelIq4Levels {
+  alignas(64) int8_t c[64];
+  constexpr PanelIq4Levels() : c{} {
+    for (int i = 0; i < 64; ++i) c[i] = kIq4nlValues[i % 16];
+  }
+};
+inline constexpr PanelIq4Levels kPanelIq4Levels;
+
+template <class T, class Sink>
+PLLM_I16P_AI void panel_iq4_codes(const uint8_t* qs, Sink& c) {
+  const typename T::V lut = T::ctl(kPanelIq4Levels.c), p0 = T::ctl(kPanelPairs.c[2]), p1 = T::ctl(kPanelPairs.c[3]);
+#pragma GCC unroll 4
+  for (int v = 0; v < 4; ++v)
+#pragma GCC unroll 2
+    for (int s = 0; s < T::kVecs; ++s) {
+      const typename T::V n = T::loadb(qs + 64 * v + 4 * T::kLanes * s);
+      const typename T::V lo = T::shuffle(lut, T::nib_lo(n)), hi = T::shuffle(lut, T::nib_hi(n));
+      c.put(2 * v, s, T::sar8(T::shuffle(lo, p0)));
+      c.put(2 * v + 1, s, T::sar8(T::shuffle(lo, p1)));
+      c.put(2 * (v + 4), s, T::sar8(T::shuffle(hi, p0)));
+      c.put(2 * (v + 4) + 1, s, T::sar8(T::shuffle(hi, p1)));
+    }
+}
+
 // The 32-element types: a panel block is one unit.
 struct PanelUnit32 {
   static constexpr int kUnits = 1;
@@ -163,6 +190,20 @@ struct PanelQ4_1 : PanelUnit32 {
       c.mn[s] = T::scales(p + 32 + 2 * T::kLanes * s);
     }
     panel_q4_codes<T>(p + 64, c);
+  }
+};
+
+// x = d * level(q), the levels up to 127 in magnitude: the tile's two int32 halves (kOne false)
+struct PanelIQ4_NL : PanelUnit32 {
+  static constexpr size_t kBlock = kPanelRows * sizeof(block_iq4_nl);
+  static constexpr bool kMin = false, kOne = false;
+  template <class T, class Sink>
+  static PLLM_I16P_AI void decode(const uint8_t* p, Sink& c) {
+    for (int s = 0; s < T::kVecs; ++s) {
+      c.sc[s] = T::scales(p + 2 * T::kLanes * s);
+      c.mn[s] = T::zero();
+    }
+    panel_iq4_codes<T>(p + 32, c);
   }
 };
 
@@ -231,6 +272,44 @@ struct PanelQ4_K {
       c.mn[s] = T::mul(T::u8f(h.sm[8 + j] + T::kLanes * s), h.mdmin[s]);
     }
     panel_q4_codes<T>(p + kHead + 4 * 64 * j, c);
+  }
+};
+
+// IQ4_XS unit j of a super-block: x = (d * (ls_j - 32)) * level(q), the factor as the tile
+// computes it (drivers/i16_groups.h, I16Groups::IQ4_XS: exact, 11-bit by 6-bit). The header
+// (quant/panel.h) gives each row's 6-bit ls_j once per super-block, lane-wise over 16 rows.
+struct PanelIQ4_XS {
+  static constexpr int kUnits = 8;
+  static constexpr size_t kBlock = kPanelRows * sizeof(block_iq4_xs);
+  static constexpr size_t kHead = 8 * kPanelRows;  // d, scales_h, 4 scales_l bytes
+  static constexpr bool kMin = false, kOne = false;
+  template <class T>
+  struct Head {
+    typename T::VF d[T::kVecs];
+    alignas(16) uint8_t ls[8][kPanelRows];  // [unit][row]
+  };
+  template <class T>
+  static PLLM_I16P_AI void head(const uint8_t* p, Head<T>& h) {
+    for (int s = 0; s < T::kVecs; ++s) h.d[s] = T::scales(p + 2 * T::kLanes * s);
+    typedef uint8_t u8x16 __attribute__((vector_size(16)));
+    typedef uint16_t u16x16 __attribute__((vector_size(32)));
+    u16x16 sh;
+    u8x16 sl[4];
+    __builtin_memcpy(&sh, p + 2 * kPanelRows, sizeof(sh));
+    __builtin_memcpy(sl, p + 4 * kPanelRows, sizeof(sl));
+    for (int j = 0; j < 8; ++j) {
+      const u8x16 hi = __builtin_convertvector((sh >> (2 * j)) & 3, u8x16);
+      const u8x16 ls = ((sl[j / 2] >> (4 * (j % 2))) & 0x0F) | (hi << 4);
+      __builtin_memcpy(h.ls[j], &ls, sizeof(ls));
+    }
+  }
+  template <class T, class Sink>
+  static PLLM_I16P_AI void unit(const uint8_t* p, const Head<T>& h, int j, Sink& c) {
+    for (int s = 0; s < T::kVecs; ++s) {
+      c.sc[s] = T::mul(T::sub(T::u8f(h.ls[j] + T::kLanes * s), T::bcast(32.0f)), h.d[s]);
+      c.mn[s] = T::zero();
+    }
+    panel_iq4_codes<T>(p + kHead + 4 * 64 * j, c);
   }
 };
 

@@ -353,6 +353,8 @@ struct P256 : T256 {
   static PLLM_AI V shr4(V w) { return _mm256_srli_epi16(w, 4); }
   static PLLM_AI V sar8(V w) { return _mm256_srai_epi16(w, 8); }
   static PLLM_AI V flip(V b) { return _mm256_xor_si256(b, _mm256_set1_epi8(-128)); }
+  static PLLM_AI V nib_lo(V b) { return _mm256_and_si256(b, _mm256_set1_epi8(0x0F)); }
+  static PLLM_AI V nib_hi(V b) { return _mm256_and_si256(_mm256_srli_epi16(b, 4), _mm256_set1_epi8(0x0F)); }
   static PLLM_AI V izero() { return _mm256_setzero_si256(); }
   static PLLM_AI V iadd(V a, V b) { return _mm256_add_epi32(a, b); }
   static PLLM_AI VF zero() { return _mm256_setzero_ps(); }
@@ -410,6 +412,8 @@ void fill_i16_panels(KernelTable& t) {
   t.types[int(TensorType::Q4_K)].gemm_i16_panels = drivers::i16_panels<P, drivers::PanelQ4_K>;
   t.types[int(TensorType::Q6_K)].gemm_i16_panels = drivers::i16_panels<P, drivers::PanelQ6_K>;
   t.types[int(TensorType::Q5_K)].gemm_i16_panels = drivers::i16_panels<P, drivers::PanelQ5_K>;
+  t.types[int(TensorType::IQ4_NL)].gemm_i16_panels = drivers::i16_panels<P, drivers::PanelIQ4_NL>;
+  t.types[int(TensorType::IQ4_XS)].gemm_i16_panels = drivers::i16_panels<P, drivers::PanelIQ4_XS>;
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // int16 activations over load-time repacked 16-row panels on AVX-512 VNNI: the vector traits of
 // drivers/i16_panels.h (one zmm per panel vector, lane i = row i; vpdpwssd with the activation
-// pair as an embedded broadcast) and TypeKernels::gemm_i16_panels for Q4_0, Q4_1, Q8_0, Q4_K, Q6_K.
+// pair as an embedded broadcast) and TypeKernels::gemm_i16_panels for Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS.
 // Compiled with the avx512.cpp flags; used only after dispatch.cpp has checked the CPU.
 //
 // Measured on Zen 5 (bench_kernels, one thread, Q4_0 576x1536): 8.2 us for one activation row
@@ -36,6 +36,8 @@ struct P512 {
   static PLLM_AI V shr4(V w) { return _mm512_srli_epi16(w, 4); }
   static PLLM_AI V sar8(V w) { return _mm512_srai_epi16(w, 8); }
   static PLLM_AI V flip(V b) { return _mm512_xor_si512(b, _mm512_set1_epi8(-128)); }
+  static PLLM_AI V nib_lo(V b) { return _mm512_and_si512(b, _mm512_set1_epi8(0x0F)); }
+  static PLLM_AI V nib_hi(V b) { return _mm512_and_si512(_mm512_srli_epi16(b, 4), _mm512_set1_epi8(0x0F)); }
   static PLLM_AI V izero() { return _mm512_setzero_si512(); }
   static PLLM_AI V iadd(V a, V b) { return _mm512_add_epi32(a, b); }
   static PLLM_AI V dp(V acc, V w, const int16_t* a) {
@@ -82,6 +84,8 @@ void fill_i16panel_avx512(KernelTable& t) {
   t.types[int(TensorType::Q4_K)].gemm_i16_panels = drivers::i16_panels<P512, drivers::PanelQ4_K>;
   t.types[int(TensorType::Q6_K)].gemm_i16_panels = drivers::i16_panels<P512, drivers::PanelQ6_K>;
   t.types[int(TensorType::Q5_K)].gemm_i16_panels = drivers::i16_panels<P512, drivers::PanelQ5_K>;
+  t.types[int(TensorType::IQ4_NL)].gemm_i16_panels = drivers::i16_panels<P512, drivers::PanelIQ4_NL>;
+  t.types[int(TensorType::IQ4_XS)].gemm_i16_panels = drivers::i16_panels<P512, drivers::PanelIQ4_XS>;
 }
 
 }  // namespace pllm::kern
