@@ -163,6 +163,56 @@ void unpack_q6_K(const uint8_t* in, int i, block_q6_K* blk) {
   }
 }
 
+// Q3_K: one panel super-block per 256 elements (the layout in panel.h). Element l (0..31) of unit
+// u = 4h + k of a file block: 2 low bits at bit 2k of qs[32h + l], the third at bit u of hmask[l]
+// (ggml's dequantize_row_q3_K).
+constexpr size_t kQ3KHead = 2 * kPanelRows + 12 * kPanelRows;  // d, transposed scale bytes: 224 B
+constexpr size_t kQ3KUnit = 3 * 64;                             // 2 two-bit vectors, 1 third-bit one
+static_assert(kQ3KHead + 8 * kQ3KUnit == kPanelRows * sizeof(block_q3_K), "a Q3_K panel super-block is its rows' bytes");
+
+void pack_q3_K(const uint8_t* rows, size_t row_stride, int64_t sb, uint8_t* out) {
+  const block_q3_K* blk[kPanelRows];
+  for (int i = 0; i < kPanelRows; ++i) blk[i] = reinterpret_cast<const block_q3_K*>(rows + i * row_stride) + sb;
+  for (int i = 0; i < kPanelRows; ++i) {
+    std::memcpy(out + 2 * i, &blk[i]->d, 2);
+    for (int k = 0; k < 12; ++k) out[2 * kPanelRows + k * kPanelRows + i] = blk[i]->scales[k];
+  }
+  for (int u = 0; u < 8; ++u) {
+    const int h = u / 4, k = u % 4;
+    uint8_t* o = out + kQ3KHead + kQ3KUnit * u;
+    for (int i = 0; i < kPanelRows; ++i) {
+      for (int hv = 0; hv < 2; ++hv) {  // byte m of the word: element 4g + m's 2 low bits at bits 2f (Q6_K's fields)
+        uint32_t b = 0;
+        for (int f = 0; f < 4; ++f) b |= ((load4(blk[i]->qs + 32 * h + 4 * q6_group(hv, f)) >> (2 * k)) & 0x03030303u) << (2 * f);
+        store4(o + 64 * hv + 4 * i, b);
+      }
+      for (int m = 0; m < 4; ++m) {  // bit g: the third bit of element 4g + m (Q5_K's fifth-bit vector)
+        uint8_t v = 0;
+        for (int g = 0; g < 8; ++g) v |= uint8_t(((blk[i]->hmask[4 * g + m] >> u) & 1) << g);
+        o[128 + 4 * i + m] = v;
+      }
+    }
+  }
+}
+
+void unpack_q3_K(const uint8_t* in, int i, block_q3_K* blk) {
+  std::memcpy(&blk->d, in + 2 * i, 2);
+  for (int k = 0; k < 12; ++k) blk->scales[k] = in[2 * kPanelRows + k * kPanelRows + i];
+  std::memset(blk->qs, 0, sizeof(blk->qs));  // every bit of qs and hmask is or'ed in below
+  std::memset(blk->hmask, 0, sizeof(blk->hmask));
+  for (int u = 0; u < 8; ++u) {
+    const int h = u / 4, k = u % 4;
+    const uint8_t* o = in + kQ3KHead + kQ3KUnit * u;
+    for (int hv = 0; hv < 2; ++hv)
+      for (int m = 0; m < 4; ++m)
+        for (int f = 0; f < 4; ++f) {
+          const int l = 4 * q6_group(hv, f) + m;
+          blk->qs[32 * h + l] |= uint8_t(((o[64 * hv + 4 * i + m] >> (2 * f)) & 3) << (2 * k));
+        }
+    for (int l = 0; l < kBlock; ++l) blk->hmask[l] |= uint8_t(((o[128 + 4 * i + l % 4] >> (l / 4)) & 1) << u);
+  }
+}
+
 // IQ4_XS: one panel super-block per 256 elements: d[16] (fp16), scales_h[16] (uint16), scales_l
 // as 4 x 16 bytes (byte k of each row together), then unit u's 4 Q4 vectors (its IQ4_NL-style
 // nibbles, qs + 16 u) at 128 + 256 u.
@@ -202,6 +252,7 @@ size_t panel_block_bytes(TensorType t) {
     case TensorType::Q6_K: return kPanelRows * sizeof(block_q6_K) / 8;
     case TensorType::Q5_K: return kPanelRows * sizeof(block_q5_K) / 8;
     case TensorType::IQ4_NL: return kPanelRows * sizeof(block_iq4_nl);
+    case TensorType::Q3_K: return kPanelRows * sizeof(block_q3_K) / 8;
     case TensorType::IQ4_XS: return kPanelRows * sizeof(block_iq4_xs) / 8;
     default: return 0;
   }
@@ -225,6 +276,10 @@ void pack_panel(TensorType t, const uint8_t* rows, size_t row_stride, int64_t n,
   if (t == TensorType::IQ4_XS) {
     for (int64_t sb = 0; sb < n / 256; ++sb)
       pack_iq4_xs(rows, row_stride, sb, dst + size_t(sb) * kPanelRows * sizeof(block_iq4_xs));
+    return;
+  }
+  if (t == TensorType::Q3_K) {
+    for (int64_t sb = 0; sb < n / 256; ++sb) pack_q3_K(rows, row_stride, sb, dst + size_t(sb) * kPanelRows * sizeof(block_q3_K));
     return;
   }
   const int64_t nb = n / kBlock;
@@ -291,6 +346,11 @@ void unpack_panel_row(TensorType t, const uint8_t* panel, int64_t n, int i, uint
   if (t == TensorType::IQ4_XS) {
     for (int64_t sb = 0; sb < n / 256; ++sb)
       unpack_iq4_xs(panel + size_t(sb) * kPanelRows * sizeof(block_iq4_xs), i, reinterpret_cast<block_iq4_xs*>(dst_row) + sb);
+    return;
+  }
+  if (t == TensorType::Q3_K) {
+    for (int64_t sb = 0; sb < n / 256; ++sb)
+      unpack_q3_K(panel + size_t(sb) * kPanelRows * sizeof(block_q3_K), i, reinterpret_cast<block_q3_K*>(dst_row) + sb);
     return;
   }
   const int64_t nb = n / kBlock;

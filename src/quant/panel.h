@@ -22,6 +22,10 @@
 // Q5_K is packed as Q4_K (its d, dmin and scales the same header; 2816 B = the 16 file blocks),
 //   each unit's 4 Q4 vectors followed by a fifth-bit vector of 64 B: byte 4*i + j, bit g = the
 //   fifth bit of element 4g + j of row i (unit u at 256 + 320 u).
+// Q3_K is packed per super-block (1760 B = the 16 file blocks): d[16] (fp16), scales: 12 x 16 B
+//   (byte k of each row's 12 packed 6-bit scale bytes together) | units 0..7 (192 B each): 2
+//   two-bit vectors laid out as Q6_K's high-bit vectors (the element's 2 low bits), then a
+//   third-bit vector laid out as Q5_K's fifth-bit one.
 // IQ4_XS is packed per super-block (2176 B = the 16 file blocks): d[16] (fp16), scales_h[16]
 //   (uint16), scales_l: 4 x 16 B (byte k of each row together) | units 0..7: 4 Q4 vectors of 64 B
 //   (unit u: the nibbles at qs + 16 u, in IQ4_NL's order).

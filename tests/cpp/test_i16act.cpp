@@ -461,7 +461,7 @@ TEST_P(I16ActIsa, PanelGemmEqualsTileBitForBit) {
   const Shapes shapes_k = {{3, kX}, {1, 1}, {2, 2}, {3, 3}, {1, 4}, {2, 5}, {3, 6},
                            {1, 7}, {2, 8}, {3, 9}, {1, 16}, {2, 16}, {3, 33}};
   for (TensorType t : {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K,
-                       TensorType::Q5_K, TensorType::IQ4_NL, TensorType::IQ4_XS}) {
+                       TensorType::Q5_K, TensorType::IQ4_NL, TensorType::IQ4_XS, TensorType::Q3_K}) {
     const TypeKernels& k = table_->for_type(t);
     if (!k.gemm_i16_panels) continue;
     ASSERT_NE(k.vec_dot_i16act_tile, nullptr) << name(t);
@@ -522,6 +522,7 @@ TEST_P(I16ActIsa, PanelGemmEqualsTileBitForBit) {
     EXPECT_NE(table_->for_type(TensorType::Q5_K).gemm_i16_panels, nullptr) << "Q5_K panels on every x86 SIMD table";
     EXPECT_NE(table_->for_type(TensorType::IQ4_NL).gemm_i16_panels, nullptr) << "IQ4_NL panels on every x86 SIMD table";
     EXPECT_NE(table_->for_type(TensorType::IQ4_XS).gemm_i16_panels, nullptr) << "IQ4_XS panels on every x86 SIMD table";
+    EXPECT_NE(table_->for_type(TensorType::Q3_K).gemm_i16_panels, nullptr) << "Q3_K panels on every x86 SIMD table";
   } else if (checked == 0) {
     GTEST_SKIP() << "no int16 panel kernels in this table";
   }

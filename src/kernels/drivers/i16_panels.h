@@ -1,5 +1,5 @@
 // Driver of int16 activations over load-time repacked 16-row panels (quant/panel.h):
-// TypeKernels::gemm_i16_panels for Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS, every activation-row count (decode,
+// TypeKernels::gemm_i16_panels for Q4_0, Q4_1, Q8_0, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS, every activation-row count (decode,
 // batched decode, prefill). Written once here; an ISA instantiates i16_panels<T, P> with its
 // vector traits T (x86/i16panel_avx512.cpp, x86/i16panel_avx2.cpp).
 //
@@ -36,7 +36,7 @@
 //   zero(), cvt, add, mul, fma(acc, a, b) = acc + a * b (fused), loadf, storef, bcast,
 //   scales(const uint8_t* p): kLanes fp16 at p as f32; u8f(const uint8_t* p): kLanes bytes at p
 //   as f32; sub(a, b)
-//   (Q6_K) bcast16(p): the 16 bytes at p in every 16-byte lane; sllw<N>, srlw<N> (16-bit word
+//   (Q6_K, Q3_K) bcast16(p): the 16 bytes at p in every 16-byte lane; band, bor (and, or); sllw<N>, srlw<N> (16-bit word
 //   shifts), orhi(a, b) = a | (b & 0x30), subw, mulw (16-bit words, the low half of the
 //   product), bcastw(int16); (Q5_K) sllw, srlw, or16(a, b) = a | (b & 0x10)
 // Contract of P (a panel type): kUnits (1, or 8 for a K-quant super-block), kBlock (bytes of
@@ -370,6 +370,93 @@ struct PanelScaleControls {
   }
 };
 inline constexpr PanelScaleControls kPanelScales;
+
+// Q3_K unit j of a super-block: x = d * code, code = (q - 4) * sc, q = 2 low bits | third bit << 2,
+// sc = signed scale 2j for the unit's elements 0-15 (groups 0-3), 2j + 1 for 16-31: the tile's
+// codes (x86 MQ3_K: |code| <= 4 * 32), its factor d and no min (kOne false: two int32 halves).
+// The header's 12 packed scale bytes per row are unpacked once per super-block, lane-wise over 16
+// rows (unpack_k3_scales' byte operations). A two-bit vector is Q6_K's high-bit vector (field f
+// of its byte is group 2 hv + (f & 1) + 4 (f >> 1)); the third-bit vector is Q5_K's fifth-bit one.
+template <class T>
+PLLM_I16P_AI typename T::V bit_to_2(typename T::V v, int g) {  // bit g (0..7) of each word to bit 2
+  switch (g) {
+    case 0: return T::template sllw<2>(v);
+    case 1: return T::template sllw<1>(v);
+    case 2: return v;
+    case 3: return T::template srlw<1>(v);
+    case 4: return T::template srlw<2>(v);
+    case 5: return T::template srlw<3>(v);
+    case 6: return T::template srlw<4>(v);
+    default: return T::template srlw<5>(v);
+  }
+}
+template <class T>
+PLLM_I16P_AI typename T::V field_at_0(typename T::V v, int f) {  // bits 2f, 2f + 1 to bits 0, 1
+  switch (f) {
+    case 0: return v;
+    case 1: return T::template srlw<2>(v);
+    case 2: return T::template srlw<4>(v);
+    default: return T::template srlw<6>(v);
+  }
+}
+
+struct PanelQ3_K {
+  static constexpr int kUnits = 8;
+  static constexpr size_t kBlock = kPanelRows * sizeof(block_q3_K);
+  static constexpr size_t kHead = 14 * kPanelRows;  // d, 12 scale bytes
+  static constexpr size_t kUnit = 3 * 64;
+  static constexpr bool kMin = false, kOne = false;
+  template <class T>
+  struct Head {
+    typename T::VF d[T::kVecs];
+    alignas(16) int8_t sc[16][kPanelRows];  // [scale k][row]
+  };
+  template <class T>
+  static PLLM_I16P_AI void head(const uint8_t* p, Head<T>& h) {
+    for (int s = 0; s < T::kVecs; ++s) h.d[s] = T::scales(p + 2 * T::kLanes * s);
+    typedef uint8_t u8x16 __attribute__((vector_size(16)));
+    u8x16 b[12], o[16];
+    __builtin_memcpy(b, p + 2 * kPanelRows, sizeof(b));
+    for (int t = 0; t < 4; ++t) {
+      o[t] = ((b[t] & 0x0F) | ((b[8 + t] & 3) << 4)) - 32;
+      o[4 + t] = ((b[4 + t] & 0x0F) | (((b[8 + t] >> 2) & 3) << 4)) - 32;
+      o[8 + t] = ((b[t] >> 4) | (((b[8 + t] >> 4) & 3) << 4)) - 32;
+      o[12 + t] = ((b[4 + t] >> 4) | ((b[8 + t] >> 6) << 4)) - 32;
+    }
+    __builtin_memcpy(h.sc, o, sizeof(o));
+  }
+  template <class T, class Sink>
+  static PLLM_I16P_AI void unit(const uint8_t* p, const Head<T>& h, int j, Sink& c) {
+    using V = typename T::V;
+    const V p0 = T::ctl(kPanelPairs.c[0]), p1 = T::ctl(kPanelPairs.c[1]);
+    const V k3 = T::bcastw(3), k4 = T::bcastw(4);
+    const uint8_t* q = p + kHead + kUnit * j;
+#pragma GCC unroll 2
+    for (int s = 0; s < T::kVecs; ++s) {
+      c.sc[s] = h.d[s];
+      c.mn[s] = T::zero();
+      const V sctl = T::ctl(kPanelScales.c[s]);
+      const V sc[2] = {T::sar8(T::shuffle(T::bcast16(reinterpret_cast<const uint8_t*>(h.sc[2 * j])), sctl)),
+                       T::sar8(T::shuffle(T::bcast16(reinterpret_cast<const uint8_t*>(h.sc[2 * j + 1])), sctl))};
+      const V t = T::loadb(q + 128 + 4 * T::kLanes * s);
+      const V tb[2] = {T::shuffle(t, p0), T::shuffle(t, p1)};
+#pragma GCC unroll 2
+      for (int hv = 0; hv < 2; ++hv) {
+        const V lo2 = T::loadb(q + 64 * hv + 4 * T::kLanes * s);
+        const V b2[2] = {T::shuffle(lo2, p0), T::shuffle(lo2, p1)};
+#pragma GCC unroll 4
+        for (int f = 0; f < 4; ++f) {
+          const int g = 2 * hv + (f & 1) + 4 * (f >> 1);
+#pragma GCC unroll 2
+          for (int k = 0; k < 2; ++k) {
+            const V code = T::bor(T::band(field_at_0<T>(b2[k], f), k3), T::band(bit_to_2<T>(tb[k], g), k4));
+            c.put(2 * g + k, s, T::mulw(T::subw(code, k4), sc[g < 4 ? 0 : 1]));
+          }
+        }
+      }
+    }
+  }
+};
 
 // Unit j of a super-block: x = d * code, code = (q - 32) * sc, q = 4 low bits | 2 high bits << 4,
 // sc = scale 2j for the unit's elements 0-15 (groups 0-3), 2j + 1 for 16-31 (groups 4-7): the

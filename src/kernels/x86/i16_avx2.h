@@ -374,6 +374,8 @@ struct P256 : T256 {
   static PLLM_AI V orhi(V a, V b) { return _mm256_or_si256(a, _mm256_and_si256(b, _mm256_set1_epi16(0x30))); }
   static PLLM_AI V or16(V a, V b) { return _mm256_or_si256(a, _mm256_and_si256(b, _mm256_set1_epi16(0x10))); }
   static PLLM_AI V subw(V a, V b) { return _mm256_sub_epi16(a, b); }
+  static PLLM_AI V band(V a, V b) { return _mm256_and_si256(a, b); }
+  static PLLM_AI V bor(V a, V b) { return _mm256_or_si256(a, b); }
   static PLLM_AI V mulw(V a, V b) { return _mm256_mullo_epi16(a, b); }
   static PLLM_AI V bcastw(int16_t x) { return _mm256_set1_epi16(x); }
 };
@@ -413,6 +415,7 @@ void fill_i16_panels(KernelTable& t) {
   t.types[int(TensorType::Q6_K)].gemm_i16_panels = drivers::i16_panels<P, drivers::PanelQ6_K>;
   t.types[int(TensorType::Q5_K)].gemm_i16_panels = drivers::i16_panels<P, drivers::PanelQ5_K>;
   t.types[int(TensorType::IQ4_NL)].gemm_i16_panels = drivers::i16_panels<P, drivers::PanelIQ4_NL>;
+  t.types[int(TensorType::Q3_K)].gemm_i16_panels = drivers::i16_panels<P, drivers::PanelQ3_K>;
   t.types[int(TensorType::IQ4_XS)].gemm_i16_panels = drivers::i16_panels<P, drivers::PanelIQ4_XS>;
 }
 

@@ -1,6 +1,6 @@
 // int16 activations over load-time repacked 16-row panels on AVX-512 VNNI: the vector traits of
 // drivers/i16_panels.h (one zmm per panel vector, lane i = row i; vpdpwssd with the activation
-// pair as an embedded broadcast) and TypeKernels::gemm_i16_panels for Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS.
+// pair as an embedded broadcast) and TypeKernels::gemm_i16_panels for Q4_0, Q4_1, Q8_0, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS.
 // Compiled with the avx512.cpp flags; used only after dispatch.cpp has checked the CPU.
 //
 // Measured on Zen 5 (bench_kernels, one thread, Q4_0 576x1536): 8.2 us for one activation row
@@ -71,6 +71,8 @@ struct P512 {
   static PLLM_AI V orhi(V a, V b) { return _mm512_ternarylogic_epi32(a, b, _mm512_set1_epi16(0x30), 0xF8); }
   static PLLM_AI V or16(V a, V b) { return _mm512_ternarylogic_epi32(a, b, _mm512_set1_epi16(0x10), 0xF8); }
   static PLLM_AI V subw(V a, V b) { return _mm512_sub_epi16(a, b); }
+  static PLLM_AI V band(V a, V b) { return _mm512_and_si512(a, b); }
+  static PLLM_AI V bor(V a, V b) { return _mm512_or_si512(a, b); }
   static PLLM_AI V mulw(V a, V b) { return _mm512_mullo_epi16(a, b); }
   static PLLM_AI V bcastw(int16_t x) { return _mm512_set1_epi16(x); }
 };
@@ -85,6 +87,7 @@ void fill_i16panel_avx512(KernelTable& t) {
   t.types[int(TensorType::Q6_K)].gemm_i16_panels = drivers::i16_panels<P512, drivers::PanelQ6_K>;
   t.types[int(TensorType::Q5_K)].gemm_i16_panels = drivers::i16_panels<P512, drivers::PanelQ5_K>;
   t.types[int(TensorType::IQ4_NL)].gemm_i16_panels = drivers::i16_panels<P512, drivers::PanelIQ4_NL>;
+  t.types[int(TensorType::Q3_K)].gemm_i16_panels = drivers::i16_panels<P512, drivers::PanelQ3_K>;
   t.types[int(TensorType::IQ4_XS)].gemm_i16_panels = drivers::i16_panels<P512, drivers::PanelIQ4_XS>;
 }
 
