@@ -1,5 +1,6 @@
 #include "quant/panel.h"
 
+#include <cstddef>
 #include <cstring>
 #include <type_traits>
 
@@ -54,6 +55,56 @@ void unpack_q4(const uint8_t* in, int i, uint8_t* qs) {
   for (int k = 0; k < 16; ++k) qs[k] = uint8_t(e[k] | e[k + 16] << 4);
 }
 
+// IQ4_NL blocks are Q4_0's bytes (d, then 16 nibble bytes in the same order): packed as Q4_0.
+constexpr bool kIq4Like = sizeof(block_iq4_nl) == sizeof(block_q4_0) && offsetof(block_iq4_nl, qs) == offsetof(block_q4_0, qs);
+static_assert(kIq4Like, "IQ4_NL panels take Q4_0's packing");
+
+// Block b of each of the 16 rows.
+template <class B>
+void row_blocks(const uint8_t* rows, size_t row_stride, int64_t b, const B* blk[kPanelRows]) {
+  for (int i = 0; i < kPanelRows; ++i) blk[i] = reinterpret_cast<const B*>(rows + i * row_stride) + b;
+}
+
+// n bytes of row i transposed into a header: byte k at out[k * 16 + i] (lane i = row i), and back.
+void put_row_bytes(const uint8_t* src, int n, int i, uint8_t* out) {
+  for (int k = 0; k < n; ++k) out[k * kPanelRows + i] = src[k];
+}
+void get_row_bytes(const uint8_t* in, int n, int i, uint8_t* dst) {
+  for (int k = 0; k < n; ++k) dst[k] = in[k * kPanelRows + i];
+}
+
+// Two-bit field vectors (Q6_K's high bits, Q3_K's low bits): 2 x 64 B at o; byte 4i + m of vector
+// hv, bits 2f, 2f + 1 = the field of element 4g + m of row i, g = q6_group(hv, f) (the groups of
+// Q4 vectors 2 hv and 2 hv + 1, so one byte shuffle serves both). Element l's field is at bit
+// `shift` of src[l].
+constexpr int q6_group(int hv, int f) { return 2 * hv + (f & 1) + 4 * (f >> 1); }
+void pack_fields2(const uint8_t* src, int shift, int i, uint8_t* o) {
+  for (int hv = 0; hv < 2; ++hv) {
+    uint32_t b = 0;
+    for (int f = 0; f < 4; ++f) b |= ((load4(src + 4 * q6_group(hv, f)) >> shift) & 0x03030303u) << (2 * f);
+    store4(o + 64 * hv + 4 * i, b);
+  }
+}
+void unpack_fields2(const uint8_t* o, int i, int shift, uint8_t* dst) {  // or'ed into dst[l] at `shift`
+  for (int hv = 0; hv < 2; ++hv)
+    for (int m = 0; m < 4; ++m)
+      for (int f = 0; f < 4; ++f)
+        dst[4 * q6_group(hv, f) + m] |= uint8_t(((o[64 * hv + 4 * i + m] >> (2 * f)) & 3) << shift);
+}
+
+// A bit vector (Q5_K's fifth bits, Q3_K's third bits): 64 B at o, byte 4i + m, bit g = the bit of
+// element 4g + m of row i, which is bit u of src[4g + m].
+void pack_bits(const uint8_t* src, int u, int i, uint8_t* o) {
+  for (int m = 0; m < 4; ++m) {
+    uint8_t v = 0;
+    for (int g = 0; g < 8; ++g) v |= uint8_t(((src[4 * g + m] >> u) & 1) << g);
+    o[4 * i + m] = v;
+  }
+}
+void unpack_bits(const uint8_t* o, int i, int u, uint8_t* dst) {  // or'ed into bit u of dst[l]
+  for (int l = 0; l < kBlock; ++l) dst[l] |= uint8_t(((o[4 * i + l % 4] >> (l / 4)) & 1) << u);
+}
+
 // Q4_K and Q5_K: one panel super-block per 256 elements (the layout in panel.h). Unit u of a
 // file block is the low (even u) or high (odd u) nibbles of qs[32 * (u / 2) ...]; Q5_K's fifth
 // bit of its element l is bit u of qh[l].
@@ -70,22 +121,17 @@ static_assert(kQ4KHead + 8 * kKUnit<block_q5_K> == kPanelRows * sizeof(block_q5_
 template <class B>
 void pack_k4(const uint8_t* rows, size_t row_stride, int64_t sb, uint8_t* out) {
   const B* blk[kPanelRows];
-  for (int i = 0; i < kPanelRows; ++i) blk[i] = reinterpret_cast<const B*>(rows + i * row_stride) + sb;
+  row_blocks(rows, row_stride, sb, blk);
   for (int i = 0; i < kPanelRows; ++i) {
     std::memcpy(out + 2 * i, &blk[i]->d, 2);
     std::memcpy(out + 2 * (kPanelRows + i), &blk[i]->dmin, 2);
-    for (int k = 0; k < 12; ++k) out[4 * kPanelRows + k * kPanelRows + i] = blk[i]->scales[k];
+    put_row_bytes(blk[i]->scales, 12, i, out + 4 * kPanelRows);
   }
   for (int u = 0; u < 8; ++u) {
     uint8_t* o = out + kQ4KHead + kKUnit<B> * u;
     for (int i = 0; i < kPanelRows; ++i) pack_q4_row(blk[i]->qs + 32 * (u / 2), 4 * (u % 2), i, o);
     if constexpr (kFifth<B>)
-      for (int i = 0; i < kPanelRows; ++i)
-        for (int m = 0; m < 4; ++m) {
-          uint8_t v = 0;
-          for (int g = 0; g < 8; ++g) v |= uint8_t(((blk[i]->qh[4 * g + m] >> u) & 1) << g);
-          o[256 + 4 * i + m] = v;
-        }
+      for (int i = 0; i < kPanelRows; ++i) pack_bits(blk[i]->qh, u, i, o + 256);
   }
 }
 
@@ -93,22 +139,17 @@ template <class B>
 void unpack_k4(const uint8_t* in, int i, B* blk) {
   std::memcpy(&blk->d, in + 2 * i, 2);
   std::memcpy(&blk->dmin, in + 2 * (kPanelRows + i), 2);
-  for (int k = 0; k < 12; ++k) blk->scales[k] = in[4 * kPanelRows + k * kPanelRows + i];
+  get_row_bytes(in + 4 * kPanelRows, 12, i, blk->scales);
   for (int u = 0; u < 8; u += 2) {
     uint8_t lo[kBlock], hi[kBlock];
     unpack_q4_codes(in + kQ4KHead + kKUnit<B> * u, i, lo);
     unpack_q4_codes(in + kQ4KHead + kKUnit<B> * (u + 1), i, hi);
     for (int k = 0; k < kBlock; ++k) blk->qs[32 * (u / 2) + k] = uint8_t(lo[k] | hi[k] << 4);
   }
-  if constexpr (kFifth<B>)
-    for (int l = 0; l < kBlock; ++l) {  // element l: bit l / 4 of byte 4i + l % 4 of each unit's vector
-      uint8_t v = 0;
-      for (int u = 0; u < 8; ++u) {
-        const uint8_t byte = in[kQ4KHead + kKUnit<B> * u + 256 + 4 * i + l % 4];
-        v |= uint8_t(((byte >> (l / 4)) & 1) << u);
-      }
-      blk->qh[l] = v;
-    }
+  if constexpr (kFifth<B>) {
+    std::memset(blk->qh, 0, sizeof(blk->qh));
+    for (int u = 0; u < 8; ++u) unpack_bits(in + kQ4KHead + kKUnit<B> * u + 256, i, u, blk->qh);
+  }
 }
 
 // Q6_K: one panel super-block per 256 elements (the layout in panel.h). Element l (0..31) of
@@ -118,34 +159,26 @@ constexpr size_t kQ6KHead = 2 * kPanelRows + 16 * kPanelRows;  // d, transposed 
 constexpr size_t kQ6KUnit = 6 * 64;                             // 4 low-bit vectors, 2 high-bit ones
 static_assert(kQ6KHead + 8 * kQ6KUnit == kPanelRows * sizeof(block_q6_K), "a Q6_K panel super-block is its rows' bytes");
 
-// High-bit vector hv, byte 4i + m: field f (bits 2f, 2f + 1) = element 4g + m of row i, group
-// g = 2 hv + (f & 1) + 4 (f >> 1): the groups of low-bit vectors 2 hv and 2 hv + 1.
-constexpr int q6_group(int hv, int f) { return 2 * hv + (f & 1) + 4 * (f >> 1); }
-
 void pack_q6_K(const uint8_t* rows, size_t row_stride, int64_t sb, uint8_t* out) {
   const block_q6_K* blk[kPanelRows];
-  for (int i = 0; i < kPanelRows; ++i) blk[i] = reinterpret_cast<const block_q6_K*>(rows + i * row_stride) + sb;
+  row_blocks(rows, row_stride, sb, blk);
   for (int i = 0; i < kPanelRows; ++i) {
     std::memcpy(out + 2 * i, &blk[i]->d, 2);
-    for (int k = 0; k < 16; ++k) out[2 * kPanelRows + k * kPanelRows + i] = uint8_t(blk[i]->scales[k]);
+    put_row_bytes(reinterpret_cast<const uint8_t*>(blk[i]->scales), 16, i, out + 2 * kPanelRows);
   }
   for (int u = 0; u < 8; ++u) {
     const int h = u / 4, k = u % 4;
     uint8_t* o = out + kQ6KHead + kQ6KUnit * u;
     for (int i = 0; i < kPanelRows; ++i) {
       pack_q4_row(blk[i]->ql + 64 * h + 32 * (k & 1), 4 * (k >> 1), i, o);
-      for (int hv = 0; hv < 2; ++hv) {  // byte m of the word: element 4g + m's 2 high bits at bits 2f
-        uint32_t b = 0;
-        for (int f = 0; f < 4; ++f) b |= ((load4(blk[i]->qh + 32 * h + 4 * q6_group(hv, f)) >> (2 * k)) & 0x03030303u) << (2 * f);
-        store4(o + 256 + 64 * hv + 4 * i, b);
-      }
+      pack_fields2(blk[i]->qh + 32 * h, 2 * k, i, o + 256);
     }
   }
 }
 
 void unpack_q6_K(const uint8_t* in, int i, block_q6_K* blk) {
   std::memcpy(&blk->d, in + 2 * i, 2);
-  for (int k = 0; k < 16; ++k) blk->scales[k] = int8_t(in[2 * kPanelRows + k * kPanelRows + i]);
+  get_row_bytes(in + 2 * kPanelRows, 16, i, reinterpret_cast<uint8_t*>(blk->scales));
   std::memset(blk->ql, 0, sizeof(blk->ql));  // every bit of ql and qh is or'ed in below
   std::memset(blk->qh, 0, sizeof(blk->qh));
   for (int u = 0; u < 8; ++u) {
@@ -153,13 +186,8 @@ void unpack_q6_K(const uint8_t* in, int i, block_q6_K* blk) {
     const uint8_t* o = in + kQ6KHead + kQ6KUnit * u;
     uint8_t lo[kBlock];
     unpack_q4_codes(o, i, lo);
-    for (int hv = 0; hv < 2; ++hv)
-      for (int m = 0; m < 4; ++m)
-        for (int f = 0; f < 4; ++f) {
-          const int l = 4 * q6_group(hv, f) + m;
-          blk->ql[64 * h + 32 * (k & 1) + l] |= uint8_t(lo[l] << (4 * (k >> 1)));
-          blk->qh[32 * h + l] |= uint8_t(((o[256 + 64 * hv + 4 * i + m] >> (2 * f)) & 3) << (2 * k));
-        }
+    for (int l = 0; l < kBlock; ++l) blk->ql[64 * h + 32 * (k & 1) + l] |= uint8_t(lo[l] << (4 * (k >> 1)));
+    unpack_fields2(o + 256, i, 2 * k, blk->qh + 32 * h);
   }
 }
 
@@ -172,44 +200,30 @@ static_assert(kQ3KHead + 8 * kQ3KUnit == kPanelRows * sizeof(block_q3_K), "a Q3_
 
 void pack_q3_K(const uint8_t* rows, size_t row_stride, int64_t sb, uint8_t* out) {
   const block_q3_K* blk[kPanelRows];
-  for (int i = 0; i < kPanelRows; ++i) blk[i] = reinterpret_cast<const block_q3_K*>(rows + i * row_stride) + sb;
+  row_blocks(rows, row_stride, sb, blk);
   for (int i = 0; i < kPanelRows; ++i) {
     std::memcpy(out + 2 * i, &blk[i]->d, 2);
-    for (int k = 0; k < 12; ++k) out[2 * kPanelRows + k * kPanelRows + i] = blk[i]->scales[k];
+    put_row_bytes(blk[i]->scales, 12, i, out + 2 * kPanelRows);
   }
   for (int u = 0; u < 8; ++u) {
     const int h = u / 4, k = u % 4;
     uint8_t* o = out + kQ3KHead + kQ3KUnit * u;
     for (int i = 0; i < kPanelRows; ++i) {
-      for (int hv = 0; hv < 2; ++hv) {  // byte m of the word: element 4g + m's 2 low bits at bits 2f (Q6_K's fields)
-        uint32_t b = 0;
-        for (int f = 0; f < 4; ++f) b |= ((load4(blk[i]->qs + 32 * h + 4 * q6_group(hv, f)) >> (2 * k)) & 0x03030303u) << (2 * f);
-        store4(o + 64 * hv + 4 * i, b);
-      }
-      for (int m = 0; m < 4; ++m) {  // bit g: the third bit of element 4g + m (Q5_K's fifth-bit vector)
-        uint8_t v = 0;
-        for (int g = 0; g < 8; ++g) v |= uint8_t(((blk[i]->hmask[4 * g + m] >> u) & 1) << g);
-        o[128 + 4 * i + m] = v;
-      }
+      pack_fields2(blk[i]->qs + 32 * h, 2 * k, i, o);
+      pack_bits(blk[i]->hmask, u, i, o + 128);
     }
   }
 }
 
 void unpack_q3_K(const uint8_t* in, int i, block_q3_K* blk) {
   std::memcpy(&blk->d, in + 2 * i, 2);
-  for (int k = 0; k < 12; ++k) blk->scales[k] = in[2 * kPanelRows + k * kPanelRows + i];
+  get_row_bytes(in + 2 * kPanelRows, 12, i, blk->scales);
   std::memset(blk->qs, 0, sizeof(blk->qs));  // every bit of qs and hmask is or'ed in below
   std::memset(blk->hmask, 0, sizeof(blk->hmask));
   for (int u = 0; u < 8; ++u) {
-    const int h = u / 4, k = u % 4;
     const uint8_t* o = in + kQ3KHead + kQ3KUnit * u;
-    for (int hv = 0; hv < 2; ++hv)
-      for (int m = 0; m < 4; ++m)
-        for (int f = 0; f < 4; ++f) {
-          const int l = 4 * q6_group(hv, f) + m;
-          blk->qs[32 * h + l] |= uint8_t(((o[64 * hv + 4 * i + m] >> (2 * f)) & 3) << (2 * k));
-        }
-    for (int l = 0; l < kBlock; ++l) blk->hmask[l] |= uint8_t(((o[128 + 4 * i + l % 4] >> (l / 4)) & 1) << u);
+    unpack_fields2(o, i, 2 * (u % 4), blk->qs + 32 * (u / 4));
+    unpack_bits(o + 128, i, u, blk->hmask);
   }
 }
 
@@ -221,11 +235,11 @@ static_assert(kIq4XsHead + 8 * 256 == kPanelRows * sizeof(block_iq4_xs), "an IQ4
 
 void pack_iq4_xs(const uint8_t* rows, size_t row_stride, int64_t sb, uint8_t* out) {
   const block_iq4_xs* blk[kPanelRows];
-  for (int i = 0; i < kPanelRows; ++i) blk[i] = reinterpret_cast<const block_iq4_xs*>(rows + i * row_stride) + sb;
+  row_blocks(rows, row_stride, sb, blk);
   for (int i = 0; i < kPanelRows; ++i) {
     std::memcpy(out + 2 * i, &blk[i]->d, 2);
     std::memcpy(out + 2 * (kPanelRows + i), &blk[i]->scales_h, 2);
-    for (int k = 0; k < 4; ++k) out[4 * kPanelRows + k * kPanelRows + i] = blk[i]->scales_l[k];
+    put_row_bytes(blk[i]->scales_l, 4, i, out + 4 * kPanelRows);
   }
   for (int u = 0; u < 8; ++u) {
     const uint8_t* qs[kPanelRows];
@@ -237,7 +251,7 @@ void pack_iq4_xs(const uint8_t* rows, size_t row_stride, int64_t sb, uint8_t* ou
 void unpack_iq4_xs(const uint8_t* in, int i, block_iq4_xs* blk) {
   std::memcpy(&blk->d, in + 2 * i, 2);
   std::memcpy(&blk->scales_h, in + 2 * (kPanelRows + i), 2);
-  for (int k = 0; k < 4; ++k) blk->scales_l[k] = in[4 * kPanelRows + k * kPanelRows + i];
+  get_row_bytes(in + 4 * kPanelRows, 4, i, blk->scales_l);
   for (int u = 0; u < 8; ++u) unpack_q4(in + kIq4XsHead + 256 * u, i, blk->qs + 16 * u);
 }
 
@@ -290,16 +304,9 @@ void pack_panel(TensorType t, const uint8_t* rows, size_t row_stride, int64_t n,
     uint16_t* h = reinterpret_cast<uint16_t*>(out);
     switch (t) {
       case TensorType::Q4_0:
+      case TensorType::IQ4_NL:  // Q4_0's block layout (kIq4Like): d, then the nibbles in the same order
         for (int i = 0; i < kPanelRows; ++i) {
           const auto* blk = reinterpret_cast<const block_q4_0*>(rows + i * row_stride) + b;
-          std::memcpy(&h[i], &blk->d, 2);
-          qs[i] = blk->qs;
-        }
-        pack_q4(qs, out + 32);
-        break;
-      case TensorType::IQ4_NL:  // Q4_0's layout: d, then the nibbles in the same order
-        for (int i = 0; i < kPanelRows; ++i) {
-          const auto* blk = reinterpret_cast<const block_iq4_nl*>(rows + i * row_stride) + b;
           std::memcpy(&h[i], &blk->d, 2);
           qs[i] = blk->qs;
         }
@@ -358,14 +365,9 @@ void unpack_panel_row(TensorType t, const uint8_t* panel, int64_t n, int i, uint
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* in = panel + size_t(b) * pbb;
     switch (t) {
-      case TensorType::Q4_0: {
+      case TensorType::Q4_0:
+      case TensorType::IQ4_NL: {  // Q4_0's block layout
         auto* blk = reinterpret_cast<block_q4_0*>(dst_row) + b;
-        std::memcpy(&blk->d, in + 2 * i, 2);
-        unpack_q4(in + 32, i, blk->qs);
-        break;
-      }
-      case TensorType::IQ4_NL: {
-        auto* blk = reinterpret_cast<block_iq4_nl*>(dst_row) + b;
         std::memcpy(&blk->d, in + 2 * i, 2);
         unpack_q4(in + 32, i, blk->qs);
         break;

@@ -313,18 +313,27 @@ struct PanelIQ4_XS {
   }
 };
 
-// Bit g (0..7) of each zero-extended word moved to bit 4 (the other bits are masked by or16).
+// Each 16-bit word shifted left by n (right by -n when n < 0), -7 <= n <= 7: moves a bit or a
+// field of the low byte to where a code wants it (the caller masks the rest). n is a constant
+// after the decoders' loops unroll, so the switch folds to one shift.
 template <class T>
-PLLM_I16P_AI typename T::V bit_to_4(typename T::V v, int g) {
-  switch (g) {
-    case 0: return T::template sllw<4>(v);
-    case 1: return T::template sllw<3>(v);
+PLLM_I16P_AI typename T::V shift_w(typename T::V v, int n) {
+  switch (n) {
+    case 7: return T::template sllw<7>(v);
+    case 6: return T::template sllw<6>(v);
+    case 5: return T::template sllw<5>(v);
+    case 4: return T::template sllw<4>(v);
+    case 3: return T::template sllw<3>(v);
     case 2: return T::template sllw<2>(v);
-    case 3: return T::template sllw<1>(v);
-    case 4: return v;
-    case 5: return T::template srlw<1>(v);
-    case 6: return T::template srlw<2>(v);
-    default: return T::template srlw<3>(v);
+    case 1: return T::template sllw<1>(v);
+    case 0: return v;
+    case -1: return T::template srlw<1>(v);
+    case -2: return T::template srlw<2>(v);
+    case -3: return T::template srlw<3>(v);
+    case -4: return T::template srlw<4>(v);
+    case -5: return T::template srlw<5>(v);
+    case -6: return T::template srlw<6>(v);
+    default: return T::template srlw<7>(v);
   }
 }
 
@@ -351,7 +360,7 @@ struct PanelQ5_K : PanelQ4_K {
       hb[s][0] = T::shuffle(hq, p0);
       hb[s][1] = T::shuffle(hq, p1);
     }
-    panel_q4_codes<T>(q, c, [&hb](int i, int s, typename T::V v) PLLM_I16P_AI_LAMBDA { return T::or16(v, bit_to_4<T>(hb[s][i % 2], i / 2)); });
+    panel_q4_codes<T>(q, c, [&hb](int i, int s, typename T::V v) PLLM_I16P_AI_LAMBDA { return T::or16(v, shift_w<T>(hb[s][i % 2], 4 - i / 2)); });
   }
 };
 
@@ -371,35 +380,19 @@ struct PanelScaleControls {
 };
 inline constexpr PanelScaleControls kPanelScales;
 
+// 16 rows' int8 scales at p (byte i = row i) as the words (sc_i, sc_i) of each dword lane of
+// slice s (sctl = kPanelScales.c[s]): what a code pair is multiplied by (Q6_K, Q3_K).
+template <class T>
+PLLM_I16P_AI typename T::V scale_words(const uint8_t* p, typename T::V sctl) {
+  return T::sar8(T::shuffle(T::bcast16(p), sctl));
+}
+
 // Q3_K unit j of a super-block: x = d * code, code = (q - 4) * sc, q = 2 low bits | third bit << 2,
 // sc = signed scale 2j for the unit's elements 0-15 (groups 0-3), 2j + 1 for 16-31: the tile's
 // codes (x86 MQ3_K: |code| <= 4 * 32), its factor d and no min (kOne false: two int32 halves).
 // The header's 12 packed scale bytes per row are unpacked once per super-block, lane-wise over 16
 // rows (unpack_k3_scales' byte operations). A two-bit vector is Q6_K's high-bit vector (field f
 // of its byte is group 2 hv + (f & 1) + 4 (f >> 1)); the third-bit vector is Q5_K's fifth-bit one.
-template <class T>
-PLLM_I16P_AI typename T::V bit_to_2(typename T::V v, int g) {  // bit g (0..7) of each word to bit 2
-  switch (g) {
-    case 0: return T::template sllw<2>(v);
-    case 1: return T::template sllw<1>(v);
-    case 2: return v;
-    case 3: return T::template srlw<1>(v);
-    case 4: return T::template srlw<2>(v);
-    case 5: return T::template srlw<3>(v);
-    case 6: return T::template srlw<4>(v);
-    default: return T::template srlw<5>(v);
-  }
-}
-template <class T>
-PLLM_I16P_AI typename T::V field_at_0(typename T::V v, int f) {  // bits 2f, 2f + 1 to bits 0, 1
-  switch (f) {
-    case 0: return v;
-    case 1: return T::template srlw<2>(v);
-    case 2: return T::template srlw<4>(v);
-    default: return T::template srlw<6>(v);
-  }
-}
-
 struct PanelQ3_K {
   static constexpr int kUnits = 8;
   static constexpr size_t kBlock = kPanelRows * sizeof(block_q3_K);
@@ -436,8 +429,8 @@ struct PanelQ3_K {
       c.sc[s] = h.d[s];
       c.mn[s] = T::zero();
       const V sctl = T::ctl(kPanelScales.c[s]);
-      const V sc[2] = {T::sar8(T::shuffle(T::bcast16(reinterpret_cast<const uint8_t*>(h.sc[2 * j])), sctl)),
-                       T::sar8(T::shuffle(T::bcast16(reinterpret_cast<const uint8_t*>(h.sc[2 * j + 1])), sctl))};
+      const V sc[2] = {scale_words<T>(reinterpret_cast<const uint8_t*>(h.sc[2 * j]), sctl),
+                       scale_words<T>(reinterpret_cast<const uint8_t*>(h.sc[2 * j + 1]), sctl)};
       const V t = T::loadb(q + 128 + 4 * T::kLanes * s);
       const V tb[2] = {T::shuffle(t, p0), T::shuffle(t, p1)};
 #pragma GCC unroll 2
@@ -449,7 +442,8 @@ struct PanelQ3_K {
           const int g = 2 * hv + (f & 1) + 4 * (f >> 1);
 #pragma GCC unroll 2
           for (int k = 0; k < 2; ++k) {
-            const V code = T::bor(T::band(field_at_0<T>(b2[k], f), k3), T::band(bit_to_2<T>(tb[k], g), k4));
+            // bits 2f, 2f + 1 to bits 0-1; third bit g to bit 2
+            const V code = T::bor(T::band(shift_w<T>(b2[k], -2 * f), k3), T::band(shift_w<T>(tb[k], 2 - g), k4));
             c.put(2 * g + k, s, T::mulw(T::subw(code, k4), sc[g < 4 ? 0 : 1]));
           }
         }
@@ -479,11 +473,6 @@ struct PanelQ6_K {
   static PLLM_I16P_AI void head(const uint8_t* p, Head<T>& h) {
     for (int s = 0; s < T::kVecs; ++s) h.d[s] = T::scales(p + 2 * T::kLanes * s);
   }
-  // Field f of each word of hb at bits 4-5 (the other bits are masked by orhi).
-  template <class T>
-  static PLLM_I16P_AI typename T::V field(typename T::V hb, int f) {
-    return f == 0 ? T::template sllw<4>(hb) : f == 1 ? T::template sllw<2>(hb) : f == 2 ? hb : T::template srlw<2>(hb);
-  }
   template <class T, class Sink>
   static PLLM_I16P_AI void unit(const uint8_t* p, const Head<T>& h, int j, Sink& c) {
     using V = typename T::V;
@@ -494,8 +483,8 @@ struct PanelQ6_K {
       c.sc[s] = h.d[s];
       c.mn[s] = T::zero();
       const V sctl = T::ctl(kPanelScales.c[s]);
-      const V sc[2] = {T::sar8(T::shuffle(T::bcast16(p + 2 * kPanelRows + kPanelRows * (2 * j)), sctl)),
-                       T::sar8(T::shuffle(T::bcast16(p + 2 * kPanelRows + kPanelRows * (2 * j + 1)), sctl))};
+      const V sc[2] = {scale_words<T>(p + 2 * kPanelRows + kPanelRows * (2 * j), sctl),
+                       scale_words<T>(p + 2 * kPanelRows + kPanelRows * (2 * j + 1), sctl)};
 #pragma GCC unroll 2
       for (int hv = 0; hv < 2; ++hv) {
         const V hq = T::loadb(q + 256 + 64 * hv + 4 * T::kLanes * s);
@@ -507,7 +496,9 @@ struct PanelQ6_K {
 #pragma GCC unroll 2
           for (int k = 0; k < 2; ++k) {
             const V b = T::shuffle(n, k ? p1 : p0);
-            const V lo = T::orhi(T::low4(b), field<T>(hb[k], f)), hi = T::orhi(T::shr4(b), field<T>(hb[k], f + 2));
+            // field f (f + 2) of each word of hb at bits 4-5, the other bits masked by orhi
+            const V lo = T::orhi(T::low4(b), shift_w<T>(hb[k], 4 - 2 * f));
+            const V hi = T::orhi(T::shr4(b), shift_w<T>(hb[k], -2 * f));
             c.put(2 * v + k, s, T::mulw(T::subw(lo, k32), sc[0]));
             c.put(2 * (v + 4) + k, s, T::mulw(T::subw(hi, k32), sc[1]));
           }

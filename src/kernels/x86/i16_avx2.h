@@ -342,9 +342,9 @@ struct P256 : T256 {
   // dependent vpmaddwd + vpaddd latency does not bound a decode step.
   static constexpr int tile_x(bool one) { return one ? 4 : 2; }
   static constexpr int chains(int nx) { return nx == 1 ? 4 : nx == 2 ? 2 : 1; }
-  // A pair product's accumulation is a vpaddd (latency 1): few chains, so that Q6_K's two halves
-  // of two slices leave registers for decoding (4 chains per half spilled them: 12 -> 16 GB/s on
-  // one Zen 4 core, bench_kernels avx2 Q6_K i16_panels/1).
+  // A pair product's accumulation is a vpaddd (latency 1): few chains suffice, and they leave
+  // registers for decoding (4 per half measured the same on one Zen 4 core, bench_kernels avx2
+  // i16_panels/1: within 4 % on Q4_0, Q4_K, Q6_K, Q8_0).
   static constexpr int dot1_chains(bool one) { return one ? 2 : 1; }
   static PLLM_AI V loadb(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
   static PLLM_AI V ctl(const int8_t* c) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(c)); }
