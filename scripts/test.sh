@@ -143,7 +143,7 @@ declare -A TSAN_FILTER=(
 )
 cmake -S "$ROOT" -B "$ROOT/build-tsan" -G Ninja $(cmake_launcher) "${SANITIZER_BUILD[@]}" -DPLLM_TSAN=ON -DPLLM_SANITIZE=OFF \
   -DPLLM_BUILD_TESTS=ON >/dev/null
-cmake --build "$ROOT/build-tsan" -j "$JOBS" --target "${TSAN_TESTS[@]}"
+cmake --build "$ROOT/build-tsan" -j "$JOBS" --target "${TSAN_TESTS[@]}" vision_probe
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 for t in "${TSAN_TESTS[@]}"; do
   env "${SOAK_TINY[@]}" "$ROOT/build-tsan/tests/cpp/$t" --gtest_brief=1 --gtest_filter="${TSAN_FILTER[$t]}"
@@ -153,6 +153,15 @@ done
 "$VENV/bin/python" "$ROOT/tests/py/tiny_models.py" "$ROOT/build-tsan/soak" qwen35-Q8_0 gemma4-Q8_0 >/dev/null
 for m in qwen35-Q8_0 gemma4-Q8_0; do
   PLLM_SOAK_MODEL="$ROOT/build-tsan/soak/$m.gguf" "$ROOT/build-tsan/tests/cpp/test_server_soak" --gtest_brief=1
+done
+# The vision encoder on 2 pool threads (attention tasks per head and query block, products, norms):
+# a tiny idefics3 mmproj, both activation modes.
+"$VENV/bin/python" "$ROOT/tests/py/vision_models.py" idefics3 q8_0 "$ROOT/build-tsan/soak/mmproj.gguf" >/dev/null
+"$VENV/bin/python" -c "import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path; from vision_images import write_png; write_png(Path(sys.argv[2]), 77, 45, 3)" \
+  "$ROOT/tests/py" "$ROOT/build-tsan/soak/image.png"
+for act in exact int8; do
+  "$ROOT/build-tsan/tests/cpp/vision_probe" encode "$ROOT/build-tsan/soak/mmproj.gguf" "$ROOT/build-tsan/soak/image.png" \
+    "$ROOT/build-tsan/soak/embeddings.bin" 2 "$act" >/dev/null
 done
 if [ "$LONG" = 1 ]; then
   PLLM_SOAK_CLIENTS=8 PLLM_SOAK_REQUESTS=2 "$ROOT/build-tsan/tests/cpp/test_server_soak" --gtest_brief=1
