@@ -227,6 +227,33 @@ void unpack_q3_K(const uint8_t* in, int i, block_q3_K* blk) {
   }
 }
 
+// Q2_K: one panel super-block per 256 elements (the layout in panel.h). Element l (0..31) of unit
+// u = 4h + k of a file block: 2 bits at bit 2k of qs[32h + l] (ggml's dequantize_row_q2_K), the
+// same fields as Q3_K's low bits.
+constexpr size_t kQ2KHead = 4 * kPanelRows + 16 * kPanelRows;  // d, dmin, transposed scale bytes: 320 B
+constexpr size_t kQ2KUnit = 2 * 64;                             // 2 two-bit vectors
+static_assert(kQ2KHead + 8 * kQ2KUnit == kPanelRows * sizeof(block_q2_K), "a Q2_K panel super-block is its rows' bytes");
+
+void pack_q2_K(const uint8_t* rows, size_t row_stride, int64_t sb, uint8_t* out) {
+  const block_q2_K* blk[kPanelRows];
+  row_blocks(rows, row_stride, sb, blk);
+  for (int i = 0; i < kPanelRows; ++i) {
+    std::memcpy(out + 2 * i, &blk[i]->d, 2);
+    std::memcpy(out + 2 * (kPanelRows + i), &blk[i]->dmin, 2);
+    put_row_bytes(blk[i]->scales, 16, i, out + 4 * kPanelRows);
+  }
+  for (int u = 0; u < 8; ++u)
+    for (int i = 0; i < kPanelRows; ++i) pack_fields2(blk[i]->qs + 32 * (u / 4), 2 * (u % 4), i, out + kQ2KHead + kQ2KUnit * u);
+}
+
+void unpack_q2_K(const uint8_t* in, int i, block_q2_K* blk) {
+  std::memcpy(&blk->d, in + 2 * i, 2);
+  std::memcpy(&blk->dmin, in + 2 * (kPanelRows + i), 2);
+  get_row_bytes(in + 4 * kPanelRows, 16, i, blk->scales);
+  std::memset(blk->qs, 0, sizeof(blk->qs));  // every bit of qs is or'ed in below
+  for (int u = 0; u < 8; ++u) unpack_fields2(in + kQ2KHead + kQ2KUnit * u, i, 2 * (u % 4), blk->qs + 32 * (u / 4));
+}
+
 // IQ4_XS: one panel super-block per 256 elements: d[16] (fp16), scales_h[16] (uint16), scales_l
 // as 4 x 16 bytes (byte k of each row together), then unit u's 4 Q4 vectors (its IQ4_NL-style
 // nibbles, qs + 16 u) at 128 + 256 u.
@@ -267,6 +294,7 @@ size_t panel_block_bytes(TensorType t) {
     case TensorType::Q5_K: return kPanelRows * sizeof(block_q5_K) / 8;
     case TensorType::IQ4_NL: return kPanelRows * sizeof(block_iq4_nl);
     case TensorType::Q3_K: return kPanelRows * sizeof(block_q3_K) / 8;
+    case TensorType::Q2_K: return kPanelRows * sizeof(block_q2_K) / 8;
     case TensorType::IQ4_XS: return kPanelRows * sizeof(block_iq4_xs) / 8;
     default: return 0;
   }
@@ -294,6 +322,10 @@ void pack_panel(TensorType t, const uint8_t* rows, size_t row_stride, int64_t n,
   }
   if (t == TensorType::Q3_K) {
     for (int64_t sb = 0; sb < n / 256; ++sb) pack_q3_K(rows, row_stride, sb, dst + size_t(sb) * kPanelRows * sizeof(block_q3_K));
+    return;
+  }
+  if (t == TensorType::Q2_K) {
+    for (int64_t sb = 0; sb < n / 256; ++sb) pack_q2_K(rows, row_stride, sb, dst + size_t(sb) * kPanelRows * sizeof(block_q2_K));
     return;
   }
   const int64_t nb = n / kBlock;
@@ -358,6 +390,11 @@ void unpack_panel_row(TensorType t, const uint8_t* panel, int64_t n, int i, uint
   if (t == TensorType::Q3_K) {
     for (int64_t sb = 0; sb < n / 256; ++sb)
       unpack_q3_K(panel + size_t(sb) * kPanelRows * sizeof(block_q3_K), i, reinterpret_cast<block_q3_K*>(dst_row) + sb);
+    return;
+  }
+  if (t == TensorType::Q2_K) {
+    for (int64_t sb = 0; sb < n / 256; ++sb)
+      unpack_q2_K(panel + size_t(sb) * kPanelRows * sizeof(block_q2_K), i, reinterpret_cast<block_q2_K*>(dst_row) + sb);
     return;
   }
   const int64_t nb = n / kBlock;

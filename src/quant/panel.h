@@ -26,6 +26,9 @@
 //   (byte k of each row's 12 packed 6-bit scale bytes together) | units 0..7 (192 B each): 2
 //   two-bit vectors laid out as Q6_K's high-bit vectors (the element's 2 low bits), then a
 //   third-bit vector laid out as Q5_K's fifth-bit one.
+// Q2_K is packed per super-block (1344 B = the 16 file blocks): d[16] (fp16), dmin[16] (fp16),
+//   scales: 16 x 16 B (scale byte k of each row together) | units 0..7 (128 B each): 2 two-bit
+//   vectors laid out as Q3_K's.
 // IQ4_XS is packed per super-block (2176 B = the 16 file blocks): d[16] (fp16), scales_h[16]
 //   (uint16), scales_l: 4 x 16 B (byte k of each row together) | units 0..7: 4 Q4 vectors of 64 B
 //   (unit u: the nibbles at qs + 16 u, in IQ4_NL's order).

@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -53,10 +54,6 @@ constexpr double kU = FLT_EPSILON / 2.0;
 const TensorType kTypes[] = {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1,
                              TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K, TensorType::Q2_K,
                              TensorType::Q3_K, TensorType::Q5_K, TensorType::IQ4_NL, TensorType::IQ4_XS};
-
-// Types whose only tile is the scalar twin: Q2_K's min changes every 16 elements, the SIMD
-// drivers' unit (32) has one, so SIMD tables run it in exact mode.
-bool twin_only(TensorType t) { return t == TensorType::Q2_K; }
 
 bool is_k(TensorType t) { return type_traits(uint32_t(t))->block_elems == 256; }
 size_t block_bytes(TensorType t) { return type_traits(uint32_t(t))->block_bytes; }
@@ -202,6 +199,7 @@ void set_extreme_codes(TensorType t, uint8_t* w, size_t bytes) {
       case TensorType::Q8_0: std::memset(b + 2, 0x80, 32); break;  // -128
       case TensorType::Q4_K: std::memset(b + 4, 0xFF, 140); break;  // scales, mins 63; q 15
       case TensorType::Q6_K: std::memset(b, 0x00, 192), std::memset(b + 192, 0x80, 16); break;  // q -32, sc -128
+      case TensorType::Q2_K: std::memset(b, 0xFF, 80); break;  // scales, mins 15; q 3
       case TensorType::Q3_K: std::memset(b, 0x00, 108); break;  // q -4, sc -32
       case TensorType::Q5_K: std::memset(b + 4, 0xFF, 172); break;  // scales, mins 63; q 31
       case TensorType::IQ4_NL: std::memset(b + 2, 0x00, 16); break;  // level -127
@@ -236,7 +234,7 @@ TEST_P(I16ActIsa, TableEntries) {
     bool listed = false;
     for (TensorType t : kTypes) listed = listed || uint32_t(t) == id;
     const bool has = table_->types[id].vec_dot_i16act_tile != nullptr;
-    if (!listed || (GetParam() != Isa::scalar && twin_only(TensorType(id)))) {
+    if (!listed) {
       EXPECT_FALSE(has) << "type id " << id;
     } else if (all) {
       EXPECT_TRUE(has) << "type id " << id;
@@ -461,7 +459,7 @@ TEST_P(I16ActIsa, PanelGemmEqualsTileBitForBit) {
   const Shapes shapes_k = {{3, kX}, {1, 1}, {2, 2}, {3, 3}, {1, 4}, {2, 5}, {3, 6},
                            {1, 7}, {2, 8}, {3, 9}, {1, 16}, {2, 16}, {3, 33}};
   for (TensorType t : {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K,
-                       TensorType::Q5_K, TensorType::IQ4_NL, TensorType::IQ4_XS, TensorType::Q3_K}) {
+                       TensorType::Q5_K, TensorType::IQ4_NL, TensorType::IQ4_XS, TensorType::Q3_K, TensorType::Q2_K}) {
     const TypeKernels& k = table_->for_type(t);
     if (!k.gemm_i16_panels) continue;
     ASSERT_NE(k.vec_dot_i16act_tile, nullptr) << name(t);
@@ -475,10 +473,10 @@ TEST_P(I16ActIsa, PanelGemmEqualsTileBitForBit) {
           make_row(t, n, rng, kind > 0, &w[r * ws]);
           if (kind == 2) set_extreme_codes(t, &w[r * ws], ws);
           static constexpr uint16_t kExtreme[] = {0x7BFF, 0xFBFF, 0x0001, 0x8001, 0x0000, 0x8000, 0x3C00, 0x0400};
-          if (kind == 3 && (t == TensorType::Q4_K || t == TensorType::Q5_K))  // extreme fp16 d and dmin
+          if (kind == 3 && (t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::Q2_K))  // extreme fp16 d, dmin
             for (size_t off = 0; off < ws; off += type_traits(uint32_t(t))->block_bytes) {
               const uint16_t h[2] = {kExtreme[rng() % 8], kExtreme[rng() % 8]};
-              std::memcpy(&w[r * ws + off], h, 4);
+              std::memcpy(&w[r * ws + off + (t == TensorType::Q2_K ? offsetof(block_q2_K, d) : 0)], h, 4);
             }
           if (kind == 3 && t == TensorType::Q6_K)  // codes all -32 or all 31, scales -128 / 127, extreme d
             for (size_t off = 0; off < ws; off += sizeof(block_q6_K)) {
@@ -523,6 +521,7 @@ TEST_P(I16ActIsa, PanelGemmEqualsTileBitForBit) {
     EXPECT_NE(table_->for_type(TensorType::IQ4_NL).gemm_i16_panels, nullptr) << "IQ4_NL panels on every x86 SIMD table";
     EXPECT_NE(table_->for_type(TensorType::IQ4_XS).gemm_i16_panels, nullptr) << "IQ4_XS panels on every x86 SIMD table";
     EXPECT_NE(table_->for_type(TensorType::Q3_K).gemm_i16_panels, nullptr) << "Q3_K panels on every x86 SIMD table";
+    EXPECT_NE(table_->for_type(TensorType::Q2_K).gemm_i16_panels, nullptr) << "Q2_K panels on every x86 SIMD table";
   } else if (checked == 0) {
     GTEST_SKIP() << "no int16 panel kernels in this table";
   }
@@ -571,7 +570,6 @@ void expect_tiles_equal(Isa base, Isa isa) {
   constexpr int kRows = 5, kX = 9;
   std::mt19937 rng(77);
   for (TensorType t : kTypes) {
-    if (twin_only(t)) continue;
     const auto f2 = k2->for_type(t).vec_dot_i16act_tile, f5 = k5->for_type(t).vec_dot_i16act_tile;
     ASSERT_TRUE(f2 && f5) << name(t);
     for (int64_t n : is_k(t) ? std::vector<int64_t>{256, 2304} : std::vector<int64_t>{32, 224, 640, 2080})

@@ -287,12 +287,12 @@ TEST_P(MatvecRows, PanelsMatchFileLayout) {
   }
 }
 
-// IQ4_NL (Q4_0's panel layout), IQ4_XS and Q3_K panels (super-blocks of 16 rows x 256 elements) give
+// IQ4_NL (Q4_0's panel layout), IQ4_XS, Q2_K and Q3_K panels (super-blocks of 16 rows x 256 elements) give
 // the file's bytes back exactly: raw random bytes, rows of 1, 3 and 35 blocks of the type, 3
 // panels. The panel is as large as its rows.
-TEST(PanelLayout, Iq4AndQ3KRoundTripExactly) {
+TEST(PanelLayout, Iq4Q2KAndQ3KRoundTripExactly) {
   std::mt19937 rng(7);
-  for (TensorType t : {TensorType::IQ4_NL, TensorType::IQ4_XS, TensorType::Q3_K}) {
+  for (TensorType t : {TensorType::IQ4_NL, TensorType::IQ4_XS, TensorType::Q2_K, TensorType::Q3_K}) {
     ASSERT_TRUE(panel_supported(t));
     const int64_t be = type_traits(static_cast<uint32_t>(t))->block_elems;
     for (int64_t k : {1, 3, 35}) {

@@ -223,6 +223,44 @@ struct MQ3_K : Rows<2> {
   static PLLM_AI float32x4_t scale(const G& g, int) { return g.d; }
 };
 
+// Q2_K unit u = 4 h + j: q = bits 2j of qs[32 h + l] times the low nibble of scales[2u] (elements
+// 0-15) or scales[2u + 1] (16-31) by UMULL (code <= 45); x = d * code plus the unit's two mins
+// (kHalfMin, drivers/i16_tile.h): -dmin times the high nibbles, lane j % 4 of [j / 4].
+struct MQ2_K : Rows<2>, GroupLanes {
+  using W = block_q2_K;
+  static constexpr int kUnits = 8;
+  static constexpr bool kMin = true, kHalfMin = true;
+  struct G : G2 {
+    float32x4_t m2[2];
+    uint8_t sc[16];
+  };
+  static PLLM_AI G group(const W* w, int) {
+    const uint8x8x2_t s = vld2_u8(w->scales);  // bytes 2j (a unit's elements 0-15), 2j + 1 (16-31)
+    const float32x4_t mdmin = vdupq_n_f32(-h2f(w->dmin));
+    G g;
+    g.d[0] = g.d[1] = vdupq_n_f32(h2f(w->d));
+    auto mins = [&mdmin](uint8x8_t b, float32x4_t* m) {
+      const uint16x8_t v = vmovl_u8(vshr_n_u8(b, 4));
+      m[0] = vmulq_f32(vcvtq_f32_u32(vmovl_u16(vget_low_u16(v))), mdmin);
+      m[1] = vmulq_f32(vcvtq_f32_u32(vmovl_high_u16(v)), mdmin);
+    };
+    mins(s.val[0], g.m);
+    mins(s.val[1], g.m2);
+    vst1q_u8(g.sc, vandq_u8(vld1q_u8(w->scales), vdupq_n_u8(0x0F)));
+    return g;
+  }
+  static PLLM_AI float32x4_t min2(const G& g, int k) { return g.m2[k]; }
+  static PLLM_AI void codes(const W* w, const G& g, int u, Q& q) {
+    const int8x16_t sh2 = vdupq_n_s8(static_cast<int8_t>(-2 * (u % 4)));
+    for (int c = 0; c < 2; ++c) {
+      const uint8x16_t v = vandq_u8(vshlq_u8(vld1q_u8(w->qs + 32 * (u / 4) + 16 * c), sh2), vdupq_n_u8(3));
+      const uint8x16_t sc = vdupq_n_u8(g.sc[2 * u + c]);
+      q.v[2 * c] = vreinterpretq_s16_u16(vmull_u8(vget_low_u8(v), vget_low_u8(sc)));
+      q.v[2 * c + 1] = vreinterpretq_s16_u16(vmull_high_u8(v, sc));
+    }
+  }
+};
+
 // Unit u = 4 h + k (128-element half h, quarter k): q = (4 bits of ql | 2 bits of qh << 4) - 32,
 // times the int8 scale of its 16 elements by SMULL: (q - 32) * sc in [-4064, 4096], exact;
 // x = d * code (q: q6k_codes16).
@@ -261,7 +299,7 @@ void fill_i16act_neon(KernelTable& t) {
   at(TensorType::Q5_K).vec_dot_i16act_tile = drivers::i16_tile<S16, MQ5_K>;
   at(TensorType::IQ4_NL).vec_dot_i16act_tile = drivers::i16_tile<S16, MIQ4_NL>;
   at(TensorType::IQ4_XS).vec_dot_i16act_tile = drivers::i16_tile<S16, MIQ4_XS>;
-  // Q2_K has none: its min changes every 16 elements, the driver's unit has one (exact path).
+  at(TensorType::Q2_K).vec_dot_i16act_tile = drivers::i16_tile<S16, MQ2_K>;
 }
 
 }  // namespace pllm::kern

@@ -124,6 +124,7 @@ void i16_gemm(int64_t n, const void* w, size_t ws, int n_rows, const void* xq, s
   constexpr int L = T::kLanes, RV = T::kRowVecs, RT = RV * L, NX = T::kTileX;
   constexpr int kFL = int(sizeof(decltype(M::scale(typename M::G{}, 0))) / sizeof(float));  // lanes of M's F
   static_assert(8 % kFL == 0 && kI16Slice % 8 == 0);
+  static_assert(!half_min<M>(), "a kHalfMin type (Q2_K) has no GEMM here: its prefill runs the tile or panels");
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   const int64_t units = n / 32;
   alignas(64) int32_t stage[8 * RT * 16];             // one group's codes as decoded (unit, row)

@@ -112,6 +112,20 @@ struct I16Groups {
   };
   struct Q5_K : KScaleMin<block_q5_K> {};
 
+  // Q2_K's f32 factors (its integer scales are folded into the codes by each ISA): d, and unit
+  // j's two mins, -dmin * m_2j for its elements 0-15 and -dmin * m_2j+1 for 16-31 (lane j; exact:
+  // 11-bit by 4-bit), m the high nibble of a scale byte.
+  struct Q2KFactors { F d, mn, mn2; };
+  static inline __attribute__((always_inline)) Q2KFactors q2k_factors(const block_q2_K* w) {
+    uint8_t lo[8], hi[8];
+    for (int j = 0; j < 8; ++j) {
+      lo[j] = uint8_t(w->scales[2 * j] >> 4);
+      hi[j] = uint8_t(w->scales[2 * j + 1] >> 4);
+    }
+    const F mdmin = X::sub(X::zero(), X::bcast_h(w->dmin));
+    return {X::bcast_h(w->d), X::mul(X::u8_to_f(lo), mdmin), X::mul(X::u8_to_f(hi), mdmin)};
+  }
+
   // IQ4_XS unit j: x = (d * (ls_j - 32)) * level, the factor exact (11-bit by 6-bit); lane j.
   struct IQ4_XS : Rows {
     using W = block_iq4_xs;

@@ -1,5 +1,5 @@
 // Driver of int16 activations over load-time repacked 16-row panels (quant/panel.h):
-// TypeKernels::gemm_i16_panels for Q4_0, Q4_1, Q8_0, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS, every activation-row count (decode,
+// TypeKernels::gemm_i16_panels for Q4_0, Q4_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS, every activation-row count (decode,
 // batched decode, prefill). Written once here; an ISA instantiates i16_panels<T, P> with its
 // vector traits T (x86/i16panel_avx512.cpp, x86/i16panel_avx2.cpp).
 //
@@ -40,7 +40,7 @@
 //   shifts), orhi(a, b) = a | (b & 0x30), subw, mulw (16-bit words, the low half of the
 //   product), bcastw(int16); (Q5_K) sllw, srlw, or16(a, b) = a | (b & 0x10)
 // Contract of P (a panel type): kUnits (1, or 8 for a K-quant super-block), kBlock (bytes of
-// kUnits units of 16 rows), kMin, kOne (codes <= 15); for kUnits = 1 decode(block, codes); for
+// kUnits units of 16 rows), kMin, optional kHalfMin (two mins a unit, as the tile's M), kOne (codes <= 15); for kUnits = 1 decode(block, codes); for
 // 8 head(block, Head<T>&) once per super-block, then unit(block, head, j, codes) per unit j.
 //
 // ODR: templates over the ISA's types only (see fused_dot.h).
@@ -48,7 +48,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/drivers/i16_tile.h"  // kI16Slice
+#include "kernels/drivers/i16_tile.h"  // kI16Slice, half_min, half_sums
+#include "kernels/internal.h"           // gemm_scratch
 #include "quant/blocks.h"
 #include "quant/panel.h"
 
@@ -75,13 +76,14 @@ inline constexpr PanelPairControls kPanelPairs;
 
 // Where a panel block's decoder puts what it decodes (a "sink"): put(2g + k, s, v) hands over pair
 // k (codes 4g + 2k, 4g + 2k + 1) of group g for the rows of slice s, lane i = row s * kLanes + i;
-// sc, mn: the rows' per-block factors (the tile's scale and min of the unit).
+// sc, mn: the rows' per-block factors (the tile's scale and min of the unit; mn2: the second min
+// of a kHalfMin type, drivers/i16_tile.h).
 //
 // PanelCodes keeps the code vectors for several activation rows (batched decode, prefill).
 template <class T>
 struct PanelCodes {
   typename T::V w[16][T::kVecs];
-  typename T::VF sc[T::kVecs], mn[T::kVecs];
+  typename T::VF sc[T::kVecs], mn[T::kVecs], mn2[T::kVecs];
   PLLM_I16P_AI void put(int i, int s, typename T::V v) { w[i][s] = v; }
 };
 
@@ -95,7 +97,7 @@ template <class T, bool kOne>
 struct PanelDot1 {
   static constexpr int C = T::dot1_chains(kOne), S = T::kVecs;
   typename T::V h[2][1][C][S];
-  typename T::VF sc[S], mn[S];
+  typename T::VF sc[S], mn[S], mn2[S];
   const int16_t* a;  // the activation row's codes of this unit
   explicit PLLM_I16P_AI PanelDot1(const int16_t* qs) : a(qs) {
     for (int hv = 0; hv < 2; ++hv)
@@ -387,6 +389,67 @@ PLLM_I16P_AI typename T::V scale_words(const uint8_t* p, typename T::V sctl) {
   return T::sar8(T::shuffle(T::bcast16(p), sctl));
 }
 
+// Q2_K unit j of a super-block: x = d * code, code = q * sc, q the two-bit field, sc the low nibble
+// of scale byte 2j (the unit's elements 0-15, groups 0-3) or 2j + 1 (16-31): the tile's codes
+// (x86 MQ2_K: code <= 45, two int32 halves), its factor d and its two mins -dmin * m (kHalfMin),
+// m the scale bytes' high nibbles. The header's 16 scale bytes per row are split into nibbles once
+// per super-block, lane-wise over 16 rows; a unit's two two-bit vectors are Q3_K's.
+struct PanelQ2_K {
+  static constexpr int kUnits = 8;
+  static constexpr size_t kBlock = kPanelRows * sizeof(block_q2_K);
+  static constexpr size_t kHead = 20 * kPanelRows;  // d, dmin, 16 scale bytes
+  static constexpr size_t kUnit = 2 * 64;
+  static constexpr bool kMin = true, kHalfMin = true, kOne = false;
+  template <class T>
+  struct Head {
+    typename T::VF d[T::kVecs], mdmin[T::kVecs];
+    alignas(16) uint8_t sc[16][kPanelRows], m[16][kPanelRows];  // [scale byte k][row]
+  };
+  template <class T>
+  static PLLM_I16P_AI void head(const uint8_t* p, Head<T>& h) {
+    for (int s = 0; s < T::kVecs; ++s) {
+      h.d[s] = T::scales(p + 2 * T::kLanes * s);
+      h.mdmin[s] = T::sub(T::zero(), T::scales(p + 2 * kPanelRows + 2 * T::kLanes * s));
+    }
+    typedef uint8_t u8x16 __attribute__((vector_size(16)));
+    u8x16 b[16], lo[16], hi[16];
+    __builtin_memcpy(b, p + 4 * kPanelRows, sizeof(b));
+    for (int k = 0; k < 16; ++k) {
+      lo[k] = b[k] & 0x0F;
+      hi[k] = b[k] >> 4;
+    }
+    __builtin_memcpy(h.sc, lo, sizeof(lo));
+    __builtin_memcpy(h.m, hi, sizeof(hi));
+  }
+  template <class T, class Sink>
+  static PLLM_I16P_AI void unit(const uint8_t* p, const Head<T>& h, int j, Sink& c) {
+    using V = typename T::V;
+    const V p0 = T::ctl(kPanelPairs.c[0]), p1 = T::ctl(kPanelPairs.c[1]);
+    const V k3 = T::bcastw(3);
+    const uint8_t* q = p + kHead + kUnit * j;
+#pragma GCC unroll 2
+    for (int s = 0; s < T::kVecs; ++s) {
+      c.sc[s] = h.d[s];
+      c.mn[s] = T::mul(T::u8f(h.m[2 * j] + T::kLanes * s), h.mdmin[s]);
+      c.mn2[s] = T::mul(T::u8f(h.m[2 * j + 1] + T::kLanes * s), h.mdmin[s]);
+      const V sctl = T::ctl(kPanelScales.c[s]);
+      const V sc[2] = {scale_words<T>(h.sc[2 * j], sctl), scale_words<T>(h.sc[2 * j + 1], sctl)};
+#pragma GCC unroll 2
+      for (int hv = 0; hv < 2; ++hv) {
+        const V lo2 = T::loadb(q + 64 * hv + 4 * T::kLanes * s);
+        const V b2[2] = {T::shuffle(lo2, p0), T::shuffle(lo2, p1)};
+#pragma GCC unroll 4
+        for (int f = 0; f < 4; ++f) {
+          const int g = 2 * hv + (f & 1) + 4 * (f >> 1);
+#pragma GCC unroll 2
+          for (int k = 0; k < 2; ++k)  // bits 2f, 2f + 1 to bits 0-1
+            c.put(2 * g + k, s, T::mulw(T::band(shift_w<T>(b2[k], -2 * f), k3), sc[g < 4 ? 0 : 1]));
+        }
+      }
+    }
+  }
+};
+
 // Q3_K unit j of a super-block: x = d * code, code = (q - 4) * sc, q = 2 low bits | third bit << 2,
 // sc = signed scale 2j for the unit's elements 0-15 (groups 0-3), 2j + 1 for 16-31: the tile's
 // codes (x86 MQ3_K: |code| <= 4 * 32), its factor d and no min (kOne false: two int32 halves).
@@ -512,12 +575,13 @@ struct PanelQ6_K {
 // row's accumulator for this unit (u % 8), 16 lanes, which starts at +0 when first (the
 // slice's first 8 units: what the tile's zeroed accumulator gives, without storing zeros
 // first). Each half may run as several int32 chains (T::chains), added exactly.
-template <class T, bool kMin, bool kOne, int NX, int C>
-PLLM_I16P_AI void panel_scale(const typename T::V (&h)[2][NX][C][T::kVecs], const typename T::VF* sc,
-                              const typename T::VF* mn, const block_q16* const* a, float* const* ua, bool first);
+template <class T, bool kMin, bool kHalf, bool kOne, int NX, int C, class Sink>
+PLLM_I16P_AI void panel_scale(const typename T::V (&h)[2][NX][C][T::kVecs], const Sink& c, const block_q16* const* a,
+                              const HalfSums* const* hs, float* const* ua, bool first);
 
-template <class T, bool kMin, bool kOne, int NX>
-PLLM_I16P_AI void panel_tile(const PanelCodes<T>& c, const block_q16* const* a, float* const* ua, bool first) {
+template <class T, bool kMin, bool kHalf, bool kOne, int NX>
+PLLM_I16P_AI void panel_tile(const PanelCodes<T>& c, const block_q16* const* a, const HalfSums* const* hs,
+                             float* const* ua, bool first) {
   constexpr int C = T::chains(NX), S = T::kVecs;
   typename T::V h[2][NX][C][S];  // kOne (codes <= 15): h[0] holds the whole unit
   for (int hv = 0; hv < 2; ++hv)
@@ -532,17 +596,18 @@ PLLM_I16P_AI void panel_tile(const PanelCodes<T>& c, const block_q16* const* a, 
       for (int k = 0; k < 2; ++k)
         for (int s = 0; s < S; ++s) h[hv][x][j][s] = T::dp(h[hv][x][j][s], c.w[2 * g + k][s], a[x]->qs + 4 * g + 2 * k);
   }
-  panel_scale<T, kMin, kOne, NX, C>(h, c.sc, c.mn, a, ua, first);
+  panel_scale<T, kMin, kHalf, kOne, NX, C>(h, c, a, hs, ua, first);
 }
 
-// The unit's int32 chains h of NX activation rows, scaled into their accumulators.
-template <class T, bool kMin, bool kOne, int NX, int C>
-PLLM_I16P_AI void panel_scale(const typename T::V (&h)[2][NX][C][T::kVecs], const typename T::VF* sc,
-                              const typename T::VF* mn, const block_q16* const* a, float* const* ua, bool first) {
+// The unit's int32 chains h of NX activation rows, scaled into their accumulators with the
+// sink's factors c.sc, c.mn (and c.mn2 with the staged half sums hs[x] where kHalf).
+template <class T, bool kMin, bool kHalf, bool kOne, int NX, int C, class Sink>
+PLLM_I16P_AI void panel_scale(const typename T::V (&h)[2][NX][C][T::kVecs], const Sink& c, const block_q16* const* a,
+                              const HalfSums* const* hs, float* const* ua, bool first) {
   constexpr int S = T::kVecs, L = T::kLanes;
   for (int x = 0; x < NX; ++x) {
     const typename T::VF da = T::bcast(a[x]->d);
-    const typename T::VF sa = T::bcast(kMin ? a[x]->d * static_cast<float>(a[x]->sum) : 0.0f);
+    const typename T::VF sa = T::bcast(kHalf ? hs[x]->lo : kMin ? a[x]->d * static_cast<float>(a[x]->sum) : 0.0f);
     for (int s = 0; s < S; ++s) {
       typename T::V ha = h[0][x][0][s], hb = h[1][x][0][s];
       for (int j = 1; j < C; ++j) {
@@ -551,18 +616,19 @@ PLLM_I16P_AI void panel_scale(const typename T::V (&h)[2][NX][C][T::kVecs], cons
       }
       const typename T::VF t = kOne ? T::cvt(ha) : T::add(T::cvt(ha), T::cvt(hb));
       float* p = ua[x] + s * L;
-      typename T::VF acc = T::fma(first ? T::zero() : T::loadf(p), t, T::mul(sc[s], da));
-      if constexpr (kMin) acc = T::fma(acc, mn[s], sa);
+      typename T::VF acc = T::fma(first ? T::zero() : T::loadf(p), t, T::mul(c.sc[s], da));
+      if constexpr (kMin) acc = T::fma(acc, c.mn[s], sa);
+      if constexpr (kHalf) acc = T::fma(acc, c.mn2[s], T::bcast(hs[x]->hi));
       T::storef(p, acc);
     }
   }
 }
 
-template <class T, bool kMin, bool kOne, int NX = T::tile_x(kOne)>
-PLLM_I16P_AI void panel_tile_any(int nx, const PanelCodes<T>& c, const block_q16* const* a, float* const* ua,
-                                 bool first) {
-  if (nx == NX) return panel_tile<T, kMin, kOne, NX>(c, a, ua, first);
-  if constexpr (NX > 1) panel_tile_any<T, kMin, kOne, NX - 1>(nx, c, a, ua, first);
+template <class T, bool kMin, bool kHalf, bool kOne, int NX = T::tile_x(kOne)>
+PLLM_I16P_AI void panel_tile_any(int nx, const PanelCodes<T>& c, const block_q16* const* a, const HalfSums* const* hs,
+                                 float* const* ua, bool first) {
+  if (nx == NX) return panel_tile<T, kMin, kHalf, kOne, NX>(c, a, hs, ua, first);
+  if constexpr (NX > 1) panel_tile_any<T, kMin, kHalf, kOne, NX - 1>(nx, c, a, hs, ua, first);
 }
 
 inline constexpr int kPanelPass = 32;  // activation rows per pass (unit accumulators: 32 x 8 x 16 f32, 16 KiB)
@@ -573,6 +639,7 @@ template <class T, class P>
 void i16_panels(int64_t n, const void* w, int n_panels, const void* xq, size_t xs, int n_x, float* out,
                 int64_t os) {
   constexpr int R = kPanelRows, L = T::kLanes, NX = T::tile_x(P::kOne), K = P::kUnits;
+  constexpr bool kHalf = half_min<P>();
   constexpr size_t kUnitBytes = P::kBlock / K;  // a unit's share of the panel (prefetch stride)
   static_assert((K == 1 || K == 8) && kI16Slice % 8 == 0, "slices start on super-blocks");
   const int64_t nb = n / 32;  // units
@@ -581,8 +648,20 @@ void i16_panels(int64_t n, const void* w, int n_panels, const void* xq, size_t x
   alignas(64) float ua[kPanelPass * 8 * R];  // (activation row, unit % 8, row)
   // Passes of activation rows outside, panels inside: a pass's rows (32 x n / 32 blocks of 72
   // bytes) stay in L1 / L2 while the panels stream past them once per pass.
+  // A kHalfMin type's activation half sums, staged once per pass in the thread's scratch (per
+  // panel they would cost a sixteen-code sum per unit and activation row).
+  HalfSums* halves = kHalf ? static_cast<HalfSums*>(gemm_scratch(sizeof(HalfSums) * kPanelPass * size_t(nb))) : nullptr;
   for (int x0 = 0; x0 < n_x; x0 += kPanelPass) {
     const int nxp = n_x - x0 < kPanelPass ? n_x - x0 : kPanelPass;
+    if constexpr (kHalf) {
+      for (int x = 0; x < nxp; ++x) {
+        const block_q16* a = reinterpret_cast<const block_q16*>(xb + size_t(x0 + x) * xs);
+        for (int64_t b = 0; b < nb; ++b) halves[size_t(x) * size_t(nb) + size_t(b)] = half_sums(a[b]);
+      }
+    }
+    auto half_at = [&](int x, int64_t b) -> const HalfSums* {
+      return kHalf ? &halves[size_t(x) * size_t(nb) + size_t(b)] : nullptr;
+    };
     for (int pn = 0; pn < n_panels; ++pn) {
       const uint8_t* panel = wb + size_t(pn) * size_t(nb) * kUnitBytes;
       typename P::template Head<T> hd{};
@@ -612,9 +691,10 @@ void i16_panels(int64_t n, const void* w, int n_panels, const void* xq, size_t x
           if (nxp == 1) {  // decode: each code vector used as it is made
             const block_q16* a = reinterpret_cast<const block_q16*>(xb + size_t(x0) * xs) + b;
             float* u = ua + ((b - s0) % 8) * R;
+            const HalfSums* hs = half_at(0, b);
             PanelDot1<T, P::kOne> d(a->qs);
             decode(d);
-            panel_scale<T, P::kMin, P::kOne, 1, PanelDot1<T, P::kOne>::C>(d.h, d.sc, d.mn, &a, &u, b - s0 < 8);
+            panel_scale<T, P::kMin, kHalf, P::kOne, 1, PanelDot1<T, P::kOne>::C>(d.h, d, &a, &hs, &u, b - s0 < 8);
             continue;
           }
           PanelCodes<T> c;
@@ -622,12 +702,14 @@ void i16_panels(int64_t n, const void* w, int n_panels, const void* xq, size_t x
           for (int x = 0; x < nxp; x += NX) {
             const int nx = nxp - x < NX ? nxp - x : NX;
             const block_q16* a[NX];
+            const HalfSums* hs[NX];
             float* u[NX];
             for (int j = 0; j < nx; ++j) {
               a[j] = reinterpret_cast<const block_q16*>(xb + size_t(x0 + x + j) * xs) + b;
+              hs[j] = half_at(x + j, b);
               u[j] = ua + ((x + j) * 8 + (b - s0) % 8) * R;
             }
-            panel_tile_any<T, P::kMin, P::kOne>(nx, c, a, u, b - s0 < 8);
+            panel_tile_any<T, P::kMin, kHalf, P::kOne>(nx, c, a, hs, u, b - s0 < 8);
           }
         }
         for (int x = 0; x < nxp; ++x)  // the slice's sum, in the tile's order

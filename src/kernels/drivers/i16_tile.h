@@ -48,6 +48,9 @@
 //            (16 * 2^12 * (2^15 - 1) < 2^31): AVX2's dot sums 4 per lane, AVX-512's 2, NEON's 8.
 //   scale(const G&, int k) -> F: lane j = the f32 factor of unit k * kLanes + j's integer dot
 //   min(const G&, int k) -> F: (kMin) lane j = the factor of that unit's d_a * sum
+//   Optional kHalfMin (with kMin): the min changes at element 16 of a unit (Q2_K: a min per 16
+//            elements). min(g, k) then multiplies d_a * (sum of the unit's codes 0-15) and
+//            min2(g, k) d_a * (sum of 16-31), in that order.
 //
 // Summation order: one accumulator per (weight row, activation row), the groups FMA'd in order,
 // a horizontal sum per slice, the slices added in order. It depends on nothing but n: not on
@@ -85,6 +88,24 @@ PLLM_I16_AI const A* act_unit(const A* a, int u) {
   return a + u;
 }
 
+// Whether M (or a panel type) has kHalfMin (see the contract above).
+template <class M>
+constexpr bool half_min() {
+  if constexpr (requires { M::kHalfMin; }) return M::kHalfMin;
+  else return false;
+}
+
+// The activation sums a kHalfMin type's two mins multiply: the unit's codes 0-15 and 16-31
+// (exact in int32), each times d_a.
+struct HalfSums {
+  float lo, hi;
+};
+PLLM_I16_AI HalfSums half_sums(const block_q16& a) {
+  int32_t hi = 0;
+  for (int l = 16; l < 32; ++l) hi += a.qs[l];
+  return {a.d * static_cast<float>(a.sum - hi), a.d * static_cast<float>(hi)};  // |sums| < 2^24: exact
+}
+
 // Activation scales are staged per slice of this many units (8192 elements; 16 KB of stack
 // at NX = 8). A multiple of 8.
 constexpr int kI16Slice = 256;
@@ -96,7 +117,7 @@ constexpr int kI16Slice = 256;
 // short tail costs a fraction of a group).
 template <class S, class M, int R, int NX, int kMax, bool kTail>
 PLLM_I16_AI void i16_group(const typename M::W* const* wr, int nu, const typename ActOf<S>::type* const* ax, const float* da,
-                           const float* sa, typename S::F (*acc)[NX]) {
+                           const float* sa, const float* sb, typename S::F (*acc)[NX]) {
   using F = typename S::F;
   using I = typename S::I;
   using I1 = decltype(S::join1(I{}, I{}));
@@ -112,6 +133,7 @@ PLLM_I16_AI void i16_group(const typename M::W* const* wr, int nu, const typenam
       const int o = x * kI16Slice + k * S::kLanes;
       acc[r][x] = S::fma(acc[r][x], t[k], S::mul(M::scale(g[r], k), S::load(da + o)));
       if constexpr (M::kMin) acc[r][x] = S::fma(acc[r][x], M::min(g[r], k), S::load(sa + o));
+      if constexpr (half_min<M>()) acc[r][x] = S::fma(acc[r][x], M::min2(g[r], k), S::load(sb + o));
     }
   };
   // The add tree as the units come: units 2i, 2i+1 -> join1, two of those -> join2 (units
@@ -147,12 +169,12 @@ PLLM_I16_AI void i16_group(const typename M::W* const* wr, int nu, const typenam
 }
 
 // Units [u0, u0 + nu) of R rows at w (ws bytes apart; u0 a multiple of 8) against NX activation
-// rows (ax: unit u0 of each), staged scales at da / sa (unit u0 first). The slice's sums are stored (u0 = 0) or
+// rows (ax: unit u0 of each), staged scales at da / sa / sb (unit u0 first). The slice's sums are stored (u0 = 0) or
 // added to out[x * os + r].
 template <class S, class M, int R, int NX>
 PLLM_I16_AI void i16_slice(int64_t u0, int64_t nu, const uint8_t* w, size_t ws,
-                          const typename ActOf<S>::type* const* ax, const float* da, const float* sa, float* out,
-                          int64_t os) {
+                          const typename ActOf<S>::type* const* ax, const float* da, const float* sa, const float* sb,
+                          float* out, int64_t os) {
   using W = typename M::W;
   using A = typename ActOf<S>::type;
   constexpr int kGroupBytes = int(sizeof(W)) * 8 / M::kUnits;
@@ -169,15 +191,15 @@ PLLM_I16_AI void i16_slice(int64_t u0, int64_t nu, const uint8_t* w, size_t ws,
     for (int k = 0; k < R * kGroupBytes; k += 64) S::prefetch(pf + k);
     for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const W*>(w + r * ws) + (u0 + u) / M::kUnits;
     for (int x = 0; x < NX; ++x) axu[x] = ax[x] + u;
-    i16_group<S, M, R, NX, 8, false>(wr, 8, axu, da + u, sa + u, acc);
+    i16_group<S, M, R, NX, 8, false>(wr, 8, axu, da + u, sa + u, sb + u, acc);
   }
   if (u < nu) {
     for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const W*>(w + r * ws) + (u0 + u) / M::kUnits;
     for (int x = 0; x < NX; ++x) axu[x] = ax[x] + u;
     const int left = int(nu - u);
-    if (left <= 2) i16_group<S, M, R, NX, 2, true>(wr, left, axu, da + u, sa + u, acc);
-    else if (left <= 4) i16_group<S, M, R, NX, 4, true>(wr, left, axu, da + u, sa + u, acc);
-    else i16_group<S, M, R, NX, 8, true>(wr, left, axu, da + u, sa + u, acc);
+    if (left <= 2) i16_group<S, M, R, NX, 2, true>(wr, left, axu, da + u, sa + u, sb + u, acc);
+    else if (left <= 4) i16_group<S, M, R, NX, 4, true>(wr, left, axu, da + u, sa + u, sb + u, acc);
+    else i16_group<S, M, R, NX, 8, true>(wr, left, axu, da + u, sa + u, sb + u, acc);
   }
   for (int x = 0; x < NX; ++x)
     for (int r = 0; r < R; ++r) {
@@ -197,6 +219,7 @@ void i16_rows_nx(int64_t n, const uint8_t* w, size_t ws, int n_rows, const uint8
   for (int x = 0; x < NX; ++x) ax[x] = reinterpret_cast<const block_q16*>(a + x * as);
   alignas(64) float da[NX * kI16Slice];
   alignas(64) float sa[M::kMin ? NX * kI16Slice : 1];
+  alignas(64) float sb[half_min<M>() ? NX * kI16Slice : 1];
   using Act = ActOf<S>;
   typename Act::type* split = nullptr;
   if constexpr (Act::kSplit) split = S::scratch(size_t(NX) * kI16Slice);
@@ -214,17 +237,24 @@ void i16_rows_nx(int64_t n, const uint8_t* w, size_t ws, int n_rows, const uint8
       for (int64_t i = 0; i < nu; ++i) {
         const block_q16& ab = ax[x][u0 + i];
         da[x * kI16Slice + i] = ab.d;
-        if constexpr (M::kMin) sa[x * kI16Slice + i] = ab.d * static_cast<float>(ab.sum);  // sum exact in f32
+        if constexpr (half_min<M>()) {
+          const HalfSums h = half_sums(ab);
+          sa[x * kI16Slice + i] = h.lo;
+          sb[x * kI16Slice + i] = h.hi;
+        } else if constexpr (M::kMin) {
+          sa[x * kI16Slice + i] = ab.d * static_cast<float>(ab.sum);  // sum exact in f32
+        }
       }
       for (int64_t i = nu; i < (nu + 7) / 8 * 8; ++i) {  // the last group's missing units
         da[x * kI16Slice + i] = 0.0f;
         if constexpr (M::kMin) sa[x * kI16Slice + i] = 0.0f;
+        if constexpr (half_min<M>()) sb[x * kI16Slice + i] = 0.0f;
       }
     }
     int r = 0;
-    for (; r + kR <= n_rows; r += kR) i16_slice<S, M, kR, NX>(u0, nu, w + r * ws, ws, axs, da, sa, out + r, os);
+    for (; r + kR <= n_rows; r += kR) i16_slice<S, M, kR, NX>(u0, nu, w + r * ws, ws, axs, da, sa, sb, out + r, os);
     if constexpr (kR > 1)
-      for (; r < n_rows; ++r) i16_slice<S, M, 1, NX>(u0, nu, w + r * ws, ws, axs, da, sa, out + r, os);
+      for (; r < n_rows; ++r) i16_slice<S, M, 1, NX>(u0, nu, w + r * ws, ws, axs, da, sa, sb, out + r, os);
   }
 }
 

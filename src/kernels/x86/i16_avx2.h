@@ -332,6 +332,31 @@ struct MQ3_K : Rows1 {
   static PLLM_AI __m256 min(const G&, int) { return _mm256_setzero_ps(); }
 };
 
+// Q2_K unit u = 4 h + j: q = bits 2j of qs[32 h + l] times the low nibble of scales[2u] (the
+// unit's elements 0-15) or scales[2u + 1] (16-31), folded in as Q6_K's (code <= 45); x = d * code
+// plus the two mins of the unit (kHalfMin, drivers/i16_tile.h), the scale bytes' high nibbles.
+struct MQ2_K : Rows1 {
+  using W = block_q2_K;
+  static constexpr int kUnits = 8;
+  static constexpr bool kMin = true, kHalfMin = true;
+  struct G { Groups::Q2KFactors f; __m256i s07, s8f; };
+  static PLLM_AI G group(const W* w, int) {
+    const __m256i s = _mm256_cvtepu8_epi16(_mm_and_si128(load128(w->scales), _mm_set1_epi8(0x0F)));
+    return {Groups::q2k_factors(w), _mm256_permute4x64_epi64(s, 0x44), _mm256_permute4x64_epi64(s, 0xEE)};
+  }
+  static PLLM_AI void codes(const W* w, const G& g, int u, Q& q) {
+    const int h = u / 4, j = u % 4;
+    const __m256i c = _mm256_and_si256(_mm256_srl_epi16(load256(w->qs + 32 * h), _mm_cvtsi32_si128(2 * j)),
+                                       _mm256_set1_epi8(3));
+    const __m256i& s = h == 0 ? g.s07 : g.s8f;  // scales 2u, 2u + 1 = words 2j, 2j + 1 of s
+    q.lo = _mm256_mullo_epi16(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(c)), MQ6_K::word(s, 2 * j));
+    q.hi = _mm256_mullo_epi16(_mm256_cvtepu8_epi16(_mm256_extracti128_si256(c, 1)), MQ6_K::word(s, 2 * j + 1));
+  }
+  static PLLM_AI __m256 scale(const G& g, int) { return g.f.d; }
+  static PLLM_AI __m256 min(const G& g, int) { return g.f.mn; }
+  static PLLM_AI __m256 min2(const G& g, int) { return g.f.mn2; }
+};
+
 // ------------------------------------------------------------------ panel traits
 // drivers/i16_panels.h: two ymm per panel vector, rows 0-7 and 8-15, against a broadcast
 // activation pair; the pair product (dp) and the f32 operations are the GEMM's.
@@ -402,7 +427,8 @@ void fill_i16_tiles(KernelTable& t) {
   set_i16<S, T, MQ5_K>(at(TensorType::Q5_K));
   set_i16<S, T, MIQ4_NL>(at(TensorType::IQ4_NL));
   set_i16<S, T, MIQ4_XS>(at(TensorType::IQ4_XS));
-  // Q2_K has none: its min changes every 16 elements, the drivers' unit has one (exact path).
+  // Q2_K: the tile only (drivers/i16_gemm.h has no kHalfMin); its prefill runs panels or the tile.
+  at(TensorType::Q2_K).vec_dot_i16act_tile = drivers::i16_tile_inlined<S, MQ2_K>;
 }
 
 // gemm_i16_panels of the panel types, with panel traits P.
@@ -417,6 +443,7 @@ void fill_i16_panels(KernelTable& t) {
   t.types[int(TensorType::IQ4_NL)].gemm_i16_panels = drivers::i16_panels<P, drivers::PanelIQ4_NL>;
   t.types[int(TensorType::Q3_K)].gemm_i16_panels = drivers::i16_panels<P, drivers::PanelQ3_K>;
   t.types[int(TensorType::IQ4_XS)].gemm_i16_panels = drivers::i16_panels<P, drivers::PanelIQ4_XS>;
+  t.types[int(TensorType::Q2_K)].gemm_i16_panels = drivers::i16_panels<P, drivers::PanelQ2_K>;
 }
 
 }  // namespace

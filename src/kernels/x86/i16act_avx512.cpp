@@ -1,5 +1,5 @@
 // int16 activations on AVX-512 (F/BW/VL): TypeKernels::vec_dot_i16act_tile for Q4_0, Q4_1,
-// Q5_0, Q5_1, Q8_0, Q4_K, Q6_K, Q3_K, Q5_K, IQ4_NL, IQ4_XS in the avx512 table, filled after i16act_avx2.cpp (whose
+// Q5_0, Q5_1, Q8_0, Q4_K, Q6_K, Q2_K, Q3_K, Q5_K, IQ4_NL, IQ4_XS in the avx512 table, filled after i16act_avx2.cpp (whose
 // quantize_row_q16 the table keeps). Compiled with the AVX-512 flags (see simd_avx512.h). The
 // tile loop is drivers/i16_tile.h; this file holds the vector traits and one micro-kernel per
 // weight type, as x86/i16_avx2.h, whose f32 part (F = __m256, lane j = unit j, the per-group
@@ -310,6 +310,31 @@ struct MQ3_K : Rows {
   static PLLM_AI __m256 min(const G&, int) { return _mm256_setzero_ps(); }
 };
 
+// Q2_K unit u = 4 h + j: q = bits 2j of qs[32 h + l] times the low nibble of scales[2u] (elements
+// 0-15) or scales[2u + 1] (16-31) as x86/i16_avx2.h's MQ2_K (code <= 45); x = d * code and the
+// unit's two mins (kHalfMin).
+struct MQ2_K : Rows {
+  using W = block_q2_K;
+  static constexpr int kUnits = 8;
+  static constexpr bool kMin = true, kHalfMin = true;
+  struct G { Groups::Q2KFactors f; __m512i sc; };  // sc: the 16 low nibbles as words 0-15
+  static PLLM_AI G group(const W* w, int) {
+    const __m128i s = _mm_and_si128(load128(w->scales), _mm_set1_epi8(0x0F));
+    return {Groups::q2k_factors(w), _mm512_castsi256_si512(_mm256_cvtepu8_epi16(s))};
+  }
+  static PLLM_AI void codes(const W* w, const G& g, int u, Q& q) {
+    const int h = u / 4, j = u % 4;
+    const __m256i c = _mm256_and_si256(_mm256_srl_epi16(load256(w->qs + 32 * h), _mm_cvtsi32_si128(2 * j)),
+                                       _mm256_set1_epi8(3));
+    const __m512i idx =  // words 0-15: scale 2u, 16-31: 2u + 1
+        _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(short(2 * u)), _mm512_set1_epi16(short(2 * u + 1)));
+    q = _mm512_mullo_epi16(_mm512_cvtepu8_epi16(c), _mm512_permutexvar_epi16(idx, g.sc));
+  }
+  static PLLM_AI __m256 scale(const G& g, int) { return g.f.d; }
+  static PLLM_AI __m256 min(const G& g, int) { return g.f.mn; }
+  static PLLM_AI __m256 min2(const G& g, int) { return g.f.mn2; }
+};
+
 }  // namespace
 
 void fill_i16act_avx512(KernelTable& t) {
@@ -328,7 +353,8 @@ void fill_i16act_avx512(KernelTable& t) {
   at(TensorType::Q8_0).gemm_i16 = drivers::i16_gemm<T512, MQ8_0>;
   at(TensorType::Q4_K).gemm_i16 = drivers::i16_gemm<T512, MQ4_K>;
   at(TensorType::Q6_K).gemm_i16 = drivers::i16_gemm<T512, MQ6_K>;
-  // llama.cpp's low-bit types (Q2_K has no tile on any SIMD level: x86/i16_avx2.h)
+  // llama.cpp's low-bit types (Q2_K: the tile only, as x86/i16_avx2.h)
+  at(TensorType::Q2_K).vec_dot_i16act_tile = drivers::i16_tile_inlined<S512, MQ2_K>;
   at(TensorType::Q3_K).vec_dot_i16act_tile = drivers::i16_tile_inlined<S512, MQ3_K>;
   at(TensorType::Q5_K).vec_dot_i16act_tile = drivers::i16_tile_inlined<S512, MQ5_K>;
   at(TensorType::IQ4_NL).vec_dot_i16act_tile = drivers::i16_tile_inlined<S512, MIQ4_NL>;

@@ -89,6 +89,7 @@ void fill_i16panel_avx512(KernelTable& t) {
   t.types[int(TensorType::IQ4_NL)].gemm_i16_panels = drivers::i16_panels<P512, drivers::PanelIQ4_NL>;
   t.types[int(TensorType::Q3_K)].gemm_i16_panels = drivers::i16_panels<P512, drivers::PanelQ3_K>;
   t.types[int(TensorType::IQ4_XS)].gemm_i16_panels = drivers::i16_panels<P512, drivers::PanelIQ4_XS>;
+  t.types[int(TensorType::Q2_K)].gemm_i16_panels = drivers::i16_panels<P512, drivers::PanelQ2_K>;
 }
 
 }  // namespace pllm::kern
