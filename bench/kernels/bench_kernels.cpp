@@ -69,6 +69,11 @@ Mat make_matrix(TensorType t, int64_t rows, int64_t cols, std::mt19937& rng) {
       case TensorType::Q8_0: ref::quantize_row_q8_0(x.data(), reinterpret_cast<block_q8_0*>(p), cols); break;
       case TensorType::Q4_K: ref::quantize_row_q4_K(x.data(), reinterpret_cast<block_q4_K*>(p), cols); break;
       case TensorType::Q6_K: ref::quantize_row_q6_K(x.data(), reinterpret_cast<block_q6_K*>(p), cols); break;
+      case TensorType::Q2_K: ref::quantize_row_q2_K(x.data(), reinterpret_cast<block_q2_K*>(p), cols); break;
+      case TensorType::Q3_K: ref::quantize_row_q3_K(x.data(), reinterpret_cast<block_q3_K*>(p), cols); break;
+      case TensorType::Q5_K: ref::quantize_row_q5_K(x.data(), reinterpret_cast<block_q5_K*>(p), cols); break;
+      case TensorType::IQ4_NL: ref::quantize_row_iq4_nl(x.data(), reinterpret_cast<block_iq4_nl*>(p), cols); break;
+      case TensorType::IQ4_XS: ref::quantize_row_iq4_xs(x.data(), reinterpret_cast<block_iq4_xs*>(p), cols); break;
       default: std::abort();
     }
   }
@@ -184,11 +189,12 @@ bool k_has_int8(const KernelTable& kt, TensorType t) {
 int main(int argc, char** argv) {
   std::mt19937 rng(42);
   const TensorType types[] = {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1,
-                              TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K, TensorType::F16,
-                              TensorType::BF16, TensorType::F32};
+                              TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K, TensorType::Q2_K,
+                              TensorType::Q3_K, TensorType::Q5_K, TensorType::IQ4_NL, TensorType::IQ4_XS,
+                              TensorType::F16, TensorType::BF16, TensorType::F32};
   const int64_t shapes[][2] = {{576, 1536}, {1536, 576}};
   static std::vector<Mat> mats;  // referenced by the registered benchmarks
-  mats.reserve(20);
+  mats.reserve(30);
   for (TensorType t : types)
     for (const auto& s : shapes)  // K-quant rows must be whole 256-element blocks (576 is not)
       if (row_bytes(static_cast<uint32_t>(t), s[1])) mats.push_back(make_matrix(t, s[0], s[1], rng));

@@ -35,7 +35,8 @@
 //   izero(), iadd(a, b), dp(acc, w, const int16_t* a): lane i += w.lo_i * a[0] + w.hi_i * a[1]
 //   zero(), cvt, add, mul, fma(acc, a, b) = acc + a * b (fused), loadf, storef, bcast,
 //   scales(const uint8_t* p): kLanes fp16 at p as f32; u8f(const uint8_t* p): kLanes bytes at p
-//   as f32; sub(a, b)
+//   as f32; sub(a, b); u8i(p): kLanes bytes at p as int32 lanes; mul32(a, b): int32 lanes, the low
+//   half of the product (kSubScales types)
 //   (Q6_K, Q3_K) bcast16(p): the 16 bytes at p in every 16-byte lane; band, bor (and, or); sllw<N>, srlw<N> (16-bit word
 //   shifts), orhi(a, b) = a | (b & 0x30), subw, mulw (16-bit words, the low half of the
 //   product), bcastw(int16); (Q5_K) sllw, srlw, or16(a, b) = a | (b & 0x10)
@@ -80,10 +81,27 @@ inline constexpr PanelPairControls kPanelPairs;
 // of a kHalfMin type, drivers/i16_tile.h).
 //
 // PanelCodes keeps the code vectors for several activation rows (batched decode, prefill).
+// A panel type with kSubScales puts raw codes and the unit's two integer sub-block scales (sub[0]
+// for its elements 0-15, groups 0-3; sub[1] for 16-31, groups 4-7, int32 per row lane): they
+// multiply the int32 chains (groups 0-3 and 4-7 apart) instead of every code vector. The chains'
+// sums are exact, so each half is the tile's (whose codes are q * sc) bit for bit; a few int32
+// multiplies replace 16 word multiplies a unit and slice. Four chains a half: the multiply
+// lengthens each unit's dependent path, and a decode step with two ran latency-bound
+// (bench_kernels Q2_K 576x1536 i16_panels/1 on one Zen 4 core, avx512: 40 us with two, 26 with
+// four or eight; avx2 36-38 us either way).
+template <class P>
+constexpr bool sub_scales() {
+  if constexpr (requires { P::kSubScales; }) return P::kSubScales;
+  else return false;
+}
+template <class P>
+constexpr int min_chains() { return sub_scales<P>() ? 4 : 1; }
+
 template <class T>
 struct PanelCodes {
   typename T::V w[16][T::kVecs];
   typename T::VF sc[T::kVecs], mn[T::kVecs], mn2[T::kVecs];
+  typename T::V sub[2][T::kVecs];
   PLLM_I16P_AI void put(int i, int s, typename T::V v) { w[i][s] = v; }
 };
 
@@ -93,11 +111,12 @@ struct PanelCodes {
 // stores bounded the loop (bench_kernels avx2 Q4_0 i16_panels/1: 14 GB/s on one Zen 4 core).
 // Sums of int32 are exact, so the order in which the pair products reach a chain is free: the
 // chains hold what panel_tile's do, bit for bit.
-template <class T, bool kOne>
+template <class T, bool kOne, int kMinChains>
 struct PanelDot1 {
-  static constexpr int C = T::dot1_chains(kOne), S = T::kVecs;
+  static constexpr int C = T::dot1_chains(kOne) > kMinChains ? T::dot1_chains(kOne) : kMinChains, S = T::kVecs;
   typename T::V h[2][1][C][S];
   typename T::VF sc[S], mn[S], mn2[S];
+  typename T::V sub[2][S];
   const int16_t* a;  // the activation row's codes of this unit
   explicit PLLM_I16P_AI PanelDot1(const int16_t* qs) : a(qs) {
     for (int hv = 0; hv < 2; ++hv)
@@ -389,17 +408,19 @@ PLLM_I16P_AI typename T::V scale_words(const uint8_t* p, typename T::V sctl) {
   return T::sar8(T::shuffle(T::bcast16(p), sctl));
 }
 
-// Q2_K unit j of a super-block: x = d * code, code = q * sc, q the two-bit field, sc the low nibble
-// of scale byte 2j (the unit's elements 0-15, groups 0-3) or 2j + 1 (16-31): the tile's codes
-// (x86 MQ2_K: code <= 45, two int32 halves), its factor d and its two mins -dmin * m (kHalfMin),
-// m the scale bytes' high nibbles. The header's 16 scale bytes per row are split into nibbles once
-// per super-block, lane-wise over 16 rows; a unit's two two-bit vectors are Q3_K's.
+// Q2_K unit j of a super-block: x = d * q * sc, q the two-bit field, sc the low nibble of scale
+// byte 2j (the unit's elements 0-15, groups 0-3) or 2j + 1 (16-31), which multiply the chains
+// (kSubScales): the tile's halves (x86 MQ2_K: codes q * sc <= 45, two int32 halves) bit for bit;
+// its factor d and its two mins -dmin * m (kHalfMin), m the scale bytes' high nibbles. The
+// header's 16 scale bytes per row are split into nibbles once per super-block, lane-wise over
+// 16 rows; a unit's two two-bit vectors are Q3_K's. (Codes multiplied by sc as the tile's, word
+// by word: bench_kernels avx2 576x1536 i16_panels/1 38.9 us.)
 struct PanelQ2_K {
   static constexpr int kUnits = 8;
   static constexpr size_t kBlock = kPanelRows * sizeof(block_q2_K);
   static constexpr size_t kHead = 20 * kPanelRows;  // d, dmin, 16 scale bytes
   static constexpr size_t kUnit = 2 * 64;
-  static constexpr bool kMin = true, kHalfMin = true, kOne = false;
+  static constexpr bool kMin = true, kHalfMin = true, kSubScales = true, kOne = false;
   template <class T>
   struct Head {
     typename T::VF d[T::kVecs], mdmin[T::kVecs];
@@ -432,8 +453,8 @@ struct PanelQ2_K {
       c.sc[s] = h.d[s];
       c.mn[s] = T::mul(T::u8f(h.m[2 * j] + T::kLanes * s), h.mdmin[s]);
       c.mn2[s] = T::mul(T::u8f(h.m[2 * j + 1] + T::kLanes * s), h.mdmin[s]);
-      const V sctl = T::ctl(kPanelScales.c[s]);
-      const V sc[2] = {scale_words<T>(h.sc[2 * j], sctl), scale_words<T>(h.sc[2 * j + 1], sctl)};
+      c.sub[0][s] = T::u8i(h.sc[2 * j] + T::kLanes * s);
+      c.sub[1][s] = T::u8i(h.sc[2 * j + 1] + T::kLanes * s);
 #pragma GCC unroll 2
       for (int hv = 0; hv < 2; ++hv) {
         const V lo2 = T::loadb(q + 64 * hv + 4 * T::kLanes * s);
@@ -443,7 +464,7 @@ struct PanelQ2_K {
           const int g = 2 * hv + (f & 1) + 4 * (f >> 1);
 #pragma GCC unroll 2
           for (int k = 0; k < 2; ++k)  // bits 2f, 2f + 1 to bits 0-1
-            c.put(2 * g + k, s, T::mulw(T::band(shift_w<T>(b2[k], -2 * f), k3), sc[g < 4 ? 0 : 1]));
+            c.put(2 * g + k, s, T::band(shift_w<T>(b2[k], -2 * f), k3));
         }
       }
     }
@@ -575,14 +596,15 @@ struct PanelQ6_K {
 // row's accumulator for this unit (u % 8), 16 lanes, which starts at +0 when first (the
 // slice's first 8 units: what the tile's zeroed accumulator gives, without storing zeros
 // first). Each half may run as several int32 chains (T::chains), added exactly.
-template <class T, bool kMin, bool kHalf, bool kOne, int NX, int C, class Sink>
+template <class T, class P, int NX, int C, class Sink>
 PLLM_I16P_AI void panel_scale(const typename T::V (&h)[2][NX][C][T::kVecs], const Sink& c, const block_q16* const* a,
                               const HalfSums* const* hs, float* const* ua, bool first);
 
-template <class T, bool kMin, bool kHalf, bool kOne, int NX>
+template <class T, class P, int NX>
 PLLM_I16P_AI void panel_tile(const PanelCodes<T>& c, const block_q16* const* a, const HalfSums* const* hs,
                              float* const* ua, bool first) {
-  constexpr int C = T::chains(NX), S = T::kVecs;
+  constexpr bool kOne = P::kOne;
+  constexpr int C = T::chains(NX) > min_chains<P>() ? T::chains(NX) : min_chains<P>(), S = T::kVecs;
   typename T::V h[2][NX][C][S];  // kOne (codes <= 15): h[0] holds the whole unit
   for (int hv = 0; hv < 2; ++hv)
     for (int x = 0; x < NX; ++x)
@@ -596,23 +618,29 @@ PLLM_I16P_AI void panel_tile(const PanelCodes<T>& c, const block_q16* const* a, 
       for (int k = 0; k < 2; ++k)
         for (int s = 0; s < S; ++s) h[hv][x][j][s] = T::dp(h[hv][x][j][s], c.w[2 * g + k][s], a[x]->qs + 4 * g + 2 * k);
   }
-  panel_scale<T, kMin, kHalf, kOne, NX, C>(h, c, a, hs, ua, first);
+  panel_scale<T, P, NX, C>(h, c, a, hs, ua, first);
 }
 
 // The unit's int32 chains h of NX activation rows, scaled into their accumulators with the
-// sink's factors c.sc, c.mn (and c.mn2 with the staged half sums hs[x] where kHalf).
-template <class T, bool kMin, bool kHalf, bool kOne, int NX, int C, class Sink>
+// sink's factors c.sc, c.mn (and c.mn2 with the staged half sums hs[x] where kHalfMin; the chains
+// times c.sub first where kSubScales: chain j holds groups [8j / C, 8(j + 1) / C)).
+template <class T, class P, int NX, int C, class Sink>
 PLLM_I16P_AI void panel_scale(const typename T::V (&h)[2][NX][C][T::kVecs], const Sink& c, const block_q16* const* a,
                               const HalfSums* const* hs, float* const* ua, bool first) {
   constexpr int S = T::kVecs, L = T::kLanes;
+  constexpr bool kMin = P::kMin, kHalf = half_min<P>(), kOne = P::kOne, kSub = sub_scales<P>();
+  static_assert(!kSub || C % 2 == 0, "sub-block scales need the groups 0-3 and 4-7 in separate chains");
   for (int x = 0; x < NX; ++x) {
     const typename T::VF da = T::bcast(a[x]->d);
     const typename T::VF sa = T::bcast(kHalf ? hs[x]->lo : kMin ? a[x]->d * static_cast<float>(a[x]->sum) : 0.0f);
     for (int s = 0; s < S; ++s) {
-      typename T::V ha = h[0][x][0][s], hb = h[1][x][0][s];
+      auto chain = [&](int hv, int j) PLLM_I16P_AI_LAMBDA {
+        return kSub ? T::mul32(h[hv][x][j][s], c.sub[2 * j / C][s]) : h[hv][x][j][s];
+      };
+      typename T::V ha = chain(0, 0), hb = chain(1, 0);
       for (int j = 1; j < C; ++j) {
-        ha = T::iadd(ha, h[0][x][j][s]);
-        hb = T::iadd(hb, h[1][x][j][s]);
+        ha = T::iadd(ha, chain(0, j));
+        hb = T::iadd(hb, chain(1, j));
       }
       const typename T::VF t = kOne ? T::cvt(ha) : T::add(T::cvt(ha), T::cvt(hb));
       float* p = ua[x] + s * L;
@@ -624,11 +652,11 @@ PLLM_I16P_AI void panel_scale(const typename T::V (&h)[2][NX][C][T::kVecs], cons
   }
 }
 
-template <class T, bool kMin, bool kHalf, bool kOne, int NX = T::tile_x(kOne)>
+template <class T, class P, int NX = T::tile_x(P::kOne)>
 PLLM_I16P_AI void panel_tile_any(int nx, const PanelCodes<T>& c, const block_q16* const* a, const HalfSums* const* hs,
                                  float* const* ua, bool first) {
-  if (nx == NX) return panel_tile<T, kMin, kHalf, kOne, NX>(c, a, hs, ua, first);
-  if constexpr (NX > 1) panel_tile_any<T, kMin, kHalf, kOne, NX - 1>(nx, c, a, hs, ua, first);
+  if (nx == NX) return panel_tile<T, P, NX>(c, a, hs, ua, first);
+  if constexpr (NX > 1) panel_tile_any<T, P, NX - 1>(nx, c, a, hs, ua, first);
 }
 
 inline constexpr int kPanelPass = 32;  // activation rows per pass (unit accumulators: 32 x 8 x 16 f32, 16 KiB)
@@ -692,9 +720,10 @@ void i16_panels(int64_t n, const void* w, int n_panels, const void* xq, size_t x
             const block_q16* a = reinterpret_cast<const block_q16*>(xb + size_t(x0) * xs) + b;
             float* u = ua + ((b - s0) % 8) * R;
             const HalfSums* hs = half_at(0, b);
-            PanelDot1<T, P::kOne> d(a->qs);
+            using Dot1 = PanelDot1<T, P::kOne, min_chains<P>()>;
+            Dot1 d(a->qs);
             decode(d);
-            panel_scale<T, P::kMin, kHalf, P::kOne, 1, PanelDot1<T, P::kOne>::C>(d.h, d, &a, &hs, &u, b - s0 < 8);
+            panel_scale<T, P, 1, Dot1::C>(d.h, d, &a, &hs, &u, b - s0 < 8);
             continue;
           }
           PanelCodes<T> c;
@@ -709,7 +738,7 @@ void i16_panels(int64_t n, const void* w, int n_panels, const void* xq, size_t x
               hs[j] = half_at(x + j, b);
               u[j] = ua + ((x + j) * 8 + (b - s0) % 8) * R;
             }
-            panel_tile_any<T, P::kMin, kHalf, P::kOne>(nx, c, a, hs, u, b - s0 < 8);
+            panel_tile_any<T, P>(nx, c, a, hs, u, b - s0 < 8);
           }
         }
         for (int x = 0; x < nxp; ++x)  // the slice's sum, in the tile's order
