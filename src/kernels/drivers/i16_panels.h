@@ -35,7 +35,7 @@
 //   izero(), iadd(a, b), dp(acc, w, const int16_t* a): lane i += w.lo_i * a[0] + w.hi_i * a[1]
 //   zero(), cvt, add, mul, fma(acc, a, b) = acc + a * b (fused), loadf, storef, bcast,
 //   scales(const uint8_t* p): kLanes fp16 at p as f32; u8f(const uint8_t* p): kLanes bytes at p
-//   as f32; sub(a, b); u8i(p): kLanes bytes at p as int32 lanes; mul32(a, b): int32 lanes, the low
+//   as f32; sub(a, b); i8i(p): kLanes int8 at p as int32 lanes; mul32(a, b): int32 lanes, the low
 //   half of the product (kSubScales types)
 //   (Q6_K, Q3_K) bcast16(p): the 16 bytes at p in every 16-byte lane; band, bor (and, or); sllw<N>, srlw<N> (16-bit word
 //   shifts), orhi(a, b) = a | (b & 0x30), subw, mulw (16-bit words, the low half of the
@@ -81,27 +81,27 @@ inline constexpr PanelPairControls kPanelPairs;
 // of a kHalfMin type, drivers/i16_tile.h).
 //
 // PanelCodes keeps the code vectors for several activation rows (batched decode, prefill).
-// A panel type with kSubScales puts raw codes and the unit's two integer sub-block scales (sub[0]
-// for its elements 0-15, groups 0-3; sub[1] for 16-31, groups 4-7, int32 per row lane): they
-// multiply the int32 chains (groups 0-3 and 4-7 apart) instead of every code vector. The chains'
-// sums are exact, so each half is the tile's (whose codes are q * sc) bit for bit; a few int32
-// multiplies replace 16 word multiplies a unit and slice. Four chains a half: the multiply
-// lengthens each unit's dependent path, and a decode step with two ran latency-bound
-// (bench_kernels Q2_K 576x1536 i16_panels/1 on one Zen 4 core, avx512: 40 us with two, 26 with
-// four or eight; avx2 36-38 us either way).
+// Sub-block scales (Q2_K, Q3_K, Q6_K: per row an integer scale for a unit's elements 0-15, groups
+// 0-3, and one for 16-31, groups 4-7). A sink that keeps the code vectors for several activation
+// rows (PanelCodes) gets the codes times their scale, as the tile's; PanelDot1 (kChainScales) gets
+// raw codes and the two scales as int32 lanes (sub[0], sub[1]), which multiply its int32 chains
+// (four a half, groups 0-3 and 4-7 apart) in panel_scale. The chains' sums are exact, so each half
+// is the tile's bit for bit. Measured on one Zen 4 core (bench_kernels 576x1536, i16_panels/1 / 64):
+// Q2_K avx512 28 -> 26 us at one row (two chains a half: 40: the multiply lengthens each unit's
+// dependent path and a decode step ran latency-bound), Q3_K and Q6_K 10 % faster at one row on
+// both levels; at 64 rows the multiplies per activation row made prefill 10-18 % slower, so the
+// codes there keep their scales (sub_scales_for, put_scaled below).
 template <class P>
 constexpr bool sub_scales() {
   if constexpr (requires { P::kSubScales; }) return P::kSubScales;
   else return false;
 }
-template <class P>
-constexpr int min_chains() { return sub_scales<P>() ? 4 : 1; }
 
 template <class T>
 struct PanelCodes {
+  static constexpr bool kChainScales = false;
   typename T::V w[16][T::kVecs];
   typename T::VF sc[T::kVecs], mn[T::kVecs], mn2[T::kVecs];
-  typename T::V sub[2][T::kVecs];
   PLLM_I16P_AI void put(int i, int s, typename T::V v) { w[i][s] = v; }
 };
 
@@ -111,9 +111,10 @@ struct PanelCodes {
 // stores bounded the loop (bench_kernels avx2 Q4_0 i16_panels/1: 14 GB/s on one Zen 4 core).
 // Sums of int32 are exact, so the order in which the pair products reach a chain is free: the
 // chains hold what panel_tile's do, bit for bit.
-template <class T, bool kOne, int kMinChains>
+template <class T, class P>
 struct PanelDot1 {
-  static constexpr int C = T::dot1_chains(kOne) > kMinChains ? T::dot1_chains(kOne) : kMinChains, S = T::kVecs;
+  static constexpr bool kOne = P::kOne, kChainScales = sub_scales<P>();
+  static constexpr int C = kChainScales && T::dot1_chains(kOne) < 4 ? 4 : T::dot1_chains(kOne), S = T::kVecs;
   typename T::V h[2][1][C][S];
   typename T::VF sc[S], mn[S], mn2[S];
   typename T::V sub[2][S];
@@ -408,6 +409,25 @@ PLLM_I16P_AI typename T::V scale_words(const uint8_t* p, typename T::V sctl) {
   return T::sar8(T::shuffle(T::bcast16(p), sctl));
 }
 
+// The sinks' sub-block scales (see sub_scales above PanelCodes).
+template <class T, class Sink>
+PLLM_I16P_AI void sub_scales_for(Sink& c, int s, const uint8_t* p0, const uint8_t* p1, typename T::V (&w)[2]) {
+  if constexpr (Sink::kChainScales) {
+    c.sub[0][s] = T::i8i(p0 + T::kLanes * s);
+    c.sub[1][s] = T::i8i(p1 + T::kLanes * s);
+  } else {
+    const typename T::V sctl = T::ctl(kPanelScales.c[s]);
+    w[0] = scale_words<T>(p0, sctl);
+    w[1] = scale_words<T>(p1, sctl);
+  }
+}
+// Code vector i of slice s under sub-block scale word vector w (see sub_scales_for).
+template <class T, class Sink>
+PLLM_I16P_AI void put_scaled(Sink& c, int i, int s, typename T::V code, typename T::V w) {
+  if constexpr (Sink::kChainScales) c.put(i, s, code);
+  else c.put(i, s, T::mulw(code, w));
+}
+
 // Q2_K unit j of a super-block: x = d * q * sc, q the two-bit field, sc the low nibble of scale
 // byte 2j (the unit's elements 0-15, groups 0-3) or 2j + 1 (16-31), which multiply the chains
 // (kSubScales): the tile's halves (x86 MQ2_K: codes q * sc <= 45, two int32 halves) bit for bit;
@@ -453,8 +473,8 @@ struct PanelQ2_K {
       c.sc[s] = h.d[s];
       c.mn[s] = T::mul(T::u8f(h.m[2 * j] + T::kLanes * s), h.mdmin[s]);
       c.mn2[s] = T::mul(T::u8f(h.m[2 * j + 1] + T::kLanes * s), h.mdmin[s]);
-      c.sub[0][s] = T::u8i(h.sc[2 * j] + T::kLanes * s);
-      c.sub[1][s] = T::u8i(h.sc[2 * j + 1] + T::kLanes * s);
+      V sw[2];
+      sub_scales_for<T>(c, s, h.sc[2 * j], h.sc[2 * j + 1], sw);  // 0..15: the same as int8
 #pragma GCC unroll 2
       for (int hv = 0; hv < 2; ++hv) {
         const V lo2 = T::loadb(q + 64 * hv + 4 * T::kLanes * s);
@@ -464,7 +484,7 @@ struct PanelQ2_K {
           const int g = 2 * hv + (f & 1) + 4 * (f >> 1);
 #pragma GCC unroll 2
           for (int k = 0; k < 2; ++k)  // bits 2f, 2f + 1 to bits 0-1
-            c.put(2 * g + k, s, T::band(shift_w<T>(b2[k], -2 * f), k3));
+            put_scaled<T>(c, 2 * g + k, s, T::band(shift_w<T>(b2[k], -2 * f), k3), sw[g < 4 ? 0 : 1]);
         }
       }
     }
@@ -482,7 +502,7 @@ struct PanelQ3_K {
   static constexpr size_t kBlock = kPanelRows * sizeof(block_q3_K);
   static constexpr size_t kHead = 14 * kPanelRows;  // d, 12 scale bytes
   static constexpr size_t kUnit = 3 * 64;
-  static constexpr bool kMin = false, kOne = false;
+  static constexpr bool kMin = false, kSubScales = true, kOne = false;
   template <class T>
   struct Head {
     typename T::VF d[T::kVecs];
@@ -512,9 +532,8 @@ struct PanelQ3_K {
     for (int s = 0; s < T::kVecs; ++s) {
       c.sc[s] = h.d[s];
       c.mn[s] = T::zero();
-      const V sctl = T::ctl(kPanelScales.c[s]);
-      const V sc[2] = {scale_words<T>(reinterpret_cast<const uint8_t*>(h.sc[2 * j]), sctl),
-                       scale_words<T>(reinterpret_cast<const uint8_t*>(h.sc[2 * j + 1]), sctl)};
+      V sw[2];
+      sub_scales_for<T>(c, s, reinterpret_cast<const uint8_t*>(h.sc[2 * j]), reinterpret_cast<const uint8_t*>(h.sc[2 * j + 1]), sw);
       const V t = T::loadb(q + 128 + 4 * T::kLanes * s);
       const V tb[2] = {T::shuffle(t, p0), T::shuffle(t, p1)};
 #pragma GCC unroll 2
@@ -528,7 +547,7 @@ struct PanelQ3_K {
           for (int k = 0; k < 2; ++k) {
             // bits 2f, 2f + 1 to bits 0-1; third bit g to bit 2
             const V code = T::bor(T::band(shift_w<T>(b2[k], -2 * f), k3), T::band(shift_w<T>(tb[k], 2 - g), k4));
-            c.put(2 * g + k, s, T::mulw(T::subw(code, k4), sc[g < 4 ? 0 : 1]));
+            put_scaled<T>(c, 2 * g + k, s, T::subw(code, k4), sw[g < 4 ? 0 : 1]);
           }
         }
       }
@@ -548,7 +567,7 @@ struct PanelQ6_K {
   static constexpr size_t kBlock = kPanelRows * sizeof(block_q6_K);  // a super-block of 16 rows
   static constexpr size_t kHead = 18 * kPanelRows;                   // d, 16 scale bytes
   static constexpr size_t kUnit = 6 * 64;
-  static constexpr bool kMin = false, kOne = false;
+  static constexpr bool kMin = false, kSubScales = true, kOne = false;
   template <class T>
   struct Head {
     typename T::VF d[T::kVecs];
@@ -566,9 +585,8 @@ struct PanelQ6_K {
     for (int s = 0; s < T::kVecs; ++s) {
       c.sc[s] = h.d[s];
       c.mn[s] = T::zero();
-      const V sctl = T::ctl(kPanelScales.c[s]);
-      const V sc[2] = {scale_words<T>(p + 2 * kPanelRows + kPanelRows * (2 * j), sctl),
-                       scale_words<T>(p + 2 * kPanelRows + kPanelRows * (2 * j + 1), sctl)};
+      V sw[2];
+      sub_scales_for<T>(c, s, p + 2 * kPanelRows + kPanelRows * (2 * j), p + 2 * kPanelRows + kPanelRows * (2 * j + 1), sw);
 #pragma GCC unroll 2
       for (int hv = 0; hv < 2; ++hv) {
         const V hq = T::loadb(q + 256 + 64 * hv + 4 * T::kLanes * s);
@@ -583,8 +601,8 @@ struct PanelQ6_K {
             // field f (f + 2) of each word of hb at bits 4-5, the other bits masked by orhi
             const V lo = T::orhi(T::low4(b), shift_w<T>(hb[k], 4 - 2 * f));
             const V hi = T::orhi(T::shr4(b), shift_w<T>(hb[k], -2 * f));
-            c.put(2 * v + k, s, T::mulw(T::subw(lo, k32), sc[0]));
-            c.put(2 * (v + 4) + k, s, T::mulw(T::subw(hi, k32), sc[1]));
+            put_scaled<T>(c, 2 * v + k, s, T::subw(lo, k32), sw[0]);
+            put_scaled<T>(c, 2 * (v + 4) + k, s, T::subw(hi, k32), sw[1]);
           }
         }
       }
@@ -604,7 +622,7 @@ template <class T, class P, int NX>
 PLLM_I16P_AI void panel_tile(const PanelCodes<T>& c, const block_q16* const* a, const HalfSums* const* hs,
                              float* const* ua, bool first) {
   constexpr bool kOne = P::kOne;
-  constexpr int C = T::chains(NX) > min_chains<P>() ? T::chains(NX) : min_chains<P>(), S = T::kVecs;
+  constexpr int C = T::chains(NX), S = T::kVecs;
   typename T::V h[2][NX][C][S];  // kOne (codes <= 15): h[0] holds the whole unit
   for (int hv = 0; hv < 2; ++hv)
     for (int x = 0; x < NX; ++x)
@@ -623,19 +641,20 @@ PLLM_I16P_AI void panel_tile(const PanelCodes<T>& c, const block_q16* const* a, 
 
 // The unit's int32 chains h of NX activation rows, scaled into their accumulators with the
 // sink's factors c.sc, c.mn (and c.mn2 with the staged half sums hs[x] where kHalfMin; the chains
-// times c.sub first where kSubScales: chain j holds groups [8j / C, 8(j + 1) / C)).
+// times c.sub first where the sink scales chains: chain j holds groups [8j / C, 8(j + 1) / C)).
 template <class T, class P, int NX, int C, class Sink>
 PLLM_I16P_AI void panel_scale(const typename T::V (&h)[2][NX][C][T::kVecs], const Sink& c, const block_q16* const* a,
                               const HalfSums* const* hs, float* const* ua, bool first) {
   constexpr int S = T::kVecs, L = T::kLanes;
-  constexpr bool kMin = P::kMin, kHalf = half_min<P>(), kOne = P::kOne, kSub = sub_scales<P>();
+  constexpr bool kMin = P::kMin, kHalf = half_min<P>(), kOne = P::kOne, kSub = Sink::kChainScales;
   static_assert(!kSub || C % 2 == 0, "sub-block scales need the groups 0-3 and 4-7 in separate chains");
   for (int x = 0; x < NX; ++x) {
     const typename T::VF da = T::bcast(a[x]->d);
     const typename T::VF sa = T::bcast(kHalf ? hs[x]->lo : kMin ? a[x]->d * static_cast<float>(a[x]->sum) : 0.0f);
     for (int s = 0; s < S; ++s) {
       auto chain = [&](int hv, int j) PLLM_I16P_AI_LAMBDA {
-        return kSub ? T::mul32(h[hv][x][j][s], c.sub[2 * j / C][s]) : h[hv][x][j][s];
+        if constexpr (kSub) return T::mul32(h[hv][x][j][s], c.sub[2 * j / C][s]);
+        else return h[hv][x][j][s];
       };
       typename T::V ha = chain(0, 0), hb = chain(1, 0);
       for (int j = 1; j < C; ++j) {
@@ -720,7 +739,7 @@ void i16_panels(int64_t n, const void* w, int n_panels, const void* xq, size_t x
             const block_q16* a = reinterpret_cast<const block_q16*>(xb + size_t(x0) * xs) + b;
             float* u = ua + ((b - s0) % 8) * R;
             const HalfSums* hs = half_at(0, b);
-            using Dot1 = PanelDot1<T, P::kOne, min_chains<P>()>;
+            using Dot1 = PanelDot1<T, P>;
             Dot1 d(a->qs);
             decode(d);
             panel_scale<T, P, 1, Dot1::C>(d.h, d, &a, &hs, &u, b - s0 < 8);

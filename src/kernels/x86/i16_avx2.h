@@ -390,7 +390,7 @@ struct P256 : T256 {
     return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
   }
   static PLLM_AI VF sub(VF a, VF b) { return _mm256_sub_ps(a, b); }
-  static PLLM_AI V u8i(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+  static PLLM_AI V i8i(const uint8_t* p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
   static PLLM_AI V mul32(V a, V b) { return _mm256_mullo_epi32(a, b); }
   // Q6_K: word operations.
   static PLLM_AI V bcast16(const uint8_t* p) { return _mm256_broadcastsi128_si256(load128(p)); }
