@@ -1,5 +1,5 @@
 // Load-time weight repacking: matrices whose type has panel kernels on this CPU (Q4_0, Q4_1,
-// Q8_0, and Q4_K, Q5_K, Q6_K for int16: TypeKernels::gemm_i16_panels for int16 activations on AVX2 and AVX-512, vec_dot_panels
+// Q8_0, and Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS for int16: TypeKernels::gemm_i16_panels for int16 activations on AVX2 and AVX-512, vec_dot_panels
 // and gemm_q8_panels for int8 on AVX-512 VNNI and ARM dotprod / i8mm) are copied once into 16-row panels (quant/panel.h) and the file
 // pages they came from are released, so the weights are held once, in the layout those kernels
 // stream.

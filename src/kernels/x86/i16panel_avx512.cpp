@@ -1,6 +1,6 @@
 // int16 activations over load-time repacked 16-row panels on AVX-512 VNNI: the vector traits of
 // drivers/i16_panels.h (one zmm per panel vector, lane i = row i; vpdpwssd with the activation
-// pair as an embedded broadcast) and TypeKernels::gemm_i16_panels for Q4_0, Q4_1, Q8_0, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS.
+// pair as an embedded broadcast) and TypeKernels::gemm_i16_panels for Q4_0, Q4_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS.
 // Compiled with the avx512.cpp flags; used only after dispatch.cpp has checked the CPU.
 //
 // Measured on Zen 5 (bench_kernels, one thread, Q4_0 576x1536): 8.2 us for one activation row

@@ -1,5 +1,5 @@
 // int16 activations over load-time repacked 16-row panels on AVX2 + AVX-VNNI:
-// TypeKernels::gemm_i16_panels for Q4_0, Q4_1, Q8_0, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS in the avxvnni table. The AVX2 panel traits
+// TypeKernels::gemm_i16_panels for Q4_0, Q4_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS in the avxvnni table. The AVX2 panel traits
 // (x86/i16_avx2.h's P256) with each pair product and its accumulation one vpdpwssd instead of
 // vpmaddwd + vpaddd: the same exact int32 sums, so the avx2 table's results bit for bit. Compiled
 // with the AVX2 flags plus -mavxvnni; used only after dispatch.cpp has checked the CPU.
