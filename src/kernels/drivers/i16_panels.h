@@ -41,8 +41,10 @@
 //   shifts), orhi(a, b) = a | (b & 0x30), subw, mulw (16-bit words, the low half of the
 //   product), bcastw(int16); (Q5_K) sllw, srlw, or16(a, b) = a | (b & 0x10)
 // Contract of P (a panel type): kUnits (1, or 8 for a K-quant super-block), kBlock (bytes of
-// kUnits units of 16 rows), kMin, optional kHalfMin (two mins a unit, as the tile's M), kOne (codes <= 15); for kUnits = 1 decode(block, codes); for
-// 8 head(block, Head<T>&) once per super-block, then unit(block, head, j, codes) per unit j.
+// kUnits units of 16 rows), kMin, kOne (codes <= 15), optional kHalfMin (two mins a unit, as the
+// tile's M: the sink's mn2) and kSubScales (integer sub-block scales, see sub_scales below); for
+// kUnits = 1 decode(block, codes); for 8 head(block, Head<T>&) once per super-block, then
+// unit(block, head, j, codes) per unit j.
 //
 // ODR: templates over the ISA's types only (see fused_dot.h).
 #pragma once
@@ -429,12 +431,11 @@ PLLM_I16P_AI void put_scaled(Sink& c, int i, int s, typename T::V code, typename
 }
 
 // Q2_K unit j of a super-block: x = d * q * sc, q the two-bit field, sc the low nibble of scale
-// byte 2j (the unit's elements 0-15, groups 0-3) or 2j + 1 (16-31), which multiply the chains
+// byte 2j (the unit's elements 0-15, groups 0-3) or 2j + 1 (16-31), a sub-block scale
 // (kSubScales): the tile's halves (x86 MQ2_K: codes q * sc <= 45, two int32 halves) bit for bit;
 // its factor d and its two mins -dmin * m (kHalfMin), m the scale bytes' high nibbles. The
 // header's 16 scale bytes per row are split into nibbles once per super-block, lane-wise over
-// 16 rows; a unit's two two-bit vectors are Q3_K's. (Codes multiplied by sc as the tile's, word
-// by word: bench_kernels avx2 576x1536 i16_panels/1 38.9 us.)
+// 16 rows; a unit's two two-bit vectors are Q3_K's.
 struct PanelQ2_K {
   static constexpr int kUnits = 8;
   static constexpr size_t kBlock = kPanelRows * sizeof(block_q2_K);
