@@ -120,6 +120,15 @@ TEST(Jinja, HostileTemplatesHitLimitsNotTheStack) {
   EXPECT_NE(render_error("{{ 2 ** 64 }}").find("integer overflow"), std::string::npos);
 }
 
+// Repeated flags once looped forever (a fuzz finding: the '-' test short-circuited the index's
+// increment); a NUL byte after '%' is a conversion character, refused as Python refuses it.
+TEST(Jinja, PercentFormatFlagsAndNul) {
+  EXPECT_EQ(render_ok("{{ '%--5s|%-+3d|%0-4s|' % ('a', 7, 'b') }}"), "a    |+7 |b   |");
+  EXPECT_EQ(render_ok("{{ '%--5s|'|format('a') }}"), "a    |");
+  EXPECT_NE(render_error(std::string("{{ '%-\0s'|format(1) }}", 23)).find("unsupported format character"),
+            std::string::npos);
+}
+
 TEST(Jinja, PowerByRepeatedSquaring) {
   EXPECT_EQ(render_ok("{{ (-1) ** 3 }} {{ (-1) ** 1000000000000 }} {{ 3 ** 5 }} {{ 0 ** 0 }} {{ (-2) ** 63 }}"),
             "-1 1 243 1 -9223372036854775808");

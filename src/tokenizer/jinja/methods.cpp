@@ -237,7 +237,8 @@ std::string percent_format(const std::string& fmt, const ValueList& args) {
     }
     size_t j = i + 1;
     std::string spec = "%";
-    while (j < fmt.size() && std::strchr("-+ #0123456789.", fmt[j])) spec += fmt[j++];
+    // (strchr also matches the terminator: a NUL byte is a conversion, refused below)
+    while (j < fmt.size() && fmt[j] != '\0' && std::strchr("-+ #0123456789.", fmt[j])) spec += fmt[j++];
     if (j >= fmt.size()) fail("incomplete format");
     const char conv = fmt[j];
     i = j;
@@ -256,7 +257,7 @@ std::string percent_format(const std::string& fmt, const ValueList& args) {
       // flags, width, .precision: as Python pads and cuts, in characters
       size_t k = 1;
       bool left = false;
-      while (k < spec.size() && std::strchr("-+ #0", spec[k])) left = left || spec[k++] == '-';
+      for (; k < spec.size() && std::strchr("-+ #0", spec[k]); ++k) left = left || spec[k] == '-';
       const size_t width = static_cast<size_t>(std::atoi(spec.c_str() + k));
       auto cps = to_code_points(text);
       if (dot != std::string::npos)
