@@ -653,14 +653,21 @@ PLLM_I16P_AI void panel_scale(const typename T::V (&h)[2][NX][C][T::kVecs], cons
     const typename T::VF da = T::bcast(a[x]->d);
     const typename T::VF sa = T::bcast(kHalf ? hs[x]->lo : kMin ? a[x]->d * static_cast<float>(a[x]->sum) : 0.0f);
     for (int s = 0; s < S; ++s) {
-      auto chain = [&](int hv, int j) PLLM_I16P_AI_LAMBDA {
-        if constexpr (kSub) return T::mul32(h[hv][x][j][s], c.sub[2 * j / C][s]);
-        else return h[hv][x][j][s];
-      };
-      typename T::V ha = chain(0, 0), hb = chain(1, 0);
-      for (int j = 1; j < C; ++j) {
-        ha = T::iadd(ha, chain(0, j));
-        hb = T::iadd(hb, chain(1, j));
+      typename T::V ha, hb;
+      if constexpr (kSub) {
+        ha = T::mul32(h[0][x][0][s], c.sub[0][s]);
+        hb = T::mul32(h[1][x][0][s], c.sub[0][s]);
+        for (int j = 1; j < C; ++j) {
+          ha = T::iadd(ha, T::mul32(h[0][x][j][s], c.sub[2 * j / C][s]));
+          hb = T::iadd(hb, T::mul32(h[1][x][j][s], c.sub[2 * j / C][s]));
+        }
+      } else {
+        ha = h[0][x][0][s];
+        hb = h[1][x][0][s];
+        for (int j = 1; j < C; ++j) {
+          ha = T::iadd(ha, h[0][x][j][s]);
+          hb = T::iadd(hb, h[1][x][j][s]);
+        }
       }
       const typename T::VF t = kOne ? T::cvt(ha) : T::add(T::cvt(ha), T::cvt(hb));
       float* p = ua[x] + s * L;
