@@ -361,6 +361,23 @@ PLLM_I16P_AI typename T::V shift_w(typename T::V v, int n) {
   }
 }
 
+// The pair shuffles (kPanelPairs, low bytes) of the panel vector at v, slice s: in b[k], dword lane
+// i (row i) holds the vector's bytes 4i + 2k and 4i + 2k + 1, zero-extended, in its two words.
+// Two-bit field vectors (Q2_K's codes, Q3_K's low bits, Q6_K's high bits; quant/panel.cpp's
+// pack_fields2): vector hv's byte has the fields f = 0..3 of group fields2_group(hv, f) at bits 2f,
+// 2f + 1, and field2 moves one to bits 0-1.
+constexpr int fields2_group(int hv, int f) { return 2 * hv + (f & 1) + 4 * (f >> 1); }
+template <class T>
+PLLM_I16P_AI void pair_shuffles(const uint8_t* v, int s, typename T::V (&b)[2]) {
+  const typename T::V w = T::loadb(v + 4 * T::kLanes * s);
+  b[0] = T::shuffle(w, T::ctl(kPanelPairs.c[0]));
+  b[1] = T::shuffle(w, T::ctl(kPanelPairs.c[1]));
+}
+template <class T>
+PLLM_I16P_AI typename T::V field2(typename T::V b, int f) {
+  return T::band(shift_w<T>(b, -2 * f), T::bcastw(3));
+}
+
 // Q5_K: Q4_K's header and factors, its codes plus a fifth bit: unit j is Q4_K's 4 nibble
 // vectors, then a fifth-bit vector (quant/panel.h: byte 4i + m, bit g = element 4g + m of row i).
 // That vector goes through the same pair shuffles, so word lane (row i, element 4g + m) holds
@@ -377,13 +394,8 @@ struct PanelQ5_K : PanelQ4_K {
       c.mn[s] = T::mul(T::u8f(h.sm[8 + j] + T::kLanes * s), h.mdmin[s]);
     }
     const uint8_t* q = p + kHead + kUnit * j;
-    const typename T::V p0 = T::ctl(kPanelPairs.c[0]), p1 = T::ctl(kPanelPairs.c[1]);
     typename T::V hb[T::kVecs][2];
-    for (int s = 0; s < T::kVecs; ++s) {
-      const typename T::V hq = T::loadb(q + 256 + 4 * T::kLanes * s);
-      hb[s][0] = T::shuffle(hq, p0);
-      hb[s][1] = T::shuffle(hq, p1);
-    }
+    for (int s = 0; s < T::kVecs; ++s) pair_shuffles<T>(q + 256, s, hb[s]);
     panel_q4_codes<T>(q, c, [&hb](int i, int s, typename T::V v) PLLM_I16P_AI_LAMBDA { return T::or16(v, shift_w<T>(hb[s][i % 2], 4 - i / 2)); });
   }
 };
@@ -466,8 +478,6 @@ struct PanelQ2_K {
   template <class T, class Sink>
   static PLLM_I16P_AI void unit(const uint8_t* p, const Head<T>& h, int j, Sink& c) {
     using V = typename T::V;
-    const V p0 = T::ctl(kPanelPairs.c[0]), p1 = T::ctl(kPanelPairs.c[1]);
-    const V k3 = T::bcastw(3);
     const uint8_t* q = p + kHead + kUnit * j;
 #pragma GCC unroll 2
     for (int s = 0; s < T::kVecs; ++s) {
@@ -478,14 +488,13 @@ struct PanelQ2_K {
       sub_scales_for<T>(c, s, h.sc[2 * j], h.sc[2 * j + 1], sw);  // 0..15: the same as int8
 #pragma GCC unroll 2
       for (int hv = 0; hv < 2; ++hv) {
-        const V lo2 = T::loadb(q + 64 * hv + 4 * T::kLanes * s);
-        const V b2[2] = {T::shuffle(lo2, p0), T::shuffle(lo2, p1)};
+        V b2[2];
+        pair_shuffles<T>(q + 64 * hv, s, b2);
 #pragma GCC unroll 4
         for (int f = 0; f < 4; ++f) {
-          const int g = 2 * hv + (f & 1) + 4 * (f >> 1);
+          const int g = fields2_group(hv, f);
 #pragma GCC unroll 2
-          for (int k = 0; k < 2; ++k)  // bits 2f, 2f + 1 to bits 0-1
-            put_scaled<T>(c, 2 * g + k, s, T::band(shift_w<T>(b2[k], -2 * f), k3), sw[g < 4 ? 0 : 1]);
+          for (int k = 0; k < 2; ++k) put_scaled<T>(c, 2 * g + k, s, field2<T>(b2[k], f), sw[g < 4 ? 0 : 1]);
         }
       }
     }
@@ -496,8 +505,8 @@ struct PanelQ2_K {
 // sc = signed scale 2j for the unit's elements 0-15 (groups 0-3), 2j + 1 for 16-31: the tile's
 // codes (x86 MQ3_K: |code| <= 4 * 32), its factor d and no min (kOne false: two int32 halves).
 // The header's 12 packed scale bytes per row are unpacked once per super-block, lane-wise over 16
-// rows (unpack_k3_scales' byte operations). A two-bit vector is Q6_K's high-bit vector (field f
-// of its byte is group 2 hv + (f & 1) + 4 (f >> 1)); the third-bit vector is Q5_K's fifth-bit one.
+// rows (unpack_k3_scales' byte operations). The low bits are two-bit field vectors (pair_shuffles);
+// the third-bit vector is Q5_K's fifth-bit one.
 struct PanelQ3_K {
   static constexpr int kUnits = 8;
   static constexpr size_t kBlock = kPanelRows * sizeof(block_q3_K);
@@ -526,8 +535,7 @@ struct PanelQ3_K {
   template <class T, class Sink>
   static PLLM_I16P_AI void unit(const uint8_t* p, const Head<T>& h, int j, Sink& c) {
     using V = typename T::V;
-    const V p0 = T::ctl(kPanelPairs.c[0]), p1 = T::ctl(kPanelPairs.c[1]);
-    const V k3 = T::bcastw(3), k4 = T::bcastw(4);
+    const V k4 = T::bcastw(4);
     const uint8_t* q = p + kHead + kUnit * j;
 #pragma GCC unroll 2
     for (int s = 0; s < T::kVecs; ++s) {
@@ -535,19 +543,19 @@ struct PanelQ3_K {
       c.mn[s] = T::zero();
       V sw[2];
       sub_scales_for<T>(c, s, reinterpret_cast<const uint8_t*>(h.sc[2 * j]), reinterpret_cast<const uint8_t*>(h.sc[2 * j + 1]), sw);
-      const V t = T::loadb(q + 128 + 4 * T::kLanes * s);
-      const V tb[2] = {T::shuffle(t, p0), T::shuffle(t, p1)};
+      V tb[2];
+      pair_shuffles<T>(q + 128, s, tb);
 #pragma GCC unroll 2
       for (int hv = 0; hv < 2; ++hv) {
-        const V lo2 = T::loadb(q + 64 * hv + 4 * T::kLanes * s);
-        const V b2[2] = {T::shuffle(lo2, p0), T::shuffle(lo2, p1)};
+        V b2[2];
+        pair_shuffles<T>(q + 64 * hv, s, b2);
 #pragma GCC unroll 4
         for (int f = 0; f < 4; ++f) {
-          const int g = 2 * hv + (f & 1) + 4 * (f >> 1);
+          const int g = fields2_group(hv, f);
 #pragma GCC unroll 2
           for (int k = 0; k < 2; ++k) {
-            // bits 2f, 2f + 1 to bits 0-1; third bit g to bit 2
-            const V code = T::bor(T::band(shift_w<T>(b2[k], -2 * f), k3), T::band(shift_w<T>(tb[k], 2 - g), k4));
+            // the two low bits, the third bit g to bit 2
+            const V code = T::bor(field2<T>(b2[k], f), T::band(shift_w<T>(tb[k], 2 - g), k4));
             put_scaled<T>(c, 2 * g + k, s, T::subw(code, k4), sw[g < 4 ? 0 : 1]);
           }
         }
@@ -590,8 +598,8 @@ struct PanelQ6_K {
       sub_scales_for<T>(c, s, p + 2 * kPanelRows + kPanelRows * (2 * j), p + 2 * kPanelRows + kPanelRows * (2 * j + 1), sw);
 #pragma GCC unroll 2
       for (int hv = 0; hv < 2; ++hv) {
-        const V hq = T::loadb(q + 256 + 64 * hv + 4 * T::kLanes * s);
-        const V hb[2] = {T::shuffle(hq, p0), T::shuffle(hq, p1)};
+        V hb[2];
+        pair_shuffles<T>(q + 256 + 64 * hv, s, hb);
 #pragma GCC unroll 2
         for (int f = 0; f < 2; ++f) {  // Q4 vector v = 2 hv + f: groups v (field f) and v + 4 (f + 2)
           const int v = 2 * hv + f;
