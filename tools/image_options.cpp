@@ -9,7 +9,9 @@ void ImageOptions::add_to(CLI::App* cmd) {
   cmd->add_option("--image", images,
                   "an image file (PNG, JPEG, BMP) for the prompt; repeatable. Each goes where the prompt says "
                   PLLM_IMAGE_MARKER ", or before the text");
-  cmd->add_flag("--image-int8", int8, "the vision encoder's products with int8 activations (faster on Q8_0)");
+  cmd->add_flag("--image-int8", int8,
+                "the vision encoder's products with int8 activations, as llama.cpp's (default: int16 on quantised weights, "
+                "exact on F16 / F32)");
 }
 
 int Vision::session_batch(int asked) const {

@@ -254,8 +254,10 @@ typedef struct pllm_image {
 #define PLLM_IMAGE_MARKER "<__media__>"
 
 /* Loads an mmproj file for model (the projector's output width must be the model's embedding
- * width and its image tokens in the vocabulary). int8_activations: the encoder's products
- * with int8 activations (faster on Q8_0 weights, as llama.cpp computes them), else exact.
+ * width and its image tokens in the vocabulary). int8_activations: 1, the encoder's products
+ * with int8 activations (as llama.cpp computes them on quantised weights); 0, the default: int16
+ * activations for quantised weights (Q8_0, Q4_0...: exact integer sums on repacked panels, as
+ * the text path's default) and exact f32 products for F16 / F32 weights.
  * PLLM_ERR_UNSUPPORTED when this build has no vision layer or for another projector type. */
 PLLM_API pllm_status pllm_vision_load(const pllm_model* model, const char* mmproj_path, int int8_activations,
                                       pllm_vision** out);

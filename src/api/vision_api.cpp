@@ -23,13 +23,14 @@ pllm_status pllm_vision_load(const pllm_model* model, const char* mmproj_path, i
   return guarded([&] {
     if (!model || !mmproj_path || !out) return fail(PLLM_ERR_INVALID_ARGUMENT, "pllm_vision_load: null argument");
     *out = nullptr;
-    auto vm = pllm::vision::load_mmproj(mmproj_path);
+    const pllm::ActMode act = int8_activations ? pllm::ActMode::int8 : pllm::kDefaultActMode;
+    auto vm = pllm::vision::load_mmproj(mmproj_path, pllm::repack_for(act));
     if (!vm.ok()) return fail(vm.error());
     if (auto r = pllm::vision::check_pairing(*model->model, **vm); !r.ok()) return fail(r.error());
     auto v = std::make_unique<pllm_vision>();
     v->vision = std::move(*vm);
     v->model = model->model;
-    v->encode.act = int8_activations ? pllm::ActMode::int8 : pllm::ActMode::exact;
+    v->encode.act = act;
     *out = v.release();
     return PLLM_OK;
   });

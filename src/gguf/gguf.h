@@ -55,6 +55,8 @@ class GgufFile {
   uint64_t file_size() const { return file_->size(); }
   // See MappedFile::release: for tensor data the caller has copied (repacked) elsewhere.
   void release_pages(const uint8_t* p, size_t n) const { file_->release(p, n); }
+  // Whether p points into the file's bytes (tensor data) rather than a copy elsewhere.
+  bool holds(const uint8_t* p) const { return p >= file_->data() && p < file_->data() + file_->size(); }
 
   const GgufValue* find(std::string_view key) const;
   const std::map<std::string, GgufValue, std::less<>>& metadata() const { return kv_; }

@@ -40,7 +40,18 @@ RepackResult repack_weights(ModelWeights& w, const KernelTable& kt, const GgufFi
   std::vector<Matrix*> all{&w.token_embd, &w.output};
   for (LayerWeights& L : w.layers)
     for (Matrix* m : L.matrices()) all.push_back(m);
+  // An untied embedding table stays in the file: a step reads only its token's rows, so
+  // holding all of it would cost its whole size in memory (131 MB at a 152k vocabulary).
+  const bool tied = w.output.data == w.token_embd.data;
+  std::vector<Matrix*> streamed;
+  for (Matrix* m : all)
+    if (m->data && (m != &w.token_embd || tied)) streamed.push_back(m);
+  return repack_matrices(streamed, vector_views(w), kt, f, store, mode);
+}
 
+RepackResult repack_matrices(std::span<Matrix* const> all, std::span<const float** const> vectors,
+                             const KernelTable& kt, const GgufFile& f, std::vector<AlignedBuffer<uint8_t>>& store,
+                             RepackMode mode) {
   // Everything goes into one arena: one allocation of huge pages (aligned_buffer.h) instead
   // of a few hundred sub-2 MiB buffers that would each stay on 4 KiB pages. The 1-D weights
   // are copied in too, so the file's weight pages are never touched after load (reading a
@@ -60,10 +71,7 @@ RepackResult repack_weights(ModelWeights& w, const KernelTable& kt, const GgufFi
     items.push_back({src, bytes, total, m});
     total += round64(bytes);
   };
-  // An untied embedding table stays in the file: a step reads only its token's rows, so
-  // holding all of it would cost its whole size in memory (131 MB at a 152k vocabulary).
-  const bool tied = w.output.data == w.token_embd.data;
-  auto streamed = [&](const Matrix* m) { return m->data && (m != &w.token_embd || tied); };
+  auto streamed = [&](const Matrix* m) { return m->data && f.holds(m->data); };
   for (const Matrix* m : all)
     if (streamed(m) && repackable(*m, kt, mode)) add(m->data, size_t(m->rows) * m->row_bytes, m);
   RepackResult r;
@@ -83,7 +91,6 @@ RepackResult repack_weights(ModelWeights& w, const KernelTable& kt, const GgufFi
   if (items.empty()) return r;
   std::map<const uint8_t*, const TensorInfo*> by_data;
   for (const TensorInfo& t : f.tensors()) by_data.emplace(t.data, &t);
-  const std::vector<const float**> vectors = vector_views(w);
   for (const float** p : vectors) {
     auto it = *p ? by_data.find(reinterpret_cast<const uint8_t*>(*p)) : by_data.end();
     if (it != by_data.end()) add(it->first, size_t(it->second->n_bytes), nullptr);

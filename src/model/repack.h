@@ -6,6 +6,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "base/aligned_buffer.h"
@@ -32,5 +33,13 @@ struct RepackResult {
 // f's mapping. Nothing is copied when no matrix is repackable.
 RepackResult repack_weights(ModelWeights& w, const KernelTable& kt, const GgufFile& f,
                             std::vector<AlignedBuffer<uint8_t>>& store, RepackMode mode);
+
+// The same for any set of matrix views into f (every view of a tensor listed, e.g. a tied
+// output beside the embedding) and the 1-D weights that go with them (whole tensors of f;
+// others are left in place): what repack_weights does for a text model and the vision loader
+// for an encoder. Views whose data is not in f's mapping (decoded copies) are left alone.
+RepackResult repack_matrices(std::span<Matrix* const> matrices, std::span<const float** const> vectors,
+                             const KernelTable& kt, const GgufFile& f, std::vector<AlignedBuffer<uint8_t>>& store,
+                             RepackMode mode);
 
 }  // namespace pllm

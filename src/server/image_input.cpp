@@ -44,11 +44,12 @@ struct ServerVision {
 };
 
 Result<std::shared_ptr<ServerVision>> load_server_vision(const Model& model, const std::string& mmproj, bool int8) {
-  PLLM_ASSIGN(std::shared_ptr<vision::VisionModel> vm, vision::load_mmproj(mmproj));
+  const ActMode act = int8 ? ActMode::int8 : kDefaultActMode;
+  PLLM_ASSIGN(std::shared_ptr<vision::VisionModel> vm, vision::load_mmproj(mmproj, repack_for(act)));
   PLLM_TRY(vision::check_pairing(model, *vm));
   auto v = std::make_shared<ServerVision>();
   v->model = std::move(vm);
-  v->encode.act = int8 ? ActMode::int8 : ActMode::exact;
+  v->encode.act = act;
   return v;
 }
 

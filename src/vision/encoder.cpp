@@ -47,12 +47,18 @@ constexpr int kRowsPerCall = 256;
 
 class Products {
  public:
-  Products(int64_t max_cols, ThreadPool& pool, ActMode act) : pool_(pool), act_(act) {
+  // panels: some matrix is held as panels (a mode that does not read them unpacks tiles).
+  Products(int64_t max_cols, ThreadPool& pool, ActMode act, bool panels) : pool_(pool), act_(act) {
     stride_ = max_act_row_bytes(max_cols);
     buf_.resize(size_t(kMaxActFormats) * kRowsPerCall * stride_, false);
     s_.act_q = buf_.data();
     s_.act_row_stride = stride_;
     s_.n_batch = kRowsPerCall;
+    if (panels) {
+      unpack_.resize(size_t(pool.size()) * kUnpackTileBytes, false);
+      s_.unpack_tiles = unpack_.data();
+      s_.n_unpack_tiles = pool.size();
+    }
   }
   // Y[n][W.rows] = X[n][W.cols] . W^T (+ bias per column when given).
   void run(const Matrix& W, const float* X, int n, float* Y, const float* bias = nullptr) {
@@ -63,12 +69,22 @@ class Products {
     if (bias)
       pool_.run_spread(n, [&](int64_t t) { add_f32(Y + t * W.rows, bias, W.rows); });
   }
+  // Several products of the same X ([n][cols], one cols) as one job: Q, K and V.
+  void run_group(std::initializer_list<MatmulTarget> targets, const float* X, int n) {
+    for (int r0 = 0; r0 < n; r0 += kRowsPerCall) {
+      const int rows = std::min(kRowsPerCall, n - r0);
+      MatmulTarget at[4];
+      int na = 0;
+      for (const MatmulTarget& t : targets) at[na++] = {t.W, t.Y + int64_t(r0) * t.W->rows};
+      matmul_group({at, size_t(na)}, X + int64_t(r0) * targets.begin()->W->cols, rows, act_, s_, pool_);
+    }
+  }
 
  private:
   ThreadPool& pool_;
   ActMode act_;
   size_t stride_ = 0;
-  AlignedBuffer<uint8_t> buf_;
+  AlignedBuffer<uint8_t> buf_, unpack_;
   MatmulScratch s_{};
 };
 
@@ -180,7 +196,7 @@ Result<std::vector<float>> encode_image(const VisionModel& m, const ImageF32& im
   const int E = hp.n_embd, F = hp.n_ff, P = hp.patch_size, side = hp.patches_per_side(), n = hp.n_patches();
   const int in_patch = 3 * P * P;
   const int64_t merged_cols = int64_t(E) * hp.n_merge * hp.n_merge;
-  Products prod(std::max<int64_t>({in_patch, E, F, merged_cols, n}), pool, opt.act);
+  Products prod(std::max<int64_t>({in_patch, E, F, merged_cols, n}), pool, opt.act, m.repacked_tensors > 0);
 
   // The patch embedding as a product with an F32 matrix over the decoded conv kernel.
   Matrix patch;
@@ -197,31 +213,57 @@ Result<std::vector<float>> encode_image(const VisionModel& m, const ImageF32& im
   rows = {};
   pool.run_spread(n, [&](int64_t p) { add_f32(x.data() + p * E, m.pos_embd.data() + p * E, E); });
 
-  std::vector<float> h(x.size()), q(x.size()), k(x.size()), v(x.size()), a(x.size());
-  std::vector<float> ff(size_t(n) * size_t(F));
+  // One arena for the layer activations (written before read: not zeroed, no page touched twice
+  // by a fresh allocation per buffer). h holds a norm's output, then a product's.
+  const size_t NE = size_t(n) * size_t(E);
+  AlignedBuffer<float> arena(5 * NE + size_t(n) * size_t(F), /*zero=*/false);
+  float* const h = arena.data();
+  float *const q = h + NE, *const k = q + NE, *const v = k + NE, *const a = v + NE, *const ff = a + NE;
   // GELU through the kernel table's GeGLU (its SIMD exp; scalar twin expf) against ones: the
   // tanh form, and multiplying by 1 is exact. gelu_f32 (libm tanh) cost a sixth of the encoder.
   const std::vector<float> ones(size_t(F), 1.0f);
   const auto geglu = kernels().geglu_f32;
-  for (const VisionLayer& L : m.layers) {
-    pool.run_spread(n, [&](int64_t t) { layernorm_f32(x.data() + t * E, L.ln1_w, L.ln1_b, h.data() + t * E, E, hp.eps); });
-    prod.run(L.q, h.data(), n, q.data(), L.q_b);
-    prod.run(L.k, h.data(), n, k.data(), L.k_b);
-    prod.run(L.v, h.data(), n, v.data(), L.v_b);
+  // The residual adds, biases and norms between products are fused into one pass over the rows
+  // each (x += h + bias, then the next norm): a layer is 9 jobs for the pool, not 18 (a product
+  // counted as one).
+  auto residual_then_norm = [&](const float* bias, const float* ln_w, const float* ln_b, float* dst) {
+    pool.run_spread(n, [&](int64_t t) {
+      float* xr = x.data() + t * E;
+      add_f32(xr, h + t * E, E);
+      if (bias) add_f32(xr, bias, E);
+      layernorm_f32(xr, ln_w, ln_b, dst + t * E, E, hp.eps);
+    });
+  };
+  pool.run_spread(n, [&](int64_t t) {
+    layernorm_f32(x.data() + t * E, m.layers[0].ln1_w, m.layers[0].ln1_b, h + t * E, E, hp.eps);
+  });
+  for (size_t il = 0; il < m.layers.size(); ++il) {
+    const VisionLayer& L = m.layers[il];
+    prod.run_group({{&L.q, q}, {&L.k, k}, {&L.v, v}}, h, n);
+    if (L.q_b || L.k_b || L.v_b)
+      pool.run_spread(n, [&](int64_t t) {
+        if (L.q_b) add_f32(q + t * E, L.q_b, E);
+        if (L.k_b) add_f32(k + t * E, L.k_b, E);
+        if (L.v_b) add_f32(v + t * E, L.v_b, E);
+      });
     if (attention_by_kernel(E / hp.n_head))
-      attention_kernel(q.data(), k.data(), v.data(), a.data(), n, hp.n_head, E / hp.n_head, pool);
+      attention_kernel(q, k, v, a, n, hp.n_head, E / hp.n_head, pool);
     else
-      attention_products(q.data(), k.data(), v.data(), a.data(), n, hp.n_head, E / hp.n_head, prod, pool);
-    prod.run(L.o, a.data(), n, h.data(), L.o_b);
-    pool.run_spread(n, [&](int64_t t) { add_f32(x.data() + t * E, h.data() + t * E, E); });
-
-    pool.run_spread(n, [&](int64_t t) { layernorm_f32(x.data() + t * E, L.ln2_w, L.ln2_b, h.data() + t * E, E, hp.eps); });
-    prod.run(L.up, h.data(), n, ff.data(), L.up_b);
-    pool.run_spread(n, [&](int64_t t) { geglu(ff.data() + t * F, ones.data(), ff.data() + t * F, F); });
-    prod.run(L.down, ff.data(), n, h.data(), L.down_b);
-    pool.run_spread(n, [&](int64_t t) { add_f32(x.data() + t * E, h.data() + t * E, E); });
+      attention_products(q, k, v, a, n, hp.n_head, E / hp.n_head, prod, pool);
+    prod.run(L.o, a, n, h);
+    residual_then_norm(L.o_b, L.ln2_w, L.ln2_b, h);
+    prod.run(L.up, h, n, ff);
+    pool.run_spread(n, [&](int64_t t) {
+      float* fr = ff + t * F;
+      if (L.up_b) add_f32(fr, L.up_b, F);
+      geglu(fr, ones.data(), fr, F);
+    });
+    prod.run(L.down, ff, n, h);
+    // Then the next layer's first norm, or after the last layer the post-norm, in place.
+    const bool last = il + 1 == m.layers.size();
+    residual_then_norm(L.down_b, last ? m.post_ln_w : m.layers[il + 1].ln1_w,
+                       last ? m.post_ln_b : m.layers[il + 1].ln1_b, last ? x.data() : h);
   }
-  pool.run_spread(n, [&](int64_t t) { layernorm_f32(x.data() + t * E, m.post_ln_w, m.post_ln_b, x.data() + t * E, E, hp.eps); });
 
   std::vector<float> out(size_t(n_tok) * size_t(hp.n_out));
   const int s = hp.n_merge;

@@ -19,9 +19,12 @@
 namespace pllm::vision {
 
 struct EncodeOptions {
-  // exact: weights decoded in registers against f32 activations (the reference); int8 makes
-  // Q8_0 products integer as llama.cpp does them.
-  ActMode act = ActMode::exact;
+  // int16 (the default, as for text): products of quantised weights with activations rounded
+  // per 32 values to int16, exact integer sums (on the panels of a model loaded with
+  // repack_for(int16)); float weights (F16, F32) take the exact path. exact: weights decoded in
+  // registers against f32 activations (the reference); int8 makes Q8_0 products integer as
+  // llama.cpp does them.
+  ActMode act = kDefaultActMode;
 };
 
 // Tokens out for one image of this size (which must be image_size square for these encoders).

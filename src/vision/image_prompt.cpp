@@ -6,9 +6,10 @@
 
 namespace pllm::vision {
 
-std::vector<int32_t> image_row_ids(const ImageU8& img, uint64_t vision_identity, int tile, int n) {
+std::vector<int32_t> image_row_ids(const ImageU8& img, uint64_t vision_identity, ActMode act, int tile, int n) {
   Hasher h(0x696d616765ull);  // "image"
   h.update_u64(vision_identity);
+  h.update_u64(uint64_t(act));
   h.update_u64(uint64_t(img.width));
   h.update_u64(uint64_t(img.height));
   h.update(img.rgb.data(), img.rgb.size());
@@ -82,7 +83,7 @@ Result<std::vector<int32_t>> build_image_prompt(const Model& text, std::shared_p
         continue;
       }
       auto tile = std::make_shared<ImageTile>();
-      tile->ids = image_row_ids(images[i], vision->identity, lp.image, per_tile);
+      tile->ids = image_row_ids(images[i], vision->identity, opt.act, lp.image, per_tile);
       tile->bidirectional = vision->hp.projector == Projector::gemma3;
       auto img = std::make_shared<const ImageF32>(std::move(pre.images[size_t(lp.image)]));
       tile->encode = [vision, img, opt](ThreadPool& pool) { return encode_image(*vision, *img, pool, opt); };

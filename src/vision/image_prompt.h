@@ -4,7 +4,7 @@
 // special tokens parsed, BOS before the first piece), so positions and logits are llama.cpp's.
 //
 // The result is one token list: text tokens, and for each image tile its rows' ids, negative
-// and derived from the pixels, the tile and the mmproj file (image_row_ids). The tiles go into
+// and derived from the pixels, the tile, the mmproj file and the encoder's mode (image_row_ids). The tiles go into
 // a session's ImageRows (runtime/image_rows.h), which encodes a tile the first time its rows
 // run; so the list works with every path that takes tokens (eval, generate, prewarm, the
 // prefix cache), and the same photo asked about again is recognised, not encoded again.
@@ -24,9 +24,10 @@
 
 namespace pllm::vision {
 
-// History ids of a tile's n rows: negative, a function of the image's pixels, the tile and
-// the mmproj file.
-std::vector<int32_t> image_row_ids(const ImageU8& img, uint64_t vision_identity, int tile, int n);
+// History ids of a tile's n rows: negative, a function of the image's pixels, the tile, the
+// mmproj file and the encoder's activation mode (whose embeddings differ in their last bits:
+// rows cached under one mode are not served to another).
+std::vector<int32_t> image_row_ids(const ImageU8& img, uint64_t vision_identity, ActMode act, int tile, int n);
 
 // Whether the text model and the projector fit together: the projector's output width is the
 // model's embedding width, and the family's image tokens exist in the vocabulary.

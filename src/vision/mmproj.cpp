@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/kernels.h"
+#include "model/repack.h"
 #include "quant/types.h"
 
 namespace pllm::vision {
@@ -190,12 +191,12 @@ Result<VisionLayer> read_layer(const GgufFile& f, const VisionHparams& hp, int i
 
 }  // namespace
 
-Result<std::shared_ptr<VisionModel>> load_mmproj(const std::string& path) {
+Result<std::shared_ptr<VisionModel>> load_mmproj(const std::string& path, RepackMode repack) {
   PLLM_ASSIGN(auto file, GgufFile::open(path));
-  return load_mmproj(std::move(file));
+  return load_mmproj(std::move(file), repack);
 }
 
-Result<std::shared_ptr<VisionModel>> load_mmproj(std::shared_ptr<GgufFile> file) {
+Result<std::shared_ptr<VisionModel>> load_mmproj(std::shared_ptr<GgufFile> file, RepackMode repack) {
   const GgufFile& f = *file;
   auto m = std::make_shared<VisionModel>();
   m->file = file;
@@ -249,6 +250,15 @@ Result<std::shared_ptr<VisionModel>> load_mmproj(std::shared_ptr<GgufFile> file)
     mp.rows = n_out;
     mp.cols = int64_t(E);
     mp.row_bytes = size_t(E) * sizeof(float);
+  }
+  if (repack != RepackMode::none) {
+    std::vector<Matrix*> mats{&m->mm_fc};
+    std::vector<const float**> vecs{&m->post_ln_w, &m->post_ln_b, &m->soft_emb_norm_w};
+    for (VisionLayer& L : m->layers) {
+      mats.insert(mats.end(), {&L.q, &L.k, &L.v, &L.o, &L.up, &L.down});
+      vecs.insert(vecs.end(), {&L.ln1_w, &L.ln1_b, &L.q_b, &L.k_b, &L.v_b, &L.o_b, &L.ln2_w, &L.ln2_b, &L.up_b, &L.down_b});
+    }
+    m->repacked_tensors = repack_matrices(mats, vecs, kernels(), f, m->repacked, repack).tensors;
   }
   return m;
 }

@@ -12,8 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "base/aligned_buffer.h"
 #include "base/result.h"
 #include "gguf/gguf.h"
+#include "model/model.h"
 #include "model/weights.h"
 
 namespace pllm::vision {
@@ -84,11 +86,17 @@ struct VisionModel {
   // transposed once (mm_proj_t, [n_out][n_embd]) so that it runs as an ordinary F32 product.
   Matrix mm_proj;
   std::vector<float> mm_proj_t;
+  // The matrices held as 16-row panels (and the rest of the file's weights beside them) when
+  // loaded with a repack mode: model/repack.h, as for a text model.
+  std::vector<AlignedBuffer<uint8_t>> repacked;
+  int repacked_tensors = 0;
 };
 
 // Opens and checks an mmproj file. Errors name the file and the key or tensor at fault.
-Result<std::shared_ptr<VisionModel>> load_mmproj(const std::string& path);
-// The same over an already-open GGUF file.
-Result<std::shared_ptr<VisionModel>> load_mmproj(std::shared_ptr<GgufFile> file);
+// repack: the panels the encoder's activation mode reads (repack_for(EncodeOptions::act));
+// an encode in another mode still runs, unpacking panels as it goes.
+Result<std::shared_ptr<VisionModel>> load_mmproj(const std::string& path, RepackMode repack = RepackMode::none);
+// The same over an already-open GGUF file (the fuzzer: never repacked).
+Result<std::shared_ptr<VisionModel>> load_mmproj(std::shared_ptr<GgufFile> file, RepackMode repack = RepackMode::none);
 
 }  // namespace pllm::vision

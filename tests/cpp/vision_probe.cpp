@@ -1,12 +1,18 @@
 // vision_probe: the vision layer from the command line, for tests/py/test_vision.py, which
 // compares its output with llama.cpp's (pllm-clip-oracle, same file format).
 //
-//   vision_probe encode MMPROJ IMAGE OUT [THREADS] [exact|int8]
-//       preprocess + encode; OUT as pllm-clip-oracle writes it (tests/oracle/clip_oracle.cpp)
+//   vision_probe encode MMPROJ IMAGE OUT [THREADS] [ACT] [REPEAT] [panels|file]
+//       preprocess + encode; OUT as pllm-clip-oracle writes it (tests/oracle/clip_oracle.cpp).
+//       ACT: an activation word (exact, the default here: the reference; int16; int8). The
+//       encoder is loaded with the panels ACT reads (repack_for), as the C API loads it, or
+//       with every matrix in the file's layout ("file"). REPEAT > 0 encodes each image
+//       that many times more and prints encode_warm_ms, the median of those (what an app that
+//       keeps the model loaded sees; encode_ms is the first encode of each image).
 //   vision_probe jpeg IN OUT QUALITY
 //       re-encode IN (any image we decode) as a JPEG with stb_image_write: the tests make
 //       their JPEGs this way (no Pillow in the venv), and llama.cpp decodes the same file
 // Exit status: 0 ok, 1 usage, 2 an error from the vision layer (its message on stderr).
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -40,8 +46,16 @@ int cmd_encode(int argc, char** argv) {
   if (argc < 5) return 1;
   const int threads = argc > 5 ? std::atoi(argv[5]) : 1;
   pllm::vision::EncodeOptions opt;
-  if (argc > 6 && std::strcmp(argv[6], "int8") == 0) opt.act = pllm::ActMode::int8;
-  auto model = pllm::vision::load_mmproj(argv[2]);
+  opt.act = pllm::ActMode::exact;  // the reference, unless ACT says otherwise
+  if (argc > 6) {
+    const auto act = pllm::parse_act_mode(argv[6]);
+    if (!act) return 1;
+    opt.act = *act;
+  }
+  const int repeat = argc > 7 ? std::max(0, std::atoi(argv[7])) : 0;
+  if (argc > 8 && std::strcmp(argv[8], "file") != 0 && std::strcmp(argv[8], "panels") != 0) return 1;
+  const bool file_layout = argc > 8 && std::strcmp(argv[8], "file") == 0;
+  auto model = pllm::vision::load_mmproj(argv[2], file_layout ? pllm::RepackMode::none : pllm::repack_for(opt.act));
   if (!model.ok()) return fail(model.error());
   auto img = pllm::vision::load_image_file(argv[3]);
   if (!img.ok()) return fail(img.error());
@@ -56,6 +70,7 @@ int cmd_encode(int argc, char** argv) {
   put_u32(f, uint32_t(pre->images.size()));
   put_u32(f, uint32_t(n_out));
   double encode_ms = 0.0;
+  std::vector<double> warm;
   for (const auto& im : pre->images) {
     put_u32(f, uint32_t(im.width));
     put_u32(f, uint32_t(im.height));
@@ -64,12 +79,23 @@ int cmd_encode(int argc, char** argv) {
     auto e = pllm::vision::encode_image(**model, im, pool, opt);
     encode_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (!e.ok()) return fail(e.error());
+    for (int r = 0; r < repeat; ++r) {
+      const auto t1 = std::chrono::steady_clock::now();
+      auto again = pllm::vision::encode_image(**model, im, pool, opt);
+      warm.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count());
+      if (!again.ok()) return fail(again.error());
+    }
     put_u32(f, uint32_t(e->size() / size_t(n_out)));
     put_f32s(f, e->data(), e->size());
   }
   if (!f.good()) return fail(pllm::make_error(pllm::Status::io_error, "write failed"));
   // On stdout, for bench/vision_compare.py: the encoder alone (load and preprocessing excluded).
   std::printf("encode_ms %.3f\n", encode_ms);
+  std::printf("repacked_tensors %d\n", (*model)->repacked_tensors);
+  if (!warm.empty()) {
+    std::sort(warm.begin(), warm.end());
+    std::printf("encode_warm_ms %.3f\n", warm[warm.size() / 2]);
+  }
   return 0;
 }
 
@@ -89,7 +115,7 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "encode") == 0) rc = cmd_encode(argc, argv);
   else if (argc >= 2 && std::strcmp(argv[1], "jpeg") == 0) rc = cmd_jpeg(argc, argv);
   if (rc == 1)
-    std::fprintf(stderr, "usage: vision_probe encode MMPROJ IMAGE OUT [THREADS] [exact|int8]\n"
+    std::fprintf(stderr, "usage: vision_probe encode MMPROJ IMAGE OUT [THREADS] [exact|int16|int8] [REPEAT] [panels|file]\n"
                          "       vision_probe jpeg IN OUT QUALITY\n");
   return rc;
 }

@@ -33,6 +33,11 @@ NMSE_MAX = 1e-5
 # (30 * 6e-8)^2 ~ 3e-12; 1e-9 leaves room for longer sums yet catches any real difference
 # (a wrong rounding of the input or an f16 step anywhere shows as 1e-7 or more).
 REF_NMSE_MAX = 1e-9
+# int16 activations (the default mode), against the same reference: each product's input rounded
+# per 32 values to a step of 2^-16 of the block's largest, a relative error of order 1e-5 per
+# element, NMSE ~1e-10 per product compounding over the layers (measured 2.6e-9 .. 9.9e-9 on
+# these files); 1e-7 is 10x above that and 100x below the llama.cpp bound.
+INT16_REF_NMSE_MAX = 1e-7
 QUANTIZED = ("q8_0", "q4_0")  # block types: llama.cpp is run on their weights decoded to F32
 
 
@@ -211,6 +216,49 @@ def test_embeddings_match_numpy_reference(files, probe, proj, wt):
             e = nmse(emb, want)
             print(f"{proj} {wt} {name} image {i}: NMSE vs numpy {e:.3e}")
             assert e <= REF_NMSE_MAX, f"{proj} {wt} {name} image {i}: NMSE {e:.3e} > {REF_NMSE_MAX}"
+
+
+@pytest.mark.parametrize("wt", ["f16", "q8_0", "q4_0"])
+@pytest.mark.parametrize("proj", list(SPECS))
+def test_int16_default_matches_numpy_reference(files, probe, proj, wt):
+    """The default mode (int16 activations on the repacked panels the loader makes for it)
+    against the float64 reference; F16 weights have no integer kernel and run exact: the same
+    bits as exact mode."""
+    from vision_reference import VisionReference
+    d, models, images = files
+    ref = VisionReference(models[proj, wt])
+    img = images["rgb-77x45"]
+    ours, exact = d / f"i16-{proj}-{wt}.ours", d / f"i16-{proj}-{wt}.exact"
+    run([probe, "encode", models[proj, wt], img, ours, 2, "int16"])
+    if wt not in QUANTIZED:
+        run([probe, "encode", models[proj, wt], img, exact, 2, "exact"])
+        assert ours.read_bytes() == exact.read_bytes(), f"{proj} {wt}: int16 mode on float weights is not exact mode"
+    for i, (x, emb) in enumerate(read_result(ours)):
+        e = nmse(emb, ref.encode(x.astype(np.float64)))
+        print(f"{proj} {wt} int16 image {i}: NMSE vs numpy {e:.3e}")
+        assert e <= INT16_REF_NMSE_MAX, f"{proj} {wt} image {i}: NMSE {e:.3e} > {INT16_REF_NMSE_MAX}"
+
+
+@pytest.mark.parametrize("act", ["int16", "int8"])
+@pytest.mark.parametrize("wt", QUANTIZED)
+@pytest.mark.parametrize("proj", list(SPECS))
+def test_panels_equal_file_layout(files, probe, proj, wt, act):
+    """Loaded for an integer mode, the encoder holds its quantised matrices as 16-row panels
+    (model/repack.h, as a text model): int16's embeddings are the file layout's bit for bit (the
+    int16 contract: exact integer sums, one order of the scaled ones); int8's panel kernels add
+    the blocks' scaled sums in another order, so theirs differ by f32 rounding alone."""
+    d, models, images = files
+    panels, file = d / f"pan-{proj}-{wt}-{act}.panels", d / f"pan-{proj}-{wt}-{act}.file"
+    held = run([probe, "encode", models[proj, wt], images["big-203x150"], panels, 2, act, 0, "panels"]).stdout
+    n_layer = VisionSpec(projector=proj).n_layer
+    assert f"repacked_tensors {6 * n_layer + (proj == 'idefics3')}" in held, held  # every layer's 6 + the projector's
+    held = run([probe, "encode", models[proj, wt], images["big-203x150"], file, 2, act, 0, "file"]).stdout
+    assert "repacked_tensors 0" in held, held
+    if act == "int16":
+        assert panels.read_bytes() == file.read_bytes(), f"{proj} {wt} {act}: panels and file layout differ"
+    for i, ((_, ea), (_, eb)) in enumerate(zip(read_result(panels), read_result(file))):
+        e = nmse(ea, eb)
+        assert e <= 1e-12, f"{proj} {wt} {act} image {i}: panels vs file layout NMSE {e:.3e}"
 
 
 def test_odd_head_size_matches_numpy_reference(tmp_path, probe):
