@@ -39,6 +39,10 @@ constexpr double kDecay = 0.9;  // weight of the past per verify pass
 // Plain steps between probes when drafts do not pay: 16, doubled after each probe whose guess
 // was not kept (up to 256), back to 16 when one is.
 constexpr int kProbeEvery = 16, kProbeEveryMost = 256;
+// A probe's measured loss (its drafting and verify pass against the plain steps its tokens would
+// have taken) may be at most this share of the plain decoding time since the last probe: a
+// draft model that must first catch up with many tokens probes less often than prompt lookup.
+constexpr double kProbeShare = 0.05;
 
 }  // namespace
 
@@ -49,6 +53,9 @@ int DraftLength::next() { return std::clamp(choose(), min_, max_); }
 
 int DraftLength::choose() {
   if (plain_ms_ <= 0) return 0;  // a plain step first: every cost is measured against it
+  // A drafter whose guesses cost forward passes: one guess first, so that a long draft is tried
+  // only once a guess's cost is known (8 guesses of a layer-skipping draft cost 6 steps).
+  if (!free_ && draft_ms_ <= 0) return 1;
   // A pass's cost is not linear in its rows (a few rows ride on the weights' stream for free,
   // more are compute-bound): each length's measured cost, and for one not tried yet, the
   // cheapest extra row seen so far (optimistic, so it gets tried and measured).
@@ -63,7 +70,8 @@ int DraftLength::choose() {
     if (rate > best) best = rate, k = n;
   }
   if (k > 0) return k;
-  if (++since_probe_ >= probe_every_) {  // drafts do not pay now: probe one now and then
+  // Drafts do not pay now: probe one guess now and then, within the probes' share of the time.
+  if (++since_probe_ >= probe_every_ && since_probe_ * plain_ms_ * kProbeShare >= probe_loss_ms_) {
     since_probe_ = 0;
     return 1;
   }
@@ -84,6 +92,7 @@ void DraftLength::record_verify(int drafted, int accepted, double verify_ms, dou
   }
   const double d = draft_ms / drafted;
   draft_ms_ = draft_ms_ > 0 ? draft_ms_ * kDecay + d * (1 - kDecay) : d;
+  if (drafted == 1) probe_loss_ms_ = std::max(0.0, draft_ms + verify_ms - (1 + accepted) * plain_ms_);
 }
 
 void DraftLength::record_plain(double ms) { plain_ms_ = plain_ms_ > 0 ? plain_ms_ * kDecay + ms * (1 - kDecay) : ms; }

@@ -2,7 +2,7 @@
 // vision tests to compare against (tests/py/test_vision.py). Built by bench/setup_llamacpp.sh
 // against llama.cpp's static mtmd/clip libraries; not part of PocketLLM itself.
 //
-//   pllm-clip-oracle MMPROJ IMAGE OUT [THREADS]
+//   pllm-clip-oracle MMPROJ IMAGE OUT [THREADS] [REPEAT]
 //
 // It decodes the image with the stb_image inside libmtmd (as mtmd_helper_bitmap_init_from_file
 // does: 3 channels), runs the projector's own llama.cpp preprocessor (the class mtmd picks for it)
@@ -14,7 +14,8 @@
 // OUT (little-endian): "PLLMCLIP" u32 version=1, u32 n_entries, u32 n_embd_out, then per entry:
 //   u32 nx, u32 ny, f32[ny][nx][3] preprocessed image (RGB interleaved, normalised),
 //   u32 n_tokens, f32[n_tokens][n_embd_out] embeddings.
-// Prints "encode_ms T" (the encodes alone) on stdout.
+// Prints "encode_ms T" (the encodes alone) on stdout; with REPEAT > 0 each image is encoded that
+// many times more and "encode_warm_ms T" is the median of those (as vision_probe's).
 //
 //   pllm-clip-oracle --logits MODEL MMPROJ PROMPT OUT THREADS [--embd FILE] IMAGE...
 //
@@ -27,6 +28,7 @@
 // OUT (little-endian): "PLLMMTMD" u32 version=1, u32 n_pos, i32[n_pos] the token of each
 //   position (-1: an image row), u32 n_vocab, f32[n_vocab] the last position's logits.
 // Exit status: 0 ok, 1 usage, 2 load/decode/encode failure (message on stderr).
+#include <algorithm>
 #include <cstdint>
 #include <chrono>
 #include <cstdio>
@@ -167,10 +169,11 @@ int logits_main(int argc, char** argv) {
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--logits") return logits_main(argc, argv);
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s MMPROJ IMAGE OUT [THREADS]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MMPROJ IMAGE OUT [THREADS] [REPEAT]\n", argv[0]);
     return 1;
   }
   const int n_threads = argc > 4 ? std::atoi(argv[4]) : 1;
+  const int repeat = argc > 5 ? std::max(0, std::atoi(argv[5])) : 0;
 
   std::ifstream in(argv[2], std::ios::binary);
   if (!in) return fail(std::string("cannot open ") + argv[2]);
@@ -230,6 +233,7 @@ int main(int argc, char** argv) {
   put_u32(f, static_cast<uint32_t>(order.size()));
   put_u32(f, static_cast<uint32_t>(n_embd_out));
   double encode_ms = 0.0;
+  std::vector<double> warm;
   for (const clip_image_f32* e : order) {
     put_u32(f, static_cast<uint32_t>(e->nx()));
     put_u32(f, static_cast<uint32_t>(e->ny()));
@@ -246,11 +250,23 @@ int main(int argc, char** argv) {
       clip_free(ctx);
       return fail("clip_image_batch_encode failed");
     }
+    for (int r = 0; r < repeat; ++r) {
+      const auto t1 = std::chrono::steady_clock::now();
+      if (!clip_image_batch_encode(ctx, n_threads, &batch, embd)) {
+        clip_free(ctx);
+        return fail("clip_image_batch_encode failed");
+      }
+      warm.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count());
+    }
     put_u32(f, static_cast<uint32_t>(n_tok));
     put_f32s(f, embd.data(), embd.size());
   }
   clip_free(ctx);
   if (!f.good()) return fail("write failed");
   std::printf("encode_ms %.3f\n", encode_ms);  // the encoder alone, for bench/vision_compare.py
+  if (!warm.empty()) {
+    std::sort(warm.begin(), warm.end());
+    std::printf("encode_warm_ms %.3f\n", warm[warm.size() / 2]);
+  }
   return 0;
 }
