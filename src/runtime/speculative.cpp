@@ -63,15 +63,21 @@ int DraftLength::choose() {
   for (int k = 1; k <= max_; ++k)
     if (pass_ms_[size_t(k)] > 0) row = std::min(row, std::max(0.0, pass_ms_[size_t(k)] - plain_ms_) / k);
   int k = 0;
-  double best = 1.0;  // tokens per plain step's time
+  double best = 1.0, best_if_all_kept = 0.0;  // tokens per plain step's time
   for (int n = 1; n <= max_; ++n) {
     const double pass = pass_ms_[size_t(n)] > 0 ? pass_ms_[size_t(n)] : plain_ms_ + n * row;
-    const double rate = tokens_per_pass(accept_, n) * plain_ms_ / (pass + (free_ ? 0.0 : n * draft_ms_));
+    const double cost = pass + (free_ ? 0.0 : n * draft_ms_);
+    const double rate = tokens_per_pass(accept_, n) * plain_ms_ / cost;
     if (rate > best) best = rate, k = n;
+    best_if_all_kept = std::max(best_if_all_kept, (n + 1) * plain_ms_ / cost);
   }
   if (k > 0) return k;
   // Drafts do not pay now: probe one guess now and then, within the probes' share of the time.
-  if (++since_probe_ >= probe_every_ && since_probe_ * plain_ms_ * kProbeShare >= probe_loss_ms_) {
+  // Where guesses cost so much that even all of them kept would not pay (a layer-skipping draft
+  // of most of a model whose output head is most of a step), a probe can only find the costs
+  // changed: rarely.
+  const int every = best_if_all_kept <= 1.0 ? kProbeEveryMost : probe_every_;
+  if (++since_probe_ >= every && since_probe_ * plain_ms_ * kProbeShare >= probe_loss_ms_) {
     since_probe_ = 0;
     return 1;
   }

@@ -76,8 +76,9 @@ Result<std::unique_ptr<Drafter>> make_drafter(const DraftSpec& spec, Session& ta
 // the measured acceptance rate and step times (a drafter that runs forward passes drafts one
 // guess first, to measure its cost). Falls to 0 (plain decoding) when drafts do not pay,
 // probing one guess again now and then so a change in the text is noticed: after 16 plain
-// steps, twice as many after each probe that kept nothing, and never more often than keeps the
-// probes' measured loss within 5 % of the plain decoding time.
+// steps, twice as many after each probe that kept nothing (after 256 where even guesses all
+// kept would not pay at the measured costs), and never more often than keeps the probes'
+// measured loss within 5 % of the plain decoding time.
 class DraftLength {
  public:
   // Between min_tokens and max_tokens (min_tokens == max_tokens: a fixed length).

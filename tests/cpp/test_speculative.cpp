@@ -552,5 +552,26 @@ TEST(DraftLength, DearProbesStayWithinTheirShare) {
   EXPECT_LE(loss_ms, 0.05 * plain_ms + 290 + 11 - 10) << probes << " probes";  // the first try is outside the rule
 }
 
+// Guesses always kept but each costing a whole step (Gemma 3 270M skipping 3 of 18 layers: the
+// output head is most of a step), a two-row pass 1.4 steps: two tokens for 2.4 steps, so even
+// perfect guesses lose. Probes are then kept to one per 256 plain steps, kept or not.
+TEST(DraftLength, GuessesThatCannotPayAreRarelyProbed) {
+  DraftLength dear(0, 8, /*free_drafts=*/false);
+  dear.record_plain(10);
+  int probes = 0;
+  for (int i = 0; i < 1024; ++i) {
+    const int k = dear.next();
+    if (k == 0) {
+      dear.record_plain(10);
+    } else {
+      ASSERT_EQ(k, 1);
+      ++probes;
+      dear.record_verify(1, 1, 14, 10);
+    }
+  }
+  EXPECT_LE(probes, 1 + 1024 / 256) << "the first try, then one per 256 steps";
+  EXPECT_GE(probes, 2);
+}
+
 }  // namespace
 }  // namespace pllm
