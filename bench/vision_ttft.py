@@ -58,8 +58,8 @@ def main() -> None:
     ap.add_argument("--pairs", default="vittiny-smollm2")
     ap.add_argument("--wtype", default="q8_0", choices=["f16", "q8_0"], help="both halves' matrices")
     ap.add_argument("--layers", type=int, default=0, help="encoder depth (0: the real one)")
-    ap.add_argument("--act", default="exact", choices=["exact", "int8"],
-                    help="our encoder's activations: exact (the default a user gets) or int8 (--image-int8)")
+    ap.add_argument("--act", default="int16", choices=["int16", "int8"],
+                    help="our encoder's activations: int16 (the default a user gets) or int8 (--image-int8)")
     a = ap.parse_args()
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
     text_type = {"f16": "F16", "q8_0": "Q8_0"}[a.wtype]
