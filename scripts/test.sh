@@ -155,11 +155,11 @@ for m in qwen35-Q8_0 gemma4-Q8_0; do
   PLLM_SOAK_MODEL="$ROOT/build-tsan/soak/$m.gguf" "$ROOT/build-tsan/tests/cpp/test_server_soak" --gtest_brief=1
 done
 # The vision encoder on 2 pool threads (attention tasks per head and query block, products, norms):
-# a tiny idefics3 mmproj, both activation modes.
+# a tiny idefics3 mmproj, in every activation mode (int16 and int8 on the panels they load).
 "$VENV/bin/python" "$ROOT/tests/py/vision_models.py" idefics3 q8_0 "$ROOT/build-tsan/soak/mmproj.gguf" >/dev/null
 "$VENV/bin/python" -c "import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path; from vision_images import write_png; write_png(Path(sys.argv[2]), 77, 45, 3)" \
   "$ROOT/tests/py" "$ROOT/build-tsan/soak/image.png"
-for act in exact int8; do
+for act in exact int16 int8; do
   "$ROOT/build-tsan/tests/cpp/vision_probe" encode "$ROOT/build-tsan/soak/mmproj.gguf" "$ROOT/build-tsan/soak/image.png" \
     "$ROOT/build-tsan/soak/embeddings.bin" 2 "$act" >/dev/null
 done
