@@ -35,7 +35,8 @@ class Model:
     ``mmproj``: a vision encoder (llama.cpp's mmproj GGUF for this model: SmolVLM's idefics3 or
     Gemma 3's projector); chat messages may then hold images as content parts (``image_url``
     with a data: URI, or ``{"type": "image", "image": path or bytes}``). ``image_int8``: the
-    encoder's products with int8 activations.
+    encoder's products with int8 activations (by default int16 on quantised weights, exact on
+    F16 / F32 ones, as the text path).
     """
 
     def __init__(self, path: Union[str, os.PathLike], *, n_ctx: int = 0, threads: int = 0, kv_type: str = "f16",
