@@ -71,16 +71,16 @@ RepackResult repack_matrices(std::span<Matrix* const> all, std::span<const float
     items.push_back({src, bytes, total, m});
     total += round64(bytes);
   };
-  auto streamed = [&](const Matrix* m) { return m->data && f.holds(m->data); };
+  auto in_file = [&](const Matrix* m) { return m->data && f.holds(m->data); };
   for (const Matrix* m : all)
-    if (streamed(m) && repackable(*m, kt, mode)) add(m->data, size_t(m->rows) * m->row_bytes, m);
+    if (in_file(m) && repackable(*m, kt, mode)) add(m->data, size_t(m->rows) * m->row_bytes, m);
   RepackResult r;
   // The matrices no panel kernel reads (Q5_x, F16; K-quants where the table has no int16 panel
   // kernel...) are copied into the arena in the file's layout: a decode step streams them too, and
   // from the file's 4 KiB page-cache pages it paid a TLB miss every 4 KiB (relocate_measure in
   // docs/PERFORMANCE.md). Same bytes, same kernels: results unchanged.
   for (const Matrix* m : all)
-    if (streamed(m) && !m->panels && !repackable(*m, kt, mode)) {
+    if (in_file(m) && !m->panels && !repackable(*m, kt, mode)) {
       const size_t before = total;
       add(m->data, size_t(m->rows) * m->row_bytes, nullptr);
       if (total != before) {

@@ -1,6 +1,7 @@
 #include "vision/encoder.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -77,18 +78,17 @@ class Products {
   }
   // Y[n][W.rows] = X[n][W.cols] . W^T (+ bias per column when given).
   void run(const Matrix& W, const float* X, int n, float* Y, const float* bias = nullptr) {
-    for (int r0 = 0; r0 < n; r0 += kRowsPerCall) {
-      const int rows = std::min(kRowsPerCall, n - r0);
-      matmul(W, X + int64_t(r0) * W.cols, rows, Y + int64_t(r0) * W.rows, act_, s_, pool_);
-    }
+    run_group({{&W, Y}}, X, n);
     if (bias)
       pool_.run_spread(n, [&](int64_t t) { add_f32(Y + t * W.rows, bias, W.rows); });
   }
-  // Several products of the same X ([n][cols], one cols) as one job: Q, K and V.
+  // Several products of the same X ([n][cols], one cols) as one job: Q, K and V. At most
+  // kMaxActFormats of them (matmul_group's limit: one activation format per target).
   void run_group(std::initializer_list<MatmulTarget> targets, const float* X, int n) {
+    assert(targets.size() <= size_t(kMaxActFormats));
     for (int r0 = 0; r0 < n; r0 += kRowsPerCall) {
       const int rows = std::min(kRowsPerCall, n - r0);
-      MatmulTarget at[4];
+      MatmulTarget at[kMaxActFormats];
       int na = 0;
       for (const MatmulTarget& t : targets) at[na++] = {t.W, t.Y + int64_t(r0) * t.W->rows};
       matmul_group({at, size_t(na)}, X + int64_t(r0) * targets.begin()->W->cols, rows, act_, s_, pool_);
